@@ -12,13 +12,12 @@
 #include <stdint.h>
 
 #include "ipc/specd.pb-c.h"
+#include "specd/ipc.h" /* SPECD_IPC_MAX_DRAFT: most draft positions in one message */
 #include "specd/status.h"
 
 #define SPECD_IPC_MAJOR 1u
 /* Largest frame accepted by default: messages carry ids, counts and references, not tensors. */
 #define SPECD_IPC_FRAME_MAX_DEFAULT ((size_t)1 << 20)
-/* Most draft positions in one Propose/Draft/Verify/Result. */
-#define SPECD_IPC_MAX_DRAFT 256u
 /* Most dimensions of a buffer reference. */
 #define SPECD_IPC_MAX_RANK 4u
 /* Longest shm name, including the leading '/'. */

@@ -2,6 +2,8 @@
  * through exactly the same session code as the speculative run. */
 #include "policy/builtin.h"
 
+#include <stddef.h>
+
 static specd_status none_create(const specd_policy_env *env, const char *options, void **state,
                                 specd_error *err) {
     (void)env;

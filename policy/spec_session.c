@@ -236,13 +236,13 @@ void specd_spec_seq_close(specd_spec *spec, int32_t seq) {
 }
 
 int specd_spec_seq_done(const specd_spec *spec, int32_t seq) {
-    spec_seq *q;
+    spec_seq *q = NULL;
     if (find_seq(spec, seq, &q, NULL) != SPECD_OK) return 1;
     return q->done;
 }
 
 const int32_t *specd_spec_seq_output(const specd_spec *spec, int32_t seq, int64_t *n_out) {
-    spec_seq *q;
+    spec_seq *q = NULL;
     if (find_seq(spec, seq, &q, NULL) != SPECD_OK) {
         if (n_out) *n_out = 0;
         return NULL;
@@ -253,7 +253,7 @@ const int32_t *specd_spec_seq_output(const specd_spec *spec, int32_t seq, int64_
 
 specd_status specd_spec_seq_stats(const specd_spec *spec, int32_t seq, specd_seq_stats *out,
                                   specd_error *err) {
-    spec_seq *q;
+    spec_seq *q = NULL;
     SPECD_TRY(find_seq(spec, seq, &q, err));
     *out = q->stats;
     out->n_backoffs = q->guard.n_backoffs;
@@ -294,7 +294,7 @@ static specd_status layout_chain(const specd_spec *spec, spec_seq *q, specd_step
 
 specd_status specd_spec_seq_layout(specd_spec *spec, int32_t seq, specd_step_layout *out,
                                    specd_error *err) {
-    spec_seq *q;
+    spec_seq *q = NULL;
     SPECD_TRY(find_seq(spec, seq, &q, err));
     if (!out) return specd_fail(err, SPECD_E_INVALID_ARG, "spec: NULL layout");
     if (q->done) return specd_fail(err, SPECD_E_STATE, "spec: sequence %d has finished", seq);
@@ -344,7 +344,7 @@ static int is_stop(const spec_seq *q, int32_t token) {
 
 specd_status specd_spec_seq_verify(specd_spec *spec, int32_t seq, const float *logits,
                                    specd_step_outcome *out, specd_error *err) {
-    spec_seq *q;
+    spec_seq *q = NULL;
     SPECD_TRY(find_seq(spec, seq, &q, err));
     if (!logits || !out) return specd_fail(err, SPECD_E_INVALID_ARG, "spec: NULL argument");
     if (!q->laid_out)

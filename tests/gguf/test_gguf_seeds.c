@@ -72,6 +72,15 @@ static void test_every_value_type(void **state) {
     assert_int_equal(specd_gguf_get_i64(g, "t.i64", &v, &err), SPECD_OK);
     assert_true(v == -(1ll << 62));
     assert_int_equal(specd_gguf_get_i64(g, "t.u64", &v, &err), SPECD_E_FORMAT); /* 2^63 + 5 */
+    uint64_t u64;
+    assert_int_equal(specd_gguf_get_u64(g, "t.u64", &u64, &err), SPECD_OK);
+    assert_true(u64 == (1ull << 63) + 5);
+    assert_int_equal(specd_gguf_get_u64(g, "t.i8", &u64, &err), SPECD_E_FORMAT);
+    double f64;
+    assert_int_equal(specd_gguf_get_f64(g, "t.f64", &f64, &err), SPECD_OK);
+    assert_true(f64 == 2.5e300);
+    assert_int_equal(specd_gguf_get_f64(g, "t.f32", &f64, &err), SPECD_OK);
+    assert_true(f64 == 1.5);
     assert_int_equal(specd_gguf_get_f32(g, "t.f32", &f, &err), SPECD_OK);
     assert_true(f == 1.5f);
     assert_int_equal(specd_gguf_get_f32(g, "t.f64", &f, &err), SPECD_E_FORMAT); /* 2.5e300 */

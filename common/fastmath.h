@@ -52,27 +52,27 @@ static inline float specd_fast_log(float x) {
     return ef * 0.693145751953125f + (lm + ef * 1.42860682e-06f);
 }
 
-/* e^x for x <= 0 (x = -inf allowed). 2^t with t = x*log2(e) = n + f, n = round-to-nearest-even
- * by the 1.5*2^23 trick (exact for |t| < 2^22), f in [-1/2, 1/2], 2^f by its Taylor polynomial
- * of degree 7 (truncation < 6e-9), 2^n by adding n to the exponent field. Results below 2^-125
- * (x < about -86.6) are flushed to 0, which keeps every nonzero result normal. */
+/* e^x for x <= 0 (x = -inf allowed). Cody-Waite: n = round-to-nearest-even(x * log2 e) by the
+ * 1.5*2^23 trick, r = (x - n*ln2_hi) - n*ln2_lo with the 15-bit head of ln 2 (n*ln2_hi exact),
+ * |r| <= 0.347, e^r by its Taylor polynomial of degree 7 (truncation < 6e-9), 2^n added to the
+ * exponent field. Results below 2^-125 (x < about -86.6) are flushed to 0, which keeps every
+ * nonzero result normal. Branch-free so loops over rows vectorise. */
 static inline float specd_fast_exp_neg(float x) {
-    float t = x * 1.44269504f;
-    int keep = t >= -125.0f; /* branch-free so loops over rows vectorise */
-    float tc = keep ? t : -125.0f;
-    float n = (tc + 12582912.0f) - 12582912.0f;
-    float f = tc - n;
-    float p = 1.52527338e-05f;
-    p = p * f + 1.54035304e-04f;
-    p = p * f + 1.33335581e-03f;
-    p = p * f + 9.61812911e-03f;
-    p = p * f + 5.55041087e-02f;
-    p = p * f + 2.40226507e-01f;
-    p = p * f + 6.93147181e-01f;
-    p = p * f + 1.0f;
+    int keep = x * 1.44269504f >= -125.0f;
+    float xc = keep ? x : 0.0f;
+    float n = (xc * 1.44269504f + 12582912.0f) - 12582912.0f;
+    float r = (xc - n * 0.693145751953125f) - n * 1.42860682e-06f;
+    float p = 1.98412698e-04f;
+    p = p * r + 1.38888889e-03f;
+    p = p * r + 8.33333333e-03f;
+    p = p * r + 4.16666667e-02f;
+    p = p * r + 1.66666667e-01f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
     int32_t ni = (int32_t)n;
-    float r = specd_u2f(specd_f2u(p) + ((uint32_t)ni << 23));
-    return keep ? r : 0.0f;
+    float e = specd_u2f(specd_f2u(p) + ((uint32_t)ni << 23));
+    return keep ? e : 0.0f;
 }
 
 /* Upper bound on specd_gumbel over every uniform specd_u32_to_uniform can produce (the largest is

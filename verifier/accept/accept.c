@@ -10,6 +10,7 @@
 #include "common/fastmath.h"
 #include "common/philox.h"
 #include "common/status_internal.h"
+#include "verifier/accept/accept_internal.h"
 #include "verifier/accept/xform.h"
 
 /* How far a q row's sum may stray from 1 (drafters compute it in float). */
@@ -31,7 +32,10 @@ struct specd_accept {
     int32_t *tokens;    /* max_k + 1 */
     float *prob;        /* max_k */
     uint8_t *flag;      /* max_k */
+    specd_accept_mutant mutant; /* always NONE outside the statistical suite's power check */
 };
+
+void specd_accept_debug_mutate(specd_accept *a, specd_accept_mutant mutant) { a->mutant = mutant; }
 
 specd_accept_params specd_accept_default_params(void) {
     specd_accept_params p;
@@ -193,9 +197,10 @@ static float residual_update(specd_accept *a, const walk_in *w, specd_xrow *r, i
     if (first) {
         float z = specd_xrow_sum(&a->xf, r);
         for (int32_t y = 0; y < n; y++) res[y] = specd_xrow_e(&a->xf, r, y) / z;
-    } else {
+    } else if (a->mutant != SPECD_MUTANT_NO_RENORMALISE) {
         for (int32_t y = 0; y < n; y++) res[y] = res[y] / rsum;
     }
+    if (a->mutant == SPECD_MUTANT_RESIDUAL_IS_P) return specd_lane_sum(res, n);
     if (w->q) {
         const float *q = w->q + (size_t)j * (size_t)n;
         for (int32_t y = 0; y < n; y++) {
@@ -272,7 +277,7 @@ static specd_status verify_walk(specd_accept *a, const walk_in *w, int32_t *n_ac
                                     : specd_xrow_e(&a->xf, &r, x) / specd_xrow_sum(&a->xf, &r);
                 float qx = w->q ? w->q[(size_t)c * (size_t)w->n_vocab + (size_t)x] : 1.0f;
                 float num = a->tau > 0.0f ? rx * (1.0f + a->tau) : rx;
-                float ratio = num / qx;
+                float ratio = a->mutant == SPECD_MUTANT_RATIO_Q_OVER_P ? qx / num : num / qx;
                 float pr = ratio < 1.0f ? ratio : 1.0f;
                 a->prob[c] = pr;
                 if (specd_sampling_uniform(key, SPECD_RNG_ACCEPT, (uint32_t)c) < pr) {

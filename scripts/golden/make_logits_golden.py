@@ -76,6 +76,19 @@ def main():
         llm.reset()
         llm.eval(toks)
         scores = np.array(llm.scores[: len(toks)], dtype=np.float32)
+        # llama.cpp against itself: the same tokens one at a time (other kernels, other summation
+        # order). Its spread is the floor for any reimplementation's tolerance.
+        llm.reset()
+        for t in toks:
+            llm.eval([t])
+        seq = np.array(llm.scores[: len(toks)], dtype=np.float32)
+        self_delta = max(float(np.abs(scores[p][np.argsort(-scores[p])[:TOP_K]] -
+                                          seq[p][np.argsort(-scores[p])[:TOP_K]]).max())
+                         for p in range(len(toks)))
+        self_agree = int((scores.argmax(1) == seq.argmax(1)).sum())
+        lines.append(f"# llama.cpp batch vs one-token evals: max |delta| {self_delta:.4f}, "
+                     f"top-1 agree {self_agree}/{len(toks)}\n")
+        sys.stderr.write(lines[-1])
         lines.append(f"prompt {k} {len(toks)}\n")
         lines.append("tokens " + " ".join(map(str, toks)) + "\n")
         for p in range(len(toks)):

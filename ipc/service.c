@@ -457,13 +457,15 @@ specd_status specd_ipc_service_run(specd_ipc_service *s, int stop_fd, const vola
             SPECD_TRY(specd_ipc_service_poll_once(s, 0, &handled, err));
         }
     }
-    /* Drain: answer everything already received, then return; the caller's destroy lingers so
-     * the replies leave. */
+    /* Drain: answer everything already sent to us, until the socket has been quiet for 50 ms
+     * (requests still in the kernel's socket buffer count as received); the caller's destroy
+     * then lingers so the replies leave. */
     size_t drained = 0;
+    uint64_t give_up = specd_now_ns() + 2000000000ull; /* a host that never stops sending */
     for (;;) {
         int handled = 0;
-        SPECD_TRY(specd_ipc_service_poll_once(s, 0, &handled, err));
-        if (!handled) break;
+        SPECD_TRY(specd_ipc_service_poll_once(s, 50, &handled, err));
+        if (!handled || specd_now_ns() > give_up) break;
         drained++;
     }
     specd_log(SPECD_LOG_INFO, "stopping: drained %zu request(s)", drained);

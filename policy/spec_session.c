@@ -251,6 +251,18 @@ const int32_t *specd_spec_seq_output(const specd_spec *spec, int32_t seq, int64_
     return q->history + q->n_prompt;
 }
 
+const int32_t *specd_spec_seq_prompt(const specd_spec *spec, int32_t seq, int64_t *n_prompt) {
+    spec_seq *q = NULL;
+    if (find_seq(spec, seq, &q, NULL) != SPECD_OK) {
+        if (n_prompt) *n_prompt = 0;
+        return NULL;
+    }
+    if (n_prompt) *n_prompt = q->n_prompt;
+    return q->history;
+}
+
+int32_t specd_spec_max_draft(const specd_spec *spec) { return spec ? spec->params.max_draft : 0; }
+
 specd_status specd_spec_seq_stats(const specd_spec *spec, int32_t seq, specd_seq_stats *out,
                                   specd_error *err) {
     spec_seq *q = NULL;

@@ -88,6 +88,12 @@ specd_status specd_spec_seq_verify(specd_spec *spec, int32_t seq, const float *l
 /* 1 once the sequence has emitted max_tokens or a stop token. */
 int specd_spec_seq_done(const specd_spec *spec, int32_t seq);
 
+/* The prompt given at open; borrowed until close. */
+const int32_t *specd_spec_seq_prompt(const specd_spec *spec, int32_t seq, int64_t *n_prompt);
+
+/* The most proposals one step may carry (the spec's max_draft). */
+int32_t specd_spec_max_draft(const specd_spec *spec);
+
 /* The tokens emitted so far (not the prompt); borrowed until the next step or close. */
 const int32_t *specd_spec_seq_output(const specd_spec *spec, int32_t seq, int64_t *n_out);
 

@@ -421,9 +421,49 @@ static void test_keyed_sampling_follows_p(void **state) {
     }
 }
 
+/* The pruned keyed sampler (block maxima, Gumbel bound, quick-reject table) returns exactly the
+ * brute-force argmax of z + G over the kept tokens. */
+static void test_keyed_matches_bruteforce(void **state) {
+    (void)state;
+    trng r;
+    trng_init(&r, 77);
+    enum { BIGV = 5000 };
+    static float l[BIGV], p[BIGV];
+    for (int it = 0; it < 3000; it++) {
+        int32_t v = it % 10 == 0 ? BIGV : 2 + trng_int(&r, 400);
+        specd_sampling_params sp = specd_sampling_default_params();
+        sp.temperature = (float[]){0.2f, 0.7f, 1.0f, 1.0f, 2.5f}[trng_int(&r, 5)];
+        if (trng_int(&r, 4) == 0) sp.top_k = 1 + trng_int(&r, 50);
+        if (trng_int(&r, 4) == 0) sp.min_p = 0.1f * (float)trng_unif(&r);
+        random_logits(&r, l, v);
+        if (trng_int(&r, 3) == 0) /* a peaked head, as language models give */
+            for (int j = 0; j < 5; j++) l[trng_int(&r, v)] += 10.0f + 5.0f * (float)trng_unif(&r);
+        specd_sampler *s = NULL;
+        specd_error err;
+        assert_int_equal(specd_sampler_create(&sp, v, &s, &err), SPECD_OK);
+        assert_int_equal(specd_sampler_probs(s, l, v, p, &err), SPECD_OK);
+        specd_sample_key key = {trng_u32(&r), trng_u32(&r), trng_u32(&r)};
+        int32_t got;
+        assert_int_equal(specd_sampler_sample(s, l, v, key, &got, &err), SPECD_OK);
+        int32_t want = -1;
+        float best = -INFINITY;
+        for (int32_t x = 0; x < v; x++) {
+            if (!(p[x] > 0.0f)) continue;
+            float sc = l[x] / sp.temperature + specd_sampling_gumbel(key, SPECD_RNG_SAMPLE, x);
+            if (sc > best) {
+                best = sc;
+                want = x;
+            }
+        }
+        assert_int_equal(got, want);
+        specd_sampler_destroy(s);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_coupled_is_token_identical),
+        cmocka_unit_test(test_keyed_matches_bruteforce),
         cmocka_unit_test(test_speculative_equals_plain_decoding),
         cmocka_unit_test(test_greedy_and_ties),
         cmocka_unit_test(test_rejection_probabilities_and_tau),

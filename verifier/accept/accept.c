@@ -143,16 +143,14 @@ static specd_status check_q(const float *q, int32_t rows, int32_t n_vocab, const
                             specd_error *err) {
     for (int32_t r = 0; r < rows; r++) {
         const float *row = q + (size_t)r * (size_t)n_vocab;
-        int bad = 0;
-        for (int32_t x = 0; x < n_vocab; x++) bad |= !(row[x] >= 0.0f && row[x] <= 1.0f);
-        if (bad) {
+        float s;
+        if (specd_prob_row_sum(row, n_vocab, &s)) {
             for (int32_t x = 0; x < n_vocab; x++)
                 if (!(row[x] >= 0.0f && row[x] <= 1.0f))
                     return specd_fail(err, SPECD_E_NUMERIC,
                                       "draft_probs row %d token %d: %g is not a probability",
                                       (int)r, (int)x, (double)row[x]);
         }
-        float s = specd_lane_sum(row, n_vocab);
         if (!(fabsf(s - 1.0f) <= Q_SUM_TOLERANCE))
             return specd_fail(err, SPECD_E_NUMERIC, "draft_probs row %d sums to %g, not 1",
                               (int)r, (double)s);

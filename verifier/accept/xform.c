@@ -8,10 +8,28 @@
 #include "common/fastmath.h"
 #include "common/philox.h"
 #include "common/status_internal.h"
+#include "verifier/accept/simd.h"
 
 static int cmp_bias(const void *a, const void *b) {
     const specd_logit_bias *x = a, *y = b;
     return (x->token > y->token) - (x->token < y->token);
+}
+
+static float gumbel_of(uint32_t m) { return specd_gumbel(specd_u32_to_uniform(m << 9)); }
+
+/* Smallest m with G(m) >= g: an analytic guess, then exact steps with the fixed functions. */
+static uint32_t gumbel_inverse(float g) {
+    const uint32_t top = (1u << 23) - 1;
+    double u = exp(-exp(-(double)g)) * 8388608.0 - 0.5;
+    uint32_t m = u <= 0 ? 0 : (u >= top ? top : (uint32_t)u);
+    while (m > 0 && gumbel_of(m - 1) >= g) m--;
+    while (m <= top && gumbel_of(m) < g) m++;
+    return m; /* top + 1 when no uniform reaches g */
+}
+
+static void build_gtab(uint32_t *tab) {
+    for (int j = 0; j < SPECD_GTAB_N; j++)
+        tab[j] = gumbel_inverse(SPECD_GTAB_LO + (float)j / (float)SPECD_GTAB_STEPS);
 }
 
 specd_status specd_xform_init(specd_xform *xf, const specd_sampling_params *p, int32_t max_vocab,
@@ -52,6 +70,7 @@ specd_status specd_xform_init(specd_xform *xf, const specd_sampling_params *p, i
     xf->min_p = p->min_p;
     xf->max_vocab = max_vocab;
     xf->n_bias = p->n_bias;
+    build_gtab(xf->gtab);
     xf->biased = specd_alloc_array((size_t)max_vocab, sizeof *xf->biased);
     xf->bbmax = specd_alloc_array((size_t)specd_n_blocks(max_vocab), sizeof *xf->bbmax);
     xf->pairs = specd_alloc_array((size_t)max_vocab, sizeof *xf->pairs);
@@ -90,24 +109,178 @@ specd_status specd_xform_check_vocab(const specd_xform *xf, int32_t n_vocab, spe
     return SPECD_OK;
 }
 
-specd_status specd_row_check(const float *l, int32_t n, const char *what, int32_t row,
-                             float *bmax, float *max, float *min, specd_error *err) {
-    int bad = 0;
-    float gmax = -INFINITY, gmin = INFINITY;
-    for (int32_t b = 0; b < n; b += SPECD_BLOCK) {
-        int32_t e = b + SPECD_BLOCK < n ? b + SPECD_BLOCK : n;
-        float m = l[b], mn = l[b];
-        for (int32_t x = b; x < e; x++) {
+/* ---- row kernels: one always-inline body, compiled for baseline x86-64 and for AVX2 ------- */
+
+/* NaN/Inf flag, block maxima and the row's extremes. */
+SPECD_INLINE int check_body(const float *l, int32_t n, float *bmax, float *gmax, float *gmin) {
+    specd_v8i bad = {0};
+    specd_v8f vmx = v8_splat(-INFINITY), vmn = v8_splat(INFINITY);
+    int32_t b = 0;
+    for (; b + SPECD_BLOCK <= n; b += SPECD_BLOCK) {
+        specd_v8f m = v8_load(l + b), mn = m;
+        bad |= (m - m) != v8_splat(0.0f); /* NaN and +-Inf give NaN */
+        for (int32_t i = 8; i < SPECD_BLOCK; i += 8) {
+            specd_v8f v = v8_load(l + b + i);
+            bad |= (v - v) != v8_splat(0.0f);
+            m = v8_max(v, m);
+            mn = v8_min(v, mn);
+        }
+        bmax[b / SPECD_BLOCK] = v8_hmax(m);
+        vmx = v8_max(m, vmx);
+        vmn = v8_min(mn, vmn);
+    }
+    float mx = v8_hmax(vmx), mi = v8_hmin(vmn);
+    int flag = 0;
+    for (int i = 0; i < 8; i++) flag |= bad[i];
+    if (b < n) {
+        float m = l[b];
+        for (int32_t x = b; x < n; x++) {
             float v = l[x];
-            bad |= !(v - v == 0.0f); /* NaN and +-Inf give NaN */
+            flag |= !(v - v == 0.0f);
             m = v > m ? v : m;
-            mn = v < mn ? v : mn;
+            mi = v < mi ? v : mi;
         }
         bmax[b / SPECD_BLOCK] = m;
-        gmax = m > gmax ? m : gmax;
-        gmin = mn < gmin ? mn : gmin;
+        mx = m > mx ? m : mx;
     }
-    if (bad) {
+    *gmax = mx;
+    *gmin = mi;
+    return flag;
+}
+
+/* acc[j] += e of tokens j, j + 256, ... (unfiltered rows). */
+SPECD_INLINE void sum_body(const float *l, int32_t n, float t, float zmax, float *acc) {
+    const int unit = t == 1.0f; /* l / 1 == l exactly: skip the division */
+    const specd_v8f vz = v8_splat(zmax), vt = v8_splat(t);
+    int32_t i = 0;
+    for (; i + SPECD_SUM_LANES <= n; i += SPECD_SUM_LANES) {
+        for (int32_t g = 0; g < SPECD_SUM_LANES; g += 8) {
+            specd_v8f z = v8_load(l + i + g);
+            if (!unit) z = z / vt;
+            v8_store(acc + g, v8_load(acc + g) + v8_exp_neg(z - vz));
+        }
+    }
+    for (int32_t j = 0; i + j < n; j++) {
+        float z = unit ? l[i + j] : l[i + j] / t;
+        acc[j] += specd_fast_exp_neg(z - zmax);
+    }
+}
+
+/* acc[j] += v[j], v[j + 256], ...; returns nonzero when some v is not in [0, 1]. */
+SPECD_INLINE int lanesum_body(const float *v, int32_t n, float *acc) {
+    specd_v8i bad = {0};
+    int32_t i = 0;
+    for (; i + SPECD_SUM_LANES <= n; i += SPECD_SUM_LANES) {
+        for (int32_t g = 0; g < SPECD_SUM_LANES; g += 8) {
+            specd_v8f x = v8_load(v + i + g);
+            bad |= ~((x >= v8_splat(0.0f)) & (x <= v8_splat(1.0f)));
+            v8_store(acc + g, v8_load(acc + g) + x);
+        }
+    }
+    int flag = 0;
+    for (int k = 0; k < 8; k++) flag |= bad[k];
+    for (int32_t j = 0; i + j < n; j++) {
+        float x = v[i + j];
+        flag |= !(x >= 0.0f && x <= 1.0f);
+        acc[j] += x;
+    }
+    return flag;
+}
+
+/* Scores z + G of the 64 tokens of block b0 (a full block), key words kk, counter words 1..3 in
+ * ctr. Same operations as the scalar path, so the same bits. */
+SPECD_INLINE void scores_body(const float *l, int32_t b0, float t, const uint32_t kk[2],
+                              const uint32_t ctr[4], float *out) {
+    const int unit = t == 1.0f;
+    for (int32_t h = 0; h < SPECD_BLOCK; h += 32) { /* 8 counters = 32 tokens per pass */
+        uint32_t g0 = (uint32_t)(b0 + h) >> 2;
+        specd_v4u c[4], d[4];
+        c[0] = (specd_v4u){g0, g0 + 1, g0 + 2, g0 + 3};
+        d[0] = (specd_v4u){g0 + 4, g0 + 5, g0 + 6, g0 + 7};
+        c[1] = d[1] = v4u_splat(ctr[1]);
+        c[2] = d[2] = v4u_splat(ctr[2]);
+        c[3] = d[3] = v4u_splat(ctr[3]);
+        v4_philox2(c, d, kk[0], kk[1]);
+        specd_v8u w[4];
+        v4_tokens(c, w);
+        v4_tokens(d, w + 2);
+        for (int i = 0; i < 4; i++) {
+            specd_v8f a = v8_load(l + b0 + h + 8 * i);
+            if (!unit) a = a / v8_splat(t);
+            v8_store(out + h + 8 * i, a + v8_gumbel(w[i]));
+        }
+    }
+}
+
+static int check_base(const float *l, int32_t n, float *bmax, float *gmax, float *gmin) {
+    return check_body(l, n, bmax, gmax, gmin);
+}
+static void sum_base(const float *l, int32_t n, float t, float zmax, float *acc) {
+    sum_body(l, n, t, zmax, acc);
+}
+static int lanesum_base(const float *v, int32_t n, float *acc) { return lanesum_body(v, n, acc); }
+static void scores_base(const float *l, int32_t b0, float t, const uint32_t kk[2],
+                        const uint32_t ctr[4], float *out) {
+    scores_body(l, b0, t, kk, ctr, out);
+}
+#if defined(__x86_64__)
+#define SPECD_HAVE_AVX2_PATH 1
+__attribute__((target("avx2"))) static int check_avx2(const float *l, int32_t n, float *bmax,
+                                                      float *gmax, float *gmin) {
+    return check_body(l, n, bmax, gmax, gmin);
+}
+__attribute__((target("avx2"))) static void sum_avx2(const float *l, int32_t n, float t,
+                                                     float zmax, float *acc) {
+    sum_body(l, n, t, zmax, acc);
+}
+__attribute__((target("avx2"))) static int lanesum_avx2(const float *v, int32_t n, float *acc) {
+    return lanesum_body(v, n, acc);
+}
+__attribute__((target("avx2"))) static void scores_avx2(const float *l, int32_t b0, float t,
+                                                        const uint32_t kk[2], const uint32_t ctr[4],
+                                                        float *out) {
+    scores_body(l, b0, t, kk, ctr, out);
+}
+static int have_avx2(void) { return __builtin_cpu_supports("avx2"); }
+#endif
+
+static int check_kernel(const float *l, int32_t n, float *bmax, float *gmax, float *gmin) {
+#if defined(SPECD_HAVE_AVX2_PATH)
+    if (have_avx2()) return check_avx2(l, n, bmax, gmax, gmin);
+#endif
+    return check_base(l, n, bmax, gmax, gmin);
+}
+static void sum_kernel(const float *l, int32_t n, float t, float zmax, float *acc) {
+#if defined(SPECD_HAVE_AVX2_PATH)
+    if (have_avx2()) {
+        sum_avx2(l, n, t, zmax, acc);
+        return;
+    }
+#endif
+    sum_base(l, n, t, zmax, acc);
+}
+static int lanesum_kernel(const float *v, int32_t n, float *acc) {
+#if defined(SPECD_HAVE_AVX2_PATH)
+    if (have_avx2()) return lanesum_avx2(v, n, acc);
+#endif
+    return lanesum_base(v, n, acc);
+}
+
+static void scores_kernel(const float *l, int32_t b0, float t, const uint32_t kk[2],
+                          const uint32_t ctr[4], float *out) {
+#if defined(SPECD_HAVE_AVX2_PATH)
+    if (have_avx2()) {
+        scores_avx2(l, b0, t, kk, ctr, out);
+        return;
+    }
+#endif
+    scores_base(l, b0, t, kk, ctr, out);
+}
+
+specd_status specd_row_check(const float *l, int32_t n, const char *what, int32_t row,
+                             float *bmax, float *max, float *min, specd_error *err) {
+    float gmax, gmin;
+    if (check_kernel(l, n, bmax, &gmax, &gmin)) {
         for (int32_t x = 0; x < n; x++)
             if (!isfinite(l[x]))
                 return specd_fail(err, SPECD_E_NUMERIC, "%s row %d token %d: %g is not finite",
@@ -300,11 +473,16 @@ static float tree_reduce(float *acc, int32_t used) {
 float specd_lane_sum(const float *v, int32_t n) {
     float acc[SPECD_SUM_LANES];
     memset(acc, 0, sizeof acc);
-    int32_t i = 0;
-    for (; i + SPECD_SUM_LANES <= n; i += SPECD_SUM_LANES)
-        for (int32_t j = 0; j < SPECD_SUM_LANES; j++) acc[j] += v[i + j];
-    for (int32_t j = 0; i + j < n; j++) acc[j] += v[i + j];
+    (void)lanesum_kernel(v, n, acc);
     return tree_reduce(acc, n < SPECD_SUM_LANES ? n : SPECD_SUM_LANES);
+}
+
+int specd_prob_row_sum(const float *v, int32_t n, float *sum) {
+    float acc[SPECD_SUM_LANES];
+    memset(acc, 0, sizeof acc);
+    int bad = lanesum_kernel(v, n, acc);
+    *sum = tree_reduce(acc, n < SPECD_SUM_LANES ? n : SPECD_SUM_LANES);
+    return bad;
 }
 
 float specd_xrow_sum(const specd_xform *xf, specd_xrow *r) {
@@ -325,16 +503,8 @@ float specd_xrow_sum(const specd_xform *xf, specd_xrow *r) {
             for (int32_t j = 0; j < SPECD_SUM_LANES; j++)
                 acc[j] += e_of(xf, r, zval(l[i + j], t), i + j);
         for (int32_t j = 0; i + j < n; j++) acc[j] += e_of(xf, r, zval(l[i + j], t), i + j);
-    } else if (t == 1.0f) { /* l / 1 == l exactly: skip the division */
-        for (; i + SPECD_SUM_LANES <= n; i += SPECD_SUM_LANES)
-            for (int32_t j = 0; j < SPECD_SUM_LANES; j++)
-                acc[j] += specd_fast_exp_neg(l[i + j] - zmax);
-        for (int32_t j = 0; i + j < n; j++) acc[j] += specd_fast_exp_neg(l[i + j] - zmax);
     } else {
-        for (; i + SPECD_SUM_LANES <= n; i += SPECD_SUM_LANES)
-            for (int32_t j = 0; j < SPECD_SUM_LANES; j++)
-                acc[j] += specd_fast_exp_neg(zval(l[i + j], t) - zmax);
-        for (int32_t j = 0; i + j < n; j++) acc[j] += specd_fast_exp_neg(zval(l[i + j], t) - zmax);
+        sum_kernel(l, n, t, zmax, acc);
     }
     r->sum = tree_reduce(acc, n < SPECD_SUM_LANES ? n : SPECD_SUM_LANES);
     r->has_sum = 1;
@@ -363,6 +533,28 @@ int32_t specd_xrow_keyed(const specd_xform *xf, const specd_xrow *r, specd_sampl
     for (int32_t b = 0; b < specd_n_blocks(n); b++) {
         if (zval(r->bmax[b], t) + SPECD_GUMBEL_MAX < best) continue; /* nobody here can win */
         int32_t e = (b + 1) * SPECD_BLOCK < n ? (b + 1) * SPECD_BLOCK : n;
+        if (!r->filtered && e - b * SPECD_BLOCK == SPECD_BLOCK) {
+            int cand = 0;
+            for (int32_t x = b * SPECD_BLOCK; x < e; x++)
+                cand += zval(l[x], t) + SPECD_GUMBEL_MAX >= best;
+            if (cand >= SPECD_BLOCK / 8) { /* dense: score the whole block in vectors */
+                float sc[SPECD_BLOCK];
+                scores_kernel(l, b * SPECD_BLOCK, t, kk, ctr, sc);
+                float m = sc[0];
+                for (int32_t i = 1; i < SPECD_BLOCK; i++) m = sc[i] > m ? sc[i] : m;
+                if (m > best || (m == best && b * SPECD_BLOCK < best_i)) {
+                    for (int32_t i = 0; i < SPECD_BLOCK; i++)
+                        if (sc[i] == m) {
+                            if (m > best || b * SPECD_BLOCK + i < best_i) {
+                                best = m;
+                                best_i = b * SPECD_BLOCK + i;
+                            }
+                            break;
+                        }
+                }
+                continue;
+            }
+        }
         for (int32_t x = b * SPECD_BLOCK; x < e; x++) {
             float a = zval(l[x], t);
             if (a + SPECD_GUMBEL_MAX < best) continue;
@@ -371,7 +563,15 @@ int32_t specd_xrow_keyed(const specd_xform *xf, const specd_xrow *r, specd_sampl
                 have = ctr[0] = (uint32_t)x >> 2;
                 specd_philox4x32_10(ctr, kk, w);
             }
-            float s = a + specd_gumbel(specd_u32_to_uniform(w[x & 3]));
+            uint32_t m = w[x & 3] >> 9;
+            /* Quick reject: G(m) < level <= best - a - 1/64 means a + G < best even after
+             * rounding (the 1/64 margin dwarfs float rounding at these magnitudes). */
+            float idx = ((best - a) - (SPECD_GTAB_LO + 1.0f / 64.0f)) * (float)SPECD_GTAB_STEPS;
+            if (idx >= 0.0f) {
+                int32_t j = idx < (float)(SPECD_GTAB_N - 1) ? (int32_t)idx : SPECD_GTAB_N - 1;
+                if (m < xf->gtab[j]) continue;
+            }
+            float s = a + specd_gumbel(specd_u32_to_uniform(m << 9));
             if (s > best || (s == best && x < best_i)) {
                 best = s;
                 best_i = x;

@@ -68,6 +68,7 @@ SPECD_INLINE specd_v8f v8_exp_neg(specd_v8f x) {
 
 typedef uint32_t specd_v4u __attribute__((vector_size(16)));
 typedef uint64_t specd_v2q __attribute__((vector_size(16)));
+typedef uint64_t specd_v4q __attribute__((vector_size(32)));
 
 SPECD_INLINE specd_v4u v4u_splat(uint32_t x) { return (specd_v4u){x, x, x, x}; }
 SPECD_INLINE specd_v8u v8u_splat(uint32_t x) { return (specd_v8u){x, x, x, x, x, x, x, x}; }
@@ -96,24 +97,25 @@ SPECD_INLINE void v4_mulhilo(specd_v4u a, uint32_t m, specd_v4u *hi, specd_v4u *
 
 /* specd_philox4x32_10 on two sets of four counters (lane i of c[0..3] and of d[0..3]); two
  * independent chains keep the multiplier busy. */
-SPECD_INLINE void v4_philox2(specd_v4u c[4], specd_v4u d[4], uint32_t k0, uint32_t k1) {
+SPECD_INLINE void v4_philox2(specd_v4u c[4], specd_v4u d[4], uint32_t key0, uint32_t key1) {
+    specd_v4u k0 = v4u_splat(key0), k1 = v4u_splat(key1);
     for (int r = 0; r < 10; r++) {
         if (r > 0) {
-            k0 += SPECD_PHILOX_W0;
-            k1 += SPECD_PHILOX_W1;
+            k0 += v4u_splat(SPECD_PHILOX_W0);
+            k1 += v4u_splat(SPECD_PHILOX_W1);
         }
         specd_v4u h0, l0, h1, l1, g0, m0, g1, m1;
         v4_mulhilo(c[0], SPECD_PHILOX_M0, &h0, &l0);
         v4_mulhilo(c[2], SPECD_PHILOX_M1, &h1, &l1);
         v4_mulhilo(d[0], SPECD_PHILOX_M0, &g0, &m0);
         v4_mulhilo(d[2], SPECD_PHILOX_M1, &g1, &m1);
-        c[0] = h1 ^ c[1] ^ v4u_splat(k0);
+        c[0] = h1 ^ c[1] ^ k0;
         c[1] = l1;
-        c[2] = h0 ^ c[3] ^ v4u_splat(k1);
+        c[2] = h0 ^ c[3] ^ k1;
         c[3] = l0;
-        d[0] = g1 ^ d[1] ^ v4u_splat(k0);
+        d[0] = g1 ^ d[1] ^ k0;
         d[1] = m1;
-        d[2] = g0 ^ d[3] ^ v4u_splat(k1);
+        d[2] = g0 ^ d[3] ^ k1;
         d[3] = m0;
     }
 }

@@ -89,6 +89,16 @@ void specd_xrow_probs(const specd_xform *xf, specd_xrow *r, float *probs);
 int32_t specd_xrow_keyed(const specd_xform *xf, const specd_xrow *r, specd_sample_key key,
                          specd_rng_purpose purpose);
 
+/* w[x] = e[x] / z for the whole row (z = 1: the weights themselves). */
+void specd_xrow_weights(const specd_xform *xf, const specd_xrow *r, float z, float *w);
+
+/* Inverse-CDF draw from weights w[0..n) >= 0 with a uniform u in (0, 1), in a fixed order a CUDA
+ * port reproduces: block sums of 64 tokens (8 lanes, then a 3-level tree), a sequential scan of
+ * the block sums to the first one passing u * total, then a sequential scan inside that block
+ * (its last positive token if rounding leaves the crossing past its end). bsum: scratch of
+ * specd_n_blocks(n) floats. Returns -1 when every weight is 0. */
+int32_t specd_cdf_draw(const float *w, int32_t n, float u, float *bsum);
+
 /* Sum of v[0..n) in the fixed lane order (v[x] >= 0). */
 float specd_lane_sum(const float *v, int32_t n);
 /* The same sum of a probability row; returns nonzero when some entry is not in [0, 1]. */

@@ -13,6 +13,7 @@
 #include "common/clock.h"
 #include "specd/gguf.h"
 #include "specd/tokenizer.h"
+#include "tests/tokenizer/golden.h" /* golden_read_file */
 
 static const char *const parts[] = {
     "The quick brown fox jumps over the lazy dog. ",
@@ -51,22 +52,6 @@ static int make_text(const char *path, double mb) {
     return 0;
 }
 
-static void *read_all(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    *len = (size_t)n;
-    return buf;
-}
-
 int main(int argc, char **argv) {
     if (argc == 4 && strcmp(argv[1], "--make-text") == 0) return make_text(argv[2], atof(argv[3]));
     if (argc < 3) {
@@ -83,7 +68,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     size_t len = 0;
-    char *text = read_all(argv[2], &len);
+    char *text = golden_read_file(argv[2], &len);
     if (!text) {
         fprintf(stderr, "cannot read %s\n", argv[2]);
         return 1;
@@ -105,7 +90,7 @@ int main(int argc, char **argv) {
     int rc = 0;
     if (argc > 3 && strcmp(argv[3], "-") != 0) {
         size_t blen = 0;
-        int32_t *want = read_all(argv[3], &blen);
+        int32_t *want = (int32_t *)golden_read_file(argv[3], &blen);
         size_t nw = want ? blen / sizeof *want : 0;
         size_t i = 0;
         while (i < n && i < nw && ids[i] == want[i]) i++;

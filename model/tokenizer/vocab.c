@@ -186,7 +186,11 @@ static specd_status build_tables(specd_tokenizer *t, const specd_tok_vocab *v, s
         const char *m = v->merge_text[r];
         size_t len = v->merge_len[r];
         const char *sp = len > 1 ? memchr(m + 1, ' ', len - 1) : NULL;
-        if (!sp) return specd_fail(err, SPECD_E_FORMAT, "tokenizer.ggml.merges[%zu]: no space", r);
+        if (!sp) {
+            specd_free(buf);
+            specd_free(units);
+            return specd_fail(err, SPECD_E_FORMAT, "tokenizer.ggml.merges[%zu]: no space", r);
+        }
         /* Decode both halves to bytes through a throw-away token-sized decode. */
         if (!specd_tok_grow((void **)&buf, &cap, len + 1, 1) ||
             !specd_tok_grow((void **)&units, &ucap, len + 1, sizeof *units)) {

@@ -140,6 +140,33 @@ def generated_strings(n, seed=1234):
     return out
 
 
+def random_codepoint_strings(n, seed):
+    """Random code points from every plane (letters, marks, digits, spaces, unassigned...) and raw
+    bytes, for a wider (uncommitted) check: --random N. Byte sequences that llama.cpp's decoder
+    reads as a code point above U+10FFFF are left out: llama.cpp throws on them."""
+    import re
+    rng = random.Random(seed)
+    bad = re.compile(rb"[\xf5-\xf7][\x80-\xbf]{3}|\xf4[\x90-\xbf][\x80-\xbf]{2}")
+    pools = [(0x20, 0x7F), (0x09, 0x0E), (0xA0, 0x250), (0x300, 0x370), (0x370, 0x2000),
+             (0x2000, 0x2070), (0x3000, 0x3100), (0x4E00, 0xA000), (0xAC00, 0xD7A4),
+             (0xE000, 0xFFFE), (0x10000, 0x110000), (0x1F300, 0x1FAFF)]
+    out = []
+    while len(out) < n:
+        s = b""
+        for _ in range(rng.randint(1, 40)):
+            if rng.random() < 0.05:
+                s += bytes([rng.randrange(256)])
+                continue
+            lo, hi = rng.choice(pools)
+            cp = rng.randrange(lo, hi)
+            if 0xD800 <= cp < 0xE000:
+                continue
+            s += chr(cp).encode("utf-8")
+        if not bad.search(s):
+            out.append(s)
+    return out
+
+
 # --- llama.cpp calls -----------------------------------------------------------------------------
 def tokenize(vocab, text, add_special, parse_special):
     cap = max(16, 2 * len(text) + 8)
@@ -168,9 +195,14 @@ def main():
     ap.add_argument("--model", default=DEFAULT_MODEL)
     ap.add_argument("--strings", default=os.path.join(HERE, "golden_strings.txt"))
     ap.add_argument("--out", default=os.path.join(ROOT, "tests", "data", "tokenizer_golden.tsv"))
+    ap.add_argument("--random", type=int, default=0,
+                    help="add N random code point strings (wider check; not for the committed file)")
+    ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
 
     strings = load_strings(args.strings) + generated_strings(120)
+    if args.random:
+        strings += random_codepoint_strings(args.random, args.seed)
     version, kvs = read_kvs(args.model)
     tmp = tempfile.mkdtemp()
     variants = [("smollm", args.model, [0, 2])]

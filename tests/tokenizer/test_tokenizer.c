@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "model/tokenizer/tokenizer_internal.h"
+#include "model/tokenizer/unicode.h"
 #include "specd/gguf.h"
 #include "specd/tokenizer.h"
 #include "tokenizer/toy_vocab.h"
@@ -310,12 +311,67 @@ static void test_chat_template(void **state) {
     toy_close(&x);
 }
 
+/* Pre-token boundaries, as "|"-joined pieces of the units' UTF-8. */
+typedef struct pieces {
+    const uint32_t *units;
+    char out[256];
+    size_t len;
+} pieces;
+
+static specd_status collect(void *ctx, size_t begin, size_t end) {
+    pieces *p = ctx;
+    if (p->len) p->out[p->len++] = '|';
+    for (size_t i = begin; i < end; i++) {
+        uint8_t b[4];
+        size_t n = specd_unit_bytes(p->units[i], 1, b);
+        memcpy(p->out + p->len, b, n);
+        p->len += n;
+    }
+    p->out[p->len] = '\0';
+    return SPECD_OK;
+}
+
+static const char *split(specd_pretok kind, const char *text) {
+    static uint8_t bmp[0x10000];
+    static uint32_t units[256];
+    static pieces p;
+    specd_unicode_fill_bmp(bmp);
+    size_t n = specd_utf8_decode((const uint8_t *)text, strlen(text), 1, units);
+    memset(&p, 0, sizeof p);
+    p.units = units;
+    assert_int_equal(specd_pretok_split(kind, bmp, units, n, collect, &p), SPECD_OK);
+    return p.out;
+}
+
+/* The splitting rules that tell the pre-tokenizers apart (llama.cpp's outputs for these are in the
+ * golden file too, but a shared vocabulary can hide a boundary when no merge crosses it). */
+static void test_pretokenizers(void **state) {
+    (void)state;
+    /* SmolLM: every digit alone, even after a space; GPT-2 contractions are lowercase only */
+    assert_string_equal(split(SPECD_PRETOK_SMOLLM, "ab 123 x"), "ab| |1|2|3| x");
+    assert_string_equal(split(SPECD_PRETOK_SMOLLM, "it's IT'S"), "it|'s| IT|'|S");
+    assert_string_equal(split(SPECD_PRETOK_SMOLLM, "a  b\n\nc"), "a| | b|\n|\n|c");
+    /* Qwen2: contractions in any case, a non-letter prefix joins a word, newlines group */
+    assert_string_equal(split(SPECD_PRETOK_QWEN2, "IT'S 12"), "IT|'S| |1|2");
+    assert_string_equal(split(SPECD_PRETOK_QWEN2, "(abc) x"), "(abc|)| x");
+    assert_string_equal(split(SPECD_PRETOK_QWEN2, "a  \n\n b"), "a|  \n\n| b");
+    assert_string_equal(split(SPECD_PRETOK_QWEN2, "x!!\n\ny"), "x|!!\n\n|y");
+    /* Qwen3.5 keeps combining marks inside words; Qwen2 does not */
+    assert_string_equal(split(SPECD_PRETOK_QWEN2, "cafe\xcc\x81 x"), "cafe|\xcc\x81| x");
+    assert_string_equal(split(SPECD_PRETOK_QWEN35, "cafe\xcc\x81 x"), "cafe\xcc\x81| x");
+    /* CJK is letters: one word; fullwidth digits are numbers */
+    assert_string_equal(split(SPECD_PRETOK_QWEN2, "\xe4\xbd\xa0\xe5\xa5\xbd\xef\xbc\x91"),
+                        "\xe4\xbd\xa0\xe5\xa5\xbd|\xef\xbc\x91");
+    assert_string_equal(specd_unicode_version, "15.1.0");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_merge_order),          cmocka_unit_test(test_linear_equals_heap),
         cmocka_unit_test(test_special_tokens),       cmocka_unit_test(test_exact_bytes_roundtrip),
         cmocka_unit_test(test_invalid_utf8_default), cmocka_unit_test(test_capacity_and_args),
         cmocka_unit_test(test_bad_metadata),         cmocka_unit_test(test_chat_template),
+        cmocka_unit_test(test_pretokenizers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

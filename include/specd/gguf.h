@@ -102,7 +102,12 @@ specd_status specd_gguf_get_u32(const specd_gguf *gguf, const char *key, uint32_
                                 specd_error *err);
 specd_status specd_gguf_get_i64(const specd_gguf *gguf, const char *key, int64_t *out,
                                 specd_error *err);
+specd_status specd_gguf_get_u64(const specd_gguf *gguf, const char *key, uint64_t *out,
+                                specd_error *err);
+/* Floating getters accept F32 and F64 (get_f32 refuses an F64 outside float's range). */
 specd_status specd_gguf_get_f32(const specd_gguf *gguf, const char *key, float *out,
+                                specd_error *err);
+specd_status specd_gguf_get_f64(const specd_gguf *gguf, const char *key, double *out,
                                 specd_error *err);
 specd_status specd_gguf_get_bool(const specd_gguf *gguf, const char *key, int *out,
                                  specd_error *err);

@@ -97,6 +97,9 @@ void specd_context_destroy(specd_context *ctx);
 specd_status specd_context_set_lora(specd_context *ctx, const specd_lora *lora, specd_error *err);
 
 int32_t specd_context_n_threads(const specd_context *ctx);
+/* The model the context runs (borrowed) and the most new tokens one extend may carry. */
+const specd_model *specd_context_model(const specd_context *ctx);
+int32_t specd_context_n_batch(const specd_context *ctx);
 
 /* New tokens of one sequence in an extend. */
 typedef struct specd_seq_batch {

@@ -236,6 +236,42 @@ specd_status specd_gguf_get_i64(const specd_gguf *g, const char *key, int64_t *o
     return SPECD_OK;
 }
 
+specd_status specd_gguf_get_u64(const specd_gguf *g, const char *key, uint64_t *out,
+                                specd_error *err) {
+    const specd_gguf_kv *kv = NULL;
+    SPECD_TRY(lookup(g, key, &kv, err));
+    int64_t sv = 0;
+    uint64_t uv = 0;
+    int is_signed;
+    if (!int_value(kv, &sv, &uv, &is_signed)) return wrong_type(kv, key, "an integer", err);
+    if (is_signed) {
+        if (sv < 0)
+            return specd_fail(err, SPECD_E_FORMAT, "key '%s': value %lld does not fit in u64", key,
+                              (long long)sv);
+        uv = (uint64_t)sv;
+    }
+    if (out) *out = uv;
+    return SPECD_OK;
+}
+
+specd_status specd_gguf_get_f64(const specd_gguf *g, const char *key, double *out,
+                                specd_error *err) {
+    const specd_gguf_kv *kv = NULL;
+    SPECD_TRY(lookup(g, key, &kv, err));
+    double v;
+    if (kv->type == SPECD_GGUF_F64) {
+        memcpy(&v, kv->value, 8);
+    } else if (kv->type == SPECD_GGUF_F32) {
+        float f;
+        memcpy(&f, kv->value, 4);
+        v = f;
+    } else {
+        return wrong_type(kv, key, "f64", err);
+    }
+    if (out) *out = v;
+    return SPECD_OK;
+}
+
 specd_status specd_gguf_get_f32(const specd_gguf *g, const char *key, float *out,
                                 specd_error *err) {
     const specd_gguf_kv *kv = NULL;

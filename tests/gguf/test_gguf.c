@@ -398,6 +398,31 @@ static void test_custom_alignment(void **state) {
     gb_free(&b);
 }
 
+static void test_empty_arrays(void **state) {
+    (void)state;
+    gguf_builder b;
+    memset(&b, 0, sizeof b);
+    gb_header(&b, 3, 0, 2);
+    gb_key(&b, "empty.u32", 9);
+    gb_u32(&b, 4);
+    gb_u64(&b, 0);
+    gb_kv_strs(&b, "empty.str", NULL, 0);
+    specd_gguf *g;
+    specd_error err;
+    assert_int_equal(open_bytes(&b, &g, &err), SPECD_OK);
+    specd_gguf_type et;
+    uint64_t n = 9;
+    assert_int_equal(specd_gguf_get_array(g, "empty.u32", &et, &n, NULL, &err), SPECD_OK);
+    assert_int_equal(et, SPECD_GGUF_U32);
+    assert_int_equal(n, 0);
+    assert_int_equal(specd_gguf_get_array(g, "empty.str", &et, &n, NULL, &err), SPECD_OK);
+    assert_int_equal(n, 0);
+    specd_gguf_str s;
+    assert_int_equal(specd_gguf_get_array_str(g, "empty.str", 0, &s, &err), SPECD_E_INVALID_ARG);
+    specd_gguf_destroy(g);
+    gb_free(&b);
+}
+
 static void test_files(void **state) {
     (void)state;
     specd_gguf *g = NULL;
@@ -441,6 +466,7 @@ int main(void) {
         cmocka_unit_test(test_bad_values),
         cmocka_unit_test(test_bad_tensors),
         cmocka_unit_test(test_custom_alignment),
+        cmocka_unit_test(test_empty_arrays),
         cmocka_unit_test(test_files),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,10 @@
+/* specd-drafter: serves draft proposals to a host over ZeroMQ (see ipc/specd.proto). */
+#include "drafter/drafter_service.h"
+#include "ipc/daemon/daemon_main.h"
+
+int main(int argc, char **argv) {
+    return specd_daemon_main(argc, argv, "specd-drafter", SPECD_IPC_ROLE_DRAFTER,
+                             "specd drafter daemon: keeps each sequence's history and proposes "
+                             "draft tokens for the host to verify.",
+                             specd_drafter_handlers_create, specd_drafter_handlers_destroy);
+}

@@ -1,0 +1,244 @@
+/* Peer side of shared buffers: maps what a host attaches, once, and checks every reference. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/alloc.h"
+#include "common/status_internal.h"
+#include "ipc/buffer.h"
+#include "ipc/frame.h"
+#if defined(SPECD_WITH_CUDA)
+#include "ipc/cuda_buffer.h"
+#endif
+
+typedef struct entry {
+    int used;
+    uint64_t id;
+    specd_ipc_buffer_kind kind;
+    size_t bytes;
+    /* SHM */
+    uint8_t *map;
+    size_t map_bytes;
+    /* CUDA: handles opened once and cached here for every later reference */
+    int device;
+    void *dptr;
+    void *event;
+    uint64_t newest_seq;
+    unsigned char mem_handle[SPECD_IPC_CUDA_HANDLE_BYTES];
+} entry;
+
+struct specd_ipc_buffer_table {
+    size_t cap;
+    size_t count;
+    entry *e;
+};
+
+specd_status specd_ipc_buffer_table_create(size_t max_buffers, specd_ipc_buffer_table **out,
+                                           specd_error *err) {
+    if (!out || max_buffers == 0)
+        return specd_fail(err, SPECD_E_INVALID_ARG, "buffer_table_create: bad arguments");
+    specd_ipc_buffer_table *t = specd_alloc_array(1, sizeof *t);
+    entry *e = specd_alloc_array(max_buffers, sizeof *e);
+    if (!t || !e) {
+        specd_free(t);
+        specd_free(e);
+        return specd_fail(err, SPECD_E_NOMEM, "buffer_table_create: out of memory");
+    }
+    t->cap = max_buffers;
+    t->e = e;
+    *out = t;
+    return SPECD_OK;
+}
+
+static void release(entry *x) {
+    if (x->map) munmap(x->map, x->map_bytes);
+#if defined(SPECD_WITH_CUDA)
+    if (x->dptr) specd_ipc_cuda_unimport(x->device, x->dptr, x->event);
+#endif
+    memset(x, 0, sizeof *x);
+}
+
+void specd_ipc_buffer_table_destroy(specd_ipc_buffer_table *t) {
+    if (!t) return;
+    for (size_t i = 0; i < t->cap; i++)
+        if (t->e[i].used) release(&t->e[i]);
+    specd_free(t->e);
+    specd_free(t);
+}
+
+size_t specd_ipc_buffer_table_count(const specd_ipc_buffer_table *t) { return t->count; }
+
+static entry *find(specd_ipc_buffer_table *t, uint64_t id) {
+    for (size_t i = 0; i < t->cap; i++)
+        if (t->e[i].used && t->e[i].id == id) return &t->e[i];
+    return NULL;
+}
+
+static specd_status map_shm(entry *x, const SpecdWire__BufferDesc *d, specd_error *err) {
+    unsigned long long id = (unsigned long long)d->buffer_id;
+    size_t total;
+    if (!specd_add_ok((size_t)d->bytes, SPECD_SHM_HEADER_BYTES, &total))
+        return specd_fail(err, SPECD_E_FORMAT, "buffer %llu: size overflows", id);
+    int fd = shm_open(d->shm_name, O_RDWR | O_CLOEXEC, 0);
+    int by_name = fd >= 0;
+    if (fd < 0 && errno == ENOENT && d->has_owner_pid && d->has_owner_fd && d->owner_fd >= 0) {
+        /* The name is gone (mapped and unlinked by an earlier peer): reopen the owner's
+         * descriptor, which the kernel lets only the same user do. */
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%u/fd/%d", d->owner_pid, d->owner_fd);
+        fd = open(path, O_RDWR | O_CLOEXEC);
+    }
+    if (fd < 0)
+        return specd_fail(err, SPECD_E_PEER, "buffer %llu: cannot open %s: %s", id, d->shm_name,
+                          strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+        (uint64_t)st.st_size != total) {
+        close(fd);
+        return specd_fail(err, SPECD_E_PROTOCOL,
+                          "buffer %llu: segment is not a %zu-byte segment of ours", id, total);
+    }
+    void *m = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED)
+        return specd_fail(err, SPECD_E_IO, "buffer %llu: mmap: %s", id, strerror(errno));
+    const specd_shm_header *h = m;
+    if (memcmp(h->magic, SPECD_SHM_MAGIC, 8) != 0 || h->buffer_id != d->buffer_id ||
+        h->bytes != d->bytes || h->header_bytes != SPECD_SHM_HEADER_BYTES) {
+        munmap(m, total);
+        return specd_fail(err, SPECD_E_PROTOCOL, "buffer %llu: header does not match", id);
+    }
+    /* Both sides have it mapped: the name has done its job. */
+    if (by_name) shm_unlink(d->shm_name);
+    x->map = m;
+    x->map_bytes = total;
+    return SPECD_OK;
+}
+
+static specd_status map_cuda(entry *x, const SpecdWire__BufferDesc *d, specd_error *err) {
+#if defined(SPECD_WITH_CUDA)
+    int dev = d->has_cuda_device ? d->cuda_device : 0;
+    if (!specd_ipc_cuda_usable(dev))
+        return specd_fail(err, SPECD_E_UNSUPPORTED, "buffer %llu: no usable CUDA device %d",
+                          (unsigned long long)d->buffer_id, dev);
+    int rc = specd_ipc_cuda_import(dev, d->cuda_mem_handle.data, d->cuda_event_handle.data,
+                                   &x->dptr, &x->event);
+    if (rc != 0)
+        return specd_fail(err, SPECD_E_PEER, "buffer %llu: cudaIpcOpen: %s",
+                          (unsigned long long)d->buffer_id, specd_ipc_cuda_error_string(rc));
+    x->device = dev;
+    memcpy(x->mem_handle, d->cuda_mem_handle.data, SPECD_IPC_CUDA_HANDLE_BYTES);
+    return SPECD_OK;
+#else
+    (void)x;
+    return specd_fail(err, SPECD_E_UNSUPPORTED, "buffer %llu: CUDA buffer, built without CUDA",
+                      (unsigned long long)d->buffer_id);
+#endif
+}
+
+specd_status specd_ipc_buffer_table_attach(specd_ipc_buffer_table *t,
+                                           const SpecdWire__BufferDesc *d, specd_error *err) {
+    entry *old = find(t, d->buffer_id);
+    if (old) {
+        if (old->bytes == d->bytes &&
+            (int)old->kind == (d->kind == SPECD_WIRE__BUFFER_KIND__BUFFER_CUDA))
+            return SPECD_OK; /* a replayed attach of what we hold */
+        return specd_fail(err, SPECD_E_PROTOCOL, "buffer %llu is already attached differently",
+                          (unsigned long long)d->buffer_id);
+    }
+    entry *x = NULL;
+    for (size_t i = 0; i < t->cap && !x; i++)
+        if (!t->e[i].used) x = &t->e[i];
+    if (!x)
+        return specd_fail(err, SPECD_E_STATE, "buffer %llu: table full (%zu buffers)",
+                          (unsigned long long)d->buffer_id, t->cap);
+    entry tmp = {0};
+    tmp.id = d->buffer_id;
+    tmp.bytes = (size_t)d->bytes;
+    tmp.kind = d->kind == SPECD_WIRE__BUFFER_KIND__BUFFER_CUDA ? SPECD_IPC_BUFFER_CUDA
+                                                               : SPECD_IPC_BUFFER_SHM;
+    SPECD_TRY(tmp.kind == SPECD_IPC_BUFFER_SHM ? map_shm(&tmp, d, err) : map_cuda(&tmp, d, err));
+    tmp.used = 1;
+    *x = tmp;
+    t->count++;
+    return SPECD_OK;
+}
+
+specd_status specd_ipc_buffer_table_detach(specd_ipc_buffer_table *t, uint64_t id,
+                                           specd_error *err) {
+    entry *x = find(t, id);
+    if (!x)
+        return specd_fail(err, SPECD_E_PROTOCOL, "detach: buffer %llu is not attached",
+                          (unsigned long long)id);
+    release(x);
+    t->count--;
+    return SPECD_OK;
+}
+
+specd_status specd_ipc_buffer_table_resolve(specd_ipc_buffer_table *t,
+                                            const SpecdWire__BufferRef *r, specd_ipc_view *out,
+                                            specd_error *err) {
+    unsigned long long id = (unsigned long long)r->buffer_id;
+    entry *x = find(t, r->buffer_id);
+    if (!x) return specd_fail(err, SPECD_E_PROTOCOL, "reference to unknown buffer %llu", id);
+    size_t es = specd_ipc_dtype_size((int)r->dtype), n = es, end;
+    if (es == 0 || r->n_shape == 0 || r->n_shape > SPECD_IPC_REF_MAX_RANK)
+        return specd_fail(err, SPECD_E_FORMAT, "buffer %llu: bad dtype or rank", id);
+    for (size_t i = 0; i < r->n_shape; i++)
+        if (r->shape[i] == 0 || r->shape[i] > SIZE_MAX || !specd_mul_ok(n, (size_t)r->shape[i], &n))
+            return specd_fail(err, SPECD_E_FORMAT, "buffer %llu: shape[%zu] invalid", id, i);
+    if (r->offset > SIZE_MAX || !specd_add_ok((size_t)r->offset, n, &end) || end > x->bytes)
+        return specd_fail(err, SPECD_E_PROTOCOL,
+                          "buffer %llu: %zu bytes at offset %llu exceed its %zu bytes", id, n,
+                          (unsigned long long)r->offset, x->bytes);
+    if (r->offset % es != 0)
+        return specd_fail(err, SPECD_E_PROTOCOL, "buffer %llu: offset %llu misaligned", id,
+                          (unsigned long long)r->offset);
+    specd_ipc_view v = {0};
+    if (x->kind == SPECD_IPC_BUFFER_SHM) {
+        const specd_shm_header *h = (const specd_shm_header *)x->map;
+        uint64_t cur = atomic_load_explicit(&((specd_shm_header *)h)->seq, memory_order_acquire);
+        if (r->seq != cur)
+            return specd_fail(err, SPECD_E_PROTOCOL,
+                              "buffer %llu: stale reference (seq %llu, content is at %llu)", id,
+                              (unsigned long long)r->seq, (unsigned long long)cur);
+        v.data = x->map + SPECD_SHM_HEADER_BYTES + r->offset;
+        v.header = h;
+    } else {
+        if (r->seq < x->newest_seq || r->seq == 0)
+            return specd_fail(err, SPECD_E_PROTOCOL,
+                              "buffer %llu: stale reference (seq %llu, newest seen %llu)", id,
+                              (unsigned long long)r->seq, (unsigned long long)x->newest_seq);
+#if defined(SPECD_WITH_CUDA)
+        int rc = specd_ipc_cuda_wait(x->device, x->event);
+        if (rc != 0)
+            return specd_fail(err, SPECD_E_IO, "buffer %llu: waiting on its event: %s", id,
+                              specd_ipc_cuda_error_string(rc));
+#endif
+        x->newest_seq = r->seq;
+        v.data = (const uint8_t *)x->dptr + r->offset;
+        v.on_device = 1;
+    }
+    v.dtype = (specd_ipc_dtype)r->dtype;
+    v.rank = (uint32_t)r->n_shape;
+    for (size_t i = 0; i < r->n_shape; i++) v.shape[i] = r->shape[i];
+    v.bytes = n;
+    v.seq = r->seq;
+    *out = v;
+    return SPECD_OK;
+}
+
+specd_status specd_ipc_view_recheck(const specd_ipc_view *v, specd_error *err) {
+    if (!v->header) return SPECD_OK;
+    uint64_t cur =
+        atomic_load_explicit(&((specd_shm_header *)v->header)->seq, memory_order_acquire);
+    if (cur != v->seq)
+        return specd_fail(err, SPECD_E_PROTOCOL,
+                          "buffer content changed while in use (seq %llu -> %llu)",
+                          (unsigned long long)v->seq, (unsigned long long)cur);
+    return SPECD_OK;
+}

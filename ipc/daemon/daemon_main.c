@@ -1,0 +1,151 @@
+#include "ipc/daemon/daemon_main.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include "common/log_internal.h"
+
+static void log_to_stderr(specd_log_level level, const char *message, void *user) {
+    static const char *names[] = {"debug", "info", "warn", "error"};
+    fprintf(stderr, "%s[%ld] %s: %s\n", (const char *)user, (long)getpid(),
+            names[level <= SPECD_LOG_ERROR ? level : SPECD_LOG_ERROR], message);
+}
+
+static void usage(FILE *f, const char *program, const char *description, const char *endpoint) {
+    fprintf(f,
+            "usage: %s [options]\n"
+            "%s\n\n"
+            "options:\n"
+            "  --endpoint EP          ipc://PATH (directory must be mode 0700), tcp://HOST:PORT\n"
+            "                         (needs --curve-secret-file) [default: %s]\n"
+            "  --vocab N              model vocabulary size the host must match [49152]\n"
+            "  --tokenizer-hash HEX   tokenizer hash the host must match [0]\n"
+            "  --curve-secret-file F  file holding this server's CURVE secret key (40 Z85 chars)\n"
+            "  --max-frame BYTES      largest frame accepted [1048576]\n"
+            "  --verbose              log debug lines too\n"
+            "  --help                 this text\n\n"
+            "Logs go to stderr. SIGTERM or SIGINT: answer what has been received, then exit 0.\n",
+            program, description, endpoint);
+}
+
+static int read_key(const char *path, char key[41]) {
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    char buf[128] = {0};
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' ')) buf[--n] = 0;
+    if (n != 40) return -1;
+    memcpy(key, buf, 41);
+    return 0;
+}
+
+int specd_daemon_main(int argc, char **argv, const char *program, specd_ipc_role role,
+                      const char *description, specd_daemon_setup_fn setup,
+                      specd_daemon_teardown_fn teardown) {
+    specd_ipc_service_params p = specd_ipc_service_default_params(role);
+    p.model.vocab_size = 49152;
+    char key[41] = {0};
+    int verbose = 0;
+    const char *name = role == SPECD_IPC_ROLE_DRAFTER ? "drafter" : "verifier";
+    char default_ep[256] = "(unavailable)";
+    specd_error err;
+    static const struct option opts[] = {
+        {"endpoint", required_argument, 0, 'e'},  {"vocab", required_argument, 0, 'v'},
+        {"tokenizer-hash", required_argument, 0, 't'},
+        {"curve-secret-file", required_argument, 0, 'c'},
+        {"max-frame", required_argument, 0, 'm'}, {"verbose", no_argument, 0, 'V'},
+        {"help", no_argument, 0, 'h'},            {0, 0, 0, 0}};
+    int o;
+    while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        char *end = NULL;
+        switch (o) {
+        case 'e': p.endpoint = optarg; break;
+        case 'v': {
+            unsigned long v = strtoul(optarg, &end, 10);
+            if (!*optarg || *end || v == 0 || v > 0xffffffffu) {
+                fprintf(stderr, "%s: --vocab %s: not a positive integer\n", program, optarg);
+                return 2;
+            }
+            p.model.vocab_size = (uint32_t)v;
+            break;
+        }
+        case 't':
+            errno = 0;
+            p.model.tokenizer_hash = strtoull(optarg, &end, 16);
+            if (!*optarg || *end || errno) {
+                fprintf(stderr, "%s: --tokenizer-hash %s: not hexadecimal\n", program, optarg);
+                return 2;
+            }
+            break;
+        case 'c':
+            if (read_key(optarg, key) != 0) {
+                fprintf(stderr, "%s: %s: not a 40-character Z85 key\n", program, optarg);
+                return 2;
+            }
+            p.curve_secret = key;
+            break;
+        case 'm': {
+            unsigned long v = strtoul(optarg, &end, 10);
+            if (!*optarg || *end || v < 1024 || v > (1ul << 30)) {
+                fprintf(stderr, "%s: --max-frame %s: want 1024..2^30\n", program, optarg);
+                return 2;
+            }
+            p.max_frame = v;
+            break;
+        }
+        case 'V': verbose = 1; break;
+        case 'h':
+            specd_ipc_default_endpoint(name, default_ep, sizeof default_ep, NULL);
+            usage(stdout, program, description, default_ep);
+            return 0;
+        default: usage(stderr, program, description, "see --help"); return 2;
+        }
+    }
+    if (optind != argc) {
+        fprintf(stderr, "%s: unexpected argument '%s' (see --help)\n", program, argv[optind]);
+        return 2;
+    }
+    specd_log_set(log_to_stderr, (void *)program, verbose ? SPECD_LOG_DEBUG : SPECD_LOG_INFO);
+
+    /* Signals become a readable fd the service polls beside its socket. */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigprocmask(SIG_BLOCK, &set, NULL);
+    int sfd = signalfd(-1, &set, SFD_CLOEXEC);
+    if (sfd < 0) {
+        specd_log(SPECD_LOG_ERROR, "signalfd: %s", strerror(errno));
+        return 1;
+    }
+    specd_ipc_handlers h = {0};
+    if (setup(&p, &h, &err) != SPECD_OK) {
+        specd_log(SPECD_LOG_ERROR, "setup: %s", err.message);
+        close(sfd);
+        return 1;
+    }
+    specd_ipc_service *svc = NULL;
+    if (specd_ipc_service_create(&p, &h, &svc, &err) != SPECD_OK) {
+        specd_log(SPECD_LOG_ERROR, "%s", err.message);
+        teardown(&h);
+        close(sfd);
+        return 1;
+    }
+    specd_log(SPECD_LOG_INFO, "listening on %s (vocab %u, tokenizer %016llx)",
+              specd_ipc_service_endpoint(svc), p.model.vocab_size,
+              (unsigned long long)p.model.tokenizer_hash);
+    specd_status st = specd_ipc_service_run(svc, sfd, NULL, 100, &err);
+    if (st != SPECD_OK) specd_log(SPECD_LOG_ERROR, "%s", err.message);
+    specd_ipc_service_destroy(svc); /* lingers so the drained replies leave */
+    teardown(&h);
+    close(sfd);
+    specd_log(SPECD_LOG_INFO, "exiting");
+    return st == SPECD_OK ? 0 : 1;
+}

@@ -1,0 +1,19 @@
+/* Shared main() of the two daemons (specd-drafter, specd-verifier): options, logging to stderr,
+ * SIGTERM/SIGINT through a signalfd (the service drains what it has received, then we exit 0).
+ * Program code, not library code: it prints and is linked only into the daemons. */
+#ifndef SPECD_IPC_DAEMON_MAIN_H
+#define SPECD_IPC_DAEMON_MAIN_H
+
+#include "ipc/service.h"
+
+/* make_handlers is called once the options are parsed; it fills *h (and may allocate state it
+ * frees in free_handlers). Returns the process exit code. */
+typedef specd_status (*specd_daemon_setup_fn)(const specd_ipc_service_params *p,
+                                              specd_ipc_handlers *h, specd_error *err);
+typedef void (*specd_daemon_teardown_fn)(specd_ipc_handlers *h);
+
+int specd_daemon_main(int argc, char **argv, const char *program, specd_ipc_role role,
+                      const char *description, specd_daemon_setup_fn setup,
+                      specd_daemon_teardown_fn teardown);
+
+#endif

@@ -1,0 +1,40 @@
+/* Per-sequence state a daemon keeps: sampling parameters, seed, policy name and the token history
+ * (prompt + commits). Opening an id that exists replaces it: a host replaying its session after a
+ * timeout may find the daemon alive, and its history is the truth. */
+#ifndef SPECD_IPC_SEQ_STORE_H
+#define SPECD_IPC_SEQ_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ipc/specd.pb-c.h"
+#include "specd/status.h"
+
+typedef struct specd_seq {
+    uint64_t seq_id;
+    float temperature, top_p, min_p;
+    uint32_t top_k;
+    uint64_t seed;
+    char policy[65];
+    uint32_t max_draft;
+    uint32_t *tokens;
+    size_t n, cap;
+} specd_seq;
+
+typedef struct specd_seq_store specd_seq_store;
+
+specd_status specd_seq_store_create(size_t max_seqs, size_t max_tokens, specd_seq_store **out,
+                                    specd_error *err);
+void specd_seq_store_destroy(specd_seq_store *s);
+specd_status specd_seq_store_open(specd_seq_store *s, const SpecdWire__OpenSeq *m,
+                                  specd_error *err);
+specd_status specd_seq_store_close(specd_seq_store *s, uint64_t seq_id, specd_error *err);
+/* Truncates to rollback_to (when has_rollback) and appends; all or nothing. */
+specd_status specd_seq_store_commit(specd_seq_store *s, uint64_t seq_id, const uint32_t *tokens,
+                                    size_t n, int has_rollback, uint64_t rollback_to,
+                                    specd_error *err);
+/* Borrowed; NULL (and err filled) if unknown. */
+specd_seq *specd_seq_store_get(specd_seq_store *s, uint64_t seq_id, specd_error *err);
+size_t specd_seq_store_count(const specd_seq_store *s);
+
+#endif

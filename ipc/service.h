@@ -1,0 +1,74 @@
+/* The daemons' service loop: one ROUTER socket, one request at a time, a reply to each.
+ *
+ * The loop itself answers Hello (major version, schema hash and model fingerprint must match, or
+ * the peer is refused with the reason), Ping, Stats, AttachBuffer/DetachBuffer (a table of mapped
+ * buffers) and refuses any other request from a peer that has not said Hello. Everything else
+ * goes to the role's handlers; a NULL handler answers SPECD_E_UNSUPPORTED. A handler that fails
+ * leaves its state unchanged and its error is sent back as an Error message.
+ *
+ * Stopping: specd_ipc_service_run returns when stop_fd (e.g. a signalfd for SIGTERM) becomes
+ * readable, after answering every request already received (drain). */
+#ifndef SPECD_IPC_SERVICE_H
+#define SPECD_IPC_SERVICE_H
+
+#include "ipc/buffer.h"
+#include "ipc/frame.h"
+#include "specd/ipc.h"
+
+typedef struct specd_ipc_draft_out {
+    size_t n;
+    uint32_t tokens[SPECD_IPC_MAX_DRAFT];
+    int tree;  /* parents[] valid */
+    int32_t parents[SPECD_IPC_MAX_DRAFT];
+} specd_ipc_draft_out;
+
+typedef struct specd_ipc_handlers {
+    void *user;
+    specd_status (*open_seq)(void *user, const SpecdWire__OpenSeq *m, specd_error *err);
+    specd_status (*close_seq)(void *user, uint64_t seq_id, specd_error *err);
+    specd_status (*commit)(void *user, uint64_t seq_id, const uint32_t *tokens, size_t n,
+                           int has_rollback, uint64_t rollback_to, specd_error *err);
+    specd_status (*propose)(void *user, const SpecdWire__Propose *m, specd_ipc_draft_out *out,
+                            specd_error *err);
+    /* logits: the resolved target logits ([n_draft + 1, vocab]) or the inline ones. */
+    specd_status (*verify)(void *user, const SpecdWire__Verify *m, const specd_ipc_view *logits,
+                           specd_ipc_verify_result *out, specd_error *err);
+    specd_status (*seq_info)(void *user, uint64_t seq_id, uint64_t *length, uint64_t *hash,
+                             specd_error *err);
+    uint64_t (*sequences_open)(void *user);
+} specd_ipc_handlers;
+
+typedef struct specd_ipc_service_params {
+    specd_ipc_role role;
+    specd_ipc_fingerprint model;
+    const char *endpoint;  /* NULL = default for the role's name */
+    void *zmq_context;     /* borrowed; NULL = own */
+    int hwm;
+    size_t max_frame;
+    int heartbeat_ivl_ms, heartbeat_timeout_ms;
+    int send_timeout_ms;
+    int drain_linger_ms;   /* how long replies may take to flush at shutdown */
+    const char *curve_secret; /* tcp:// only: the server's secret key (Z85) */
+    size_t max_buffers;
+} specd_ipc_service_params;
+
+specd_ipc_service_params specd_ipc_service_default_params(specd_ipc_role role);
+
+typedef struct specd_ipc_service specd_ipc_service;
+
+/* Binds the endpoint. Caller owns *out. */
+specd_status specd_ipc_service_create(const specd_ipc_service_params *p,
+                                      const specd_ipc_handlers *h, specd_ipc_service **out,
+                                      specd_error *err);
+void specd_ipc_service_destroy(specd_ipc_service *svc);
+const char *specd_ipc_service_endpoint(const specd_ipc_service *svc);
+
+/* Serves until stop_fd is readable (stop_fd < 0: until *stop_flag is set, checked every
+ * poll_ms). Returns SPECD_OK after a drain. */
+specd_status specd_ipc_service_run(specd_ipc_service *svc, int stop_fd, const volatile int *stop_flag,
+                                   int poll_ms, specd_error *err);
+/* Handles at most one pending request (waiting up to timeout_ms); *handled = 1 if one was. */
+specd_status specd_ipc_service_poll_once(specd_ipc_service *svc, int timeout_ms, int *handled,
+                                         specd_error *err);
+
+#endif

@@ -1,0 +1,65 @@
+/* Starting and stopping the real daemon binaries from a test. */
+#ifndef SPECD_TESTS_DAEMON_UTIL_H
+#define SPECD_TESTS_DAEMON_UTIL_H
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "specd/ipc.h"
+
+#define TEST_VOCAB 49152u
+#define TEST_TOKHASH 0x5eed5eed12345678ULL
+#define TEST_TOKHASH_ARG "5eed5eed12345678"
+
+/* Starts `binary --endpoint ep ...` with stderr to stderr_path (or ours when NULL). */
+static inline pid_t daemon_start(const char *binary, const char *ep, const char *stderr_path) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (stderr_path) {
+            int fd = open(stderr_path, O_WRONLY | O_CREAT | O_APPEND, 0600);
+            if (fd >= 0) dup2(fd, 2);
+        }
+        execl(binary, binary, "--endpoint", ep, "--vocab", "49152", "--tokenizer-hash",
+              TEST_TOKHASH_ARG, (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+static inline void sleep_ms(int ms) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Waits until a daemon answers a ping on ep (a throwaway client), up to ~5 s. */
+static inline int daemon_wait_ready(const char *ep, specd_ipc_role role) {
+    specd_ipc_params p = specd_ipc_default_params();
+    p.endpoint = ep;
+    p.timeout_ms = 500;
+    p.retry_ms = 0;
+    specd_ipc_fingerprint m = {TEST_VOCAB, TEST_TOKHASH};
+    specd_ipc_client *c = NULL;
+    if (specd_ipc_client_create(&p, role, &m, &c, NULL) != SPECD_OK) return 0;
+    int ok = 0;
+    for (int i = 0; i < 100 && !ok; i++) {
+        ok = specd_ipc_client_ping(c, NULL) == SPECD_OK;
+        if (!ok) sleep_ms(50);
+    }
+    specd_ipc_client_destroy(c);
+    return ok;
+}
+
+/* Sends sig and returns the exit status (or 128 + signal). */
+static inline int daemon_stop(pid_t pid, int sig) {
+    kill(pid, sig);
+    int status = 0;
+    if (waitpid(pid, &status, 0) != pid) return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+#endif

@@ -1,0 +1,260 @@
+/* The real daemon binaries (paths passed by CMake): --help, bad options, Hello refused on a model
+ * mismatch, sequences, shared logit buffers mapped across processes with their references checked,
+ * and SIGTERM: every request received is answered, then exit 0.
+ * usage: test_daemons DRAFTER_BINARY VERIFIER_BINARY */
+#include "test_main.h"
+
+#include <dirent.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "daemon_util.h"
+#include "ipc/frame.h"
+#include "ipc/schema_hash.h"
+#include "ipc/transport.h"
+
+static const char *drafter_bin, *verifier_bin;
+static const specd_ipc_fingerprint model = {TEST_VOCAB, TEST_TOKHASH};
+
+typedef struct fixture {
+    char dir[64];
+    char ep[128];
+    pid_t pid;
+} fixture;
+
+static void start(fixture *f, const char *bin, specd_ipc_role role) {
+    snprintf(f->dir, sizeof f->dir, "/tmp/specd-test-XXXXXX");
+    assert_non_null(mkdtemp(f->dir));
+    snprintf(f->ep, sizeof f->ep, "ipc://%s/d.sock", f->dir);
+    f->pid = daemon_start(bin, f->ep, NULL);
+    assert_true(f->pid > 0);
+    assert_true(daemon_wait_ready(f->ep, role));
+}
+
+static void finish(fixture *f) {
+    assert_int_equal(daemon_stop(f->pid, SIGTERM), 0);
+    char sock[160];
+    snprintf(sock, sizeof sock, "%s/d.sock", f->dir);
+    unlink(sock);
+    rmdir(f->dir);
+}
+
+static specd_ipc_client *client(const char *ep, specd_ipc_role role,
+                                const specd_ipc_fingerprint *m) {
+    specd_ipc_params p = specd_ipc_default_params();
+    p.endpoint = ep;
+    p.timeout_ms = 2000;
+    p.retry_ms = 0;
+    specd_ipc_client *c = NULL;
+    specd_error err;
+    if (specd_ipc_client_create(&p, role, m, &c, &err) != SPECD_OK)
+        fail_msg("client_create: %s", err.message);
+    return c;
+}
+
+static int run_status(const char *bin, const char *arg) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open("/dev/null", O_WRONLY);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        execl(bin, bin, arg, (char *)NULL);
+        _exit(127);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static void test_help_and_bad_options(void **state) {
+    (void)state;
+    assert_int_equal(run_status(drafter_bin, "--help"), 0);
+    assert_int_equal(run_status(verifier_bin, "--help"), 0);
+    assert_int_equal(run_status(drafter_bin, "--no-such-option"), 2);
+    assert_int_equal(run_status(verifier_bin, "--vocab=abc"), 2);
+}
+
+static void test_drafter_sequences(void **state) {
+    (void)state;
+    fixture f;
+    start(&f, drafter_bin, SPECD_IPC_ROLE_DRAFTER);
+    specd_error err;
+    specd_ipc_fingerprint wrong = {32000, TEST_TOKHASH};
+    specd_ipc_client *c = client(f.ep, SPECD_IPC_ROLE_DRAFTER, &wrong);
+    assert_int_equal(specd_ipc_client_connect(c, &err), SPECD_E_MISMATCH);
+    assert_non_null(strstr(err.message, "vocab size 32000"));
+    specd_ipc_client_destroy(c);
+    /* Asking the drafter to be a verifier is refused too. */
+    c = client(f.ep, SPECD_IPC_ROLE_VERIFIER, &model);
+    assert_int_equal(specd_ipc_client_connect(c, &err), SPECD_E_MISMATCH);
+    specd_ipc_client_destroy(c);
+
+    c = client(f.ep, SPECD_IPC_ROLE_DRAFTER, &model);
+    uint32_t prompt[4] = {1, 100, 200, 300};
+    specd_ipc_seq_params sq = {.seq_id = 3, .prompt = prompt, .n_prompt = 4,
+                               .sampling = {.temperature = 0.0f, .top_p = 1.0f}, .policy = "ngram"};
+    assert_int_equal(specd_ipc_client_open_seq(c, &sq, &err), SPECD_OK);
+    for (uint32_t i = 0; i < 20; i++) {
+        uint32_t t = 1000 + i;
+        assert_int_equal(specd_ipc_client_commit(c, 3, &t, 1, &err), SPECD_OK);
+    }
+    uint64_t len, hash, mylen, myhash;
+    assert_int_equal(specd_ipc_client_seq_info(c, 3, &len, &hash, &err), SPECD_OK);
+    assert_int_equal(specd_ipc_client_history(c, 3, &mylen, &myhash, &err), SPECD_OK);
+    assert_int_equal(len, 24);
+    assert_int_equal(hash, myhash);
+    uint32_t draft[8];
+    size_t n = 0;
+    assert_int_equal(specd_ipc_client_propose(c, 3, 1, NULL, 0, draft, 8, &n, &err),
+                     SPECD_E_UNSUPPORTED);
+    assert_non_null(strstr(err.message, "ngram"));
+    specd_ipc_client_destroy(c);
+    finish(&f);
+}
+
+static int count_ours(void) {
+    char prefix[32];
+    int n = snprintf(prefix, sizeof prefix, "specd-%u-", (unsigned)geteuid());
+    DIR *d = opendir("/dev/shm");
+    int count = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL)
+        if (strncmp(e->d_name, prefix, (size_t)n) == 0) count++;
+    if (d) closedir(d);
+    return count;
+}
+
+static void test_verifier_buffers(void **state) {
+    (void)state;
+    enum { K = 8, V = TEST_VOCAB };
+    fixture f;
+    start(&f, verifier_bin, SPECD_IPC_ROLE_VERIFIER);
+    specd_error err;
+    specd_ipc_buffer *b = NULL;
+    assert_int_equal(specd_ipc_buffer_create(SPECD_IPC_BUFFER_SHM, (size_t)(K + 1) * V * 4, 0,
+                                             &b, &err),
+                     SPECD_OK);
+    specd_ipc_client *c = client(f.ep, SPECD_IPC_ROLE_VERIFIER, &model);
+    assert_int_equal(specd_ipc_client_attach_buffer(c, b, &err), SPECD_OK);
+    /* The daemon mapped it; the name is gone. */
+    assert_int_equal(count_ours(), 0);
+    uint32_t prompt[1] = {1};
+    specd_ipc_seq_params sq = {.seq_id = 1, .prompt = prompt, .n_prompt = 1,
+                               .sampling = {.temperature = 1.0f, .top_p = 1.0f}};
+    assert_int_equal(specd_ipc_client_open_seq(c, &sq, &err), SPECD_OK);
+    uint64_t seq;
+    assert_int_equal(specd_ipc_buffer_publish(b, NULL, &seq, &err), SPECD_OK);
+    uint64_t shape[2] = {K + 1, V};
+    specd_ipc_ref r;
+    assert_int_equal(specd_ipc_buffer_ref(b, 0, 2, shape, SPECD_IPC_F32, seq, &r, &err), SPECD_OK);
+    uint32_t draft[K] = {1, 2, 3, 4, 5, 6, 7, 8};
+    specd_ipc_verify_result res;
+    /* A valid reference reaches the acceptance step, which is not linked in yet. */
+    assert_int_equal(specd_ipc_client_verify(c, 1, 1, draft, K, &r, &res, &err),
+                     SPECD_E_UNSUPPORTED);
+    assert_non_null(strstr(err.message, "acceptance engine"));
+    /* Stale, out of bounds, wrong shape: refused by the daemon before any use. */
+    uint64_t seq2;
+    assert_int_equal(specd_ipc_buffer_publish(b, NULL, &seq2, &err), SPECD_OK);
+    assert_int_equal(specd_ipc_client_verify(c, 1, 2, draft, K, &r, &res, &err), SPECD_E_PROTOCOL);
+    assert_non_null(strstr(err.message, "stale"));
+    specd_ipc_ref oob = r;
+    oob.seq = seq2;
+    oob.offset = 64;
+    assert_int_equal(specd_ipc_client_verify(c, 1, 3, draft, K, &oob, &res, &err),
+                     SPECD_E_PROTOCOL);
+    assert_non_null(strstr(err.message, "exceed"));
+    specd_ipc_ref narrow = r;
+    narrow.seq = seq2;
+    narrow.shape[1] = V - 1;
+    assert_int_equal(specd_ipc_client_verify(c, 1, 4, draft, K, &narrow, &res, &err),
+                     SPECD_E_MISMATCH);
+    specd_ipc_ref unknown = r;
+    unknown.seq = seq2;
+    unknown.buffer_id ^= 1;
+    assert_int_equal(specd_ipc_client_verify(c, 1, 5, draft, K, &unknown, &res, &err),
+                     SPECD_E_PROTOCOL);
+    specd_ipc_stats st;
+    assert_int_equal(specd_ipc_client_stats(c, &st, &err), SPECD_OK);
+    assert_int_equal(st.buffers_attached, 1);
+    assert_int_equal(specd_ipc_client_detach_buffer(c, specd_ipc_buffer_id(b), &err), SPECD_OK);
+    assert_int_equal(specd_ipc_client_stats(c, &st, &err), SPECD_OK);
+    assert_int_equal(st.buffers_attached, 0);
+    specd_ipc_client_destroy(c);
+    specd_ipc_buffer_destroy(b);
+    finish(&f);
+    assert_int_equal(count_ours(), 0);
+}
+
+static void test_sigterm_drains(void **state) {
+    (void)state;
+    enum { N = 200 };
+    fixture f;
+    start(&f, drafter_bin, SPECD_IPC_ROLE_DRAFTER);
+    void *ctx = zmq_ctx_new();
+    void *s = zmq_socket(ctx, ZMQ_DEALER);
+    assert_int_equal(zmq_connect(s, f.ep), 0);
+    specd_error err;
+    SpecdWire__ModelFingerprint m = SPECD_WIRE__MODEL_FINGERPRINT__INIT;
+    m.vocab_size = TEST_VOCAB;
+    m.tokenizer_hash = TEST_TOKHASH;
+    SpecdWire__Hello h = SPECD_WIRE__HELLO__INIT;
+    h.major = SPECD_IPC_MAJOR;
+    h.schema_hash = SPECD_IPC_SCHEMA_HASH;
+    h.model = &m;
+    SpecdWire__Envelope e = SPECD_WIRE__ENVELOPE__INIT;
+    e.request_id = 1;
+    e.body_case = SPECD_WIRE__ENVELOPE__BODY_HELLO;
+    e.hello = &h;
+    assert_int_equal(specd_ipc_send(s, NULL, 0, &e, 1 << 20, &err), SPECD_OK);
+    SpecdWire__Ping ping = SPECD_WIRE__PING__INIT;
+    for (uint64_t i = 0; i < N; i++) {
+        SpecdWire__Envelope p = SPECD_WIRE__ENVELOPE__INIT;
+        p.request_id = 2 + i;
+        p.body_case = SPECD_WIRE__ENVELOPE__BODY_PING;
+        p.ping = &ping;
+        assert_int_equal(specd_ipc_send(s, NULL, 0, &p, 1 << 20, &err), SPECD_OK);
+    }
+    /* Terminate while the requests are in flight. */
+    kill(f.pid, SIGTERM);
+    specd_ipc_decoder *dec = NULL;
+    assert_int_equal(specd_ipc_decoder_create(0, &dec, NULL), SPECD_OK);
+    uint64_t next = 1;
+    for (;;) {
+        zmq_pollitem_t it = {.socket = s, .events = ZMQ_POLLIN};
+        if (zmq_poll(&it, 1, 3000) != 1) break;
+        char buf[256];
+        int n = zmq_recv(s, buf, sizeof buf, 0);
+        const SpecdWire__Envelope *r = NULL;
+        assert_int_equal(specd_ipc_frame_decode(dec, buf, (size_t)n, &r, &err), SPECD_OK);
+        assert_int_equal(r->request_id, next); /* each answered once, in order */
+        next++;
+    }
+    assert_int_equal(next, N + 2);
+    int status;
+    assert_int_equal(waitpid(f.pid, &status, 0), f.pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    specd_ipc_decoder_destroy(dec);
+    int zero = 0;
+    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_close(s);
+    zmq_ctx_term(ctx);
+    rmdir(f.dir);
+}
+
+int main(int argc, char **argv) {
+    if (argc != 3) {
+        fprintf(stderr, "usage: %s DRAFTER VERIFIER\n", argv[0]);
+        return 2;
+    }
+    drafter_bin = argv[1];
+    verifier_bin = argv[2];
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_help_and_bad_options),
+        cmocka_unit_test(test_drafter_sequences),
+        cmocka_unit_test(test_verifier_buffers),
+        cmocka_unit_test(test_sigterm_drains),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

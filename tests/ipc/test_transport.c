@@ -1,0 +1,335 @@
+/* Transport: hello (accepted, and refused with a reason on version/model mismatch), endpoint
+ * policy (private ipc:// directory, tcp:// only with CURVE, an unauthenticated tcp peer refused),
+ * finite timeouts, hostile frames, requests before hello, and library mode over inproc://. */
+#include "test_main.h"
+
+#include <sys/stat.h>
+#include <zmq.h>
+
+#include "ipc/schema_hash.h"
+#include "ipc/transport.h"
+#include "ipc_test_util.h"
+#include "specd/ipc.h"
+
+static const specd_ipc_fingerprint model = {TEST_VOCAB, TEST_TOKHASH};
+
+static specd_ipc_service_params service_params(const char *ep) {
+    specd_ipc_service_params p = specd_ipc_service_default_params(SPECD_IPC_ROLE_DRAFTER);
+    p.model = model;
+    p.endpoint = ep;
+    p.drain_linger_ms = 0;
+    return p;
+}
+
+static specd_ipc_client *client_for(const char *ep, const specd_ipc_fingerprint *m, void *ctx) {
+    specd_ipc_params p = specd_ipc_default_params();
+    p.endpoint = ep;
+    p.timeout_ms = 500;
+    p.retry_ms = 0;
+    p.zmq_context = ctx;
+    specd_ipc_client *c = NULL;
+    specd_error err;
+    if (specd_ipc_client_create(&p, SPECD_IPC_ROLE_DRAFTER, m, &c, &err) != SPECD_OK)
+        fail_msg("client_create: %s", err.message);
+    return c;
+}
+
+static void test_hello_and_session(void **state) {
+    (void)state;
+    char dir[64], ep[128];
+    test_private_dir(dir, sizeof dir);
+    snprintf(ep, sizeof ep, "ipc://%s/d.sock", dir);
+    test_service t;
+    specd_ipc_service_params sp = service_params(ep);
+    specd_error err;
+    assert_int_equal(test_service_start(&t, &sp, NULL, &err), SPECD_OK);
+    specd_ipc_client *c = client_for(ep, &model, NULL);
+    assert_int_equal(specd_ipc_client_ping(c, &err), SPECD_OK);
+    assert_true(specd_ipc_client_connected(c));
+    uint32_t prompt[3] = {1, 2, 3}, more[2] = {40000, 5};
+    specd_ipc_seq_params sq = {.seq_id = 11, .prompt = prompt, .n_prompt = 3,
+                               .sampling = {.temperature = 0.8f, .top_p = 1.0f}, .seed = 5};
+    assert_int_equal(specd_ipc_client_open_seq(c, &sq, &err), SPECD_OK);
+    assert_int_equal(specd_ipc_client_commit(c, 11, more, 2, &err), SPECD_OK);
+    uint64_t len, hash, mylen, myhash;
+    assert_int_equal(specd_ipc_client_seq_info(c, 11, &len, &hash, &err), SPECD_OK);
+    assert_int_equal(specd_ipc_client_history(c, 11, &mylen, &myhash, &err), SPECD_OK);
+    assert_int_equal(len, 5);
+    assert_int_equal(len, mylen);
+    assert_int_equal(hash, myhash);
+    /* Propose without a proposer is refused (no made-up drafts), and the refusal is an error
+     * status, not a transport failure: the session stays up. */
+    uint32_t draft[8];
+    size_t n = 99;
+    assert_int_equal(specd_ipc_client_propose(c, 11, 1, NULL, 0, draft, 8, &n, &err),
+                     SPECD_E_UNSUPPORTED);
+    assert_int_equal(n, 99);
+    assert_true(specd_ipc_client_connected(c));
+    /* Out-of-vocabulary tokens are refused on our side before sending. */
+    uint32_t bad = TEST_VOCAB;
+    assert_int_equal(specd_ipc_client_commit(c, 11, &bad, 1, &err), SPECD_E_INVALID_ARG);
+    specd_ipc_stats st;
+    assert_int_equal(specd_ipc_client_stats(c, &st, &err), SPECD_OK);
+    assert_int_equal(st.sequences_open, 1);
+    assert_int_equal(st.commits, 1);
+    assert_int_equal(specd_ipc_client_close_seq(c, 11, &err), SPECD_OK);
+    assert_int_equal(specd_ipc_client_seq_info(c, 11, &len, &hash, &err), SPECD_E_STATE);
+    specd_ipc_client_destroy(c);
+    test_service_stop(&t);
+    rmdir(dir);
+}
+
+static void test_hello_mismatch_refused(void **state) {
+    (void)state;
+    char dir[64], ep[128];
+    test_private_dir(dir, sizeof dir);
+    snprintf(ep, sizeof ep, "ipc://%s/d.sock", dir);
+    test_service t;
+    specd_ipc_service_params sp = service_params(ep);
+    specd_error err;
+    assert_int_equal(test_service_start(&t, &sp, NULL, &err), SPECD_OK);
+    specd_ipc_fingerprint other_vocab = {TEST_VOCAB + 1, TEST_TOKHASH};
+    specd_ipc_client *c = client_for(ep, &other_vocab, NULL);
+    assert_int_equal(specd_ipc_client_connect(c, &err), SPECD_E_MISMATCH);
+    assert_non_null(strstr(err.message, "vocab size 49153"));
+    assert_false(specd_ipc_client_connected(c));
+    specd_ipc_client_destroy(c);
+    specd_ipc_fingerprint other_tok = {TEST_VOCAB, TEST_TOKHASH ^ 1};
+    c = client_for(ep, &other_tok, NULL);
+    assert_int_equal(specd_ipc_client_connect(c, &err), SPECD_E_MISMATCH);
+    assert_non_null(strstr(err.message, "tokenizer hash"));
+    specd_ipc_client_destroy(c);
+
+    /* A raw peer with the wrong major version or schema hash, and one that skips hello. */
+    void *ctx = zmq_ctx_new();
+    void *s = zmq_socket(ctx, ZMQ_DEALER);
+    assert_int_equal(zmq_connect(s, ep), 0);
+    specd_ipc_decoder *dec = NULL;
+    assert_int_equal(specd_ipc_decoder_create(0, &dec, NULL), SPECD_OK);
+    struct {
+        uint32_t major;
+        uint64_t schema;
+        int ping_only;
+        const char *needle;
+    } cases[] = {{SPECD_IPC_MAJOR + 1, SPECD_IPC_SCHEMA_HASH, 0, "major version 2"},
+                 {SPECD_IPC_MAJOR, SPECD_IPC_SCHEMA_HASH ^ 0xff, 0, "schema hash"},
+                 {0, 0, 1, "no session"}};
+    for (size_t i = 0; i < 3; i++) {
+        SpecdWire__ModelFingerprint m = SPECD_WIRE__MODEL_FINGERPRINT__INIT;
+        m.vocab_size = TEST_VOCAB;
+        m.tokenizer_hash = TEST_TOKHASH;
+        SpecdWire__Hello h = SPECD_WIRE__HELLO__INIT;
+        h.major = cases[i].major;
+        h.schema_hash = cases[i].schema;
+        h.model = &m;
+        SpecdWire__Ping ping = SPECD_WIRE__PING__INIT;
+        SpecdWire__Envelope e = SPECD_WIRE__ENVELOPE__INIT;
+        e.request_id = 100 + i;
+        if (cases[i].ping_only) {
+            e.body_case = SPECD_WIRE__ENVELOPE__BODY_PING;
+            e.ping = &ping;
+        } else {
+            e.body_case = SPECD_WIRE__ENVELOPE__BODY_HELLO;
+            e.hello = &h;
+        }
+        assert_int_equal(specd_ipc_send(s, NULL, 0, &e, 1 << 20, &err), SPECD_OK);
+        zmq_pollitem_t it = {.socket = s, .events = ZMQ_POLLIN};
+        assert_int_equal(zmq_poll(&it, 1, 2000), 1);
+        char buf[512];
+        int n = zmq_recv(s, buf, sizeof buf, 0);
+        assert_true(n > 0);
+        const SpecdWire__Envelope *r = NULL;
+        assert_int_equal(specd_ipc_frame_decode(dec, buf, (size_t)n, &r, &err), SPECD_OK);
+        assert_int_equal(r->request_id, 100 + i);
+        assert_int_equal(r->body_case, SPECD_WIRE__ENVELOPE__BODY_ERROR);
+        if (!strstr(r->error->message, cases[i].needle))
+            fail_msg("'%s' lacks '%s'", r->error->message, cases[i].needle);
+    }
+    /* Garbage and a two-frame message: answered with an Error, the service keeps serving. */
+    assert_int_equal(zmq_send(s, "\xff\xff\xff", 3, 0), 3);
+    assert_int_equal(zmq_send(s, "a", 1, ZMQ_SNDMORE), 1);
+    assert_int_equal(zmq_send(s, "b", 1, 0), 1);
+    for (int k = 0; k < 2; k++) {
+        char buf[512];
+        zmq_pollitem_t it = {.socket = s, .events = ZMQ_POLLIN};
+        assert_int_equal(zmq_poll(&it, 1, 2000), 1);
+        int n = zmq_recv(s, buf, sizeof buf, 0);
+        const SpecdWire__Envelope *r = NULL;
+        assert_int_equal(specd_ipc_frame_decode(dec, buf, (size_t)n, &r, &err), SPECD_OK);
+        assert_int_equal(r->body_case, SPECD_WIRE__ENVELOPE__BODY_ERROR);
+        assert_int_equal(r->error->code, SPECD_E_FORMAT);
+    }
+    specd_ipc_decoder_destroy(dec);
+    int zero = 0;
+    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_close(s);
+    zmq_ctx_term(ctx);
+    c = client_for(ep, &model, NULL);
+    assert_int_equal(specd_ipc_client_ping(c, &err), SPECD_OK);
+    specd_ipc_client_destroy(c);
+    test_service_stop(&t);
+    rmdir(dir);
+}
+
+static void test_endpoint_policy(void **state) {
+    (void)state;
+    specd_error err;
+    char dir[64], ep[128];
+    test_private_dir(dir, sizeof dir);
+    chmod(dir, 0755);
+    snprintf(ep, sizeof ep, "ipc://%s/d.sock", dir);
+    assert_int_equal(specd_ipc_endpoint_check(ep, 0, &err), SPECD_E_IO);
+    assert_non_null(strstr(err.message, "mode 755"));
+    chmod(dir, 0700);
+    assert_int_equal(specd_ipc_endpoint_check(ep, 0, &err), SPECD_OK);
+    rmdir(dir);
+    assert_int_equal(specd_ipc_endpoint_check("tcp://127.0.0.1:5555", 0, &err),
+                     SPECD_E_INVALID_ARG);
+    assert_non_null(strstr(err.message, "CURVE"));
+    assert_int_equal(specd_ipc_endpoint_check("ipc://@abstract", 0, &err), SPECD_E_INVALID_ARG);
+    assert_int_equal(specd_ipc_endpoint_check("udp://1.2.3.4:5", 0, &err), SPECD_E_INVALID_ARG);
+    assert_int_equal(specd_ipc_endpoint_check("inproc://x", 0, &err), SPECD_OK);
+    /* The default endpoint lives in a private directory. */
+    char def[256];
+    assert_int_equal(specd_ipc_default_endpoint("drafter", def, sizeof def, &err), SPECD_OK);
+    assert_int_equal(specd_ipc_endpoint_check(def, 0, &err), SPECD_OK);
+    /* The client refuses tcp:// without keys at create time. */
+    specd_ipc_params p = specd_ipc_default_params();
+    p.endpoint = "tcp://127.0.0.1:5555";
+    specd_ipc_client *c = NULL;
+    assert_int_equal(specd_ipc_client_create(&p, SPECD_IPC_ROLE_DRAFTER, &model, &c, &err),
+                     SPECD_E_INVALID_ARG);
+    assert_null(c);
+}
+
+static void test_curve_refuses_unauthenticated(void **state) {
+    (void)state;
+    if (!zmq_has("curve")) {
+        printf("skipped: libzmq without CURVE\n");
+        skip();
+    }
+    char spub[41], ssec[41], cpub[41], csec[41], opub[41], osec[41];
+    assert_int_equal(zmq_curve_keypair(spub, ssec), 0);
+    assert_int_equal(zmq_curve_keypair(cpub, csec), 0);
+    assert_int_equal(zmq_curve_keypair(opub, osec), 0);
+    specd_error err;
+    test_service t;
+    specd_ipc_service_params sp = service_params("tcp://127.0.0.1:47311");
+    sp.curve_secret = ssec;
+    /* A server without a key is refused on tcp://. */
+    specd_ipc_service_params nokey = sp;
+    nokey.curve_secret = NULL;
+    specd_ipc_service *bad = NULL;
+    assert_int_equal(specd_ipc_service_create(&nokey, NULL, &bad, &err), SPECD_E_INVALID_ARG);
+    assert_int_equal(test_service_start(&t, &sp, NULL, &err), SPECD_OK);
+
+    specd_ipc_params p = specd_ipc_default_params();
+    p.endpoint = sp.endpoint;
+    p.timeout_ms = 500;
+    p.retry_ms = 0;
+    p.curve_server_public = spub;
+    p.curve_public = cpub;
+    p.curve_secret = csec;
+    specd_ipc_client *c = NULL;
+    assert_int_equal(specd_ipc_client_create(&p, SPECD_IPC_ROLE_DRAFTER, &model, &c, &err),
+                     SPECD_OK);
+    assert_int_equal(specd_ipc_client_ping(c, &err), SPECD_OK);
+    specd_ipc_client_destroy(c);
+
+    /* A client that believes in another server key cannot complete the handshake. */
+    p.curve_server_public = opub;
+    assert_int_equal(specd_ipc_client_create(&p, SPECD_IPC_ROLE_DRAFTER, &model, &c, &err),
+                     SPECD_OK);
+    assert_int_equal(specd_ipc_client_ping(c, &err), SPECD_E_TIMEOUT);
+    specd_ipc_client_destroy(c);
+
+    /* An unauthenticated peer (plain ZMTP, no CURVE) gets nothing back: its Hello never reaches
+     * the service. */
+    void *ctx = zmq_ctx_new();
+    void *s = zmq_socket(ctx, ZMQ_DEALER);
+    assert_int_equal(zmq_connect(s, sp.endpoint), 0);
+    SpecdWire__ModelFingerprint m = SPECD_WIRE__MODEL_FINGERPRINT__INIT;
+    m.vocab_size = TEST_VOCAB;
+    m.tokenizer_hash = TEST_TOKHASH;
+    SpecdWire__Hello h = SPECD_WIRE__HELLO__INIT;
+    h.major = SPECD_IPC_MAJOR;
+    h.schema_hash = SPECD_IPC_SCHEMA_HASH;
+    h.model = &m;
+    SpecdWire__Envelope e = SPECD_WIRE__ENVELOPE__INIT;
+    e.request_id = 1;
+    e.body_case = SPECD_WIRE__ENVELOPE__BODY_HELLO;
+    e.hello = &h;
+    int to = 300;
+    zmq_setsockopt(s, ZMQ_SNDTIMEO, &to, sizeof to);
+    specd_ipc_send(s, NULL, 0, &e, 1 << 20, &err); /* may queue or time out: either way */
+    zmq_pollitem_t it = {.socket = s, .events = ZMQ_POLLIN};
+    assert_int_equal(zmq_poll(&it, 1, 1000), 0);
+    int zero = 0;
+    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_close(s);
+    zmq_ctx_term(ctx);
+
+    /* Only the authenticated client's requests were served: hello + ping. */
+    p.curve_server_public = spub;
+    assert_int_equal(specd_ipc_client_create(&p, SPECD_IPC_ROLE_DRAFTER, &model, &c, &err),
+                     SPECD_OK);
+    specd_ipc_stats st;
+    assert_int_equal(specd_ipc_client_stats(c, &st, &err), SPECD_OK);
+    /* First client: hello, ping. This one: hello, stats. Nothing from the other two. */
+    assert_int_equal(st.requests, 4);
+    specd_ipc_client_destroy(c);
+    test_service_stop(&t);
+}
+
+static void test_timeout_is_finite(void **state) {
+    (void)state;
+    char dir[64], ep[128];
+    test_private_dir(dir, sizeof dir);
+    snprintf(ep, sizeof ep, "ipc://%s/d.sock", dir);
+    /* A bound ROUTER that never answers. */
+    void *ctx = zmq_ctx_new();
+    void *r = zmq_socket(ctx, ZMQ_ROUTER);
+    assert_int_equal(zmq_bind(r, ep), 0);
+    specd_ipc_client *c = client_for(ep, &model, NULL);
+    specd_error err;
+    assert_int_equal(specd_ipc_client_ping(c, &err), SPECD_E_TIMEOUT);
+    assert_non_null(strstr(err.message, "no answer"));
+    assert_false(specd_ipc_client_connected(c));
+    specd_ipc_client_destroy(c);
+    int zero = 0;
+    zmq_setsockopt(r, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_close(r);
+    zmq_ctx_term(ctx);
+    /* Nobody bound at all: refused at once, not after a timeout. */
+    c = client_for(ep, &model, NULL);
+    assert_int_equal(specd_ipc_client_ping(c, &err), SPECD_E_PEER);
+    specd_ipc_client_destroy(c);
+    rmdir(dir);
+}
+
+static void test_inproc_library_mode(void **state) {
+    (void)state;
+    void *ctx = zmq_ctx_new();
+    specd_ipc_service_params sp = service_params("inproc://specd-drafter");
+    sp.zmq_context = ctx;
+    test_service t;
+    specd_error err;
+    assert_int_equal(test_service_start(&t, &sp, NULL, &err), SPECD_OK);
+    specd_ipc_client *c = client_for("inproc://specd-drafter", &model, ctx);
+    assert_int_equal(specd_ipc_client_ping(c, &err), SPECD_OK);
+    specd_ipc_client_destroy(c);
+    test_service_stop(&t);
+    zmq_ctx_term(ctx);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_hello_and_session),
+        cmocka_unit_test(test_hello_mismatch_refused),
+        cmocka_unit_test(test_endpoint_policy),
+        cmocka_unit_test(test_curve_refuses_unauthenticated),
+        cmocka_unit_test(test_timeout_is_finite),
+        cmocka_unit_test(test_inproc_library_mode),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

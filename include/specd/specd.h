@@ -13,5 +13,7 @@
 #include "specd/status.h"
 #include "specd/log.h"
 #include "specd/version.h"
+#include "specd/sampling.h"
+#include "specd/accept.h"
 
 #endif

@@ -193,6 +193,9 @@ specd_status specd_ipc_envelope_validate(const SpecdWire__Envelope *e, specd_err
         if (e->open_seq->has_max_draft && e->open_seq->max_draft > SPECD_IPC_MAX_DRAFT)
             return specd_fail(err, SPECD_E_FORMAT, "open_seq: max_draft %u > %u",
                               e->open_seq->max_draft, SPECD_IPC_MAX_DRAFT);
+        if (e->open_seq->has_rule && (unsigned)e->open_seq->rule > SPECD_WIRE__ACCEPT_RULE__ACCEPT_REJECTION)
+            return specd_fail(err, SPECD_E_FORMAT, "open_seq: unknown accept rule %d",
+                              (int)e->open_seq->rule);
         if (e->open_seq->policy && strlen(e->open_seq->policy) > 64)
             return specd_fail(err, SPECD_E_FORMAT, "open_seq: policy name longer than 64");
         return check_sampling(e->open_seq->sampling, err);

@@ -218,10 +218,19 @@ static specd_status do_verify(specd_ipc_service *s, const SpecdWire__Verify *v, 
         if (v->draft_tokens[i] >= s->p.model.vocab_size)
             return specd_fail(err, SPECD_E_FORMAT, "verify: draft token %zu = %u >= vocab %u", i,
                               v->draft_tokens[i], s->p.model.vocab_size);
+    specd_ipc_view qview = {0};
+    if (v->q) {
+        SPECD_TRY(specd_ipc_buffer_table_resolve(s->buffers, v->q, &qview, err));
+        if (qview.rank != 2 || qview.shape[0] != v->n_draft_tokens ||
+            qview.shape[1] != s->p.model.vocab_size)
+            return specd_fail(err, SPECD_E_MISMATCH, "verify: q of rank %u, want [%zu, %u]",
+                              qview.rank, v->n_draft_tokens, s->p.model.vocab_size);
+    }
     specd_ipc_verify_result *o = &r->result_out;
     memset(o, 0, sizeof *o);
-    SPECD_TRY(s->h.verify(s->h.user, v, &view, o, err));
+    SPECD_TRY(s->h.verify(s->h.user, v, &view, v->q ? &qview : NULL, o, err));
     SPECD_TRY(specd_ipc_view_recheck(&view, err));
+    if (v->q) SPECD_TRY(specd_ipc_view_recheck(&qview, err));
     if (o->n_emitted > rows || o->accepted > v->n_draft_tokens || o->n_stats > rows)
         return specd_fail(err, SPECD_E_INTERNAL, "verify handler returned %zu tokens", o->n_emitted);
     SpecdWire__Result res = SPECD_WIRE__RESULT__INIT;
@@ -232,7 +241,7 @@ static specd_status do_verify(specd_ipc_service *s, const SpecdWire__Verify *v, 
     res.emitted = o->emitted;
     for (size_t i = 0; i < o->n_stats; i++) {
         SpecdWire__PositionStat ps = SPECD_WIRE__POSITION_STAT__INIT;
-        ps.p_target = o->p_target[i];
+        ps.accept_prob = o->accept_prob[i];
         ps.accepted = o->position_accepted[i] != 0;
         r->pos[i] = ps;
         r->pos_ptr[i] = &r->pos[i];

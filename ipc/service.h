@@ -30,9 +30,11 @@ typedef struct specd_ipc_handlers {
                            int has_rollback, uint64_t rollback_to, specd_error *err);
     specd_status (*propose)(void *user, const SpecdWire__Propose *m, specd_ipc_draft_out *out,
                             specd_error *err);
-    /* logits: the resolved target logits ([n_draft + 1, vocab]) or the inline ones. */
+    /* logits: the resolved target logits ([rows, vocab], rows = n_draft + 1) or the inline ones;
+     * q: the resolved draft distributions ([n_draft, vocab]) or NULL. */
     specd_status (*verify)(void *user, const SpecdWire__Verify *m, const specd_ipc_view *logits,
-                           specd_ipc_verify_result *out, specd_error *err);
+                           const specd_ipc_view *q, specd_ipc_verify_result *out,
+                           specd_error *err);
     specd_status (*seq_info)(void *user, uint64_t seq_id, uint64_t *length, uint64_t *hash,
                              specd_error *err);
     uint64_t (*sequences_open)(void *user);

@@ -105,7 +105,7 @@ static built make_result(void) {
     for (int i = 0; i < 3; i++) {
         SpecdWire__PositionStat init = SPECD_WIRE__POSITION_STAT__INIT;
         st[i] = init;
-        st[i].p_target = 0.5f;
+        st[i].accept_prob = 0.5f;
         st[i].accepted = i < 2;
         stp[i] = &st[i];
     }

@@ -149,7 +149,7 @@ static void target_row(float *row, uint32_t prev, uint32_t pos) {
     uint32_t h = mix(prev ^ (pos << 16));
     for (uint32_t j = 0; j < TEST_VOCAB; j += 64) row[j] = 0.0f;
     for (uint32_t j = 0; j < TEST_VOCAB; j++) row[j] = (float)(mix(h + j) >> 8) * (2.0f / 16777216.0f);
-    row[peak_of(prev, pos)] += 6.0f;
+    row[peak_of(prev, pos)] += 16.0f;
 }
 
 /* The drafter: guesses the peak, but gets every fifth position wrong. */

@@ -281,6 +281,40 @@ static void test_semantic_checks(void **state) {
     specd_ipc_decoder_destroy(d);
 }
 
+static void test_unknown_fields_refused(void **state) {
+    (void)state;
+    specd_ipc_decoder *d = new_decoder(0);
+    built h = make_hello();
+    uint8_t buf[128];
+    memcpy(buf, h.bytes, h.len);
+    /* Field 15 (varint) at the top level: not in this schema. */
+    buf[h.len] = (15 << 3) | 0;
+    buf[h.len + 1] = 1;
+    built b = {buf, h.len + 2};
+    expect_refused(d, b, "unknown to this schema");
+    /* Field number 0 inside a nested BufferRef (what the fuzzer found first). */
+    built v = make_verify(9, 2, 0);
+    specd_error err;
+    assert_int_equal(decode(d, v, &err), SPECD_OK);
+    specd_free(v.bytes);
+    specd_free(h.bytes);
+    FILE *f = NULL;
+    const char *src = getenv("SPECD_SOURCE_DIR");
+    if (src) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/tests/fuzz/corpus/fuzz_frame/regress-field-number-0", src);
+        f = fopen(path, "rb");
+    }
+    if (f) {
+        uint8_t r[256];
+        size_t n = fread(r, 1, sizeof r, f);
+        fclose(f);
+        built rb = {r, n};
+        assert_int_equal(decode(d, rb, &err), SPECD_E_FORMAT);
+    }
+    specd_ipc_decoder_destroy(d);
+}
+
 static int write_seeds(const char *dir) {
     built all[] = {make_hello(), make_open(0.7f), make_verify(9, 2, 0), make_attach("/specd-1-2-3"),
                    make_result(), make_propose()};
@@ -303,6 +337,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_size_checked_before_unpack),
         cmocka_unit_test(test_bounded_allocator),
         cmocka_unit_test(test_semantic_checks),
+        cmocka_unit_test(test_unknown_fields_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -287,10 +287,11 @@ static void test_unknown_fields_refused(void **state) {
     built h = make_hello();
     uint8_t buf[128];
     memcpy(buf, h.bytes, h.len);
-    /* Field 15 (varint) at the top level: not in this schema. */
-    buf[h.len] = (15 << 3) | 0;
-    buf[h.len + 1] = 1;
-    built b = {buf, h.len + 2};
+    /* Field 99 (varint) at the top level: not in this schema. */
+    buf[h.len] = 0x98; /* (99 << 3) | 0 as a varint */
+    buf[h.len + 1] = 0x06;
+    buf[h.len + 2] = 1;
+    built b = {buf, h.len + 3};
     expect_refused(d, b, "unknown to this schema");
     /* Field number 0 inside a nested BufferRef (what the fuzzer found first). */
     built v = make_verify(9, 2, 0);

@@ -229,8 +229,9 @@ static void test_size_checked_before_unpack(void **state) {
 
 static void test_bounded_allocator(void **state) {
     (void)state;
-    /* A frame of empty unknown fields: 2 bytes each on the wire, a 24-byte record each once
-     * unpacked. The arena refuses instead of growing. */
+    /* A frame repeating an empty sub-message of the oneof (field 15, DetachBuffer): 2 bytes on
+     * the wire, a fresh struct each once unpacked (protobuf-c frees the previous one, which
+     * the arena does not reclaim). The arena refuses instead of growing. */
     size_t max = 1 << 16;
     specd_ipc_decoder *d = new_decoder(max);
     built h = make_hello();
@@ -238,7 +239,7 @@ static void test_bounded_allocator(void **state) {
     uint8_t *buf = specd_alloc(n);
     memcpy(buf, h.bytes, h.len);
     for (size_t i = h.len; i + 1 < n; i += 2) {
-        buf[i] = (15 << 3) | 2; /* field 15, length-delimited */
+        buf[i] = (15 << 3) | 2; /* field 15, length-delimited, length 0 */
         buf[i + 1] = 0;
     }
     built b = {buf, n - ((n - h.len) % 2)};

@@ -4,5 +4,6 @@
 #define SPECD_CLI_COMMANDS_H
 
 int specd_cmd_version(int argc, char **argv);
+int specd_cmd_inspect(int argc, char **argv);
 
 #endif

@@ -12,6 +12,7 @@ typedef struct command {
 
 static const command commands[] = {
     {"version", specd_cmd_version, "print the library version"},
+    {"inspect", specd_cmd_inspect, "show a GGUF model's metadata, tokenizer and tensors"},
 };
 
 static void usage(FILE *out) {

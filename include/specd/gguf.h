@@ -45,7 +45,8 @@ typedef enum specd_gguf_type {
     SPECD_GGUF_ARRAY = 9,
     SPECD_GGUF_U64 = 10,
     SPECD_GGUF_I64 = 11,
-    SPECD_GGUF_F64 = 12
+    SPECD_GGUF_F64 = 12,
+    SPECD_GGUF_INVALID = -1 /* returned for an out-of-range key index; never in a file */
 } specd_gguf_type;
 
 typedef struct specd_gguf_str {
@@ -77,9 +78,19 @@ void specd_gguf_destroy(specd_gguf *gguf);
 
 uint32_t specd_gguf_version(const specd_gguf *gguf);
 size_t specd_gguf_alignment(const specd_gguf *gguf);
+/* Byte offset of the data section from the start of the file. */
+uint64_t specd_gguf_data_offset(const specd_gguf *gguf);
+
+/* Short names for display: "u32", "string", "array"...; "?" for an unknown value. Never NULL. */
+const char *specd_gguf_type_name(specd_gguf_type type);
+/* ggml's name of a tensor type id ("Q4_1", "Q5_K"...), supported by specd or not; "unknown" for
+ * ids ggml does not define. Never NULL. */
+const char *specd_gguf_tensor_type_name(uint32_t type);
 
 /* --- metadata ------------------------------------------------------------------------------ */
 int64_t specd_gguf_key_count(const specd_gguf *gguf);
+/* Keys are numbered in file order. key_name of an index out of range is {NULL, 0}, key_type is
+ * SPECD_GGUF_INVALID. */
 /* Index of key, or -1 when absent. */
 int64_t specd_gguf_key_find(const specd_gguf *gguf, const char *key);
 specd_gguf_str specd_gguf_key_name(const specd_gguf *gguf, int64_t index);
@@ -91,7 +102,12 @@ specd_status specd_gguf_get_u32(const specd_gguf *gguf, const char *key, uint32_
                                 specd_error *err);
 specd_status specd_gguf_get_i64(const specd_gguf *gguf, const char *key, int64_t *out,
                                 specd_error *err);
+specd_status specd_gguf_get_u64(const specd_gguf *gguf, const char *key, uint64_t *out,
+                                specd_error *err);
+/* Floating getters accept F32 and F64 (get_f32 refuses an F64 outside float's range). */
 specd_status specd_gguf_get_f32(const specd_gguf *gguf, const char *key, float *out,
+                                specd_error *err);
+specd_status specd_gguf_get_f64(const specd_gguf *gguf, const char *key, double *out,
                                 specd_error *err);
 specd_status specd_gguf_get_bool(const specd_gguf *gguf, const char *key, int *out,
                                  specd_error *err);
@@ -99,11 +115,13 @@ specd_status specd_gguf_get_str(const specd_gguf *gguf, const char *key, specd_g
                                 specd_error *err);
 
 /* Arrays: element type and count, then elements. For numeric arrays *data points at the raw
- * little-endian elements (possibly unaligned: copy with memcpy). */
+ * little-endian elements (possibly unaligned: copy with memcpy); for string arrays at the raw
+ * encoded strings (read them with specd_gguf_get_array_str). Any output may be NULL. */
 specd_status specd_gguf_get_array(const specd_gguf *gguf, const char *key,
                                   specd_gguf_type *elem_type, uint64_t *count, const void **data,
                                   specd_error *err);
-/* Element i of a string array (validated at create time, so O(1) after the first call). */
+/* Element i of a string array (validated and indexed at create time, so O(1)). i out of range
+ * is SPECD_E_INVALID_ARG; a key that is not an array of strings is SPECD_E_FORMAT. */
 specd_status specd_gguf_get_array_str(const specd_gguf *gguf, const char *key, uint64_t i,
                                       specd_gguf_str *out, specd_error *err);
 

@@ -1,0 +1,111 @@
+/* Policy ABI: how a proposal method plugs into specd.
+ *
+ * A policy is a struct of function pointers that begins with an ABI version (as sqlite3_module
+ * and llama_sampler_i do). Each slot says whether it is required. Callers go through the session
+ * (specd/spec.h), which skips NULL optional slots.
+ *
+ * Two shapes fit:
+ *  - Drafter policies (draft model, n-gram, layer-skip) implement `propose`: given the sequence so
+ *    far, suggest up to max_draft tokens (and optionally the distributions q they were sampled
+ *    from). The session lays out the target's step as [pending token | drafts] under causal
+ *    attention and verifies the drafts with the acceptance engine's chain rule.
+ *  - Self-speculative policies (ISD, R-ISD) implement `layout` and `verify`: they lay out the
+ *    target's own step (filled proposals + mask rows, positions, LoRA gates, rows to score), then
+ *    read the target's logits back, verify earlier proposals through the acceptance engine and make
+ *    new ones from the mask rows.
+ * Exactly one shape per policy: `propose`, or both `layout` and `verify`.
+ *
+ * Sequence convention: history[0..n_history) are the tokens decided so far (prompt + output). The
+ * target's KV cache holds history[0..n_history-1); the last decided token, the "pending" token,
+ * is the first input of the next step. Its row at position n_history-1 produces the distribution
+ * of the next token.
+ */
+#ifndef SPECD_POLICY_H
+#define SPECD_POLICY_H
+
+#include <stdint.h>
+
+#include "specd/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SPECD_POLICY_ABI_VERSION 1u
+
+struct specd_model;
+
+/* What a policy is created with. All pointers are borrowed for the policy's lifetime. */
+typedef struct specd_policy_env {
+    int32_t n_vocab;                 /* the target's vocabulary size */
+    int32_t max_draft;               /* most tokens one step may propose (>= 1) */
+    const struct specd_model *target; /* the target model when specd runs it, else NULL */
+    const char *target_path;         /* its GGUF path when known, else NULL */
+} specd_policy_env;
+
+/* The target's step, as laid out by a self-speculative policy. Arrays are owned by the policy
+ * state and stay valid until its next call. */
+typedef struct specd_step_layout {
+    int32_t n_tokens;
+    const int32_t *tokens;    /* n_tokens ids */
+    const int32_t *pos;       /* n_tokens position ids */
+    const uint8_t *visible;   /* NULL = causal; else n_tokens rows of (n_cached + n_tokens) bytes */
+    const float *lora_gate;   /* NULL = base weights for every row */
+    int32_t n_rows;           /* rows whose logits the policy needs back */
+    const int32_t *rows;      /* n_rows indices into the step's tokens */
+} specd_step_layout;
+
+/* What one verified step decided. Arrays are owned by the policy (or session) state. */
+typedef struct specd_step_outcome {
+    int32_t n_emitted;        /* tokens appended to the sequence (>= 1) */
+    const int32_t *emitted;
+    int32_t n_keep;           /* step rows whose KV entries are committed, ascending */
+    const int32_t *keep;      /* the rest are dropped */
+    int32_t n_drafted;        /* proposals verified in this step */
+    int32_t n_accepted;       /* of which accepted */
+    int lossy;                /* 1 when a relaxed (tau > 0) rule decided this step */
+} specd_step_outcome;
+
+typedef struct specd_policy_ops {
+    uint32_t abi_version; /* required: SPECD_POLICY_ABI_VERSION */
+    const char *name;     /* required: registry name */
+    const char *options_help; /* optional: one line on the "key=value,..." options it takes */
+
+    /* required: parses options ("" or NULL = defaults); a bad option is SPECD_E_INVALID_ARG naming
+     * it. *state is owned by the policy and released by destroy. */
+    specd_status (*create)(const specd_policy_env *env, const char *options, void **state,
+                           specd_error *err);
+    /* required; NULL state is a no-op */
+    void (*destroy)(void *state);
+
+    /* drafter shape: writes up to max_draft tokens to draft[] (and, when q is not NULL and the
+     * policy samples, their distributions to q[i * n_vocab ...], setting *has_q). Proposing
+     * nothing (*n_draft = 0) is allowed: the step is then a plain decode step. */
+    specd_status (*propose)(void *state, const int32_t *history, int64_t n_history,
+                            int32_t max_draft, int32_t *draft, int32_t *n_draft, float *q,
+                            int *has_q, specd_error *err);
+
+    /* self-speculative shape */
+    specd_status (*layout)(void *state, const int32_t *history, int64_t n_history,
+                           specd_step_layout *out, specd_error *err);
+    specd_status (*verify)(void *state, const float *logits, specd_step_outcome *out,
+                           specd_error *err);
+
+    /* optional: the sequence now ends with these tokens (after a verified step) */
+    void (*advance)(void *state, const int32_t *history, int64_t n_history);
+    /* optional: forget everything after history[0..n_history) */
+    void (*rollback)(void *state, int64_t n_history);
+} specd_policy_ops;
+
+/* --- registry ------------------------------------------------------------------------------ */
+/* Built-in policies (a host passes its own ops to the session directly, so the registry stays
+ * constant). NULL when no policy has that name. */
+const specd_policy_ops *specd_policy_find(const char *name);
+/* Number of registered policies and the i-th (for listings). */
+int32_t specd_policy_count(void);
+const specd_policy_ops *specd_policy_at(int32_t i);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

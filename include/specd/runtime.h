@@ -1,0 +1,151 @@
+/* Transformer runtime (CPU): runs a GGUF decoder (llama, qwen2, qwen3) for the target and draft
+ * models of every policy.
+ *
+ * Model: weights memory-mapped from the GGUF file (specd_model_create). Architecture, sizes, RMS
+ * epsilon and RoPE base come from the file's metadata; the output head is output.weight or, when
+ * absent, the tied token embedding.
+ *
+ * Context: one or more sequences, each with its own KV cache of n_ctx rows (F16, as llama.cpp's
+ * default cache type: half the memory of F32 and the same rounding as the oracle we test against),
+ * scratch for n_batch new tokens, and a fixed thread pool. All memory is allocated at create time:
+ * extend/decode never allocate.
+ *
+ * Extend: n new tokens for each of several sequences, each token with an explicit position id,
+ * attending under a causal rule or an explicit visibility row over [cached rows | new rows], with
+ * an optional per-token LoRA gate. New rows are written to the cache at rows kv_len.., so in a
+ * visibility row index j < kv_len is cached row j and index kv_len + i is new token i. After the
+ * call the new rows marked for commit (all by default) are appended in order; the others are
+ * dropped (ISD's mask rows).
+ *
+ * Batch invariance: a row's logits and hidden state are bitwise identical whether computed alone or
+ * inside an extend of any size or mix of sequences, with any thread count. Every output element is
+ * one dot product with a fixed reduction order; threads split output rows/columns, never a sum;
+ * attention runs per row over its visible keys in ascending cache order.
+ *
+ * Errors: every call validates all inputs before touching state or outputs; on failure nothing is
+ * written and the KV caches are unchanged.
+ */
+#ifndef SPECD_RUNTIME_H
+#define SPECD_RUNTIME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "specd/gguf.h"
+#include "specd/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct specd_model specd_model;
+typedef struct specd_context specd_context;
+typedef struct specd_lora specd_lora;
+
+typedef enum specd_arch {
+    SPECD_ARCH_LLAMA = 0, /* RoPE on adjacent pairs (llama.cpp "normal" mode) */
+    SPECD_ARCH_QWEN2 = 1, /* + Q/K/V bias, NeoX RoPE */
+    SPECD_ARCH_QWEN3 = 2  /* + per-head RMSNorm on Q and K, NeoX RoPE */
+} specd_arch;
+
+typedef struct specd_model_info {
+    specd_arch arch;
+    int32_t n_layer, n_embd, n_ff, n_head, n_head_kv, head_dim, n_rot, n_vocab, n_ctx_train;
+    float rms_eps, rope_freq_base;
+    int tied_output;       /* 1 when the output head is token_embd.weight */
+    uint64_t weight_bytes; /* bytes of tensor data mapped from the file */
+} specd_model_info;
+
+/* Opens and validates the GGUF model at path. Caller owns *out (specd_model_destroy). Unknown
+ * architecture or tensor type -> SPECD_E_UNSUPPORTED; missing or misshaped tensor -> SPECD_E_FORMAT
+ * naming it. */
+specd_status specd_model_create(const char *path, specd_model **out, specd_error *err);
+void specd_model_destroy(specd_model *model);
+
+/* Borrowed; valid while the model lives. */
+const specd_model_info *specd_model_get_info(const specd_model *model);
+/* The underlying file (for the tokenizer); borrowed, valid while the model lives. */
+const specd_gguf *specd_model_gguf(const specd_model *model);
+
+/* --- LoRA -------------------------------------------------------------------------------------
+ * A PEFT adapter directory: adapter_config.json (r, lora_alpha, target_modules) and
+ * adapter_model.safetensors (F32/F16/BF16 lora_A [r, in] and lora_B [out, r] per module). Applied
+ * as y = W x + gate * (alpha / r) * B (A x) for the tokens whose gate is non-zero. Supported
+ * modules: q_proj k_proj v_proj o_proj gate_proj up_proj down_proj. */
+specd_status specd_lora_create(const specd_model *model, const char *dir, specd_lora **out,
+                               specd_error *err);
+void specd_lora_destroy(specd_lora *lora);
+int32_t specd_lora_rank(const specd_lora *lora);
+
+/* --- context ------------------------------------------------------------------------------- */
+typedef struct specd_context_params {
+    int32_t n_seq;     /* sequences, each with its own KV cache (default 1) */
+    int32_t n_ctx;     /* KV rows per sequence, including an extend's uncommitted rows (2048) */
+    int32_t n_batch;   /* most new tokens in one extend over all sequences (512) */
+    int32_t n_threads; /* 0 = online cores */
+} specd_context_params;
+
+specd_context_params specd_context_default_params(void);
+
+/* The model is borrowed and must outlive the context. Caller owns *out. */
+specd_status specd_context_create(const specd_model *model, const specd_context_params *params,
+                                  specd_context **out, specd_error *err);
+void specd_context_destroy(specd_context *ctx);
+
+/* Sets (or with NULL clears) the adapter used by tokens with a non-zero gate. Borrowed: it must
+ * outlive its use. The adapter must belong to a model of the same shape. */
+specd_status specd_context_set_lora(specd_context *ctx, const specd_lora *lora, specd_error *err);
+
+int32_t specd_context_n_threads(const specd_context *ctx);
+/* The model the context runs (borrowed) and the most new tokens one extend may carry. */
+const specd_model *specd_context_model(const specd_context *ctx);
+int32_t specd_context_n_batch(const specd_context *ctx);
+
+/* New tokens of one sequence in an extend. */
+typedef struct specd_seq_batch {
+    int32_t seq;            /* 0..n_seq-1; at most once per extend */
+    int32_t n_tokens;       /* >= 1 */
+    const int32_t *tokens;  /* n_tokens ids < n_vocab */
+    const int32_t *pos;     /* n_tokens position ids >= 0, or NULL for kv_len + i */
+    const uint8_t *visible; /* NULL = causal (all cached rows, new rows 0..i); else n_tokens rows of
+                               kv_len + n_tokens bytes, non-zero = token i sees that row; every row
+                               must see at least one */
+    const float *lora_gate; /* n_tokens finite gates, or NULL for 0 (no adapter) */
+    const uint8_t *commit;  /* n_tokens flags, non-zero = keep in the cache; NULL = keep all */
+} specd_seq_batch;
+
+/* Which rows to return. Rows are numbered over the concatenated new tokens of all sequences in the
+ * order given. */
+typedef struct specd_extend_out {
+    int32_t n_rows;
+    const int32_t *rows; /* n_rows distinct indices; NULL = every row (n_rows must equal the total) */
+    float *logits;       /* n_rows x n_vocab, or NULL */
+    float *hidden;       /* n_rows x n_embd final hidden states (after the output norm), or NULL */
+} specd_extend_out;
+
+/* Runs the forward for the new tokens. out may be NULL (fill the caches only). */
+specd_status specd_context_extend(specd_context *ctx, const specd_seq_batch *seqs, int32_t n_seqs,
+                                  const specd_extend_out *out, specd_error *err);
+
+/* One token at position kv_len for seq; logits (n_vocab) may be NULL. */
+specd_status specd_context_decode(specd_context *ctx, int32_t seq, int32_t token, float *logits,
+                                  specd_error *err);
+
+/* --- KV cache ------------------------------------------------------------------------------ */
+/* Committed rows of seq, or -1 when seq is out of range. */
+int32_t specd_context_kv_len(const specd_context *ctx, int32_t seq);
+/* Keeps the first n rows (n <= kv_len): rollback after a rejection. */
+specd_status specd_context_kv_truncate(specd_context *ctx, int32_t seq, int32_t n,
+                                       specd_error *err);
+/* Keeps rows [0, from) plus the listed rows (strictly ascending, each in [from, kv_len)), moved
+ * down in order; drops the rest: commit of chosen rows after verification. */
+specd_status specd_context_kv_keep(specd_context *ctx, int32_t seq, int32_t from, int32_t n_rows,
+                                   const int32_t *rows, specd_error *err);
+/* Bytes allocated for KV caches (all sequences) and for everything the context owns. */
+size_t specd_context_kv_bytes(const specd_context *ctx);
+size_t specd_context_memory_bytes(const specd_context *ctx);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,122 @@
+/* Host library API: a host engine that owns the target model drives speculative decoding of many
+ * sequences through specd, handing the target's logits over by pointer.
+ *
+ * One step of one sequence:
+ *     specd_spec_seq_layout(spec, seq, &layout)     what the target must run: tokens, positions,
+ *                                                   attention rule, LoRA gates, rows to score
+ *     ... host runs its target over layout.tokens at layout.pos, appending to the sequence's KV
+ *     cache, and gathers the logits of layout.rows (n_rows x n_vocab floats, row-major) ...
+ *     specd_spec_seq_verify(spec, seq, logits, &outcome)
+ *                                                   the acceptance engine decides; outcome says
+ *                                                   which tokens were emitted and which of the
+ *                                                   step's KV rows to keep (the rest are dropped)
+ * With the "none" policy every step is one plain decode step, through the same code, so an A/B
+ * run compares like with like. Sampling is keyed by (seed, seq, position): plain and speculative
+ * runs with the same seed emit identical tokens under the greedy and coupled rules.
+ *
+ * Sequence convention (specd/policy.h): after open, the host's KV cache for seq must hold the
+ * prompt minus its last token; the last prompt token is the first input of the first step.
+ *
+ * Threads: calls for different sequences may not run concurrently on one specd_spec (they share
+ * verification scratch); use one specd_spec per thread.
+ */
+#ifndef SPECD_SPEC_H
+#define SPECD_SPEC_H
+
+#include <stdint.h>
+
+#include "specd/accept.h"
+#include "specd/policy.h"
+#include "specd/sampling.h"
+#include "specd/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct specd_spec specd_spec;
+
+typedef struct specd_spec_params {
+    int32_t n_vocab;   /* the target's vocabulary size (required) */
+    int32_t max_draft; /* most proposals per step (default 8, at most 64) */
+    int32_t max_seqs;  /* sequence ids are 0..max_seqs-1 (default 64) */
+    const struct specd_model *target; /* optional: the target when specd runs it (layerskip) */
+    const char *target_path;          /* optional: its GGUF path */
+} specd_spec_params;
+
+specd_spec_params specd_spec_default_params(void);
+
+/* Caller owns *out (specd_spec_destroy). */
+specd_status specd_spec_create(const specd_spec_params *params, specd_spec **out,
+                               specd_error *err);
+void specd_spec_destroy(specd_spec *spec);
+
+typedef struct specd_seq_params {
+    const char *policy;                 /* registry name (default "none") */
+    const specd_policy_ops *policy_ops; /* or the host's own policy; overrides `policy` */
+    const char *policy_options;         /* "key=value,..." for the policy; may be NULL */
+    specd_sampling_params sampling;     /* the one transform for sampling and verification */
+    uint64_t seed;
+    specd_accept_rule rule; /* default COUPLED (which is greedy at temperature 0) */
+    float tau;    /* relaxed acceptance (ratio x (1 + tau)), REJECTION only; > 0 = lossy */
+    int adaptive; /* back off the draft length when speculation does not pay (default 1) */
+    int32_t max_tokens; /* stop after this many emitted tokens (default 256) */
+    const int32_t *stop_tokens; /* borrowed during open; ids that end the sequence (e.g. EOS) */
+    int32_t n_stop_tokens;
+} specd_seq_params;
+
+specd_seq_params specd_seq_default_params(void);
+
+/* Opens sequence seq with its prompt (n_prompt >= 1 ids < n_vocab). The prompt is copied. */
+specd_status specd_spec_seq_open(specd_spec *spec, int32_t seq, const int32_t *prompt,
+                                 int64_t n_prompt, const specd_seq_params *params,
+                                 specd_error *err);
+/* Releases the sequence's state; a closed or unknown seq is a no-op. */
+void specd_spec_seq_close(specd_spec *spec, int32_t seq);
+
+/* The target's next step for seq. *out is owned by the spec and valid until the next call for
+ * seq. SPECD_E_STATE when the sequence has finished (max_tokens or a stop token). */
+specd_status specd_spec_seq_layout(specd_spec *spec, int32_t seq, specd_step_layout *out,
+                                   specd_error *err);
+
+/* Verifies the step laid out last: logits holds layout.n_rows rows of n_vocab floats. NaN/Inf
+ * logits are SPECD_E_NUMERIC and change nothing (the host may retry the step). *out is owned by
+ * the spec and valid until the next call for seq. */
+specd_status specd_spec_seq_verify(specd_spec *spec, int32_t seq, const float *logits,
+                                   specd_step_outcome *out, specd_error *err);
+
+/* 1 once the sequence has emitted max_tokens or a stop token. */
+int specd_spec_seq_done(const specd_spec *spec, int32_t seq);
+
+/* The prompt given at open; borrowed until close. */
+const int32_t *specd_spec_seq_prompt(const specd_spec *spec, int32_t seq, int64_t *n_prompt);
+
+/* The most proposals one step may carry (the spec's max_draft). */
+int32_t specd_spec_max_draft(const specd_spec *spec);
+
+/* The tokens emitted so far (not the prompt); borrowed until the next step or close. */
+const int32_t *specd_spec_seq_output(const specd_spec *spec, int32_t seq, int64_t *n_out);
+
+#define SPECD_MAX_DRAFT 64
+
+typedef struct specd_seq_stats {
+    int64_t n_steps;          /* target forwards */
+    int64_t n_emitted;        /* tokens emitted */
+    int64_t n_drafts;         /* steps that verified at least one proposal */
+    int64_t n_draft_tokens;   /* proposals verified */
+    int64_t n_accepted;       /* proposals accepted */
+    int64_t accepted_at[SPECD_MAX_DRAFT]; /* accepted proposals by position in the draft */
+    int64_t drafted_at[SPECD_MAX_DRAFT];  /* proposals by position in the draft */
+    int64_t n_backoffs;       /* times the adaptive guard shortened or paused drafting */
+    int lossy;                /* 1 if any step used a relaxed rule */
+    uint64_t propose_ns;      /* time inside the policy */
+    uint64_t verify_ns;       /* time inside the acceptance engine */
+} specd_seq_stats;
+
+specd_status specd_spec_seq_stats(const specd_spec *spec, int32_t seq, specd_seq_stats *out,
+                                  specd_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

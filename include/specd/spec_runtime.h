@@ -1,0 +1,39 @@
+/* Speculative decoding on specd's own CPU runtime: the runtime plays the host engine of
+ * specd/spec.h. Used by `specd generate --policy`, `specd ab` and examples; a host that owns its
+ * own target model drives specd/spec.h directly instead (examples/host_engine.c). */
+#ifndef SPECD_SPEC_RUNTIME_H
+#define SPECD_SPEC_RUNTIME_H
+
+#include <stdint.h>
+
+#include "specd/runtime.h"
+#include "specd/spec.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct specd_run_stats {
+    int64_t n_prompt;     /* prompt tokens */
+    int64_t n_emitted;    /* tokens generated */
+    int64_t n_steps;      /* target forwards after the prefill */
+    uint64_t prefill_ns;  /* prompt forward */
+    uint64_t decode_ns;   /* every step: policy, target forward, verification, KV commit */
+    uint64_t forward_ns;  /* of which the target's forwards */
+} specd_run_stats;
+
+/* Called with each step's emitted tokens, in order. */
+typedef void (*specd_tokens_fn)(const int32_t *tokens, int32_t n, void *user);
+
+/* Runs open sequence seq of spec to completion on ctx's KV slot kv_seq (cleared first): prefills
+ * the prompt minus its last token, then alternates layout, forward, verify and KV commit until
+ * the sequence is done. ctx's n_batch must be at least max_draft + 1. on_tokens may be NULL.
+ * On failure the sequence keeps the tokens emitted so far. */
+specd_status specd_spec_run(specd_spec *spec, int32_t seq, specd_context *ctx, int32_t kv_seq,
+                            specd_tokens_fn on_tokens, void *user, specd_run_stats *stats,
+                            specd_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,48 @@
+/* CPU operations of the transformer runtime, one per file. Each computes every output element by
+ * the same arithmetic in the same order whatever the batch or thread split (batch invariance), and
+ * follows ggml's op order so our logits track llama.cpp's:
+ *   rmsnorm.c    y = (x * 1/sqrt(mean(x^2) + eps)) * w, sum of squares in double as ggml
+ *   rope.c       rotary embedding, adjacent pairs ("normal", llama) or halves (NeoX, qwen)
+ *   softmax.c    in place, f32 exp, sum in double, one reciprocal scale as ggml_soft_max
+ *   swiglu.c     y = silu(g) * u
+ *   attention.c  one query row of one head over F16 K/V rows in ascending order
+ *   matmul.c     rows of a quantized weight against activations quantized once per row
+ */
+#ifndef SPECD_KERNELS_CPU_OPS_H
+#define SPECD_KERNELS_CPU_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/cpu/dtype.h"
+
+void specd_rmsnorm_f32(const float *x, const float *w, float *y, int64_t n, float eps);
+
+/* In place on n_heads heads of head_dim floats; the first n_rot dims of each head rotate. */
+void specd_rope_f32(float *x, int32_t n_heads, int32_t head_dim, int32_t n_rot, int32_t pos,
+                    float freq_base, int neox);
+
+void specd_softmax_f32(float *x, int64_t n);
+
+void specd_swiglu_f32(const float *g, const float *u, float *y, int64_t n);
+
+/* out[head_dim] = sum_j softmax_j(scale * q.k_j) v_j over the n_keys row indices in keys
+ * (ascending), k_j = k + keys[j] * kv_stride halves. q and the probabilities are rounded to F16
+ * before their products, as llama.cpp's F16 cache path does. scores: n_keys floats of scratch. */
+void specd_attention_row(const float *q, const uint16_t *k, const uint16_t *v, size_t kv_stride,
+                         const int32_t *keys, int32_t n_keys, int32_t head_dim, float scale,
+                         float *scores, float *out);
+
+/* Activation rows quantized to a weight's vec_dot_type: n_rows rows of n floats (stride ld_x) into
+ * dst rows of specd_dtype_row_bytes(vdt, n) bytes. F32 copies. */
+void specd_quantize_rows(const specd_dtype_traits *vdt_traits, uint32_t vdt, const float *x,
+                         int64_t ld_x, int64_t n_rows, int64_t n, void *dst);
+
+/* y[r * ld_y + o] = dot(W row o, xq row r) for o in [o_begin, o_end), r in [0, n_rows). W has
+ * n_in columns of type w_type; xq rows are in W's vec_dot_type. Tiles weight rows so a tile stays
+ * in cache across activation rows; the sum for each element is one vec_dot call. */
+void specd_matmul_rows(const specd_dtype_traits *w_traits, uint32_t w_type, const void *w,
+                       int64_t n_in, int64_t o_begin, int64_t o_end, const void *xq,
+                       size_t xq_row_bytes, int64_t n_rows, float *y, int64_t ld_y);
+
+#endif

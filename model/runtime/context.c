@@ -1,0 +1,211 @@
+#include "model/runtime/runtime_internal.h"
+
+#include "common/alloc.h"
+#include "common/status_internal.h"
+
+#include <string.h>
+
+specd_context_params specd_context_default_params(void) {
+    specd_context_params p = {.n_seq = 1, .n_ctx = 2048, .n_batch = 512, .n_threads = 0};
+    return p;
+}
+
+static size_t max_xq_row(const specd_model *m) {
+    size_t mx = m->output.xq_row_bytes;
+    for (int32_t l = 0; l < m->info.n_layer; l++)
+        for (int p = 0; p < RT_N_PROJ; p++)
+            if (m->layers[l].w[p].xq_row_bytes > mx) mx = m->layers[l].w[p].xq_row_bytes;
+    return (mx + 63) & ~(size_t)63;
+}
+
+/* Allocates n x size bytes, adding them to *total; NULL (and *ok = 0) on overflow or failure. */
+static void *grab(size_t n, size_t size, size_t *total, int *ok) {
+    size_t b;
+    if (!*ok || !specd_mul_ok(n, size, &b)) {
+        *ok = 0;
+        return NULL;
+    }
+    void *p = specd_alloc_array(n, size);
+    if (!p) {
+        *ok = 0;
+        return NULL;
+    }
+    *total += b;
+    return p;
+}
+
+specd_status specd_context_create(const specd_model *model, const specd_context_params *params,
+                                  specd_context **out, specd_error *err) {
+    if (!model || !out) return specd_fail(err, SPECD_E_INVALID_ARG, "context: model or out is NULL");
+    specd_context_params p = params ? *params : specd_context_default_params();
+    if (p.n_threads == 0) p.n_threads = specd_threadpool_online_cores();
+    if (p.n_seq < 1 || p.n_seq > 4096)
+        return specd_fail(err, SPECD_E_INVALID_ARG, "context: n_seq %d not in 1..4096", p.n_seq);
+    if (p.n_ctx < 1 || p.n_ctx > (1 << 24))
+        return specd_fail(err, SPECD_E_INVALID_ARG, "context: n_ctx %d not in 1..2^24", p.n_ctx);
+    if (p.n_batch < 1 || p.n_batch > (1 << 20))
+        return specd_fail(err, SPECD_E_INVALID_ARG, "context: n_batch %d not in 1..2^20",
+                          p.n_batch);
+    if (p.n_threads < 1 || p.n_threads > 1024)
+        return specd_fail(err, SPECD_E_INVALID_ARG, "context: n_threads %d not in 0..1024",
+                          p.n_threads);
+    const specd_model_info *in = &model->info;
+    specd_context *c = specd_alloc_array(1, sizeof *c);
+    if (!c) return specd_fail(err, SPECD_E_NOMEM, "context: out of memory");
+    c->model = model;
+    c->p = p;
+    c->n_threads = p.n_threads;
+    c->kv_dim = (size_t)in->n_head_kv * (size_t)in->head_dim;
+    int ok = 1;
+    size_t total = sizeof *c;
+    size_t kv_elems = 0;
+    if (!specd_mul_ok((size_t)p.n_seq * (size_t)in->n_layer * 2, (size_t)p.n_ctx, &kv_elems) ||
+        !specd_mul_ok(kv_elems, c->kv_dim, &kv_elems))
+        ok = 0;
+    c->kv = grab(kv_elems, sizeof(uint16_t), &total, &ok);
+    c->kv_bytes = total - sizeof *c;
+    c->kv_len = grab((size_t)p.n_seq, sizeof(int32_t), &total, &ok);
+    const size_t B = (size_t)p.n_batch, E = (size_t)in->n_embd;
+    const size_t NQ = (size_t)in->n_head * (size_t)in->head_dim, F = (size_t)in->n_ff;
+    c->tok = grab(B, sizeof(rt_token), &total, &ok);
+    c->x = grab(B * E, sizeof(float), &total, &ok);
+    c->xn = grab(B * E, sizeof(float), &total, &ok);
+    c->tmp = grab(B * E, sizeof(float), &total, &ok);
+    c->q = grab(B * NQ, sizeof(float), &total, &ok);
+    c->att = grab(B * NQ, sizeof(float), &total, &ok);
+    c->k = grab(B * c->kv_dim, sizeof(float), &total, &ok);
+    c->v = grab(B * c->kv_dim, sizeof(float), &total, &ok);
+    c->g = grab(B * F, sizeof(float), &total, &ok);
+    c->u = grab(B * F, sizeof(float), &total, &ok);
+    c->xq_stride = max_xq_row(model);
+    c->xq = grab(B, c->xq_stride, &total, &ok);
+    c->scores = grab((size_t)p.n_threads * (size_t)p.n_ctx, sizeof(float), &total, &ok);
+    c->keys = grab((size_t)p.n_threads * (size_t)p.n_ctx, sizeof(int32_t), &total, &ok);
+    c->mark = grab(B > (size_t)p.n_seq ? B : (size_t)p.n_seq, 1, &total, &ok);
+    c->out_rows = grab(B, sizeof(int32_t), &total, &ok);
+    c->total_bytes = total;
+    if (!ok) {
+        specd_context_destroy(c);
+        return specd_fail(err, SPECD_E_NOMEM,
+                          "context: cannot allocate KV cache and scratch (n_seq %d, n_ctx %d, "
+                          "n_batch %d)",
+                          p.n_seq, p.n_ctx, p.n_batch);
+    }
+    specd_status st = specd_threadpool_create(p.n_threads, &c->pool, err);
+    if (st != SPECD_OK) {
+        specd_context_destroy(c);
+        return st;
+    }
+    *out = c;
+    return SPECD_OK;
+}
+
+void specd_context_destroy(specd_context *c) {
+    if (!c) return;
+    specd_threadpool_destroy(c->pool);
+    specd_free(c->kv);
+    specd_free(c->kv_len);
+    specd_free(c->tok);
+    specd_free(c->x);
+    specd_free(c->xn);
+    specd_free(c->tmp);
+    specd_free(c->q);
+    specd_free(c->att);
+    specd_free(c->k);
+    specd_free(c->v);
+    specd_free(c->g);
+    specd_free(c->u);
+    specd_free(c->xq);
+    specd_free(c->scores);
+    specd_free(c->keys);
+    specd_free(c->mark);
+    specd_free(c->out_rows);
+    specd_free(c->lora_scratch);
+    specd_free(c);
+}
+
+int32_t specd_context_n_threads(const specd_context *ctx) { return ctx->n_threads; }
+
+specd_status specd_context_set_lora(specd_context *c, const specd_lora *lora, specd_error *err) {
+    if (!c) return specd_fail(err, SPECD_E_INVALID_ARG, "context: ctx is NULL");
+    if (lora) {
+        const specd_model_info *in = &c->model->info;
+        if (lora->n_layer != in->n_layer)
+            return specd_fail(err, SPECD_E_MISMATCH, "lora: %d layers, model has %d",
+                              lora->n_layer, in->n_layer);
+        for (int p = 0; p < RT_N_PROJ; p++)
+            if (lora->n_in[p] != c->model->layers[0].w[p].n_in ||
+                lora->n_out[p] != c->model->layers[0].w[p].n_out)
+                return specd_fail(err, SPECD_E_MISMATCH, "lora: projection %d shape differs", p);
+        if (lora->rank > c->lora_rank_cap) {
+            float *s = specd_alloc_array((size_t)c->n_threads * (size_t)lora->rank, sizeof(float));
+            if (!s) return specd_fail(err, SPECD_E_NOMEM, "lora: out of memory");
+            specd_free(c->lora_scratch);
+            c->lora_scratch = s;
+            c->lora_rank_cap = lora->rank;
+        }
+    }
+    c->lora = lora;
+    return SPECD_OK;
+}
+
+int32_t specd_context_kv_len(const specd_context *c, int32_t seq) {
+    if (!c || seq < 0 || seq >= c->p.n_seq) return -1;
+    return c->kv_len[seq];
+}
+
+specd_status specd_context_kv_truncate(specd_context *c, int32_t seq, int32_t n,
+                                       specd_error *err) {
+    if (!c) return specd_fail(err, SPECD_E_INVALID_ARG, "kv_truncate: ctx is NULL");
+    if (seq < 0 || seq >= c->p.n_seq)
+        return specd_fail(err, SPECD_E_INVALID_ARG, "kv_truncate: seq %d not in 0..%d", seq,
+                          c->p.n_seq - 1);
+    if (n < 0 || n > c->kv_len[seq])
+        return specd_fail(err, SPECD_E_INVALID_ARG, "kv_truncate: n %d not in 0..%d (kv_len)", n,
+                          c->kv_len[seq]);
+    c->kv_len[seq] = n;
+    return SPECD_OK;
+}
+
+void rt_kv_compact(specd_context *c, int32_t seq, int32_t from, int32_t n_rows,
+                   const int32_t *rows) {
+    const size_t rb = c->kv_dim * sizeof(uint16_t);
+    for (int32_t l = 0; l < c->model->info.n_layer; l++) {
+        uint16_t *kc = rt_kv_k(c, seq, l), *vc = rt_kv_v(c, seq, l);
+        for (int32_t j = 0; j < n_rows; j++) {
+            const size_t dst = (size_t)(from + j), src = (size_t)rows[j];
+            if (dst == src) continue;
+            memcpy(kc + dst * c->kv_dim, kc + src * c->kv_dim, rb);
+            memcpy(vc + dst * c->kv_dim, vc + src * c->kv_dim, rb);
+        }
+    }
+    c->kv_len[seq] = from + n_rows;
+}
+
+specd_status specd_context_kv_keep(specd_context *c, int32_t seq, int32_t from, int32_t n_rows,
+                                   const int32_t *rows, specd_error *err) {
+    if (!c) return specd_fail(err, SPECD_E_INVALID_ARG, "kv_keep: ctx is NULL");
+    if (seq < 0 || seq >= c->p.n_seq)
+        return specd_fail(err, SPECD_E_INVALID_ARG, "kv_keep: seq %d not in 0..%d", seq,
+                          c->p.n_seq - 1);
+    const int32_t len = c->kv_len[seq];
+    if (from < 0 || from > len)
+        return specd_fail(err, SPECD_E_INVALID_ARG, "kv_keep: from %d not in 0..%d", from, len);
+    if (n_rows < 0 || n_rows > len - from || (n_rows > 0 && !rows))
+        return specd_fail(err, SPECD_E_INVALID_ARG, "kv_keep: %d rows after %d of %d", n_rows,
+                          from, len);
+    for (int32_t j = 0; j < n_rows; j++) {
+        if (rows[j] < from || rows[j] >= len || (j > 0 && rows[j] <= rows[j - 1]))
+            return specd_fail(err, SPECD_E_INVALID_ARG,
+                              "kv_keep: rows[%d] = %d not ascending in %d..%d", j, rows[j], from,
+                              len - 1);
+    }
+    rt_kv_compact(c, seq, from, n_rows, rows);
+    return SPECD_OK;
+}
+
+size_t specd_context_kv_bytes(const specd_context *c) { return c ? c->kv_bytes : 0; }
+size_t specd_context_memory_bytes(const specd_context *c) {
+    if (!c) return 0;
+    return c->total_bytes + (size_t)c->n_threads * (size_t)c->lora_rank_cap * sizeof(float);
+}

@@ -1,0 +1,352 @@
+/* The forward pass of an extend: all threads run fwd_worker over the whole graph, splitting each
+ * phase by output rows/columns and meeting at a barrier between phases (ggml's scheme). Op order
+ * follows llama.cpp's llm_build_llama / qwen2 / qwen3 graphs. */
+#include "model/runtime/runtime_internal.h"
+
+#include "common/status_internal.h"
+#include "kernels/cpu/half.h"
+#include "kernels/cpu/ops.h"
+
+#include <math.h>
+#include <string.h>
+
+typedef struct fwd_job {
+    specd_context *c;
+    int32_t n_tok;
+    int32_t n_out;          /* rows to finish (output norm, head) */
+    const int32_t *out_rows;
+    float *logits, *hidden; /* caller's, validated */
+} fwd_job;
+
+/* Contiguous share [*b, *e) of n items for thread ith of nth. */
+static inline void share(int64_t n, int ith, int nth, int64_t *b, int64_t *e) {
+    *b = n * ith / nth;
+    *e = n * (ith + 1) / nth;
+}
+
+/* Quantizes rows [r0, r1) of x (stride ld floats) for matrix m into c->xq. */
+static void quant_rows(specd_context *c, const rt_matrix *m, const float *x, int64_t ld,
+                       int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; r++)
+        specd_quantize_rows(m->vtraits, m->traits->vec_dot_type, x + r * ld, ld, 1, m->n_in,
+                            (char *)c->xq + (size_t)r * c->xq_stride);
+}
+
+/* This thread's share of y = W x for all n rows (W's output columns split across threads). */
+static void matmul_share(specd_context *c, const rt_matrix *m, int64_t n, float *y, int64_t ld_y,
+                         int ith, int nth) {
+    int64_t b, e;
+    share(m->n_out, ith, nth, &b, &e);
+    if (b < e)
+        specd_matmul_rows(m->traits, m->type, m->data, m->n_in, b, e, c->xq, c->xq_stride, n, y,
+                          ld_y);
+}
+
+/* y += gate * (alpha / r) * B (A x) for one row, when the token's gate is non-zero. */
+static void lora_row(const specd_context *c, int32_t layer, int proj, float gate, const float *x,
+                     float *y, int ith) {
+    const specd_lora *lo = c->lora;
+    if (!lo || gate == 0.0f) return;
+    const rt_lora_pair *pr = &lo->pairs[(size_t)layer * RT_N_PROJ + (size_t)proj];
+    if (!pr->a) return;
+    const int64_t n_in = lo->n_in[proj], n_out = lo->n_out[proj], r = lo->rank;
+    float *ax = c->lora_scratch + (size_t)ith * (size_t)c->lora_rank_cap;
+    for (int64_t k = 0; k < r; k++) {
+        const float *ar = pr->a + k * n_in;
+        float s = 0.0f;
+        for (int64_t i = 0; i < n_in; i++) s += ar[i] * x[i];
+        ax[k] = s;
+    }
+    const float cg = gate * lo->scale;
+    for (int64_t o = 0; o < n_out; o++) {
+        const float *br = pr->b + o * r;
+        float s = 0.0f;
+        for (int64_t k = 0; k < r; k++) s += br[k] * ax[k];
+        y[o] += cg * s;
+    }
+}
+
+/* The cache rows token t sees, ascending, into keys; returns their count. */
+static int32_t visible_keys(const rt_token *t, int32_t *keys) {
+    int32_t n = 0;
+    if (!t->visible) {
+        const int32_t last = t->l0 + t->i;
+        for (int32_t j = 0; j <= last; j++) keys[n++] = j;
+        return n;
+    }
+    const int32_t width = t->l0 + t->n_new;
+    for (int32_t j = 0; j < width; j++)
+        if (t->visible[j]) keys[n++] = j;
+    return n;
+}
+
+static void fwd_worker(void *arg, int ith, int nth) {
+    fwd_job *job = arg;
+    specd_context *c = job->c;
+    const specd_model *m = c->model;
+    const specd_model_info *in = &m->info;
+    specd_threadpool *pool = c->pool;
+    const int64_t n = job->n_tok, E = in->n_embd, F = in->n_ff, hd = in->head_dim;
+    const int64_t NQ = (int64_t)in->n_head * hd, NKV = (int64_t)c->kv_dim;
+    const int neox = in->arch != SPECD_ARCH_LLAMA;
+    const float scale = 1.0f / sqrtf((float)hd);
+    int64_t rb, re;
+    share(n, ith, nth, &rb, &re); /* this thread's token rows for per-row phases */
+
+    for (int64_t r = rb; r < re; r++) { /* token embeddings (get_rows) */
+        const rt_matrix *te = &m->tok_embd;
+        const size_t row = specd_dtype_row_bytes(te->type, E);
+        /* token ids were validated against n_vocab */
+        te->traits->to_float((const char *)te->data + (size_t)c->tok[r].token * row, c->x + r * E,
+                             E);
+    }
+    for (int32_t l = 0; l < in->n_layer; l++) {
+        const rt_layer *L = &m->layers[l];
+        /* attention norm + quantize for Q/K/V (same vec_dot type for the three: checked) */
+        for (int64_t r = rb; r < re; r++) {
+            specd_rmsnorm_f32(c->x + r * E, L->attn_norm, c->xn + r * E, E, in->rms_eps);
+        }
+        for (int64_t r = rb; r < re; r++) quant_rows(c, &L->w[RT_Q], c->xn, E, r, r + 1);
+        specd_threadpool_barrier(pool);
+        matmul_share(c, &L->w[RT_Q], n, c->q, NQ, ith, nth);
+        matmul_share(c, &L->w[RT_K], n, c->k, NKV, ith, nth);
+        matmul_share(c, &L->w[RT_V], n, c->v, NKV, ith, nth);
+        specd_threadpool_barrier(pool);
+        /* LoRA, bias, QK norm, RoPE, then the new K/V rows into the cache */
+        for (int64_t r = rb; r < re; r++) {
+            const rt_token *t = &c->tok[r];
+            float *q = c->q + r * NQ, *k = c->k + r * NKV, *v = c->v + r * NKV;
+            lora_row(c, l, RT_Q, t->gate, c->xn + r * E, q, ith);
+            lora_row(c, l, RT_K, t->gate, c->xn + r * E, k, ith);
+            lora_row(c, l, RT_V, t->gate, c->xn + r * E, v, ith);
+            if (L->bq) {
+                for (int64_t i = 0; i < NQ; i++) q[i] += L->bq[i];
+                for (int64_t i = 0; i < NKV; i++) k[i] += L->bk[i];
+                for (int64_t i = 0; i < NKV; i++) v[i] += L->bv[i];
+            }
+            if (L->q_norm) {
+                for (int32_t h = 0; h < in->n_head; h++)
+                    specd_rmsnorm_f32(q + h * hd, L->q_norm, q + h * hd, hd, in->rms_eps);
+                for (int32_t h = 0; h < in->n_head_kv; h++)
+                    specd_rmsnorm_f32(k + h * hd, L->k_norm, k + h * hd, hd, in->rms_eps);
+            }
+            specd_rope_f32(q, in->n_head, (int32_t)hd, in->n_rot, t->pos, in->rope_freq_base, neox);
+            specd_rope_f32(k, in->n_head_kv, (int32_t)hd, in->n_rot, t->pos, in->rope_freq_base,
+                           neox);
+            const size_t row = (size_t)(t->l0 + t->i);
+            uint16_t *kc = rt_kv_k(c, t->seq, l) + row * c->kv_dim;
+            uint16_t *vc = rt_kv_v(c, t->seq, l) + row * c->kv_dim;
+            for (int64_t i = 0; i < NKV; i++) {
+                kc[i] = specd_float_to_half(k[i]);
+                vc[i] = specd_float_to_half(v[i]);
+            }
+        }
+        specd_threadpool_barrier(pool);
+        /* attention: (token, head) items dealt round-robin */
+        {
+            int32_t *keys = c->keys + (size_t)ith * (size_t)c->p.n_ctx;
+            float *scores = c->scores + (size_t)ith * (size_t)c->p.n_ctx;
+            const int32_t group = in->n_head / in->n_head_kv;
+            int64_t last_tok = -1;
+            int32_t n_keys = 0;
+            for (int64_t it = ith; it < n * in->n_head; it += nth) {
+                const int64_t r = it / in->n_head;
+                const int32_t h = (int32_t)(it % in->n_head);
+                const rt_token *t = &c->tok[r];
+                if (r != last_tok) {
+                    n_keys = visible_keys(t, keys);
+                    last_tok = r;
+                }
+                const int32_t kvh = h / group;
+                specd_attention_row(c->q + r * NQ + h * hd, rt_kv_k(c, t->seq, l) + kvh * hd,
+                                    rt_kv_v(c, t->seq, l) + kvh * hd, c->kv_dim, keys, n_keys,
+                                    (int32_t)hd, scale, scores, c->att + r * NQ + h * hd);
+            }
+        }
+        specd_threadpool_barrier(pool);
+        for (int64_t r = rb; r < re; r++) quant_rows(c, &L->w[RT_O], c->att, NQ, r, r + 1);
+        specd_threadpool_barrier(pool);
+        matmul_share(c, &L->w[RT_O], n, c->tmp, E, ith, nth);
+        specd_threadpool_barrier(pool);
+        /* residual, FFN norm, quantize for gate/up */
+        for (int64_t r = rb; r < re; r++) {
+            float *o = c->tmp + r * E, *x = c->x + r * E;
+            lora_row(c, l, RT_O, c->tok[r].gate, c->att + r * NQ, o, ith);
+            for (int64_t i = 0; i < E; i++) x[i] = o[i] + x[i];
+            specd_rmsnorm_f32(x, L->ffn_norm, c->xn + r * E, E, in->rms_eps);
+            quant_rows(c, &L->w[RT_GATE], c->xn, E, r, r + 1);
+        }
+        specd_threadpool_barrier(pool);
+        matmul_share(c, &L->w[RT_GATE], n, c->g, F, ith, nth);
+        matmul_share(c, &L->w[RT_UP], n, c->u, F, ith, nth);
+        specd_threadpool_barrier(pool);
+        for (int64_t r = rb; r < re; r++) {
+            float *g = c->g + r * F, *u = c->u + r * F;
+            lora_row(c, l, RT_GATE, c->tok[r].gate, c->xn + r * E, g, ith);
+            lora_row(c, l, RT_UP, c->tok[r].gate, c->xn + r * E, u, ith);
+            specd_swiglu_f32(g, u, g, F);
+            quant_rows(c, &L->w[RT_DOWN], c->g, F, r, r + 1);
+        }
+        specd_threadpool_barrier(pool);
+        matmul_share(c, &L->w[RT_DOWN], n, c->tmp, E, ith, nth);
+        specd_threadpool_barrier(pool);
+        for (int64_t r = rb; r < re; r++) {
+            float *o = c->tmp + r * E, *x = c->x + r * E;
+            lora_row(c, l, RT_DOWN, c->tok[r].gate, c->g + r * F, o, ith);
+            for (int64_t i = 0; i < E; i++) x[i] = o[i] + x[i];
+        }
+        specd_threadpool_barrier(pool);
+    }
+    if (job->n_out == 0) return;
+    /* output norm and head for the requested rows only */
+    int64_t ob, oe;
+    share(job->n_out, ith, nth, &ob, &oe);
+    for (int64_t j = ob; j < oe; j++) {
+        const int64_t r = job->out_rows[j];
+        float *h = c->xn + j * E; /* xn is free now: the last layer is done */
+        specd_rmsnorm_f32(c->x + r * E, m->output_norm, h, E, in->rms_eps);
+        if (job->hidden) memcpy(job->hidden + j * E, h, (size_t)E * sizeof(float));
+        if (job->logits) quant_rows(c, &m->output, c->xn, E, j, j + 1);
+    }
+    if (!job->logits) return;
+    specd_threadpool_barrier(pool);
+    matmul_share(c, &m->output, job->n_out, job->logits, in->n_vocab, ith, nth);
+}
+
+static specd_status validate_seq(specd_context *c, const specd_seq_batch *s, int32_t k,
+                                 specd_error *err) {
+    const specd_model_info *in = &c->model->info;
+    if (s->seq < 0 || s->seq >= c->p.n_seq)
+        return specd_fail(err, SPECD_E_INVALID_ARG, "extend: seqs[%d].seq %d not in 0..%d", k,
+                          s->seq, c->p.n_seq - 1);
+    if (c->mark[s->seq])
+        return specd_fail(err, SPECD_E_INVALID_ARG, "extend: seq %d given twice", s->seq);
+    c->mark[s->seq] = 1;
+    if (s->n_tokens < 1 || !s->tokens)
+        return specd_fail(err, SPECD_E_INVALID_ARG, "extend: seqs[%d] has no tokens", k);
+    const int32_t l0 = c->kv_len[s->seq];
+    if (s->n_tokens > c->p.n_ctx - l0)
+        return specd_fail(err, SPECD_E_INVALID_ARG,
+                          "extend: seq %d: %d new tokens after %d cached exceed n_ctx %d", s->seq,
+                          s->n_tokens, l0, c->p.n_ctx);
+    for (int32_t i = 0; i < s->n_tokens; i++) {
+        if (s->tokens[i] < 0 || s->tokens[i] >= in->n_vocab)
+            return specd_fail(err, SPECD_E_INVALID_ARG,
+                              "extend: seq %d token[%d] = %d not in 0..%d", s->seq, i,
+                              s->tokens[i], in->n_vocab - 1);
+        /* positions stay below 2^24 so that (float)pos is exact, as RoPE assumes */
+        if (s->pos && (s->pos[i] < 0 || s->pos[i] >= (1 << 24)))
+            return specd_fail(err, SPECD_E_INVALID_ARG, "extend: seq %d pos[%d] = %d out of range",
+                              s->seq, i, s->pos[i]);
+        if (s->lora_gate) {
+            const float gv = s->lora_gate[i];
+            if (!isfinite(gv))
+                return specd_fail(err, SPECD_E_NUMERIC, "extend: seq %d lora_gate[%d] not finite",
+                                  s->seq, i);
+            if (gv != 0.0f && !c->lora)
+                return specd_fail(err, SPECD_E_STATE,
+                                  "extend: seq %d lora_gate[%d] = %g but no adapter is set",
+                                  s->seq, i, (double)gv);
+        }
+        if (s->visible) {
+            const uint8_t *row = s->visible + (size_t)i * (size_t)(l0 + s->n_tokens);
+            int any = 0;
+            for (int32_t j = 0; j < l0 + s->n_tokens && !any; j++) any = row[j] != 0;
+            if (!any)
+                return specd_fail(err, SPECD_E_INVALID_ARG,
+                                  "extend: seq %d token %d sees no row (empty attention)", s->seq,
+                                  i);
+        }
+    }
+    return SPECD_OK;
+}
+
+static specd_status validate(specd_context *c, const specd_seq_batch *seqs, int32_t n_seqs,
+                             const specd_extend_out *out, int32_t *n_tok, specd_error *err) {
+    if (!c || !seqs) return specd_fail(err, SPECD_E_INVALID_ARG, "extend: ctx or seqs is NULL");
+    if (n_seqs < 1 || n_seqs > c->p.n_seq)
+        return specd_fail(err, SPECD_E_INVALID_ARG, "extend: n_seqs %d not in 1..%d", n_seqs,
+                          c->p.n_seq);
+    memset(c->mark, 0, (size_t)c->p.n_seq);
+    int64_t total = 0;
+    for (int32_t k = 0; k < n_seqs; k++) {
+        SPECD_TRY(validate_seq(c, &seqs[k], k, err));
+        total += seqs[k].n_tokens;
+        if (total > c->p.n_batch)
+            return specd_fail(err, SPECD_E_INVALID_ARG, "extend: more than n_batch %d tokens",
+                              c->p.n_batch);
+    }
+    *n_tok = (int32_t)total;
+    if (!out) return SPECD_OK;
+    if (out->n_rows < 0 || out->n_rows > total)
+        return specd_fail(err, SPECD_E_INVALID_ARG, "extend: n_rows %d not in 0..%lld",
+                          out->n_rows, (long long)total);
+    if (!out->rows && out->n_rows != total)
+        return specd_fail(err, SPECD_E_INVALID_ARG,
+                          "extend: rows is NULL but n_rows %d != %lld new tokens", out->n_rows,
+                          (long long)total);
+    if (out->rows) {
+        memset(c->mark, 0, (size_t)total);
+        for (int32_t j = 0; j < out->n_rows; j++) {
+            const int32_t r = out->rows[j];
+            if (r < 0 || r >= total || c->mark[r])
+                return specd_fail(err, SPECD_E_INVALID_ARG,
+                                  "extend: rows[%d] = %d out of range or repeated", j, r);
+            c->mark[r] = 1;
+        }
+    }
+    return SPECD_OK;
+}
+
+specd_status specd_context_extend(specd_context *c, const specd_seq_batch *seqs, int32_t n_seqs,
+                                  const specd_extend_out *out, specd_error *err) {
+    int32_t n_tok = 0;
+    SPECD_TRY(validate(c, seqs, n_seqs, out, &n_tok, err));
+    int32_t r = 0;
+    for (int32_t k = 0; k < n_seqs; k++) {
+        const specd_seq_batch *s = &seqs[k];
+        const int32_t l0 = c->kv_len[s->seq];
+        for (int32_t i = 0; i < s->n_tokens; i++, r++) {
+            rt_token *t = &c->tok[r];
+            t->token = s->tokens[i];
+            t->seq = s->seq;
+            t->i = i;
+            t->n_new = s->n_tokens;
+            t->l0 = l0;
+            t->pos = s->pos ? s->pos[i] : l0 + i;
+            t->gate = s->lora_gate ? s->lora_gate[i] : 0.0f;
+            t->visible = s->visible ? s->visible + (size_t)i * (size_t)(l0 + s->n_tokens) : NULL;
+        }
+    }
+    fwd_job job = {.c = c, .n_tok = n_tok};
+    if (out && out->n_rows > 0 && (out->logits || out->hidden)) {
+        for (int32_t j = 0; j < out->n_rows; j++) c->out_rows[j] = out->rows ? out->rows[j] : j;
+        job.n_out = out->n_rows;
+        job.out_rows = c->out_rows;
+        job.logits = out->logits;
+        job.hidden = out->hidden;
+    }
+    specd_threadpool_run(c->pool, fwd_worker, &job);
+    /* commit: the new rows sit at l0..l0+n-1; keep the chosen ones in order */
+    for (int32_t k = 0; k < n_seqs; k++) {
+        const specd_seq_batch *s = &seqs[k];
+        const int32_t l0 = c->kv_len[s->seq];
+        if (!s->commit) {
+            c->kv_len[s->seq] = l0 + s->n_tokens;
+            continue;
+        }
+        int32_t nk = 0;
+        for (int32_t i = 0; i < s->n_tokens; i++)
+            if (s->commit[i]) c->out_rows[nk++] = l0 + i;
+        rt_kv_compact(c, s->seq, l0, nk, c->out_rows);
+    }
+    return SPECD_OK;
+}
+
+specd_status specd_context_decode(specd_context *c, int32_t seq, int32_t token, float *logits,
+                                  specd_error *err) {
+    specd_seq_batch s = {.seq = seq, .n_tokens = 1, .tokens = &token};
+    int32_t row = 0;
+    specd_extend_out o = {.n_rows = logits ? 1 : 0, .rows = &row, .logits = logits};
+    return specd_context_extend(c, &s, 1, &o, err);
+}

@@ -1,0 +1,103 @@
+/* Shared between the runtime's files: the loaded model, LoRA adapters and the context. */
+#ifndef SPECD_MODEL_RUNTIME_INTERNAL_H
+#define SPECD_MODEL_RUNTIME_INTERNAL_H
+
+#include "specd/runtime.h"
+
+#include "common/threadpool.h"
+#include "kernels/cpu/dtype.h"
+
+/* A weight matrix y = W x: n_out rows of n_in columns of type `type` (ggml ne[0] = n_in). */
+typedef struct rt_matrix {
+    const void *data;
+    uint32_t type;
+    int64_t n_in, n_out;
+    const specd_dtype_traits *traits;  /* the weight type's kernels */
+    const specd_dtype_traits *vtraits; /* its vec_dot_type's (quantizes activations) */
+    size_t xq_row_bytes;               /* an activation row of n_in in vec_dot_type */
+} rt_matrix;
+
+enum rt_proj { RT_Q, RT_K, RT_V, RT_O, RT_GATE, RT_UP, RT_DOWN, RT_N_PROJ };
+
+typedef struct rt_layer {
+    const float *attn_norm, *ffn_norm;
+    const float *q_norm, *k_norm;          /* qwen3, else NULL */
+    const float *bq, *bk, *bv;             /* qwen2, else NULL */
+    rt_matrix w[RT_N_PROJ];
+} rt_layer;
+
+struct specd_model {
+    specd_gguf *gguf;
+    specd_model_info info;
+    rt_matrix tok_embd; /* rows are token embeddings (n_in = n_embd, n_out = n_vocab) */
+    rt_matrix output;   /* the head: output.weight or tok_embd */
+    const float *output_norm;
+    rt_layer *layers;
+};
+
+/* One LoRA pair for one projection of one layer, as f32: a [r][n_in], b [n_out][r]. */
+typedef struct rt_lora_pair {
+    float *a, *b;
+} rt_lora_pair;
+
+struct specd_lora {
+    int32_t rank;
+    float scale; /* alpha / r */
+    int32_t n_layer;
+    int64_t n_in[RT_N_PROJ], n_out[RT_N_PROJ];
+    rt_lora_pair *pairs; /* n_layer x RT_N_PROJ; a == NULL when the module is not adapted */
+};
+
+specd_status rt_matrix_init(rt_matrix *m, const specd_gguf_tensor *t, int64_t n_in, int64_t n_out,
+                            specd_error *err);
+
+#endif
+
+/* Per-token bookkeeping of the extend in flight. */
+typedef struct rt_token {
+    int32_t token;
+    int32_t seq;    /* sequence (cache) index */
+    int32_t i;      /* index among its sequence's new tokens */
+    int32_t n_new;  /* its sequence's new-token count */
+    int32_t l0;     /* its sequence's kv_len before the extend */
+    int32_t pos;
+    float gate;     /* LoRA gate, 0 = none */
+    const uint8_t *visible; /* its visibility row (l0 + n_new bytes) or NULL = causal */
+} rt_token;
+
+struct specd_context {
+    const specd_model *model;
+    specd_context_params p;
+    specd_threadpool *pool;
+    int n_threads;
+    const specd_lora *lora;
+    int32_t lora_rank_cap;  /* per-thread LoRA scratch capacity */
+    float *lora_scratch;    /* n_threads x lora_rank_cap */
+
+    size_t kv_dim;          /* n_head_kv * head_dim */
+    uint16_t *kv;           /* [seq][layer][K|V][n_ctx][kv_dim] F16 */
+    int32_t *kv_len;        /* per sequence */
+    size_t kv_bytes, total_bytes;
+
+    /* scratch for n_batch tokens */
+    rt_token *tok;
+    float *x, *xn, *q, *k, *v, *att, *tmp, *g, *u;
+    void *xq;               /* quantized activation rows */
+    size_t xq_stride;       /* bytes per row of xq (the largest vec_dot row) */
+    float *scores;          /* n_threads x n_ctx */
+    int32_t *keys;          /* n_threads x n_ctx */
+    uint8_t *mark;          /* max(n_batch, n_seq) flags for validation */
+    int32_t *out_rows;      /* n_batch */
+};
+
+static inline uint16_t *rt_kv_k(const specd_context *c, int32_t seq, int32_t layer) {
+    size_t per_layer = 2 * (size_t)c->p.n_ctx * c->kv_dim;
+    return c->kv + ((size_t)seq * (size_t)c->model->info.n_layer + (size_t)layer) * per_layer;
+}
+static inline uint16_t *rt_kv_v(const specd_context *c, int32_t seq, int32_t layer) {
+    return rt_kv_k(c, seq, layer) + (size_t)c->p.n_ctx * c->kv_dim;
+}
+
+/* Moves cache rows of seq: keeps [0, from) then rows[0..n) in order (ascending, >= from). */
+void rt_kv_compact(specd_context *c, int32_t seq, int32_t from, int32_t n_rows,
+                   const int32_t *rows);

@@ -1,0 +1,10 @@
+/* The policies built into libspecd, one file each; the registry lists them. */
+#ifndef SPECD_POLICY_BUILTIN_H
+#define SPECD_POLICY_BUILTIN_H
+
+#include "specd/policy.h"
+
+extern const specd_policy_ops specd_policy_none;
+extern const specd_policy_ops specd_policy_ngram;
+
+#endif

@@ -1,0 +1,34 @@
+/* "none": proposes nothing, so every step is a plain decode step. The A/B harness's baseline runs
+ * through exactly the same session code as the speculative run. */
+#include "policy/builtin.h"
+
+#include <stddef.h>
+
+static specd_status none_create(const specd_policy_env *env, const char *options, void **state,
+                                specd_error *err) {
+    (void)env;
+    (void)err;
+    (void)options;
+    *state = NULL;
+    return SPECD_OK;
+}
+
+static void none_destroy(void *state) { (void)state; }
+
+static specd_status none_propose(void *state, const int32_t *history, int64_t n_history,
+                                 int32_t max_draft, int32_t *draft, int32_t *n_draft, float *q,
+                                 int *has_q, specd_error *err) {
+    (void)state, (void)history, (void)n_history, (void)max_draft, (void)draft, (void)q, (void)err;
+    *n_draft = 0;
+    *has_q = 0;
+    return SPECD_OK;
+}
+
+const specd_policy_ops specd_policy_none = {
+    .abi_version = SPECD_POLICY_ABI_VERSION,
+    .name = "none",
+    .options_help = "(no options) plain decoding through the speculative loop",
+    .create = none_create,
+    .destroy = none_destroy,
+    .propose = none_propose,
+};

@@ -1,0 +1,69 @@
+/* specd's CPU runtime as the host engine of a spec session (specd/spec_runtime.h). */
+#include "specd/spec_runtime.h"
+
+#include "common/alloc.h"
+#include "common/clock.h"
+#include "common/status_internal.h"
+
+#include <string.h>
+
+static specd_status prefill(specd_context *ctx, int32_t kv_seq, const int32_t *prompt,
+                            int64_t n, int32_t n_batch, specd_error *err) {
+    for (int64_t done = 0; done < n;) {
+        int32_t chunk = (int32_t)(n - done < n_batch ? n - done : n_batch);
+        specd_seq_batch b = {.seq = kv_seq, .n_tokens = chunk, .tokens = prompt + done};
+        SPECD_TRY(specd_context_extend(ctx, &b, 1, NULL, err));
+        done += chunk;
+    }
+    return SPECD_OK;
+}
+
+specd_status specd_spec_run(specd_spec *spec, int32_t seq, specd_context *ctx, int32_t kv_seq,
+                            specd_tokens_fn on_tokens, void *user, specd_run_stats *stats,
+                            specd_error *err) {
+    if (!spec || !ctx || !stats) return specd_fail(err, SPECD_E_INVALID_ARG, "run: NULL argument");
+    int64_t n_prompt;
+    const int32_t *prompt = specd_spec_seq_prompt(spec, seq, &n_prompt);
+    if (!prompt) return specd_fail(err, SPECD_E_INVALID_ARG, "run: sequence %d is not open", seq);
+    int32_t n_vocab = specd_model_get_info(specd_context_model(ctx))->n_vocab;
+    int32_t n_batch = specd_context_n_batch(ctx);
+    int32_t max_rows = specd_spec_max_draft(spec) + 1;
+    if (n_batch < max_rows)
+        return specd_fail(err, SPECD_E_INVALID_ARG, "run: context n_batch %d < max_draft + 1 = %d",
+                          n_batch, max_rows);
+    memset(stats, 0, sizeof *stats);
+    stats->n_prompt = n_prompt;
+
+    float *logits = specd_alloc_array((size_t)max_rows * (size_t)n_vocab, sizeof(float));
+    if (!logits) return specd_fail(err, SPECD_E_NOMEM, "run: out of memory for logits");
+    specd_status st = specd_context_kv_truncate(ctx, kv_seq, 0, err);
+    uint64_t t0 = specd_now_ns();
+    if (st == SPECD_OK) st = prefill(ctx, kv_seq, prompt, n_prompt - 1, n_batch, err);
+    uint64_t t1 = specd_now_ns();
+    stats->prefill_ns = t1 - t0;
+
+    while (st == SPECD_OK && !specd_spec_seq_done(spec, seq)) {
+        specd_step_layout lay;
+        if ((st = specd_spec_seq_layout(spec, seq, &lay, err)) != SPECD_OK) break;
+        int32_t kv_before = specd_context_kv_len(ctx, kv_seq);
+        specd_seq_batch b = {.seq = kv_seq, .n_tokens = lay.n_tokens, .tokens = lay.tokens,
+                             .pos = lay.pos, .visible = lay.visible, .lora_gate = lay.lora_gate};
+        specd_extend_out out = {.n_rows = lay.n_rows, .rows = lay.rows, .logits = logits};
+        uint64_t f0 = specd_now_ns();
+        st = specd_context_extend(ctx, &b, 1, &out, err);
+        stats->forward_ns += specd_now_ns() - f0;
+        if (st != SPECD_OK) break;
+        specd_step_outcome o;
+        if ((st = specd_spec_seq_verify(spec, seq, logits, &o, err)) != SPECD_OK) break;
+        int32_t keep[SPECD_MAX_DRAFT + 1];
+        for (int32_t i = 0; i < o.n_keep; i++) keep[i] = kv_before + o.keep[i];
+        if ((st = specd_context_kv_keep(ctx, kv_seq, kv_before, o.n_keep, keep, err)) != SPECD_OK)
+            break;
+        stats->n_steps++;
+        stats->n_emitted += o.n_emitted;
+        if (on_tokens && o.n_emitted > 0) on_tokens(o.emitted, o.n_emitted, user);
+    }
+    stats->decode_ns = specd_now_ns() - t1;
+    specd_free(logits);
+    return st;
+}

@@ -1,0 +1,410 @@
+/* The host library API (specd/spec.h): per-sequence speculative decoding state around a policy
+ * and the acceptance engine. Drafter-shaped policies get the standard chain step; self-speculative
+ * ones lay out and verify their own steps. */
+#include "specd/spec.h"
+
+#include "common/alloc.h"
+#include "common/clock.h"
+#include "common/status_internal.h"
+#include "policy/adaptive.h"
+#include "policy/builtin.h"
+
+#include <math.h>
+#include <string.h>
+
+typedef struct spec_seq {
+    int open;
+    int done;
+    int32_t id;
+    const specd_policy_ops *ops;
+    void *policy;
+    specd_accept *accept;   /* verification under the sequence's rule and transform */
+    specd_sampler *sampler; /* plain steps: the same keyed sample the engine uses */
+    specd_accept_rule rule;
+    uint64_t seed;
+    int32_t max_tokens;
+    int32_t *stop;
+    int32_t n_stop;
+
+    int32_t *history;       /* prompt + output */
+    int64_t n_history, n_prompt, cap_history;
+
+    /* the step in flight */
+    int laid_out;
+    int32_t n_draft;
+    int32_t *draft;         /* max_draft */
+    float *q;               /* max_draft x n_vocab, drafter shape only */
+    int has_q;
+    int32_t *step_tokens, *step_pos, *step_rows; /* max_draft + 1 */
+    int32_t *emitted, *keep;                     /* max_draft + 1 */
+    float *accept_prob;                          /* max_draft */
+    uint64_t t_laid_out;
+
+    specd_adaptive guard;
+    specd_seq_stats stats;
+} spec_seq;
+
+struct specd_spec {
+    specd_spec_params params;
+    spec_seq *seqs;
+};
+
+specd_spec_params specd_spec_default_params(void) {
+    specd_spec_params p = {.n_vocab = 0, .max_draft = 8, .max_seqs = 64};
+    return p;
+}
+
+specd_seq_params specd_seq_default_params(void) {
+    specd_seq_params p;
+    memset(&p, 0, sizeof p);
+    p.policy = "none";
+    p.sampling = specd_sampling_default_params();
+    p.rule = SPECD_ACCEPT_COUPLED;
+    p.adaptive = 1;
+    p.max_tokens = 256;
+    return p;
+}
+
+specd_status specd_spec_create(const specd_spec_params *params, specd_spec **out,
+                               specd_error *err) {
+    if (!params || !out) return specd_fail(err, SPECD_E_INVALID_ARG, "spec: NULL argument");
+    if (params->n_vocab < 1)
+        return specd_fail(err, SPECD_E_INVALID_ARG, "spec: n_vocab %d must be >= 1",
+                          params->n_vocab);
+    if (params->max_draft < 1 || params->max_draft > SPECD_MAX_DRAFT)
+        return specd_fail(err, SPECD_E_INVALID_ARG, "spec: max_draft %d is outside [1, %d]",
+                          params->max_draft, SPECD_MAX_DRAFT);
+    if (params->max_seqs < 1 || params->max_seqs > (1 << 20))
+        return specd_fail(err, SPECD_E_INVALID_ARG, "spec: max_seqs %d is outside [1, 2^20]",
+                          params->max_seqs);
+    specd_spec *s = specd_alloc(sizeof *s);
+    spec_seq *seqs = specd_alloc_array((size_t)params->max_seqs, sizeof *seqs);
+    if (!s || !seqs) {
+        specd_free(s);
+        specd_free(seqs);
+        return specd_fail(err, SPECD_E_NOMEM, "spec: out of memory");
+    }
+    s->params = *params;
+    s->seqs = seqs;
+    *out = s;
+    return SPECD_OK;
+}
+
+static void seq_release(spec_seq *q) {
+    if (q->ops && q->ops->destroy) q->ops->destroy(q->policy);
+    specd_accept_destroy(q->accept);
+    specd_sampler_destroy(q->sampler);
+    specd_free(q->stop);
+    specd_free(q->history);
+    specd_free(q->draft);
+    specd_free(q->q);
+    specd_free(q->step_tokens);
+    specd_free(q->step_pos);
+    specd_free(q->step_rows);
+    specd_free(q->emitted);
+    specd_free(q->keep);
+    specd_free(q->accept_prob);
+    memset(q, 0, sizeof *q);
+}
+
+void specd_spec_destroy(specd_spec *spec) {
+    if (!spec) return;
+    for (int32_t i = 0; i < spec->params.max_seqs; i++) seq_release(&spec->seqs[i]);
+    specd_free(spec->seqs);
+    specd_free(spec);
+}
+
+static specd_status find_seq(const specd_spec *spec, int32_t seq, spec_seq **out,
+                             specd_error *err) {
+    if (!spec) return specd_fail(err, SPECD_E_INVALID_ARG, "spec: NULL handle");
+    if (seq < 0 || seq >= spec->params.max_seqs || !spec->seqs[seq].open)
+        return specd_fail(err, SPECD_E_INVALID_ARG, "spec: sequence %d is not open", seq);
+    *out = &spec->seqs[seq];
+    return SPECD_OK;
+}
+
+static const specd_policy_ops *resolve_policy(const specd_seq_params *p, specd_error *err) {
+    const specd_policy_ops *ops = p->policy_ops ? p->policy_ops
+                                                : specd_policy_find(p->policy ? p->policy : "none");
+    if (!ops) {
+        specd_fail(err, SPECD_E_INVALID_ARG, "spec: unknown policy '%s'", p->policy);
+        return NULL;
+    }
+    int drafter = ops->propose != NULL;
+    int self_spec = ops->layout != NULL && ops->verify != NULL;
+    if (ops->abi_version != SPECD_POLICY_ABI_VERSION || !ops->create || !ops->destroy ||
+        drafter == self_spec) {
+        specd_fail(err, SPECD_E_MISMATCH,
+                   "spec: policy '%s' has ABI %u (want %u) or lacks required slots",
+                   ops->name ? ops->name : "?", ops->abi_version, SPECD_POLICY_ABI_VERSION);
+        return NULL;
+    }
+    return ops;
+}
+
+static specd_status seq_alloc(spec_seq *q, const specd_spec_params *sp, int64_t n_prompt,
+                              const specd_seq_params *p) {
+    int32_t k1 = sp->max_draft + 1;
+    int64_t cap = n_prompt + p->max_tokens + k1;
+    q->cap_history = cap;
+    q->history = specd_alloc_array((size_t)cap, sizeof *q->history);
+    q->draft = specd_alloc_array((size_t)sp->max_draft, sizeof *q->draft);
+    q->step_tokens = specd_alloc_array((size_t)k1, sizeof(int32_t));
+    q->step_pos = specd_alloc_array((size_t)k1, sizeof(int32_t));
+    q->step_rows = specd_alloc_array((size_t)k1, sizeof(int32_t));
+    q->emitted = specd_alloc_array((size_t)k1, sizeof(int32_t));
+    q->keep = specd_alloc_array((size_t)k1, sizeof(int32_t));
+    q->accept_prob = specd_alloc_array((size_t)sp->max_draft, sizeof(float));
+    if (q->ops->propose) q->q = specd_alloc_array((size_t)sp->max_draft * sp->n_vocab, sizeof(float));
+    if (p->n_stop_tokens > 0) q->stop = specd_alloc_array((size_t)p->n_stop_tokens, sizeof(int32_t));
+    int ok = q->history && q->draft && q->step_tokens && q->step_pos && q->step_rows &&
+             q->emitted && q->keep && q->accept_prob && (!q->ops->propose || q->q) &&
+             (p->n_stop_tokens <= 0 || q->stop);
+    return ok ? SPECD_OK : SPECD_E_NOMEM;
+}
+
+specd_status specd_spec_seq_open(specd_spec *spec, int32_t seq, const int32_t *prompt,
+                                 int64_t n_prompt, const specd_seq_params *params,
+                                 specd_error *err) {
+    if (!spec || !params || !prompt)
+        return specd_fail(err, SPECD_E_INVALID_ARG, "spec: NULL argument");
+    const specd_spec_params *sp = &spec->params;
+    if (seq < 0 || seq >= sp->max_seqs)
+        return specd_fail(err, SPECD_E_INVALID_ARG, "spec: sequence id %d is outside [0, %d)",
+                          seq, sp->max_seqs);
+    if (spec->seqs[seq].open)
+        return specd_fail(err, SPECD_E_STATE, "spec: sequence %d is already open", seq);
+    if (n_prompt < 1 || n_prompt > (int64_t)1 << 30)
+        return specd_fail(err, SPECD_E_INVALID_ARG, "spec: prompt length %lld is invalid",
+                          (long long)n_prompt);
+    if (params->max_tokens < 1)
+        return specd_fail(err, SPECD_E_INVALID_ARG, "spec: max_tokens %d must be >= 1",
+                          params->max_tokens);
+    if (params->n_stop_tokens < 0 || (params->n_stop_tokens > 0 && !params->stop_tokens))
+        return specd_fail(err, SPECD_E_INVALID_ARG, "spec: bad stop token list");
+    for (int64_t i = 0; i < n_prompt; i++)
+        if (prompt[i] < 0 || prompt[i] >= sp->n_vocab)
+            return specd_fail(err, SPECD_E_INVALID_ARG,
+                              "spec: prompt token %lld is id %d, outside the vocabulary [0, %d)",
+                              (long long)i, prompt[i], sp->n_vocab);
+    const specd_policy_ops *ops = resolve_policy(params, err);
+    if (!ops) return err ? err->status : SPECD_E_INVALID_ARG;
+
+    spec_seq *q = &spec->seqs[seq];
+    memset(q, 0, sizeof *q);
+    q->ops = ops;
+    q->id = seq;
+    q->rule = params->rule;
+    q->seed = params->seed;
+    q->max_tokens = params->max_tokens;
+    specd_status st = seq_alloc(q, sp, n_prompt, params);
+    if (st != SPECD_OK) {
+        seq_release(q);
+        return specd_fail(err, st, "spec: out of memory opening sequence %d", seq);
+    }
+
+    specd_accept_params ap = specd_accept_default_params();
+    ap.rule = params->rule;
+    ap.sampling = params->sampling;
+    ap.max_k = sp->max_draft;
+    ap.max_vocab = sp->n_vocab;
+    ap.relaxed_tau = params->tau;
+    specd_sampling_params plain = params->sampling;
+    if (params->rule == SPECD_ACCEPT_GREEDY) plain.temperature = 0.0f;
+    specd_policy_env env = {.n_vocab = sp->n_vocab, .max_draft = sp->max_draft,
+                            .target = sp->target, .target_path = sp->target_path};
+    if ((st = specd_accept_create(&ap, &q->accept, err)) != SPECD_OK ||
+        (st = specd_sampler_create(&plain, sp->n_vocab, &q->sampler, err)) != SPECD_OK ||
+        (st = ops->create(&env, params->policy_options, &q->policy, err)) != SPECD_OK) {
+        q->ops = NULL; /* create failed or never ran: nothing for destroy */
+        seq_release(q);
+        return st;
+    }
+    memcpy(q->history, prompt, (size_t)n_prompt * sizeof *prompt);
+    q->n_history = q->n_prompt = n_prompt;
+    if (params->n_stop_tokens > 0)
+        memcpy(q->stop, params->stop_tokens, (size_t)params->n_stop_tokens * sizeof(int32_t));
+    q->n_stop = params->n_stop_tokens;
+    specd_adaptive_init(&q->guard, params->adaptive, sp->max_draft);
+    q->open = 1;
+    return SPECD_OK;
+}
+
+void specd_spec_seq_close(specd_spec *spec, int32_t seq) {
+    if (!spec || seq < 0 || seq >= spec->params.max_seqs || !spec->seqs[seq].open) return;
+    seq_release(&spec->seqs[seq]);
+}
+
+int specd_spec_seq_done(const specd_spec *spec, int32_t seq) {
+    spec_seq *q = NULL;
+    if (find_seq(spec, seq, &q, NULL) != SPECD_OK) return 1;
+    return q->done;
+}
+
+const int32_t *specd_spec_seq_output(const specd_spec *spec, int32_t seq, int64_t *n_out) {
+    spec_seq *q = NULL;
+    if (find_seq(spec, seq, &q, NULL) != SPECD_OK) {
+        if (n_out) *n_out = 0;
+        return NULL;
+    }
+    if (n_out) *n_out = q->n_history - q->n_prompt;
+    return q->history + q->n_prompt;
+}
+
+const int32_t *specd_spec_seq_prompt(const specd_spec *spec, int32_t seq, int64_t *n_prompt) {
+    spec_seq *q = NULL;
+    if (find_seq(spec, seq, &q, NULL) != SPECD_OK) {
+        if (n_prompt) *n_prompt = 0;
+        return NULL;
+    }
+    if (n_prompt) *n_prompt = q->n_prompt;
+    return q->history;
+}
+
+int32_t specd_spec_max_draft(const specd_spec *spec) { return spec ? spec->params.max_draft : 0; }
+
+specd_status specd_spec_seq_stats(const specd_spec *spec, int32_t seq, specd_seq_stats *out,
+                                  specd_error *err) {
+    spec_seq *q = NULL;
+    SPECD_TRY(find_seq(spec, seq, &q, err));
+    *out = q->stats;
+    out->n_backoffs = q->guard.n_backoffs;
+    return SPECD_OK;
+}
+
+static specd_status layout_chain(const specd_spec *spec, spec_seq *q, specd_step_layout *out,
+                                 specd_error *err) {
+    int64_t remaining = q->max_tokens - (q->n_history - q->n_prompt);
+    int32_t k = specd_adaptive_budget(&q->guard);
+    if (k > remaining - 1) k = (int32_t)(remaining - 1);
+    q->n_draft = 0;
+    q->has_q = 0;
+    if (k > 0) {
+        uint64_t t0 = specd_now_ns();
+        SPECD_TRY(q->ops->propose(q->policy, q->history, q->n_history, k, q->draft, &q->n_draft,
+                                  q->q, &q->has_q, err));
+        q->stats.propose_ns += specd_now_ns() - t0;
+        if (q->n_draft < 0 || q->n_draft > k)
+            return specd_fail(err, SPECD_E_INTERNAL, "policy %s proposed %d tokens (max %d)",
+                              q->ops->name, q->n_draft, k);
+        for (int32_t i = 0; i < q->n_draft; i++)
+            if (q->draft[i] < 0 || q->draft[i] >= spec->params.n_vocab)
+                return specd_fail(err, SPECD_E_INTERNAL, "policy %s proposed id %d (vocab %d)",
+                                  q->ops->name, q->draft[i], spec->params.n_vocab);
+    }
+    int32_t n = q->n_draft + 1;
+    q->step_tokens[0] = q->history[q->n_history - 1];
+    for (int32_t i = 0; i < n; i++) {
+        if (i > 0) q->step_tokens[i] = q->draft[i - 1];
+        q->step_pos[i] = (int32_t)(q->n_history - 1 + i);
+        q->step_rows[i] = i;
+    }
+    *out = (specd_step_layout){.n_tokens = n, .tokens = q->step_tokens, .pos = q->step_pos,
+                               .n_rows = n, .rows = q->step_rows};
+    return SPECD_OK;
+}
+
+specd_status specd_spec_seq_layout(specd_spec *spec, int32_t seq, specd_step_layout *out,
+                                   specd_error *err) {
+    spec_seq *q = NULL;
+    SPECD_TRY(find_seq(spec, seq, &q, err));
+    if (!out) return specd_fail(err, SPECD_E_INVALID_ARG, "spec: NULL layout");
+    if (q->done) return specd_fail(err, SPECD_E_STATE, "spec: sequence %d has finished", seq);
+    if (q->ops->propose)
+        SPECD_TRY(layout_chain(spec, q, out, err));
+    else
+        SPECD_TRY(q->ops->layout(q->policy, q->history, q->n_history, out, err));
+    q->laid_out = 1;
+    q->t_laid_out = specd_now_ns();
+    return SPECD_OK;
+}
+
+/* Drafter shape: verify [pending | drafts] rows; keep the pending row and accepted drafts. */
+static specd_status verify_chain(const specd_spec *spec, spec_seq *q, const float *logits,
+                                 specd_step_outcome *out, specd_error *err) {
+    int32_t n_vocab = spec->params.n_vocab;
+    specd_sample_key key = {.seed = q->seed, .sequence = (uint32_t)q->id,
+                            .position = (uint32_t)q->n_history};
+    int32_t n_emitted, n_accepted = 0;
+    int lossy = 0;
+    if (q->n_draft == 0) {
+        SPECD_TRY(specd_sampler_sample(q->sampler, logits, n_vocab, key, &q->emitted[0], err));
+        n_emitted = 1;
+    } else {
+        specd_chain_input in = {.k = q->n_draft, .draft = q->draft,
+                                .draft_probs = q->has_q ? q->q : NULL, .q_vocab = n_vocab,
+                                .target_logits = logits, .n_vocab = n_vocab, .key = key};
+        specd_chain_result res = {.tokens = q->emitted, .accept_prob = q->accept_prob};
+        SPECD_TRY(specd_accept_chain(q->accept, &in, &res, err));
+        n_emitted = res.n_emitted;
+        n_accepted = res.n_accepted;
+        lossy = res.lossy;
+    }
+    for (int32_t i = 0; i <= n_accepted; i++) q->keep[i] = i;
+    *out = (specd_step_outcome){.n_emitted = n_emitted, .emitted = q->emitted,
+                                .n_keep = n_accepted + 1, .keep = q->keep,
+                                .n_drafted = q->n_draft, .n_accepted = n_accepted,
+                                .lossy = lossy};
+    return SPECD_OK;
+}
+
+static int is_stop(const spec_seq *q, int32_t token) {
+    for (int32_t i = 0; i < q->n_stop; i++)
+        if (q->stop[i] == token) return 1;
+    return 0;
+}
+
+specd_status specd_spec_seq_verify(specd_spec *spec, int32_t seq, const float *logits,
+                                   specd_step_outcome *out, specd_error *err) {
+    spec_seq *q = NULL;
+    SPECD_TRY(find_seq(spec, seq, &q, err));
+    if (!logits || !out) return specd_fail(err, SPECD_E_INVALID_ARG, "spec: NULL argument");
+    if (!q->laid_out)
+        return specd_fail(err, SPECD_E_STATE, "spec: sequence %d has no step laid out", seq);
+    uint64_t t0 = specd_now_ns();
+    uint64_t forward_ns = t0 - q->t_laid_out;
+    specd_step_outcome o;
+    if (q->ops->propose)
+        SPECD_TRY(verify_chain(spec, q, logits, &o, err));
+    else
+        SPECD_TRY(q->ops->verify(q->policy, logits, &o, err));
+    if (o.n_emitted < 1 || o.n_emitted > spec->params.max_draft + 1)
+        return specd_fail(err, SPECD_E_INTERNAL, "policy %s emitted %d tokens", q->ops->name,
+                          o.n_emitted);
+
+    /* Stop at the first stop token and at max_tokens; the step's other tokens are dropped. */
+    int64_t remaining = q->max_tokens - (q->n_history - q->n_prompt);
+    int32_t n = 0;
+    while (n < o.n_emitted && n < remaining) {
+        int32_t t = o.emitted[n++];
+        if (is_stop(q, t)) {
+            q->done = 1;
+            break;
+        }
+    }
+    if (n >= remaining) q->done = 1;
+    memcpy(q->history + q->n_history, o.emitted, (size_t)n * sizeof(int32_t));
+    q->n_history += n;
+    o.n_emitted = n;
+    q->laid_out = 0;
+    if (q->ops->advance) q->ops->advance(q->policy, q->history, q->n_history);
+
+    specd_seq_stats *s = &q->stats;
+    s->n_steps++;
+    s->n_emitted += n;
+    if (o.n_drafted > 0) {
+        s->n_drafts++;
+        s->n_draft_tokens += o.n_drafted;
+        s->n_accepted += o.n_accepted;
+        for (int32_t i = 0; i < o.n_drafted && i < SPECD_MAX_DRAFT; i++) {
+            s->drafted_at[i]++;
+            if (i < o.n_accepted) s->accepted_at[i]++;
+        }
+    }
+    if (o.lossy) s->lossy = 1;
+    uint64_t t1 = specd_now_ns();
+    s->verify_ns += t1 - t0;
+    specd_adaptive_observe(&q->guard, o.n_drafted, n, forward_ns + (t1 - t0));
+    *out = o;
+    return SPECD_OK;
+}

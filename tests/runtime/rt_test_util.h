@@ -1,0 +1,79 @@
+/* Helpers shared by the runtime tests: the real model once per process, golden-file parsing. */
+#ifndef SPECD_TESTS_RUNTIME_RT_TEST_UTIL_H
+#define SPECD_TESTS_RUNTIME_RT_TEST_UTIL_H
+
+#include "test_main.h"
+
+#include "specd/runtime.h"
+
+#include <string.h>
+
+/* Loads the default model or exits 77 (skipped) when the environment has none. */
+static inline specd_model *rt_test_model(void) {
+    const char *path = specd_test_model_path();
+    FILE *f = path ? fopen(path, "rb") : NULL;
+    if (!f) {
+        fprintf(stderr, "no model at SPECD_TEST_MODEL (%s): skipped\n", path ? path : "unset");
+        exit(SPECD_TEST_SKIP);
+    }
+    fclose(f);
+    specd_model *m = NULL;
+    specd_error err;
+    if (specd_model_create(path, &m, &err) != SPECD_OK) {
+        fprintf(stderr, "model %s: %s\n", path, err.message);
+        exit(1);
+    }
+    return m;
+}
+
+static inline specd_context *rt_test_context(const specd_model *m, int n_seq, int n_ctx,
+                                             int n_batch, int n_threads) {
+    specd_context_params p = specd_context_default_params();
+    p.n_seq = n_seq;
+    p.n_ctx = n_ctx;
+    p.n_batch = n_batch;
+    p.n_threads = n_threads;
+    specd_context *c = NULL;
+    specd_error err;
+    if (specd_context_create(m, &p, &c, &err) != SPECD_OK) {
+        fprintf(stderr, "context: %s\n", err.message);
+        exit(1);
+    }
+    return c;
+}
+
+/* Opens tests/data/<name> under $SPECD_SOURCE_DIR. */
+static inline FILE *rt_test_data(const char *name) {
+    const char *src = getenv("SPECD_SOURCE_DIR");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tests/data/%s", src ? src : ".", name);
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "cannot open %s\n", path);
+        exit(1);
+    }
+    return f;
+}
+
+/* Skips '#' comment lines; returns 1 when the next word equals want. */
+static inline int rt_expect_word(FILE *f, const char *want) {
+    char w[64];
+    for (;;) {
+        if (fscanf(f, " %63s", w) != 1) return 0;
+        if (w[0] != '#') break;
+        int ch;
+        while ((ch = fgetc(f)) != '\n' && ch != EOF) {
+        }
+    }
+    return strcmp(w, want) == 0;
+}
+
+/* Lowest index of the largest value (numpy's argmax rule). */
+static inline int32_t rt_argmax(const float *x, int32_t n) {
+    int32_t best = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    return best;
+}
+
+#endif

@@ -307,7 +307,18 @@ static specd_status connect_now(specd_ipc_client *c, specd_error *err) {
             c->instance = r->hello_ok->instance;
     }
     for (size_t i = 0; st == SPECD_OK && i < c->n_bufs; i++) st = send_attach(c, c->bufs[i], err);
-    for (size_t i = 0; st == SPECD_OK && i < c->n_seqs; i++) st = send_open(c, &c->seqs[i], err);
+    for (size_t i = 0; st == SPECD_OK && i < c->n_seqs; i++) {
+        st = send_open(c, &c->seqs[i], err);
+        if (st != SPECD_OK && c->sock) {
+            /* Answered and refused (a policy this daemon lacks, ...): it cannot be opened there,
+             * and keeping it would fail every later reconnect. */
+            specd_log(SPECD_LOG_WARN, "sequence %llu dropped from the session: %s",
+                      (unsigned long long)c->seqs[i].seq_id, err ? err->message : "refused");
+            specd_free(c->seqs[i].tokens);
+            c->seqs[i--] = c->seqs[--c->n_seqs];
+            st = SPECD_OK;
+        }
+    }
     if (st != SPECD_OK) {
         drop(c);
         return st;
@@ -419,9 +430,21 @@ specd_status specd_ipc_client_open_seq(specd_ipc_client *c, const specd_ipc_seq_
     SPECD_TRY(append(&s, p->prompt, p->n_prompt, err));
     c->seqs[c->n_seqs++] = s;
     /* Recorded first: a daemon that is down now gets it on reconnect. */
-    if (!c->up) return specd_ipc_client_connect(c, err); /* connecting replays it */
+    if (!c->up) {
+        specd_status st = specd_ipc_client_connect(c, err); /* connecting replays it */
+        if (st == SPECD_OK && !find_seq(c, p->seq_id))
+            return specd_fail(err, SPECD_E_INVALID_ARG, "open_seq: sequence %llu refused by %s",
+                              (unsigned long long)p->seq_id, c->endpoint);
+        return st;
+    }
+    specd_error local;
+    if (!err) err = &local;
     specd_status st = send_open(c, &c->seqs[c->n_seqs - 1], err);
     if (st != SPECD_OK && lost_session(err)) st = connect_now(c, err);
+    if (st != SPECD_OK && c->up) {
+        /* The daemon answered and refused it (bad policy, ...): it is not open anywhere. */
+        specd_free(c->seqs[--c->n_seqs].tokens);
+    }
     return st;
 }
 

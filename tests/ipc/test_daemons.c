@@ -104,11 +104,37 @@ static void test_drafter_sequences(void **state) {
     assert_int_equal(specd_ipc_client_history(c, 3, &mylen, &myhash, &err), SPECD_OK);
     assert_int_equal(len, 24);
     assert_int_equal(hash, myhash);
+    /* ngram proposes what followed the last earlier occurrence of the suffix. */
+    uint32_t rep[8] = {5, 6, 7, 8, 9, 5, 6, 7};
+    specd_ipc_seq_params sr = {.seq_id = 4, .prompt = rep, .n_prompt = 8,
+                               .sampling = {.temperature = 0.0f, .top_p = 1.0f},
+                               .policy = "ngram:n=3", .max_draft = 8};
+    assert_int_equal(specd_ipc_client_open_seq(c, &sr, &err), SPECD_OK);
     uint32_t draft[8];
     size_t n = 0;
-    assert_int_equal(specd_ipc_client_propose(c, 3, 1, NULL, 0, draft, 8, &n, &err),
-                     SPECD_E_UNSUPPORTED);
-    assert_non_null(strstr(err.message, "ngram"));
+    if (specd_ipc_client_propose(c, 4, 1, NULL, 0, draft, 8, &n, &err) != SPECD_OK)
+        fail_msg("propose: %s", err.message);
+    assert_true(n >= 2);
+    assert_int_equal(draft[0], 8);
+    assert_int_equal(draft[1], 9);
+    /* The commit piggybacked on the next propose moves the drafter on: after "8" the suffix
+     * "6 7 8" continues with 9. */
+    uint32_t acc[1] = {8};
+    assert_int_equal(specd_ipc_client_propose(c, 4, 2, acc, 1, draft, 8, &n, &err), SPECD_OK);
+    assert_true(n >= 1);
+    assert_int_equal(draft[0], 9);
+    assert_int_equal(specd_ipc_client_seq_info(c, 4, &len, &hash, &err), SPECD_OK);
+    assert_int_equal(len, 9);
+    /* Unknown and self-speculative policies are refused at open, and not kept by the client. */
+    specd_ipc_seq_params bad = sr;
+    bad.seq_id = 5;
+    bad.policy = "no-such-policy";
+    assert_int_equal(specd_ipc_client_open_seq(c, &bad, &err), SPECD_E_INVALID_ARG);
+    assert_non_null(strstr(err.message, "no-such-policy"));
+    assert_int_equal(specd_ipc_client_history(c, 5, &len, &hash, &err), SPECD_E_STATE);
+    bad.policy = "ngram:bogus=1";
+    assert_int_equal(specd_ipc_client_open_seq(c, &bad, &err), SPECD_E_INVALID_ARG);
+    assert_true(specd_ipc_client_connected(c));
     specd_ipc_client_destroy(c);
     finish(&f);
 }

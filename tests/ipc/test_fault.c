@@ -13,6 +13,7 @@
 #include "daemon_util.h"
 #include "ipc/frame.h"
 #include "specd/accept.h"
+#include "specd/sampling.h"
 
 static const char *drafter_bin, *verifier_bin;
 static const specd_ipc_fingerprint model = {TEST_VOCAB, TEST_TOKHASH};
@@ -313,6 +314,151 @@ static void test_verifier_killed(void **state) {
     free(hist);
 }
 
+/* ---- drafter: a whole generation, with the drafter killed and restarted in the middle ----- */
+
+enum { DK = 8, DN = 700, DKILL = 25, DRESTART = 90 };
+
+/* A repetitive synthetic target (so n-gram drafts pay): the peak depends only on the previous
+ * token and lives in a small range, so the text falls into a cycle. */
+static uint32_t cyc_peak(uint32_t prev) { return 100u + mix(prev * 2654435761u) % 61u; }
+
+static void cyc_row(float *row, uint32_t prev, uint32_t pos) {
+    uint32_t h = mix(prev ^ (pos << 16) ^ 0x9e3779b9u);
+    for (uint32_t j = 0; j < TEST_VOCAB; j++) row[j] = (float)(mix(h + j) >> 8) * (2.0f / 16777216.0f);
+    row[cyc_peak(prev)] += 16.0f;
+}
+
+static specd_accept *engine_k(int32_t k) {
+    specd_accept_params p = specd_accept_default_params();
+    p.rule = SPECD_ACCEPT_COUPLED;
+    p.sampling.temperature = 0.8f;
+    p.max_k = k;
+    p.max_vocab = TEST_VOCAB;
+    specd_accept *a = NULL;
+    specd_error err;
+    if (specd_accept_create(&p, &a, &err) != SPECD_OK) fail_msg("accept: %s", err.message);
+    return a;
+}
+
+/* One plain decoding step: the keyed sample at position pos. */
+static uint32_t plain_token(specd_sampler *smp, float *row, uint32_t prev, uint32_t pos) {
+    cyc_row(row, prev, pos);
+    int32_t t;
+    specd_sample_key key = {.seed = GSEED, .sequence = GSEQ, .position = pos};
+    specd_error err;
+    if (specd_sampler_sample(smp, row, TEST_VOCAB, key, &t, &err) != SPECD_OK)
+        fail_msg("sample: %s", err.message);
+    return (uint32_t)t;
+}
+
+static void test_drafter_killed_generation(void **state) {
+    (void)state;
+    specd_sampling_params sp = specd_sampling_default_params();
+    sp.temperature = 0.8f;
+    specd_sampler *smp = NULL;
+    specd_error err;
+    assert_int_equal(specd_sampler_create(&sp, TEST_VOCAB, &smp, &err), SPECD_OK);
+    float *rows = malloc((size_t)(DK + 1) * TEST_VOCAB * sizeof *rows);
+    uint32_t *expect = malloc((DN + DK + 1) * sizeof *expect);
+    uint32_t *hist = malloc((DN + DK + 1) * sizeof *hist);
+    /* Reference: plain decoding, no drafter at all. */
+    memcpy(expect, gprompt, sizeof gprompt);
+    for (size_t n = GPROMPT; n < DN; n++)
+        expect[n] = plain_token(smp, rows, expect[n - 1], (uint32_t)n);
+
+    char dir[64], ep[128], sock[160];
+    snprintf(dir, sizeof dir, "/tmp/specd-test-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    snprintf(ep, sizeof ep, "ipc://%s/d.sock", dir);
+    snprintf(sock, sizeof sock, "%s/d.sock", dir);
+    pid_t pid = daemon_start(drafter_bin, ep, NULL);
+    assert_true(daemon_wait_ready(ep, SPECD_IPC_ROLE_DRAFTER));
+    specd_ipc_params p = specd_ipc_default_params();
+    p.endpoint = ep;
+    p.timeout_ms = 300;
+    p.retry_ms = 20;
+    specd_ipc_client *c = NULL;
+    assert_int_equal(specd_ipc_client_create(&p, SPECD_IPC_ROLE_DRAFTER, &model, &c, &err),
+                     SPECD_OK);
+    specd_ipc_seq_params sq = {.seq_id = GSEQ, .prompt = gprompt, .n_prompt = GPROMPT,
+                               .sampling = {.temperature = 0.8f, .top_p = 1.0f}, .seed = GSEED,
+                               .policy = "ngram", .max_draft = DK};
+    assert_int_equal(specd_ipc_client_open_seq(c, &sq, &err), SPECD_OK);
+    specd_accept *acc = engine_k(DK);
+    memcpy(hist, gprompt, sizeof gprompt);
+    size_t n = GPROMPT;
+    uint32_t pending[DK + 1];
+    size_t n_pending = 0;
+    pthread_t th;
+    killer k = {.pid = pid, .delay_us = 300};
+    int steps = 0, drafted_steps = 0, plain_steps = 0, accepted = 0, after_restart = 0;
+    while (n < DN) {
+        if (steps == DKILL) pthread_create(&th, NULL, kill_later, &k);
+        if (steps == DRESTART) {
+            pthread_join(th, NULL);
+            pid = daemon_start(drafter_bin, ep, NULL);
+        }
+        uint32_t draft[DK];
+        size_t nd = 0;
+        specd_status st = specd_ipc_client_propose(c, GSEQ, (uint64_t)steps, pending, n_pending,
+                                                   draft, DK, &nd, &err);
+        if (st != SPECD_OK) {
+            if (st != SPECD_E_PEER && st != SPECD_E_TIMEOUT)
+                fail_msg("step %d: unexpected %s: %s", steps, specd_status_name(st), err.message);
+            nd = 0; /* no drafter: plain decoding */
+        }
+        if (nd == 0) {
+            hist[n] = plain_token(smp, rows, hist[n - 1], (uint32_t)n);
+            pending[0] = hist[n];
+            n_pending = 1;
+            n++;
+            plain_steps++;
+        } else {
+            int32_t d[DK], tok[DK + 1];
+            for (size_t i = 0; i < nd; i++) d[i] = (int32_t)draft[i];
+            for (size_t r = 0; r <= nd; r++)
+                cyc_row(rows + r * TEST_VOCAB, r == 0 ? hist[n - 1] : draft[r - 1],
+                        (uint32_t)(n + r));
+            specd_chain_input in = {.k = (int32_t)nd, .draft = d, .target_logits = rows,
+                                    .n_vocab = TEST_VOCAB,
+                                    .key = {.seed = GSEED, .sequence = GSEQ,
+                                            .position = (uint32_t)n}};
+            specd_chain_result res = {.tokens = tok};
+            assert_int_equal(specd_accept_chain(acc, &in, &res, &err), SPECD_OK);
+            for (int32_t i = 0; i < res.n_emitted; i++) hist[n + (size_t)i] = (uint32_t)tok[i];
+            memcpy(pending, hist + n, (size_t)res.n_emitted * sizeof *pending);
+            n_pending = (size_t)res.n_emitted;
+            n += (size_t)res.n_emitted;
+            drafted_steps++;
+            accepted += res.n_accepted;
+            if (steps >= DRESTART) after_restart++;
+        }
+        steps++;
+    }
+    /* Identical to plain decoding, with or without the drafter, fault or not. */
+    assert_memory_equal(hist, expect, DN * sizeof *hist);
+    /* The last step's tokens, then the restarted drafter holds exactly the host's history. */
+    assert_int_equal(specd_ipc_client_commit(c, GSEQ, pending, n_pending, &err), SPECD_OK);
+    uint64_t len, hash;
+    assert_int_equal(specd_ipc_client_seq_info(c, GSEQ, &len, &hash, &err), SPECD_OK);
+    assert_int_equal(len, n);
+    assert_int_equal(hash, specd_ipc_tokens_hash(hist, n));
+    assert_int_equal(specd_ipc_client_sessions(c), 2);
+    assert_true(plain_steps > 0 && accepted > 0 && after_restart > 0);
+    printf("drafter: %zu tokens in %d steps (%d with drafts, %d accepted; %d plain while it was "
+           "gone or had nothing); identical to plain decoding\n",
+           n, steps, drafted_steps, accepted, plain_steps);
+    specd_accept_destroy(acc);
+    specd_sampler_destroy(smp);
+    specd_ipc_client_destroy(c);
+    assert_int_equal(daemon_stop(pid, SIGTERM), 0);
+    unlink(sock);
+    rmdir(dir);
+    free(rows);
+    free(expect);
+    free(hist);
+}
+
 int main(int argc, char **argv) {
     if (argc != 3) {
         fprintf(stderr, "usage: %s DRAFTER VERIFIER\n", argv[0]);
@@ -322,6 +468,7 @@ int main(int argc, char **argv) {
     verifier_bin = argv[2];
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_drafter_killed),
+        cmocka_unit_test(test_drafter_killed_generation),
         cmocka_unit_test(test_verifier_killed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

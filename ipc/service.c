@@ -12,6 +12,7 @@
 #include "common/status_internal.h"
 #include "ipc/schema_hash.h"
 #include "ipc/transport.h"
+#include "ipc/zap.h"
 
 #define MAX_PEERS 64
 #define RID_MAX 255
@@ -48,6 +49,7 @@ struct specd_ipc_service {
     char endpoint[256];
     specd_ipc_decoder *dec;
     specd_ipc_buffer_table *buffers;
+    specd_ipc_zap *zap;
     uint64_t instance;
     uint64_t started_ns;
     uint64_t requests, errors, proposes, verifies, commits;
@@ -108,6 +110,12 @@ specd_status specd_ipc_service_create(const specd_ipc_service_params *p,
             if (!s->ctx) st = specd_fail(err, SPECD_E_IO, "zmq_ctx_new: %s", zmq_strerror(errno));
         }
     }
+    if (st == SPECD_OK && p->n_curve_clients) {
+        if (!p->curve_secret)
+            st = specd_fail(err, SPECD_E_INVALID_ARG, "client keys given without a server key");
+        else
+            st = specd_ipc_zap_start(s->ctx, p->curve_clients, p->n_curve_clients, &s->zap, err);
+    }
     if (st == SPECD_OK) {
         specd_ipc_sockopts o = {.hwm = s->p.hwm,
                                 .max_frame = s->p.max_frame,
@@ -130,6 +138,7 @@ specd_status specd_ipc_service_create(const specd_ipc_service_params *p,
 void specd_ipc_service_destroy(specd_ipc_service *s) {
     if (!s) return;
     if (s->sock) zmq_close(s->sock); /* lingers up to drain_linger_ms to flush replies */
+    specd_ipc_zap_stop(s->zap);
     if (s->own_ctx && s->ctx) zmq_ctx_term(s->ctx);
     specd_ipc_buffer_table_destroy(s->buffers);
     specd_ipc_decoder_destroy(s->dec);

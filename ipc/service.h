@@ -51,6 +51,11 @@ typedef struct specd_ipc_service_params {
     int send_timeout_ms;
     int drain_linger_ms;   /* how long replies may take to flush at shutdown */
     const char *curve_secret; /* tcp:// only: the server's secret key (Z85) */
+    /* tcp:// only: public keys (Z85) of the clients admitted; none = any client that completes
+     * the CURVE handshake (i.e. knows the server key). Needs the service's own zmq context or
+     * no other ZAP handler in the shared one. */
+    const char *const *curve_clients;
+    size_t n_curve_clients;
     size_t max_buffers;
 } specd_ipc_service_params;
 

@@ -5,6 +5,8 @@
 int main(int argc, char **argv) {
     return specd_daemon_main(argc, argv, "specd-drafter", SPECD_IPC_ROLE_DRAFTER,
                              "specd drafter daemon: keeps each sequence's history and proposes "
-                             "draft tokens for the host to verify.",
+                             "draft tokens for the host to verify, with the proposal policy the "
+                             "host names at OpenSeq (\"name\" or \"name:options\"; default "
+                             "ngram).",
                              specd_drafter_handlers_create, specd_drafter_handlers_destroy);
 }

@@ -27,6 +27,7 @@ typedef struct seq_rec {
     char policy[65];
     int has_policy;
     uint32_t max_draft;
+    specd_ipc_accept_rule rule;
     uint32_t *tokens; /* prompt followed by every committed token */
     size_t n, cap;
 } seq_rec;
@@ -227,6 +228,8 @@ static specd_status send_open(specd_ipc_client *c, const seq_rec *s, specd_error
     o.policy = s->has_policy ? (char *)s->policy : NULL;
     o.has_max_draft = s->max_draft != 0;
     o.max_draft = s->max_draft;
+    o.has_rule = 1;
+    o.rule = (SpecdWire__AcceptRule)s->rule;
     SpecdWire__Envelope e;
     init_env(&e, SPECD_WIRE__ENVELOPE__BODY_OPEN_SEQ);
     e.open_seq = &o;
@@ -304,7 +307,18 @@ static specd_status connect_now(specd_ipc_client *c, specd_error *err) {
             c->instance = r->hello_ok->instance;
     }
     for (size_t i = 0; st == SPECD_OK && i < c->n_bufs; i++) st = send_attach(c, c->bufs[i], err);
-    for (size_t i = 0; st == SPECD_OK && i < c->n_seqs; i++) st = send_open(c, &c->seqs[i], err);
+    for (size_t i = 0; st == SPECD_OK && i < c->n_seqs; i++) {
+        st = send_open(c, &c->seqs[i], err);
+        if (st != SPECD_OK && c->sock) {
+            /* Answered and refused (a policy this daemon lacks, ...): it cannot be opened there,
+             * and keeping it would fail every later reconnect. */
+            specd_log(SPECD_LOG_WARN, "sequence %llu dropped from the session: %s",
+                      (unsigned long long)c->seqs[i].seq_id, err ? err->message : "refused");
+            specd_free(c->seqs[i].tokens);
+            c->seqs[i--] = c->seqs[--c->n_seqs];
+            st = SPECD_OK;
+        }
+    }
     if (st != SPECD_OK) {
         drop(c);
         return st;
@@ -394,7 +408,7 @@ specd_status specd_ipc_client_open_seq(specd_ipc_client *c, const specd_ipc_seq_
         return specd_fail(err, SPECD_E_INVALID_ARG, "open_seq: policy name longer than 64");
     if (!(p->sampling.temperature >= 0.0f) || !(p->sampling.top_p > 0.0f && p->sampling.top_p <= 1.0f) ||
         !(p->sampling.min_p >= 0.0f && p->sampling.min_p <= 1.0f) ||
-        p->max_draft > SPECD_IPC_MAX_DRAFT)
+        p->max_draft > SPECD_IPC_MAX_DRAFT || (unsigned)p->rule > SPECD_IPC_ACCEPT_REJECTION)
         return specd_fail(err, SPECD_E_INVALID_ARG,
                           "open_seq: temperature >= 0, top_p in (0,1], min_p in [0,1], "
                           "max_draft <= %u", SPECD_IPC_MAX_DRAFT);
@@ -408,7 +422,7 @@ specd_status specd_ipc_client_open_seq(specd_ipc_client *c, const specd_ipc_seq_
         c->cap_seqs = cap;
     }
     seq_rec s = {.seq_id = p->seq_id, .sampling = p->sampling, .seed = p->seed,
-                 .max_draft = p->max_draft};
+                 .max_draft = p->max_draft, .rule = p->rule};
     if (p->policy) {
         s.has_policy = 1;
         snprintf(s.policy, sizeof s.policy, "%s", p->policy);
@@ -416,9 +430,21 @@ specd_status specd_ipc_client_open_seq(specd_ipc_client *c, const specd_ipc_seq_
     SPECD_TRY(append(&s, p->prompt, p->n_prompt, err));
     c->seqs[c->n_seqs++] = s;
     /* Recorded first: a daemon that is down now gets it on reconnect. */
-    if (!c->up) return specd_ipc_client_connect(c, err); /* connecting replays it */
+    if (!c->up) {
+        specd_status st = specd_ipc_client_connect(c, err); /* connecting replays it */
+        if (st == SPECD_OK && !find_seq(c, p->seq_id))
+            return specd_fail(err, SPECD_E_INVALID_ARG, "open_seq: sequence %llu refused by %s",
+                              (unsigned long long)p->seq_id, c->endpoint);
+        return st;
+    }
+    specd_error local;
+    if (!err) err = &local;
     specd_status st = send_open(c, &c->seqs[c->n_seqs - 1], err);
     if (st != SPECD_OK && lost_session(err)) st = connect_now(c, err);
+    if (st != SPECD_OK && c->up) {
+        /* The daemon answered and refused it (bad policy, ...): it is not open anywhere. */
+        specd_free(c->seqs[--c->n_seqs].tokens);
+    }
     return st;
 }
 
@@ -638,12 +664,15 @@ specd_status specd_ipc_client_verify(specd_ipc_client *c, uint64_t seq_id, uint6
         res->accepted > n_draft || res->n_stats > n_draft + 1)
         return specd_fail(err, SPECD_E_PROTOCOL, "result does not match the request");
     SPECD_TRY(check_tokens(c, res->emitted, res->n_emitted, "result", err));
+    seq_rec *s = find_seq(c, seq_id);
+    /* The verifier appended them on its side; keep the histories equal. */
+    if (s) SPECD_TRY(append(s, res->emitted, res->n_emitted, err));
     out->accepted = res->accepted;
     out->n_emitted = res->n_emitted;
     memcpy(out->emitted, res->emitted, res->n_emitted * sizeof *res->emitted);
     out->n_stats = res->n_stats;
     for (size_t i = 0; i < res->n_stats; i++) {
-        out->p_target[i] = res->stats[i]->p_target;
+        out->accept_prob[i] = res->stats[i]->accept_prob;
         out->position_accepted[i] = res->stats[i]->accepted ? 1 : 0;
     }
     return SPECD_OK;

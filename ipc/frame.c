@@ -176,7 +176,36 @@ static specd_status check_desc(const SpecdWire__BufferDesc *d, specd_error *err)
     return SPECD_OK;
 }
 
+/* Both peers run the same schema (its hash is checked in Hello), so a field this schema does not
+ * know is an attack or a bug, never a newer peer: refuse it (it would also not survive a
+ * re-encode, e.g. field number 0). Walks every present sub-message. */
+static int has_unknown_fields(const ProtobufCMessage *m, int depth) {
+    if (!m) return 0;
+    if (m->n_unknown_fields || depth > 8) return 1;
+    const ProtobufCMessageDescriptor *d = m->descriptor;
+    const char *base = (const char *)m;
+    for (unsigned i = 0; i < d->n_fields; i++) {
+        const ProtobufCFieldDescriptor *f = &d->fields[i];
+        if (f->type != PROTOBUF_C_TYPE_MESSAGE) continue;
+        if ((f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) &&
+            *(const uint32_t *)(const void *)(base + f->quantifier_offset) != f->id)
+            continue;
+        if (f->label == PROTOBUF_C_LABEL_REPEATED) {
+            size_t n = *(const size_t *)(const void *)(base + f->quantifier_offset);
+            ProtobufCMessage *const *arr = *(ProtobufCMessage *const *const *)(const void *)(base + f->offset);
+            for (size_t j = 0; j < n; j++)
+                if (has_unknown_fields(arr[j], depth + 1)) return 1;
+        } else if (has_unknown_fields(*(ProtobufCMessage *const *)(const void *)(base + f->offset),
+                                      depth + 1)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 specd_status specd_ipc_envelope_validate(const SpecdWire__Envelope *e, specd_error *err) {
+    if (has_unknown_fields(&e->base, 0))
+        return specd_fail(err, SPECD_E_FORMAT, "envelope: field unknown to this schema");
     switch (e->body_case) {
     case SPECD_WIRE__ENVELOPE__BODY_HELLO:
         if ((unsigned)e->hello->role > SPECD_WIRE__ROLE__ROLE_VERIFIER)
@@ -193,6 +222,9 @@ specd_status specd_ipc_envelope_validate(const SpecdWire__Envelope *e, specd_err
         if (e->open_seq->has_max_draft && e->open_seq->max_draft > SPECD_IPC_MAX_DRAFT)
             return specd_fail(err, SPECD_E_FORMAT, "open_seq: max_draft %u > %u",
                               e->open_seq->max_draft, SPECD_IPC_MAX_DRAFT);
+        if (e->open_seq->has_rule && (unsigned)e->open_seq->rule > SPECD_WIRE__ACCEPT_RULE__ACCEPT_REJECTION)
+            return specd_fail(err, SPECD_E_FORMAT, "open_seq: unknown accept rule %d",
+                              (int)e->open_seq->rule);
         if (e->open_seq->policy && strlen(e->open_seq->policy) > 64)
             return specd_fail(err, SPECD_E_FORMAT, "open_seq: policy name longer than 64");
         return check_sampling(e->open_seq->sampling, err);

@@ -9,7 +9,19 @@
 struct specd_seq_store {
     size_t max_seqs, max_tokens, n;
     specd_seq *seqs;
+    specd_seq_engine_free_fn engine_free;
 };
+
+void specd_seq_store_set_engine_free(specd_seq_store *s, specd_seq_engine_free_fn fn) {
+    s->engine_free = fn;
+}
+
+static void release(specd_seq_store *s, specd_seq *q) {
+    specd_free(q->tokens);
+    if (q->engine && s->engine_free) s->engine_free(q->engine);
+    q->tokens = NULL;
+    q->engine = NULL;
+}
 
 specd_status specd_seq_store_create(size_t max_seqs, size_t max_tokens, specd_seq_store **out,
                                     specd_error *err) {
@@ -31,7 +43,7 @@ specd_status specd_seq_store_create(size_t max_seqs, size_t max_tokens, specd_se
 
 void specd_seq_store_destroy(specd_seq_store *s) {
     if (!s) return;
-    for (size_t i = 0; i < s->n; i++) specd_free(s->seqs[i].tokens);
+    for (size_t i = 0; i < s->n; i++) release(s, &s->seqs[i]);
     specd_free(s->seqs);
     specd_free(s);
 }
@@ -76,13 +88,14 @@ specd_status specd_seq_store_open(specd_seq_store *s, const SpecdWire__OpenSeq *
     fresh.min_p = m->sampling->has_min_p ? m->sampling->min_p : 0.0f;
     fresh.seed = m->seed;
     fresh.max_draft = m->has_max_draft ? m->max_draft : 0;
+    fresh.rule = m->has_rule ? (int)m->rule : 0;
     if (m->policy) snprintf(fresh.policy, sizeof fresh.policy, "%s", m->policy);
     SPECD_TRY(reserve(s, &fresh, m->n_prompt ? m->n_prompt : 1, err));
     if (m->n_prompt) memcpy(fresh.tokens, m->prompt, m->n_prompt * sizeof *fresh.tokens);
     fresh.n = m->n_prompt;
     specd_seq *old = find(s, m->seq_id);
     if (old) {
-        specd_free(old->tokens);
+        release(s, old);
         *old = fresh;
         return SPECD_OK;
     }
@@ -99,7 +112,7 @@ specd_status specd_seq_store_close(specd_seq_store *s, uint64_t id, specd_error 
     if (!q)
         return specd_fail(err, SPECD_E_STATE, "close_seq: sequence %llu is not open",
                           (unsigned long long)id);
-    specd_free(q->tokens);
+    release(s, q);
     *q = s->seqs[--s->n];
     return SPECD_OK;
 }

@@ -17,14 +17,20 @@ typedef struct specd_seq {
     uint64_t seed;
     char policy[65];
     uint32_t max_draft;
+    int rule; /* SpecdWire__AcceptRule */
+    void *engine; /* owner's per-sequence state (the verifier's acceptance engine), or NULL */
     uint32_t *tokens;
     size_t n, cap;
 } specd_seq;
 
 typedef struct specd_seq_store specd_seq_store;
 
+/* Releases a sequence's engine when the sequence is closed, replaced or the store destroyed. */
+typedef void (*specd_seq_engine_free_fn)(void *engine);
+
 specd_status specd_seq_store_create(size_t max_seqs, size_t max_tokens, specd_seq_store **out,
                                     specd_error *err);
+void specd_seq_store_set_engine_free(specd_seq_store *s, specd_seq_engine_free_fn fn);
 void specd_seq_store_destroy(specd_seq_store *s);
 specd_status specd_seq_store_open(specd_seq_store *s, const SpecdWire__OpenSeq *m,
                                   specd_error *err);

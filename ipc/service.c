@@ -12,6 +12,7 @@
 #include "common/status_internal.h"
 #include "ipc/schema_hash.h"
 #include "ipc/transport.h"
+#include "ipc/zap.h"
 
 #define MAX_PEERS 64
 #define RID_MAX 255
@@ -48,6 +49,7 @@ struct specd_ipc_service {
     char endpoint[256];
     specd_ipc_decoder *dec;
     specd_ipc_buffer_table *buffers;
+    specd_ipc_zap *zap;
     uint64_t instance;
     uint64_t started_ns;
     uint64_t requests, errors, proposes, verifies, commits;
@@ -108,6 +110,12 @@ specd_status specd_ipc_service_create(const specd_ipc_service_params *p,
             if (!s->ctx) st = specd_fail(err, SPECD_E_IO, "zmq_ctx_new: %s", zmq_strerror(errno));
         }
     }
+    if (st == SPECD_OK && p->n_curve_clients) {
+        if (!p->curve_secret)
+            st = specd_fail(err, SPECD_E_INVALID_ARG, "client keys given without a server key");
+        else
+            st = specd_ipc_zap_start(s->ctx, p->curve_clients, p->n_curve_clients, &s->zap, err);
+    }
     if (st == SPECD_OK) {
         specd_ipc_sockopts o = {.hwm = s->p.hwm,
                                 .max_frame = s->p.max_frame,
@@ -130,6 +138,7 @@ specd_status specd_ipc_service_create(const specd_ipc_service_params *p,
 void specd_ipc_service_destroy(specd_ipc_service *s) {
     if (!s) return;
     if (s->sock) zmq_close(s->sock); /* lingers up to drain_linger_ms to flush replies */
+    specd_ipc_zap_stop(s->zap);
     if (s->own_ctx && s->ctx) zmq_ctx_term(s->ctx);
     specd_ipc_buffer_table_destroy(s->buffers);
     specd_ipc_decoder_destroy(s->dec);
@@ -218,10 +227,19 @@ static specd_status do_verify(specd_ipc_service *s, const SpecdWire__Verify *v, 
         if (v->draft_tokens[i] >= s->p.model.vocab_size)
             return specd_fail(err, SPECD_E_FORMAT, "verify: draft token %zu = %u >= vocab %u", i,
                               v->draft_tokens[i], s->p.model.vocab_size);
+    specd_ipc_view qview = {0};
+    if (v->q) {
+        SPECD_TRY(specd_ipc_buffer_table_resolve(s->buffers, v->q, &qview, err));
+        if (qview.rank != 2 || qview.shape[0] != v->n_draft_tokens ||
+            qview.shape[1] != s->p.model.vocab_size)
+            return specd_fail(err, SPECD_E_MISMATCH, "verify: q of rank %u, want [%zu, %u]",
+                              qview.rank, v->n_draft_tokens, s->p.model.vocab_size);
+    }
     specd_ipc_verify_result *o = &r->result_out;
     memset(o, 0, sizeof *o);
-    SPECD_TRY(s->h.verify(s->h.user, v, &view, o, err));
+    SPECD_TRY(s->h.verify(s->h.user, v, &view, v->q ? &qview : NULL, o, err));
     SPECD_TRY(specd_ipc_view_recheck(&view, err));
+    if (v->q) SPECD_TRY(specd_ipc_view_recheck(&qview, err));
     if (o->n_emitted > rows || o->accepted > v->n_draft_tokens || o->n_stats > rows)
         return specd_fail(err, SPECD_E_INTERNAL, "verify handler returned %zu tokens", o->n_emitted);
     SpecdWire__Result res = SPECD_WIRE__RESULT__INIT;
@@ -232,7 +250,7 @@ static specd_status do_verify(specd_ipc_service *s, const SpecdWire__Verify *v, 
     res.emitted = o->emitted;
     for (size_t i = 0; i < o->n_stats; i++) {
         SpecdWire__PositionStat ps = SPECD_WIRE__POSITION_STAT__INIT;
-        ps.p_target = o->p_target[i];
+        ps.accept_prob = o->accept_prob[i];
         ps.accepted = o->position_accepted[i] != 0;
         r->pos[i] = ps;
         r->pos_ptr[i] = &r->pos[i];

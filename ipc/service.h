@@ -30,9 +30,11 @@ typedef struct specd_ipc_handlers {
                            int has_rollback, uint64_t rollback_to, specd_error *err);
     specd_status (*propose)(void *user, const SpecdWire__Propose *m, specd_ipc_draft_out *out,
                             specd_error *err);
-    /* logits: the resolved target logits ([n_draft + 1, vocab]) or the inline ones. */
+    /* logits: the resolved target logits ([rows, vocab], rows = n_draft + 1) or the inline ones;
+     * q: the resolved draft distributions ([n_draft, vocab]) or NULL. */
     specd_status (*verify)(void *user, const SpecdWire__Verify *m, const specd_ipc_view *logits,
-                           specd_ipc_verify_result *out, specd_error *err);
+                           const specd_ipc_view *q, specd_ipc_verify_result *out,
+                           specd_error *err);
     specd_status (*seq_info)(void *user, uint64_t seq_id, uint64_t *length, uint64_t *hash,
                              specd_error *err);
     uint64_t (*sequences_open)(void *user);
@@ -49,6 +51,11 @@ typedef struct specd_ipc_service_params {
     int send_timeout_ms;
     int drain_linger_ms;   /* how long replies may take to flush at shutdown */
     const char *curve_secret; /* tcp:// only: the server's secret key (Z85) */
+    /* tcp:// only: public keys (Z85) of the clients admitted; none = any client that completes
+     * the CURVE handshake (i.e. knows the server key). Needs the service's own zmq context or
+     * no other ZAP handler in the shared one. */
+    const char *const *curve_clients;
+    size_t n_curve_clients;
     size_t max_buffers;
 } specd_ipc_service_params;
 

@@ -120,6 +120,7 @@ static specd_status configure(void *s, int type, const specd_ipc_sockopts *o, sp
     }
     if (o->curve_server) {
         SPECD_TRY(setint(s, ZMQ_CURVE_SERVER, 1, "CURVE_SERVER", err));
+        SPECD_TRY(setopt(s, ZMQ_ZAP_DOMAIN, "specd", 5, "ZAP_DOMAIN", err));
         SPECD_TRY(setopt(s, ZMQ_CURVE_SECRETKEY, o->curve_secret, 40, "CURVE_SECRETKEY", err));
     } else if (o->curve_server_public) {
         SPECD_TRY(setopt(s, ZMQ_CURVE_SERVERKEY, o->curve_server_public, 40, "CURVE_SERVERKEY",

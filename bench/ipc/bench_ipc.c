@@ -66,7 +66,9 @@ static specd_status h_propose(void *u, const SpecdWire__Propose *m, specd_ipc_dr
 }
 
 static specd_status h_verify(void *u, const SpecdWire__Verify *m, const specd_ipc_view *v,
-                             specd_ipc_verify_result *o, specd_error *err) {
+                             const specd_ipc_view *q, specd_ipc_verify_result *o,
+                             specd_error *err) {
+    (void)q;
     (void)u;
     (void)err;
     verify_greedy(v->data, m->draft_tokens, m->n_draft_tokens, o);

@@ -70,6 +70,16 @@ typedef struct specd_ipc_sampling {
     float min_p;     /* 0 = off */
 } specd_ipc_sampling;
 
+/* How the verifier decides (specd/accept.h): COUPLED (default) is token-identical to plain
+ * decoding with the same seed. */
+typedef enum specd_ipc_accept_rule {
+    SPECD_IPC_ACCEPT_COUPLED = 0,
+    SPECD_IPC_ACCEPT_GREEDY = 1,
+    SPECD_IPC_ACCEPT_REJECTION = 2
+} specd_ipc_accept_rule;
+
+/* Keyed sampling uses (seed, seq_id truncated to 32 bits, position), position being the index of
+ * a token in the sequence's history (prompt first). */
 typedef struct specd_ipc_seq_params {
     uint64_t seq_id;
     const uint32_t *prompt; /* borrowed during the call; the client keeps a copy */
@@ -78,6 +88,7 @@ typedef struct specd_ipc_seq_params {
     uint64_t seed;
     const char *policy;  /* may be NULL */
     uint32_t max_draft;  /* 0 = the daemon's default */
+    specd_ipc_accept_rule rule;
 } specd_ipc_seq_params;
 
 typedef struct specd_ipc_stats {
@@ -201,12 +212,14 @@ typedef struct specd_ipc_verify_result {
     size_t n_emitted;   /* accepted + 1 (the correction or bonus token) */
     uint32_t emitted[SPECD_IPC_MAX_DRAFT + 1];
     size_t n_stats;
-    float p_target[SPECD_IPC_MAX_DRAFT + 1];
+    float accept_prob[SPECD_IPC_MAX_DRAFT + 1]; /* per examined draft position */
     uint8_t position_accepted[SPECD_IPC_MAX_DRAFT + 1];
 } specd_ipc_verify_result;
 
 /* Sends a verify request: the draft (chain order) and the target logits by reference
- * (shape [n_draft + 1, vocab]). */
+ * (f32, shape [n_draft + 1, vocab], on the host for the CPU engine). On success the emitted
+ * tokens are appended to the sequence's history here and on the verifier (no Commit needed);
+ * tokens the host emits without the verifier (its fallback) go through specd_ipc_client_commit. */
 specd_status specd_ipc_client_verify(specd_ipc_client *client, uint64_t seq_id, uint64_t step,
                                      const uint32_t *draft, size_t n_draft,
                                      const specd_ipc_ref *target_logits,

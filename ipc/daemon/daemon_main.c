@@ -27,6 +27,8 @@ static void usage(FILE *f, const char *program, const char *description, const c
             "  --vocab N              model vocabulary size the host must match [49152]\n"
             "  --tokenizer-hash HEX   tokenizer hash the host must match [0]\n"
             "  --curve-secret-file F  file holding this server's CURVE secret key (40 Z85 chars)\n"
+            "  --curve-clients-file F file of admitted client public keys, one per line; without\n"
+            "                         it any client that knows the server key is admitted\n"
             "  --max-frame BYTES      largest frame accepted [1048576]\n"
             "  --verbose              log debug lines too\n"
             "  --help                 this text\n\n"
@@ -52,6 +54,10 @@ int specd_daemon_main(int argc, char **argv, const char *program, specd_ipc_role
     specd_ipc_service_params p = specd_ipc_service_default_params(role);
     p.model.vocab_size = 49152;
     char key[41] = {0};
+    enum { MAX_CLIENT_KEYS = 64 };
+    char client_keys[MAX_CLIENT_KEYS][41];
+    const char *client_ptrs[MAX_CLIENT_KEYS];
+    size_t n_clients = 0;
     int verbose = 0;
     const char *name = role == SPECD_IPC_ROLE_DRAFTER ? "drafter" : "verifier";
     char default_ep[256] = "(unavailable)";
@@ -60,6 +66,7 @@ int specd_daemon_main(int argc, char **argv, const char *program, specd_ipc_role
         {"endpoint", required_argument, 0, 'e'},  {"vocab", required_argument, 0, 'v'},
         {"tokenizer-hash", required_argument, 0, 't'},
         {"curve-secret-file", required_argument, 0, 'c'},
+        {"curve-clients-file", required_argument, 0, 'C'},
         {"max-frame", required_argument, 0, 'm'}, {"verbose", no_argument, 0, 'V'},
         {"help", no_argument, 0, 'h'},            {0, 0, 0, 0}};
     int o;
@@ -91,6 +98,31 @@ int specd_daemon_main(int argc, char **argv, const char *program, specd_ipc_role
             }
             p.curve_secret = key;
             break;
+        case 'C': {
+            FILE *f = fopen(optarg, "r");
+            if (!f) {
+                fprintf(stderr, "%s: %s: %s\n", program, optarg, strerror(errno));
+                return 2;
+            }
+            char line[128];
+            while (n_clients < MAX_CLIENT_KEYS && fgets(line, sizeof line, f)) {
+                size_t n = strcspn(line, " \r\n");
+                if (n == 0 || line[0] == '#') continue;
+                if (n != 40) {
+                    fprintf(stderr, "%s: %s: a key is not 40 Z85 characters\n", program, optarg);
+                    fclose(f);
+                    return 2;
+                }
+                memcpy(client_keys[n_clients], line, 40);
+                client_keys[n_clients][40] = 0;
+                client_ptrs[n_clients] = client_keys[n_clients];
+                n_clients++;
+            }
+            fclose(f);
+            p.curve_clients = client_ptrs;
+            p.n_curve_clients = n_clients;
+            break;
+        }
         case 'm': {
             unsigned long v = strtoul(optarg, &end, 10);
             if (!*optarg || *end || v < 1024 || v > (1ul << 30)) {

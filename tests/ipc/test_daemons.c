@@ -12,6 +12,7 @@
 #include "ipc/frame.h"
 #include "ipc/schema_hash.h"
 #include "ipc/transport.h"
+#include "specd/sampling.h"
 
 static const char *drafter_bin, *verifier_bin;
 static const specd_ipc_fingerprint model = {TEST_VOCAB, TEST_TOKHASH};
@@ -103,11 +104,37 @@ static void test_drafter_sequences(void **state) {
     assert_int_equal(specd_ipc_client_history(c, 3, &mylen, &myhash, &err), SPECD_OK);
     assert_int_equal(len, 24);
     assert_int_equal(hash, myhash);
+    /* ngram proposes what followed the last earlier occurrence of the suffix. */
+    uint32_t rep[8] = {5, 6, 7, 8, 9, 5, 6, 7};
+    specd_ipc_seq_params sr = {.seq_id = 4, .prompt = rep, .n_prompt = 8,
+                               .sampling = {.temperature = 0.0f, .top_p = 1.0f},
+                               .policy = "ngram:n=3", .max_draft = 8};
+    assert_int_equal(specd_ipc_client_open_seq(c, &sr, &err), SPECD_OK);
     uint32_t draft[8];
     size_t n = 0;
-    assert_int_equal(specd_ipc_client_propose(c, 3, 1, NULL, 0, draft, 8, &n, &err),
-                     SPECD_E_UNSUPPORTED);
-    assert_non_null(strstr(err.message, "ngram"));
+    if (specd_ipc_client_propose(c, 4, 1, NULL, 0, draft, 8, &n, &err) != SPECD_OK)
+        fail_msg("propose: %s", err.message);
+    assert_true(n >= 2);
+    assert_int_equal(draft[0], 8);
+    assert_int_equal(draft[1], 9);
+    /* The commit piggybacked on the next propose moves the drafter on: after "8" the suffix
+     * "6 7 8" continues with 9. */
+    uint32_t acc[1] = {8};
+    assert_int_equal(specd_ipc_client_propose(c, 4, 2, acc, 1, draft, 8, &n, &err), SPECD_OK);
+    assert_true(n >= 1);
+    assert_int_equal(draft[0], 9);
+    assert_int_equal(specd_ipc_client_seq_info(c, 4, &len, &hash, &err), SPECD_OK);
+    assert_int_equal(len, 9);
+    /* Unknown and self-speculative policies are refused at open, and not kept by the client. */
+    specd_ipc_seq_params bad = sr;
+    bad.seq_id = 5;
+    bad.policy = "no-such-policy";
+    assert_int_equal(specd_ipc_client_open_seq(c, &bad, &err), SPECD_E_INVALID_ARG);
+    assert_non_null(strstr(err.message, "no-such-policy"));
+    assert_int_equal(specd_ipc_client_history(c, 5, &len, &hash, &err), SPECD_E_STATE);
+    bad.policy = "ngram:bogus=1";
+    assert_int_equal(specd_ipc_client_open_seq(c, &bad, &err), SPECD_E_INVALID_ARG);
+    assert_true(specd_ipc_client_connected(c));
     specd_ipc_client_destroy(c);
     finish(&f);
 }
@@ -140,19 +167,48 @@ static void test_verifier_buffers(void **state) {
     assert_int_equal(count_ours(), 0);
     uint32_t prompt[1] = {1};
     specd_ipc_seq_params sq = {.seq_id = 1, .prompt = prompt, .n_prompt = 1,
-                               .sampling = {.temperature = 1.0f, .top_p = 1.0f}};
+                               .sampling = {.temperature = 1.0f, .top_p = 1.0f},
+                               .rule = SPECD_IPC_ACCEPT_COUPLED};
     assert_int_equal(specd_ipc_client_open_seq(c, &sq, &err), SPECD_OK);
+    /* Logits for K + 1 rows; the draft is the keyed sample of rows 0-2, then a wrong token, so
+     * the coupled rule must accept exactly 3 and emit row 3's keyed sample. */
+    float *logits = specd_ipc_buffer_data(b);
+    for (size_t i = 0; i < (size_t)(K + 1) * V; i++)
+        logits[i] = (float)((i * 2654435761u) % 1000u) * 0.004f;
+    specd_sampling_params spp = specd_sampling_default_params();
+    specd_sampler *sampler = NULL;
+    assert_int_equal(specd_sampler_create(&spp, V, &sampler, &err), SPECD_OK);
+    uint32_t draft[K] = {1, 2, 3, 4, 5, 6, 7, 8};
+    int32_t keyed[K + 1];
+    for (uint32_t i = 0; i <= K; i++) {
+        specd_sample_key key = {.seed = 0, .sequence = 1, .position = 1 + i};
+        assert_int_equal(specd_sampler_sample(sampler, logits + (size_t)i * V, V, key, &keyed[i],
+                                              &err),
+                         SPECD_OK);
+    }
+    specd_sampler_destroy(sampler);
+    for (int i = 0; i < 3; i++) draft[i] = (uint32_t)keyed[i];
+    draft[3] = (uint32_t)(keyed[3] + 1) % V;
     uint64_t seq;
     assert_int_equal(specd_ipc_buffer_publish(b, NULL, &seq, &err), SPECD_OK);
     uint64_t shape[2] = {K + 1, V};
     specd_ipc_ref r;
     assert_int_equal(specd_ipc_buffer_ref(b, 0, 2, shape, SPECD_IPC_F32, seq, &r, &err), SPECD_OK);
-    uint32_t draft[K] = {1, 2, 3, 4, 5, 6, 7, 8};
     specd_ipc_verify_result res;
-    /* A valid reference reaches the acceptance step, which is not linked in yet. */
-    assert_int_equal(specd_ipc_client_verify(c, 1, 1, draft, K, &r, &res, &err),
-                     SPECD_E_UNSUPPORTED);
-    assert_non_null(strstr(err.message, "acceptance engine"));
+    if (specd_ipc_client_verify(c, 1, 1, draft, K, &r, &res, &err) != SPECD_OK)
+        fail_msg("verify: %s", err.message);
+    assert_int_equal(res.accepted, 3);
+    assert_int_equal(res.n_emitted, 4);
+    for (int i = 0; i < 3; i++) assert_int_equal(res.emitted[i], draft[i]);
+    assert_int_equal(res.emitted[3], keyed[3]);
+    assert_int_equal(res.n_stats, 4);
+    assert_true(res.position_accepted[2] && !res.position_accepted[3]);
+    /* Both sides appended the emitted tokens. */
+    uint64_t len, hash, mylen, myhash;
+    assert_int_equal(specd_ipc_client_seq_info(c, 1, &len, &hash, &err), SPECD_OK);
+    assert_int_equal(specd_ipc_client_history(c, 1, &mylen, &myhash, &err), SPECD_OK);
+    assert_int_equal(len, 5);
+    assert_int_equal(hash, myhash);
     /* Stale, out of bounds, wrong shape: refused by the daemon before any use. */
     uint64_t seq2;
     assert_int_equal(specd_ipc_buffer_publish(b, NULL, &seq2, &err), SPECD_OK);

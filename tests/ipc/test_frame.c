@@ -105,7 +105,7 @@ static built make_result(void) {
     for (int i = 0; i < 3; i++) {
         SpecdWire__PositionStat init = SPECD_WIRE__POSITION_STAT__INIT;
         st[i] = init;
-        st[i].p_target = 0.5f;
+        st[i].accept_prob = 0.5f;
         st[i].accepted = i < 2;
         stp[i] = &st[i];
     }
@@ -229,8 +229,9 @@ static void test_size_checked_before_unpack(void **state) {
 
 static void test_bounded_allocator(void **state) {
     (void)state;
-    /* A frame of empty unknown fields: 2 bytes each on the wire, a 24-byte record each once
-     * unpacked. The arena refuses instead of growing. */
+    /* A frame repeating an empty sub-message of the oneof (field 15, DetachBuffer): 2 bytes on
+     * the wire, a fresh struct each once unpacked (protobuf-c frees the previous one, which
+     * the arena does not reclaim). The arena refuses instead of growing. */
     size_t max = 1 << 16;
     specd_ipc_decoder *d = new_decoder(max);
     built h = make_hello();
@@ -238,7 +239,7 @@ static void test_bounded_allocator(void **state) {
     uint8_t *buf = specd_alloc(n);
     memcpy(buf, h.bytes, h.len);
     for (size_t i = h.len; i + 1 < n; i += 2) {
-        buf[i] = (15 << 3) | 2; /* field 15, length-delimited */
+        buf[i] = (15 << 3) | 2; /* field 15, length-delimited, length 0 */
         buf[i + 1] = 0;
     }
     built b = {buf, n - ((n - h.len) % 2)};
@@ -281,6 +282,41 @@ static void test_semantic_checks(void **state) {
     specd_ipc_decoder_destroy(d);
 }
 
+static void test_unknown_fields_refused(void **state) {
+    (void)state;
+    specd_ipc_decoder *d = new_decoder(0);
+    built h = make_hello();
+    uint8_t buf[128];
+    memcpy(buf, h.bytes, h.len);
+    /* Field 99 (varint) at the top level: not in this schema. */
+    buf[h.len] = 0x98; /* (99 << 3) | 0 as a varint */
+    buf[h.len + 1] = 0x06;
+    buf[h.len + 2] = 1;
+    built b = {buf, h.len + 3};
+    expect_refused(d, b, "unknown to this schema");
+    /* Field number 0 inside a nested BufferRef (what the fuzzer found first). */
+    built v = make_verify(9, 2, 0);
+    specd_error err;
+    assert_int_equal(decode(d, v, &err), SPECD_OK);
+    specd_free(v.bytes);
+    specd_free(h.bytes);
+    FILE *f = NULL;
+    const char *src = getenv("SPECD_SOURCE_DIR");
+    if (src) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/tests/fuzz/corpus/fuzz_frame/regress-field-number-0", src);
+        f = fopen(path, "rb");
+    }
+    if (f) {
+        uint8_t r[256];
+        size_t n = fread(r, 1, sizeof r, f);
+        fclose(f);
+        built rb = {r, n};
+        assert_int_equal(decode(d, rb, &err), SPECD_E_FORMAT);
+    }
+    specd_ipc_decoder_destroy(d);
+}
+
 static int write_seeds(const char *dir) {
     built all[] = {make_hello(), make_open(0.7f), make_verify(9, 2, 0), make_attach("/specd-1-2-3"),
                    make_result(), make_propose()};
@@ -303,6 +339,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_size_checked_before_unpack),
         cmocka_unit_test(test_bounded_allocator),
         cmocka_unit_test(test_semantic_checks),
+        cmocka_unit_test(test_unknown_fields_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -279,6 +279,27 @@ static void test_curve_refuses_unauthenticated(void **state) {
     assert_int_equal(st.requests, 4);
     specd_ipc_client_destroy(c);
     test_service_stop(&t);
+
+    /* With an allow-list of client keys (ZAP), a client with a valid handshake but a key not on
+     * the list is refused too. */
+    const char *allowed[1] = {cpub};
+    sp.endpoint = "tcp://127.0.0.1:47312";
+    sp.curve_clients = allowed;
+    sp.n_curve_clients = 1;
+    assert_int_equal(test_service_start(&t, &sp, NULL, &err), SPECD_OK);
+    p.endpoint = sp.endpoint;
+    p.curve_server_public = spub;
+    assert_int_equal(specd_ipc_client_create(&p, SPECD_IPC_ROLE_DRAFTER, &model, &c, &err),
+                     SPECD_OK);
+    assert_int_equal(specd_ipc_client_ping(c, &err), SPECD_OK);
+    specd_ipc_client_destroy(c);
+    p.curve_public = opub;
+    p.curve_secret = osec;
+    assert_int_equal(specd_ipc_client_create(&p, SPECD_IPC_ROLE_DRAFTER, &model, &c, &err),
+                     SPECD_OK);
+    assert_int_equal(specd_ipc_client_ping(c, &err), SPECD_E_TIMEOUT);
+    specd_ipc_client_destroy(c);
+    test_service_stop(&t);
 }
 
 static void test_timeout_is_finite(void **state) {

@@ -1,18 +1,28 @@
-/* specd-verifier's handlers: the sequences it verifies for. Target logits arrive by reference to
- * a shared buffer and are resolved and bounds/staleness-checked by the service loop before a
- * verify handler sees them. The decision itself belongs to the acceptance engine
- * (verifier/accept, include/specd/accept.h); until that engine is linked in, Verify is answered
- * SPECD_E_UNSUPPORTED (the host then accepts in-process) rather than with a made-up result. */
+/* specd-verifier's handlers: the sequences it verifies for, each with its own acceptance engine
+ * (verifier/accept, include/specd/accept.h; made on the first Verify with the sequence's sampling
+ * parameters and rule). Target logits (and q) arrive by reference to a shared buffer and are
+ * resolved and bounds/staleness-checked by the service loop before they get here. The emitted
+ * tokens are appended to the sequence's history, which gives the next draft's position. */
 #include "verifier/daemon/verifier_service.h"
+
+#include <string.h>
 
 #include "common/alloc.h"
 #include "common/status_internal.h"
 #include "ipc/frame.h"
 #include "ipc/seq_store.h"
+#include "specd/accept.h"
 
 typedef struct verifier {
     specd_seq_store *seqs;
+    uint32_t vocab;
+    /* scratch for one call: ids as the engine wants them, and its outputs */
+    int32_t draft[SPECD_IPC_MAX_DRAFT], parent[SPECD_IPC_MAX_DRAFT];
+    int32_t tokens[SPECD_IPC_MAX_DRAFT + 1], path[SPECD_IPC_MAX_DRAFT];
+    float accept_prob[SPECD_IPC_MAX_DRAFT];
 } verifier;
+
+static void engine_free(void *e) { specd_accept_destroy(e); }
 
 static specd_status on_open(void *user, const SpecdWire__OpenSeq *m, specd_error *err) {
     verifier *v = user;
@@ -30,14 +40,79 @@ static specd_status on_commit(void *user, uint64_t seq_id, const uint32_t *token
     return specd_seq_store_commit(v->seqs, seq_id, tokens, n, has_rollback, rollback_to, err);
 }
 
+static specd_status engine_for(verifier *v, specd_seq *q, specd_error *err) {
+    if (q->engine) return SPECD_OK;
+    specd_accept_params p = specd_accept_default_params();
+    p.rule = q->rule == SPECD_WIRE__ACCEPT_RULE__ACCEPT_GREEDY      ? SPECD_ACCEPT_GREEDY
+             : q->rule == SPECD_WIRE__ACCEPT_RULE__ACCEPT_REJECTION ? SPECD_ACCEPT_REJECTION
+                                                                    : SPECD_ACCEPT_COUPLED;
+    p.sampling.temperature = q->temperature;
+    p.sampling.top_k = (int32_t)q->top_k;
+    p.sampling.top_p = q->top_p;
+    p.sampling.min_p = q->min_p;
+    p.max_k = SPECD_IPC_MAX_DRAFT;
+    p.max_vocab = (int32_t)v->vocab;
+    specd_accept *a = NULL;
+    SPECD_TRY(specd_accept_create(&p, &a, err));
+    q->engine = a;
+    return SPECD_OK;
+}
+
 static specd_status on_verify(void *user, const SpecdWire__Verify *m, const specd_ipc_view *logits,
-                              specd_ipc_verify_result *out, specd_error *err) {
+                              const specd_ipc_view *qv, specd_ipc_verify_result *out,
+                              specd_error *err) {
     verifier *v = user;
-    if (!specd_seq_store_get(v->seqs, m->seq_id, err)) return err ? err->status : SPECD_E_STATE;
-    (void)logits;
-    (void)out;
-    return specd_fail(err, SPECD_E_UNSUPPORTED,
-                      "verify: the acceptance engine is not linked into this verifier build");
+    specd_seq *q = specd_seq_store_get(v->seqs, m->seq_id, err);
+    if (!q) return SPECD_E_STATE;
+    if (m->n_draft_tokens == 0)
+        return specd_fail(err, SPECD_E_INVALID_ARG, "verify: empty draft");
+    if (logits->dtype != SPECD_IPC_F32 || logits->on_device || (qv && (qv->dtype != SPECD_IPC_F32 ||
+                                                                      qv->on_device)))
+        return specd_fail(err, SPECD_E_UNSUPPORTED,
+                          "verify: this engine reads f32 logits in host memory");
+    if (q->n > UINT32_MAX - SPECD_IPC_MAX_DRAFT)
+        return specd_fail(err, SPECD_E_INVALID_ARG, "verify: position past 2^32");
+    SPECD_TRY(engine_for(v, q, err));
+    size_t k = m->n_draft_tokens;
+    for (size_t i = 0; i < k; i++) v->draft[i] = (int32_t)m->draft_tokens[i];
+    specd_sample_key key = {.seed = q->seed, .sequence = (uint32_t)m->seq_id,
+                            .position = (uint32_t)q->n};
+    int32_t n_emitted, n_accepted;
+    if (m->n_parents == 0) {
+        specd_chain_input in = {.k = (int32_t)k, .draft = v->draft,
+                                .draft_probs = qv ? qv->data : NULL,
+                                .q_vocab = (int32_t)v->vocab, .target_logits = logits->data,
+                                .n_vocab = (int32_t)v->vocab, .key = key};
+        specd_chain_result res = {.tokens = v->tokens, .accept_prob = v->accept_prob};
+        SPECD_TRY(specd_accept_chain(q->engine, &in, &res, err));
+        n_emitted = res.n_emitted;
+        n_accepted = res.n_accepted;
+        size_t examined = (size_t)n_accepted < k ? (size_t)n_accepted + 1 : k;
+        for (size_t i = 0; i < examined; i++) {
+            out->accept_prob[i] = v->accept_prob[i];
+            out->position_accepted[i] = i < (size_t)n_accepted;
+        }
+        out->n_stats = examined;
+    } else {
+        for (size_t i = 0; i < k; i++) v->parent[i] = m->parents[i];
+        specd_tree_input in = {.n_nodes = (int32_t)k, .parent = v->parent, .token = v->draft,
+                               .draft_probs = qv ? qv->data : NULL,
+                               .q_vocab = (int32_t)v->vocab, .target_logits = logits->data,
+                               .n_vocab = (int32_t)v->vocab, .key = key};
+        specd_tree_result res = {.path = v->path, .tokens = v->tokens};
+        SPECD_TRY(specd_accept_tree(q->engine, &in, &res, err));
+        n_emitted = res.n_emitted;
+        n_accepted = res.n_accepted;
+        out->n_stats = 0;
+    }
+    /* Advance the history first: if that fails, nothing was decided. */
+    uint32_t emitted[SPECD_IPC_MAX_DRAFT + 1];
+    for (int32_t i = 0; i < n_emitted; i++) emitted[i] = (uint32_t)v->tokens[i];
+    SPECD_TRY(specd_seq_store_commit(v->seqs, m->seq_id, emitted, (size_t)n_emitted, 0, 0, err));
+    memcpy(out->emitted, emitted, (size_t)n_emitted * sizeof *emitted);
+    out->n_emitted = (size_t)n_emitted;
+    out->accepted = (uint32_t)n_accepted;
+    return SPECD_OK;
 }
 
 static specd_status on_info(void *user, uint64_t seq_id, uint64_t *length, uint64_t *hash,
@@ -57,14 +132,15 @@ static uint64_t on_count(void *user) {
 
 specd_status specd_verifier_handlers_create(const specd_ipc_service_params *p,
                                             specd_ipc_handlers *h, specd_error *err) {
-    (void)p;
     verifier *v = specd_alloc_array(1, sizeof *v);
     if (!v) return specd_fail(err, SPECD_E_NOMEM, "verifier: out of memory");
+    v->vocab = p->model.vocab_size;
     specd_status st = specd_seq_store_create(4096, (size_t)1 << 20, &v->seqs, err);
     if (st != SPECD_OK) {
         specd_free(v);
         return st;
     }
+    specd_seq_store_set_engine_free(v->seqs, engine_free);
     specd_ipc_handlers x = {.user = v,
                             .open_seq = on_open,
                             .close_seq = on_close,

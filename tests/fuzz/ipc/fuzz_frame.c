@@ -11,8 +11,10 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    specd_ipc_decoder *dec = NULL;
-    if (specd_ipc_decoder_create(1 << 16, &dec, NULL) != SPECD_OK) abort();
+    /* One decoder for the whole run, as a daemon keeps one: this also checks that a refused
+     * frame leaves it usable. */
+    static specd_ipc_decoder *dec;
+    if (!dec && specd_ipc_decoder_create(1 << 16, &dec, NULL) != SPECD_OK) abort();
     const SpecdWire__Envelope *env = NULL;
     if (specd_ipc_frame_decode(dec, data, size, &env, NULL) == SPECD_OK) {
         uint8_t *again = NULL;
@@ -27,6 +29,5 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         specd_ipc_decoder_destroy(dec2);
         specd_free(again);
     }
-    specd_ipc_decoder_destroy(dec);
     return 0;
 }

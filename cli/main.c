@@ -13,6 +13,7 @@ typedef struct command {
 static const command commands[] = {
     {"version", specd_cmd_version, "print the library version"},
     {"inspect", specd_cmd_inspect, "show a GGUF model's metadata, tokenizer and tensors"},
+    {"generate", specd_cmd_generate, "generate text from a prompt on the CPU runtime"},
 };
 
 static void usage(FILE *out) {

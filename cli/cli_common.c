@@ -11,9 +11,13 @@ void cli_options_init(cli_options *o) {
     o->max_draft = 8;
     o->n_predict = 128;
     o->chat = 1;
+    /* llama.cpp's sampling defaults, so the two tools compare like for like */
     o->sampling = specd_sampling_default_params();
-    o->sampling.temperature = 0.0f;
-    o->seed = 42;
+    o->sampling.temperature = 0.8f;
+    o->sampling.top_k = 40;
+    o->sampling.top_p = 0.95f;
+    o->sampling.min_p = 0.05f;
+    o->seed = 0;
     o->rule = SPECD_ACCEPT_COUPLED;
     o->adaptive = 1;
 }
@@ -109,9 +113,9 @@ void cli_print_shared_help(FILE *out) {
             "  -m, --model PATH     GGUF model (default: the default model, see scripts/fetch-model)\n"
             "  -n N                 tokens to generate (default 128)\n"
             "  --chat | --raw       wrap the prompt in the model's chat template (default) or not\n"
-            "  --temp T             temperature, 0 = greedy (default 0)\n"
-            "  --top-k K --top-p P --min-p M   sampling filters (default off)\n"
-            "  --seed S             sampling seed (default 42)\n"
+            "  --temp T             temperature, 0 = greedy (default 0.8)\n"
+            "  --top-k K --top-p P --min-p M   filters (default 40, 0.95, 0.05; 0/1/0 = off)\n"
+            "  --seed S             sampling seed (default 0)\n"
             "  --policy NAME        proposal policy: none, ngram (default none = plain decoding)\n"
             "  --policy-opts S      policy options, \"key=value,...\"\n"
             "  --draft-max K        most proposals per step (default 8)\n"

@@ -195,8 +195,9 @@ SPECD_INLINE int lanesum_body(const float *v, int32_t n, float *acc) {
  * -ln(1 - u) <= ln2 (24 - floor(log2 d)), read from d's exponent field. When no token's bound
  * plus a 1/64 margin (far above the rounding of z + G) reaches the best, none can win; otherwise
  * the exact Gumbel values decide. */
-SPECD_INLINE void fold8(const float *l, int32_t x0, float t, specd_v8u w, float *best,
+SPECD_INLINE void fold8(const float *l, int32_t x0, float t, const specd_v8u *wp, float *best,
                         int32_t *best_i) {
+    specd_v8u w = *wp; /* by pointer: clang rejects 256-bit by-value calls across targets */
     specd_v8f a = v8_load(l + x0);
     if (t != 1.0f) a = a / v8_splat(t);
     specd_v8u dd = v8u_splat(0x00ffffffu) - ((w >> 9) << 1);
@@ -232,7 +233,7 @@ SPECD_INLINE void scores_body(const float *l, int32_t b0, float t, const uint32_
         specd_v8u w[4];
         v4_tokens(c, w);
         v4_tokens(d, w + 2);
-        for (int i = 0; i < 4; i++) fold8(l, b0 + h + 8 * i, t, w[i], best, best_i);
+        for (int i = 0; i < 4; i++) fold8(l, b0 + h + 8 * i, t, &w[i], best, best_i);
     }
 }
 
@@ -320,14 +321,19 @@ __attribute__((target("avx2"))) static void scores_avx2(const float *l, int32_t 
         uint32_t g0 = (uint32_t)(b0 + h) >> 2;
         specd_v8u c[4];
         c[0] = (specd_v8u){g0, g0 + 1, g0 + 2, g0 + 3, g0 + 4, g0 + 5, g0 + 6, g0 + 7};
-        c[1] = v8u_splat(ctr[1]);
-        c[2] = v8u_splat(ctr[2]);
-        c[3] = v8u_splat(ctr[3]);
-        specd_v8u k0 = v8u_splat(kk[0]), k1 = v8u_splat(kk[1]);
+        /* vector literals rather than v8u_splat: no 256-bit values cross into baseline code */
+        for (int j = 1; j < 4; j++)
+            c[j] = (specd_v8u){ctr[j], ctr[j], ctr[j], ctr[j], ctr[j], ctr[j], ctr[j], ctr[j]};
+        specd_v8u k0 = {kk[0], kk[0], kk[0], kk[0], kk[0], kk[0], kk[0], kk[0]};
+        specd_v8u k1 = {kk[1], kk[1], kk[1], kk[1], kk[1], kk[1], kk[1], kk[1]};
+        const specd_v8u w0 = {SPECD_PHILOX_W0, SPECD_PHILOX_W0, SPECD_PHILOX_W0, SPECD_PHILOX_W0,
+                              SPECD_PHILOX_W0, SPECD_PHILOX_W0, SPECD_PHILOX_W0, SPECD_PHILOX_W0};
+        const specd_v8u w1 = {SPECD_PHILOX_W1, SPECD_PHILOX_W1, SPECD_PHILOX_W1, SPECD_PHILOX_W1,
+                              SPECD_PHILOX_W1, SPECD_PHILOX_W1, SPECD_PHILOX_W1, SPECD_PHILOX_W1};
         for (int r = 0; r < 10; r++) {
             if (r > 0) { /* vector adds: rebuilding a splat each round costs inserts */
-                k0 += v8u_splat(SPECD_PHILOX_W0);
-                k1 += v8u_splat(SPECD_PHILOX_W1);
+                k0 += w0;
+                k1 += w1;
             }
             specd_v8u h0, l0, h1, l1;
             mulhilo_avx2(c[0], SPECD_PHILOX_M0, &h0, &l0);
@@ -347,7 +353,7 @@ __attribute__((target("avx2"))) static void scores_avx2(const float *l, int32_t 
         w[1] = __builtin_shufflevector(u0, u2, 4, 5, 12, 13, 6, 7, 14, 15);
         w[2] = __builtin_shufflevector(u1, u3, 0, 1, 8, 9, 2, 3, 10, 11);
         w[3] = __builtin_shufflevector(u1, u3, 4, 5, 12, 13, 6, 7, 14, 15);
-        for (int i = 0; i < 4; i++) fold8(l, b0 + h + 8 * i, t, w[i], best, best_i);
+        for (int i = 0; i < 4; i++) fold8(l, b0 + h + 8 * i, t, &w[i], best, best_i);
     }
 }
 __attribute__((target("avx2"))) static void weights_avx2(const float *l, int32_t n, float t,

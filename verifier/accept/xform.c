@@ -287,7 +287,7 @@ static void scores_base(const float *l, int32_t b0, float t, const uint32_t kk[2
                         const uint32_t ctr[4], float *best, int32_t *best_i) {
     scores_body(l, b0, t, kk, ctr, best, best_i);
 }
-#if defined(__x86_64__)
+#if defined(__x86_64__) && !defined(SPECD_FORCE_BASELINE) /* the latter: tests of the SSE2 path */
 #define SPECD_HAVE_AVX2_PATH 1
 __attribute__((target("avx2"))) static int check_avx2(const float *l, int32_t n, float *bmax,
                                                       float *gmax, float *gmin) {

@@ -249,6 +249,38 @@ SPECD_INLINE void weights_body(const float *l, int32_t n, float t, float zmax, f
     for (; i < n; i++) w[i] = specd_fast_exp_neg((unit ? l[i] : l[i] / t) - zmax) / z;
 }
 
+/* weights_body with z = 1 and bsum_body fused: one pass writes e and its block sums (the same
+ * additions in the same order as bsum_body, so the same bits). */
+SPECD_INLINE void weights_bsum_body(const float *l, int32_t n, float t, float zmax, float *w,
+                                    float *bsum) {
+    const int unit = t == 1.0f;
+    int32_t b = 0;
+    for (; b + SPECD_BLOCK <= n; b += SPECD_BLOCK) {
+        specd_v8f acc = v8_splat(0.0f);
+        for (int32_t i = 0; i < SPECD_BLOCK; i += 8) {
+            specd_v8f a = v8_load(l + b + i);
+            if (!unit) a = a / v8_splat(t);
+            specd_v8f e = v8_exp_neg(a - v8_splat(zmax));
+            v8_store(w + b + i, e);
+            acc = i == 0 ? e : acc + e;
+        }
+        float l4[4];
+        for (int j = 0; j < 4; j++) l4[j] = acc[j] + acc[j + 4];
+        l4[0] = l4[0] + l4[2];
+        l4[1] = l4[1] + l4[3];
+        bsum[b / SPECD_BLOCK] = l4[0] + l4[1];
+    }
+    if (b < n) {
+        for (int32_t x = b; x < n; x++) w[x] = specd_fast_exp_neg((unit ? l[x] : l[x] / t) - zmax);
+        float acc[8] = {0};
+        for (int32_t x = b; x < n; x++) acc[(x - b) % 8] += w[x];
+        for (int j = 0; j < 4; j++) acc[j] = acc[j] + acc[j + 4];
+        acc[0] = acc[0] + acc[2];
+        acc[1] = acc[1] + acc[3];
+        bsum[b / SPECD_BLOCK] = acc[0] + acc[1];
+    }
+}
+
 /* Block sums of the inverse-CDF draw: block b holds tokens 64b .. 64b + 63; lane j adds tokens
  * 64b + j, 64b + j + 8, ... in order, then lanes combine as j += j + 4, j += j + 2, j += j + 1. */
 SPECD_INLINE void bsum_body(const float *w, int32_t n, float *bsum) {
@@ -283,6 +315,10 @@ static void weights_base(const float *l, int32_t n, float t, float zmax, float z
     weights_body(l, n, t, zmax, z, w);
 }
 static void bsum_base(const float *w, int32_t n, float *bsum) { bsum_body(w, n, bsum); }
+static void weights_bsum_base(const float *l, int32_t n, float t, float zmax, float *w,
+                              float *bsum) {
+    weights_bsum_body(l, n, t, zmax, w, bsum);
+}
 static void scores_base(const float *l, int32_t b0, float t, const uint32_t kk[2],
                         const uint32_t ctr[4], float *best, int32_t *best_i) {
     scores_body(l, b0, t, kk, ctr, best, best_i);
@@ -363,6 +399,10 @@ __attribute__((target("avx2"))) static void weights_avx2(const float *l, int32_t
 __attribute__((target("avx2"))) static void bsum_avx2(const float *w, int32_t n, float *bsum) {
     bsum_body(w, n, bsum);
 }
+__attribute__((target("avx2"))) static void weights_bsum_avx2(const float *l, int32_t n, float t,
+                                                              float zmax, float *w, float *bsum) {
+    weights_bsum_body(l, n, t, zmax, w, bsum);
+}
 static int have_avx2(void) { return __builtin_cpu_supports("avx2"); }
 #endif
 
@@ -416,6 +456,17 @@ static void bsum_kernel(const float *w, int32_t n, float *bsum) {
     }
 #endif
     bsum_base(w, n, bsum);
+}
+
+static void weights_bsum_kernel(const float *l, int32_t n, float t, float zmax, float *w,
+                                float *bsum) {
+#if defined(SPECD_HAVE_AVX2_PATH)
+    if (have_avx2()) {
+        weights_bsum_avx2(l, n, t, zmax, w, bsum);
+        return;
+    }
+#endif
+    weights_bsum_base(l, n, t, zmax, w, bsum);
 }
 
 specd_status specd_row_check(const float *l, int32_t n, const char *what, int32_t row,
@@ -660,8 +711,21 @@ void specd_xrow_weights(const specd_xform *xf, const specd_xrow *r, float z, flo
     weights_kernel(r->l, r->n, xf->temperature, r->zmax, z, w);
 }
 
+void specd_xrow_weights_bsum(const specd_xform *xf, const specd_xrow *r, float *w, float *bsum) {
+    if (r->greedy || r->filtered) {
+        specd_xrow_weights(xf, r, 1.0f, w);
+        bsum_kernel(w, r->n, bsum);
+        return;
+    }
+    weights_bsum_kernel(r->l, r->n, xf->temperature, r->zmax, w, bsum);
+}
+
 int32_t specd_cdf_draw(const float *w, int32_t n, float u, float *bsum) {
     bsum_kernel(w, n, bsum);
+    return specd_cdf_draw_summed(w, n, u, bsum);
+}
+
+int32_t specd_cdf_draw_summed(const float *w, int32_t n, float u, const float *bsum) {
     int32_t nb = specd_n_blocks(n);
     float total = 0.0f;
     for (int32_t b = 0; b < nb; b++) total += bsum[b];

@@ -15,6 +15,10 @@
  * any check is refused with SPECD_E_FORMAT (or SPECD_E_UNSUPPORTED for a well-formed but unknown
  * tensor type) and a message naming the key or tensor.
  *
+ * Tensor data is aligned to general.alignment relative to the start of the bytes: a file mapping
+ * is page-aligned, so its tensors are aligned; bytes given to create_from_memory should be too
+ * before their tensors go to the kernels.
+ *
  * Ownership: every pointer returned by a getter is borrowed from the specd_gguf and valid until
  * specd_gguf_destroy. Strings are views {ptr, len}: NOT NUL-terminated.
  */

@@ -65,7 +65,8 @@ static int type_index(uint32_t type) {
 
 int specd_cpu_has_avx2(void) {
 #if defined(__x86_64__) || defined(__i386__)
-    __builtin_cpu_init();
+    /* libgcc/compiler-rt fill the feature bits in a constructor; calling __builtin_cpu_init here
+     * again would race with other threads doing the same */
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 #else
     return 0;

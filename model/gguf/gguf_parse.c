@@ -312,6 +312,8 @@ specd_status specd_gguf_parse(specd_gguf *g, specd_error *err) {
     SPECD_TRY(read_u32(&c, &g->version, err, "version"));
     if (g->version == 1)
         return specd_fail(err, SPECD_E_UNSUPPORTED, "GGUF version 1 is not supported (need 2 or 3)");
+    if (g->version == 0x02000000u || g->version == 0x03000000u)
+        return specd_fail(err, SPECD_E_UNSUPPORTED, "big-endian GGUF is not supported");
     if (g->version != 2 && g->version != 3)
         return specd_fail(err, SPECD_E_FORMAT, "unknown GGUF version %u (need 2 or 3)", g->version);
     uint64_t n_tensors, n_kv;

@@ -215,6 +215,9 @@ static void test_bad_header(void **state) {
     v = 4;
     memcpy(b.buf + 4, &v, 4);
     expect_refused(&b, SPECD_E_FORMAT, "version 4");
+    v = 0x03000000; /* v3 written big-endian */
+    memcpy(b.buf + 4, &v, 4);
+    expect_refused(&b, SPECD_E_UNSUPPORTED, "big-endian");
     v = 2; /* v2 has the same layout as v3 */
     memcpy(b.buf + 4, &v, 4);
     specd_gguf *g;

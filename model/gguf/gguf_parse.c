@@ -102,18 +102,22 @@ static specd_status parse_array(cursor *c, specd_gguf_kv *kv, specd_error *err, 
             return specd_fail(err, SPECD_E_FORMAT,
                               "key '%s': %llu strings cannot fit in the %zu bytes left", key,
                               (unsigned long long)n, left(c));
-        if (n > 0) {
-            kv->strs = specd_alloc_array((size_t)n, sizeof *kv->strs);
-            if (!kv->strs)
-                return specd_fail(err, SPECD_E_NOMEM, "key '%s': no memory for %llu strings",
-                                  key, (unsigned long long)n);
-        }
+        /* validate every string first, so memory is only spent on strings that are there */
+        const size_t start = c->pos;
+        specd_gguf_str sv;
         for (uint64_t i = 0; i < n; i++) {
-            if (read_str(c, &kv->strs[i], err, "array string") != SPECD_OK)
+            if (read_str(c, &sv, err, "array string") != SPECD_OK)
                 return specd_fail(err, SPECD_E_FORMAT,
                                   "key '%s': string %llu of %llu runs past the end of the file",
                                   key, (unsigned long long)i, (unsigned long long)n);
         }
+        if (n == 0) return SPECD_OK;
+        kv->strs = specd_alloc_array((size_t)n, sizeof *kv->strs);
+        if (!kv->strs)
+            return specd_fail(err, SPECD_E_NOMEM, "key '%s': no memory for %llu strings", key,
+                              (unsigned long long)n);
+        c->pos = start;
+        for (uint64_t i = 0; i < n; i++) read_str(c, &kv->strs[i], err, "array string");
         return SPECD_OK;
     }
     size_t es = scalar_size(et);
@@ -159,6 +163,31 @@ static specd_status parse_kv(cursor *c, int64_t i, specd_gguf_kv *kv, specd_erro
     kv->value = c->base + c->pos;
     if (type == SPECD_GGUF_BOOL) SPECD_TRY(check_bools(kv->value, 1, err, key));
     c->pos += sz;
+    return SPECD_OK;
+}
+
+/* Returns arr with room for need elements (capacity *cap, doubling; new elements zeroed), or
+ * NULL when out of memory (arr is then untouched). Arrays grow with what was actually parsed, so
+ * a hostile count costs no memory up front. */
+static void *grow(void *arr, size_t *cap, size_t need, size_t elem) {
+    if (need <= *cap) return arr;
+    size_t new_cap = *cap ? *cap : 64;
+    while (new_cap < need) new_cap *= 2;
+    void *p = specd_alloc_array(new_cap, elem);
+    if (!p) return NULL;
+    if (arr) memcpy(p, arr, *cap * elem);
+    specd_free(arr);
+    *cap = new_cap;
+    return p;
+}
+
+static specd_status sorted_names(specd_gguf_name **out, int64_t n, specd_error *err,
+                                 const char *what) {
+    if (n == 0) return SPECD_OK;
+    *out = specd_alloc_array((size_t)n, sizeof **out);
+    if (!*out)
+        return specd_fail(err, SPECD_E_NOMEM, "no memory to index %lld %s names", (long long)n,
+                          what);
     return SPECD_OK;
 }
 
@@ -323,18 +352,18 @@ specd_status specd_gguf_parse(specd_gguf *g, specd_error *err) {
     if (n_kv > left(&c) / 14)
         return specd_fail(err, SPECD_E_FORMAT, "%llu metadata keys cannot fit in %zu bytes",
                           (unsigned long long)n_kv, left(&c));
-    g->n_kv = (int64_t)n_kv;
-    if (n_kv > 0) {
-        g->kvs = specd_alloc_array((size_t)n_kv, sizeof *g->kvs);
-        g->kv_sorted = specd_alloc_array((size_t)n_kv, sizeof *g->kv_sorted);
-        if (!g->kvs || !g->kv_sorted)
-            return specd_fail(err, SPECD_E_NOMEM, "no memory for %llu metadata keys",
-                              (unsigned long long)n_kv);
-    }
-    for (int64_t i = 0; i < g->n_kv; i++) {
+    size_t cap = 0;
+    for (int64_t i = 0; i < (int64_t)n_kv; i++) {
+        specd_gguf_kv *kvs = grow(g->kvs, &cap, (size_t)i + 1, sizeof *g->kvs);
+        if (!kvs)
+            return specd_fail(err, SPECD_E_NOMEM, "no memory for metadata key %lld", (long long)i);
+        g->kvs = kvs;
+        g->n_kv = i + 1; /* counted before parsing, so destroy frees what parse_kv allocates */
         SPECD_TRY(parse_kv(&c, i, &g->kvs[i], err));
-        g->kv_sorted[i] = (specd_gguf_name){g->kvs[i].key.ptr, g->kvs[i].key.len, i};
     }
+    SPECD_TRY(sorted_names(&g->kv_sorted, g->n_kv, err, "key"));
+    for (int64_t i = 0; i < g->n_kv; i++)
+        g->kv_sorted[i] = (specd_gguf_name){g->kvs[i].key.ptr, g->kvs[i].key.len, i};
     SPECD_TRY(sort_unique(g->kv_sorted, g->n_kv, err, "key"));
     SPECD_TRY(read_alignment(g, err));
 
@@ -342,19 +371,18 @@ specd_status specd_gguf_parse(specd_gguf *g, specd_error *err) {
     if (n_tensors > left(&c) / 33)
         return specd_fail(err, SPECD_E_FORMAT, "%llu tensors cannot fit in %zu bytes",
                           (unsigned long long)n_tensors, left(&c));
-    g->n_tensors = (int64_t)n_tensors;
-    if (n_tensors > 0) {
-        g->tensors = specd_alloc_array((size_t)n_tensors, sizeof *g->tensors);
-        g->tensor_sorted = specd_alloc_array((size_t)n_tensors, sizeof *g->tensor_sorted);
-        if (!g->tensors || !g->tensor_sorted)
-            return specd_fail(err, SPECD_E_NOMEM, "no memory for %llu tensors",
-                              (unsigned long long)n_tensors);
-    }
-    for (int64_t i = 0; i < g->n_tensors; i++) {
+    cap = 0;
+    for (int64_t i = 0; i < (int64_t)n_tensors; i++) {
+        specd_gguf_tensor *ts = grow(g->tensors, &cap, (size_t)i + 1, sizeof *g->tensors);
+        if (!ts) return specd_fail(err, SPECD_E_NOMEM, "no memory for tensor %lld", (long long)i);
+        g->tensors = ts;
+        g->n_tensors = i + 1;
         SPECD_TRY(parse_tensor_info(&c, i, &g->tensors[i], err));
+    }
+    SPECD_TRY(sorted_names(&g->tensor_sorted, g->n_tensors, err, "tensor"));
+    for (int64_t i = 0; i < g->n_tensors; i++)
         g->tensor_sorted[i] =
             (specd_gguf_name){g->tensors[i].name.ptr, g->tensors[i].name.len, i};
-    }
     SPECD_TRY(sort_unique(g->tensor_sorted, g->n_tensors, err, "tensor"));
 
     /* the data section starts at the next multiple of the alignment */

@@ -60,12 +60,12 @@ typedef struct specd_gguf_str {
 
 typedef struct specd_gguf_tensor {
     specd_gguf_str name;
-    uint32_t n_dims;   /* 1..4 */
-    int64_t ne[4];     /* elements per dimension, ne[0] fastest; unused dims are 1 */
-    uint32_t type;     /* ggml type id (specd_dtype in kernels/cpu/dtype.h) */
-    uint64_t offset;   /* from the start of the data section */
-    uint64_t n_bytes;  /* size of the data */
-    const void *data;  /* borrowed view into the mapping */
+    uint32_t n_dims;  /* 1..4 */
+    int64_t ne[4];    /* elements per dimension, ne[0] fastest; unused dims are 1 */
+    uint32_t type;    /* ggml type id (specd_dtype in kernels/cpu/dtype.h) */
+    uint64_t offset;  /* from the start of the data section */
+    uint64_t n_bytes; /* size of the data */
+    const void *data; /* borrowed view into the mapping */
 } specd_gguf_tensor;
 
 /* Maps and validates the file at path. On success *out is a new reader (caller owns; release with

@@ -38,8 +38,8 @@ typedef enum specd_dtype {
 
 typedef struct specd_dtype_traits {
     const char *name;
-    int64_t block_size;  /* elements per block (1 for F32/F16/BF16) */
-    size_t block_bytes;  /* bytes per block */
+    int64_t block_size; /* elements per block (1 for F32/F16/BF16) */
+    size_t block_bytes; /* bytes per block */
     /* Dequantizes n elements (n a multiple of block_size). */
     void (*to_float)(const void *src, float *dst, int64_t n);
     /* Quantizes n floats into this type; NULL for types only read from files. */

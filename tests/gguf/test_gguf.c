@@ -52,7 +52,8 @@ static layout make_valid(gguf_builder *b) {
     for (int blk = 0; blk < 2; blk++) {
         uint16_t d = 0x3c00; /* 1.0 */
         gb_bytes(b, &d, 2);
-        for (int j = 0; j < 32; j++) gb_u8(b, (uint8_t)(j - 16 + blk));
+        for (int j = 0; j < 32; j++)
+            gb_u8(b, (uint8_t)(j - 16 + blk));
     }
     return l;
 }
@@ -308,7 +309,8 @@ static void one_tensor(gguf_builder *b, uint32_t n_dims, const uint64_t *ne, uin
     gb_header(b, 3, 1, 0);
     gb_tensor(b, "t", n_dims, ne, type, offset);
     gb_pad(b, 32);
-    for (size_t i = 0; i < data_bytes; i++) gb_u8(b, 0);
+    for (size_t i = 0; i < data_bytes; i++)
+        gb_u8(b, 0);
 }
 
 static void test_bad_tensors(void **state) {
@@ -367,7 +369,8 @@ static void test_bad_tensors(void **state) {
     gb_tensor(&b, "a", 1, row, 0, 0);
     gb_tensor(&b, "a", 1, row, 0, 1024);
     gb_pad(&b, 32);
-    for (int i = 0; i < 2048; i++) gb_u8(&b, 0);
+    for (int i = 0; i < 2048; i++)
+        gb_u8(&b, 0);
     expect_refused(&b, SPECD_E_FORMAT, "duplicate tensor name 'a'");
     gb_free(&b);
 
@@ -375,7 +378,8 @@ static void test_bad_tensors(void **state) {
     gb_tensor(&b, "a", 1, row, 0, 0);
     gb_tensor(&b, "b", 1, row, 0, 992);
     gb_pad(&b, 32);
-    for (int i = 0; i < 2048; i++) gb_u8(&b, 0);
+    for (int i = 0; i < 2048; i++)
+        gb_u8(&b, 0);
     expect_refused(&b, SPECD_E_FORMAT, "overlap");
     gb_free(&b);
 }
@@ -390,7 +394,8 @@ static void test_custom_alignment(void **state) {
     gb_tensor(&b, "t", 1, ne, 0, 0);
     gb_pad(&b, 64);
     size_t data_at = b.len;
-    for (int i = 0; i < 64; i++) gb_u8(&b, (uint8_t)i);
+    for (int i = 0; i < 64; i++)
+        gb_u8(&b, (uint8_t)i);
     specd_gguf *g;
     specd_error err;
     assert_int_equal(open_bytes(&b, &g, &err), SPECD_OK);

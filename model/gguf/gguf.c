@@ -190,118 +190,66 @@ static specd_status wrong_type(const specd_gguf_kv *kv, const char *key, const c
                       specd_gguf_type_name(kv->type), want);
 }
 
-/* Integer value as a sign flag and magnitude-preserving pair; 0 when not an integer type. */
-static int int_value(const specd_gguf_kv *kv, int64_t *sv, uint64_t *uv, int *is_signed) {
-    const uint8_t *p = kv->value;
+/* An integer value of any width as a sign and a magnitude (value = neg ? -mag : mag). */
+static specd_status get_int(const specd_gguf *g, const char *key, int *neg, uint64_t *mag,
+                            specd_error *err) {
+    const specd_gguf_kv *kv = NULL;
+    SPECD_TRY(lookup(g, key, &kv, err));
+    size_t width;
+    int is_signed;
     switch (kv->type) {
-    case SPECD_GGUF_U8:
-        *uv = p[0];
-        *is_signed = 0;
-        return 1;
-    case SPECD_GGUF_I8:
-        *sv = (int8_t)p[0];
-        *is_signed = 1;
-        return 1;
-    case SPECD_GGUF_U16: {
-        uint16_t v;
-        memcpy(&v, p, 2);
-        *uv = v;
-        *is_signed = 0;
-        return 1;
+    case SPECD_GGUF_U8: width = 1, is_signed = 0; break;
+    case SPECD_GGUF_I8: width = 1, is_signed = 1; break;
+    case SPECD_GGUF_U16: width = 2, is_signed = 0; break;
+    case SPECD_GGUF_I16: width = 2, is_signed = 1; break;
+    case SPECD_GGUF_U32: width = 4, is_signed = 0; break;
+    case SPECD_GGUF_I32: width = 4, is_signed = 1; break;
+    case SPECD_GGUF_U64: width = 8, is_signed = 0; break;
+    case SPECD_GGUF_I64: width = 8, is_signed = 1; break;
+    default: return wrong_type(kv, key, "an integer", err);
     }
-    case SPECD_GGUF_I16: {
-        int16_t v;
-        memcpy(&v, p, 2);
-        *sv = v;
-        *is_signed = 1;
-        return 1;
-    }
-    case SPECD_GGUF_U32: {
-        uint32_t v;
-        memcpy(&v, p, 4);
-        *uv = v;
-        *is_signed = 0;
-        return 1;
-    }
-    case SPECD_GGUF_I32: {
-        int32_t v;
-        memcpy(&v, p, 4);
-        *sv = v;
-        *is_signed = 1;
-        return 1;
-    }
-    case SPECD_GGUF_U64: {
-        uint64_t v;
-        memcpy(&v, p, 8);
-        *uv = v;
-        *is_signed = 0;
-        return 1;
-    }
-    case SPECD_GGUF_I64: {
-        int64_t v;
-        memcpy(&v, p, 8);
-        *sv = v;
-        *is_signed = 1;
-        return 1;
-    }
-    default: return 0;
-    }
+    uint64_t u = 0;
+    memcpy(&u, kv->value, width); /* little-endian host, as the file */
+    const uint64_t sign_bit = 1ull << (8 * width - 1);
+    *neg = is_signed && (u & sign_bit);
+    /* two's complement magnitude of a negative value of this width */
+    *mag = *neg ? ((~u + 1) & (sign_bit | (sign_bit - 1))) : u;
+    return SPECD_OK;
+}
+
+static specd_status out_of_range(specd_error *err, const char *key, int neg, uint64_t mag,
+                                 const char *type) {
+    return specd_fail(err, SPECD_E_FORMAT, "key '%s': value %s%llu does not fit in %s", key,
+                      neg ? "-" : "", (unsigned long long)mag, type);
 }
 
 specd_status specd_gguf_get_u32(const specd_gguf *g, const char *key, uint32_t *out,
                                 specd_error *err) {
-    const specd_gguf_kv *kv = NULL;
-    SPECD_TRY(lookup(g, key, &kv, err));
-    int64_t sv = 0;
-    uint64_t uv = 0;
-    int is_signed;
-    if (!int_value(kv, &sv, &uv, &is_signed)) return wrong_type(kv, key, "an integer", err);
-    if (is_signed) {
-        if (sv < 0 || sv > (int64_t)UINT32_MAX)
-            return specd_fail(err, SPECD_E_FORMAT, "key '%s': value %lld does not fit in u32", key,
-                              (long long)sv);
-        uv = (uint64_t)sv;
-    } else if (uv > UINT32_MAX) {
-        return specd_fail(err, SPECD_E_FORMAT, "key '%s': value %llu does not fit in u32", key,
-                          (unsigned long long)uv);
-    }
-    if (out) *out = (uint32_t)uv;
+    int neg;
+    uint64_t mag;
+    SPECD_TRY(get_int(g, key, &neg, &mag, err));
+    if (neg || mag > UINT32_MAX) return out_of_range(err, key, neg, mag, "u32");
+    if (out) *out = (uint32_t)mag;
     return SPECD_OK;
 }
 
 specd_status specd_gguf_get_i64(const specd_gguf *g, const char *key, int64_t *out,
                                 specd_error *err) {
-    const specd_gguf_kv *kv = NULL;
-    SPECD_TRY(lookup(g, key, &kv, err));
-    int64_t sv = 0;
-    uint64_t uv = 0;
-    int is_signed;
-    if (!int_value(kv, &sv, &uv, &is_signed)) return wrong_type(kv, key, "an integer", err);
-    if (!is_signed) {
-        if (uv > (uint64_t)INT64_MAX)
-            return specd_fail(err, SPECD_E_FORMAT, "key '%s': value %llu does not fit in i64", key,
-                              (unsigned long long)uv);
-        sv = (int64_t)uv;
-    }
-    if (out) *out = sv;
+    int neg;
+    uint64_t mag;
+    SPECD_TRY(get_int(g, key, &neg, &mag, err));
+    if (mag > (uint64_t)INT64_MAX + (neg ? 1 : 0)) return out_of_range(err, key, neg, mag, "i64");
+    if (out) *out = neg ? (int64_t)(0 - mag) : (int64_t)mag;
     return SPECD_OK;
 }
 
 specd_status specd_gguf_get_u64(const specd_gguf *g, const char *key, uint64_t *out,
                                 specd_error *err) {
-    const specd_gguf_kv *kv = NULL;
-    SPECD_TRY(lookup(g, key, &kv, err));
-    int64_t sv = 0;
-    uint64_t uv = 0;
-    int is_signed;
-    if (!int_value(kv, &sv, &uv, &is_signed)) return wrong_type(kv, key, "an integer", err);
-    if (is_signed) {
-        if (sv < 0)
-            return specd_fail(err, SPECD_E_FORMAT, "key '%s': value %lld does not fit in u64", key,
-                              (long long)sv);
-        uv = (uint64_t)sv;
-    }
-    if (out) *out = uv;
+    int neg;
+    uint64_t mag;
+    SPECD_TRY(get_int(g, key, &neg, &mag, err));
+    if (neg) return out_of_range(err, key, neg, mag, "u64");
+    if (out) *out = mag;
     return SPECD_OK;
 }
 

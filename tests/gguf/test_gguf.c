@@ -431,6 +431,42 @@ static void test_empty_arrays(void **state) {
     gb_free(&b);
 }
 
+static void test_integer_limits(void **state) {
+    (void)state;
+    gguf_builder b;
+    memset(&b, 0, sizeof b);
+    gb_header(&b, 3, 0, 4);
+    gb_key(&b, "i8.min", 1);
+    gb_u8(&b, 0x80);
+    gb_key(&b, "i64.min", 11);
+    gb_u64(&b, 1ull << 63);
+    gb_key(&b, "u64.max", 10);
+    gb_u64(&b, UINT64_MAX);
+    gb_key(&b, "u16.max", 2);
+    gb_u8(&b, 0xff);
+    gb_u8(&b, 0xff);
+    specd_gguf *g;
+    specd_error err;
+    assert_int_equal(open_bytes(&b, &g, &err), SPECD_OK);
+    int64_t v;
+    uint64_t u;
+    uint32_t u32;
+    assert_int_equal(specd_gguf_get_i64(g, "i8.min", &v, &err), SPECD_OK);
+    assert_int_equal(v, -128);
+    assert_int_equal(specd_gguf_get_u32(g, "i8.min", &u32, &err), SPECD_E_FORMAT);
+    assert_non_null(strstr(err.message, "-128"));
+    assert_int_equal(specd_gguf_get_i64(g, "i64.min", &v, &err), SPECD_OK);
+    assert_true(v == INT64_MIN);
+    assert_int_equal(specd_gguf_get_u64(g, "i64.min", &u, &err), SPECD_E_FORMAT);
+    assert_int_equal(specd_gguf_get_u64(g, "u64.max", &u, &err), SPECD_OK);
+    assert_true(u == UINT64_MAX);
+    assert_int_equal(specd_gguf_get_i64(g, "u64.max", &v, &err), SPECD_E_FORMAT);
+    assert_int_equal(specd_gguf_get_u32(g, "u16.max", &u32, &err), SPECD_OK);
+    assert_int_equal(u32, 65535);
+    specd_gguf_destroy(g);
+    gb_free(&b);
+}
+
 static void test_files(void **state) {
     (void)state;
     specd_gguf *g = NULL;
@@ -475,6 +511,7 @@ int main(void) {
         cmocka_unit_test(test_bad_tensors),
         cmocka_unit_test(test_custom_alignment),
         cmocka_unit_test(test_empty_arrays),
+        cmocka_unit_test(test_integer_limits),
         cmocka_unit_test(test_files),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

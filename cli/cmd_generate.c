@@ -69,15 +69,24 @@ static int parse_args(int argc, char **argv, gen_args *a, char *model_buf, size_
         }
         const char *v = argv[++i];
         double d;
-        if (!strcmp(o, "-m")) a->model = v;
-        else if (!strcmp(o, "-p")) a->prompt = v;
-        else if (!strcmp(o, "-n") && parse_num(v, 1, 1e6, &d)) a->n = (int)d;
-        else if (!strcmp(o, "-t") && parse_num(v, 1, 1024, &d)) a->threads = (int)d;
-        else if (!strcmp(o, "--temp") && parse_num(v, 0, 1e6, &d)) a->sp.temperature = (float)d;
-        else if (!strcmp(o, "--top-k") && parse_num(v, 0, 1e9, &d)) a->sp.top_k = (int32_t)d;
-        else if (!strcmp(o, "--top-p") && parse_num(v, 0, 1, &d)) a->sp.top_p = (float)d;
-        else if (!strcmp(o, "--min-p") && parse_num(v, 0, 1, &d)) a->sp.min_p = (float)d;
-        else if (!strcmp(o, "--seed") && parse_num(v, 0, 1.8e19, &d)) a->seed = strtoull(v, NULL, 10);
+        if (!strcmp(o, "-m"))
+            a->model = v;
+        else if (!strcmp(o, "-p"))
+            a->prompt = v;
+        else if (!strcmp(o, "-n") && parse_num(v, 1, 1e6, &d))
+            a->n = (int)d;
+        else if (!strcmp(o, "-t") && parse_num(v, 1, 1024, &d))
+            a->threads = (int)d;
+        else if (!strcmp(o, "--temp") && parse_num(v, 0, 1e6, &d))
+            a->sp.temperature = (float)d;
+        else if (!strcmp(o, "--top-k") && parse_num(v, 0, 1e9, &d))
+            a->sp.top_k = (int32_t)d;
+        else if (!strcmp(o, "--top-p") && parse_num(v, 0, 1, &d))
+            a->sp.top_p = (float)d;
+        else if (!strcmp(o, "--min-p") && parse_num(v, 0, 1, &d))
+            a->sp.min_p = (float)d;
+        else if (!strcmp(o, "--seed") && parse_num(v, 0, 1.8e19, &d))
+            a->seed = strtoull(v, NULL, 10);
         else {
             fprintf(stderr, "specd generate: bad option or value: %s %s\n", o, v);
             return 0;
@@ -179,8 +188,8 @@ int specd_cmd_generate(int argc, char **argv) {
     int generated = 0;
     for (int i = 0; i < a.n; i++) {
         int32_t t;
-        specd_sample_key key = {.seed = a.seed, .sequence = 0,
-                                .position = (uint32_t)(n_prompt + (size_t)i)};
+        specd_sample_key key = {
+            .seed = a.seed, .sequence = 0, .position = (uint32_t)(n_prompt + (size_t)i)};
         if (specd_sampler_sample(smp, logits, V, key, &t, &err) != SPECD_OK) goto fail;
         generated++;
         if (specd_tokenizer_is_eog(tok, t)) break;

@@ -16,7 +16,9 @@
 __attribute__((target("f16c"))) static uint16_t hw_f2h(float f) {
     return (uint16_t)_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT);
 }
-__attribute__((target("f16c"))) static float hw_h2f(uint16_t h) { return _cvtsh_ss(h); }
+__attribute__((target("f16c"))) static float hw_h2f(uint16_t h) {
+    return _cvtsh_ss(h);
+}
 #endif
 
 static void test_half_conversion(void **state) {
@@ -49,7 +51,8 @@ static void test_rope(void **state) {
     (void)state;
     enum { HD = 64, NH = 3 };
     float x[NH * HD], y[NH * HD];
-    for (int i = 0; i < NH * HD; i++) x[i] = sinf((float)i * 0.37f) + 0.1f;
+    for (int i = 0; i < NH * HD; i++)
+        x[i] = sinf((float)i * 0.37f) + 0.1f;
     memcpy(y, x, sizeof x);
     specd_rope_f32(y, NH, HD, HD, 0, 10000.0f, 0);
     assert_memory_equal(x, y, sizeof x); /* position 0 rotates by nothing */
@@ -73,7 +76,8 @@ static void test_softmax_and_norm(void **state) {
     float x[5] = {1, 2, 3, -1000, 3};
     specd_softmax_f32(x, 5);
     double sum = 0;
-    for (int i = 0; i < 5; i++) sum += x[i];
+    for (int i = 0; i < 5; i++)
+        sum += x[i];
     assert_true(fabs(sum - 1.0) < 1e-6);
     assert_true(x[3] == 0.0f && x[2] == x[4] && x[2] > x[1]);
     float v[4] = {1, -1, 1, -1}, w[4] = {1, 2, 3, 4}, y[4];
@@ -100,9 +104,11 @@ static void test_matmul_matches_vec_dot(void **state) {
             s = s * 1664525u + 1013904223u;
             wf[i] = ((float)(s >> 8) / 16777216.0f - 0.5f) * (1 + (i % 7));
         }
-        for (int i = 0; i < MAX_ROWS * N_IN; i++) x[i] = sinf((float)i * 0.71f) * (1 + (i % 5));
+        for (int i = 0; i < MAX_ROWS * N_IN; i++)
+            x[i] = sinf((float)i * 0.71f) * (1 + (i % 5));
         unsigned char *w = malloc(wrb * N_OUT), *xq = malloc(xrb * MAX_ROWS);
-        for (int o = 0; o < N_OUT; o++) tr->from_float(wf + o * N_IN, w + o * wrb, N_IN);
+        for (int o = 0; o < N_OUT; o++)
+            tr->from_float(wf + o * N_IN, w + o * wrb, N_IN);
         specd_quantize_rows(vt, tr->vec_dot_type, x, N_IN, MAX_ROWS, N_IN, xq);
         float y[MAX_ROWS * N_OUT], ref;
         for (int rows = 1; rows <= MAX_ROWS; rows++) {
@@ -150,7 +156,8 @@ static void test_threadpool(void **state) {
             atomic_store(&a.phase_count, 0);
             specd_threadpool_run(a.pool, pool_fn, &a);
         }
-        for (int i = 0; i < n; i++) assert_int_equal(atomic_load(&a.hits[i]), 20);
+        for (int i = 0; i < n; i++)
+            assert_int_equal(atomic_load(&a.hits[i]), 20);
         assert_true(a.phase_ok);
         specd_threadpool_destroy(a.pool);
     }
@@ -162,10 +169,8 @@ static void test_threadpool(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_half_conversion),
-        cmocka_unit_test(test_rope),
-        cmocka_unit_test(test_softmax_and_norm),
-        cmocka_unit_test(test_matmul_matches_vec_dot),
+        cmocka_unit_test(test_half_conversion),  cmocka_unit_test(test_rope),
+        cmocka_unit_test(test_softmax_and_norm), cmocka_unit_test(test_matmul_matches_vec_dot),
         cmocka_unit_test(test_threadpool),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -20,7 +20,7 @@ struct specd_threadpool {
     pthread_cond_t cond;
     _Atomic unsigned generation; /* bumped for each run; workers wait for a change */
     _Atomic int stop;
-    _Atomic int n_done;          /* workers finished with the current run */
+    _Atomic int n_done; /* workers finished with the current run */
     specd_threadpool_fn fn;
     void *arg;
     /* barrier: arrivals count up; the last one bumps the phase */
@@ -122,14 +122,17 @@ void specd_threadpool_destroy(specd_threadpool *pool) {
     atomic_store(&pool->stop, 1);
     pthread_cond_broadcast(&pool->cond);
     pthread_mutex_unlock(&pool->mutex);
-    for (int i = 1; i < pool->n; i++) pthread_join(pool->threads[i], NULL);
+    for (int i = 1; i < pool->n; i++)
+        pthread_join(pool->threads[i], NULL);
     pthread_cond_destroy(&pool->cond);
     pthread_mutex_destroy(&pool->mutex);
     specd_free(pool->threads);
     specd_free(pool);
 }
 
-int specd_threadpool_size(const specd_threadpool *pool) { return pool->n; }
+int specd_threadpool_size(const specd_threadpool *pool) {
+    return pool->n;
+}
 
 void specd_threadpool_run(specd_threadpool *pool, specd_threadpool_fn fn, void *arg) {
     if (pool->n == 1) {

@@ -58,7 +58,8 @@ int main(int argc, char **argv) {
     CHECK(specd_context_create(m, &cp, &c, &err));
     int32_t *toks = malloc(sizeof(int32_t) * (size_t)(P + D));
     float *logits = malloc(sizeof(float) * (size_t)V * 16);
-    for (int i = 0; i < P + D; i++) toks[i] = (int32_t)(((int64_t)i * 7919 + 13) % V);
+    for (int i = 0; i < P + D; i++)
+        toks[i] = (int32_t)(((int64_t)i * 7919 + 13) % V);
     double pre[100], dec[100], ext[16][100];
     for (int r = 0; r < runs; r++) {
         CHECK(specd_context_kv_truncate(c, 0, 0, &err));
@@ -69,7 +70,8 @@ int main(int argc, char **argv) {
         CHECK(specd_context_extend(c, &s, 1, &o, &err));
         pre[r] = P / ((double)(specd_now_ns() - t0) * 1e-9);
         t0 = specd_now_ns();
-        for (int i = 0; i < D; i++) CHECK(specd_context_decode(c, 0, toks[P + i], logits, &err));
+        for (int i = 0; i < D; i++)
+            CHECK(specd_context_decode(c, 0, toks[P + i], logits, &err));
         dec[r] = D / ((double)(specd_now_ns() - t0) * 1e-9);
         CHECK(specd_context_kv_truncate(c, 0, 256, &err));
         for (int k = 1; k <= 16; k++) {
@@ -84,7 +86,8 @@ int main(int argc, char **argv) {
     printf("specd: prefill %.1f tok/s\n", median(pre, runs));
     printf("specd: decode %.1f tok/s\n", median(dec, runs));
     printf("specd: extend_ms");
-    for (int k = 0; k < 16; k++) printf(" %.3f", median(ext[k], runs));
+    for (int k = 0; k < 16; k++)
+        printf(" %.3f", median(ext[k], runs));
     printf("\n");
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);

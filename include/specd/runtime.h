@@ -120,9 +120,10 @@ typedef struct specd_seq_batch {
  * order given. */
 typedef struct specd_extend_out {
     int32_t n_rows;
-    const int32_t *rows; /* n_rows distinct indices; NULL = every row (n_rows must equal the total) */
-    float *logits;       /* n_rows x n_vocab, or NULL */
-    float *hidden;       /* n_rows x n_embd final hidden states (after the output norm), or NULL */
+    const int32_t
+        *rows;     /* n_rows distinct indices; NULL = every row (n_rows must equal the total) */
+    float *logits; /* n_rows x n_vocab, or NULL */
+    float *hidden; /* n_rows x n_embd final hidden states (after the output norm), or NULL */
 } specd_extend_out;
 
 /* Runs the forward for the new tokens. out may be NULL (fill the caches only). */

@@ -14,7 +14,8 @@ static void scores_scalar(const float *q, const uint16_t *k, size_t stride, cons
     for (int32_t j = 0; j < n_keys; j++) {
         const uint16_t *kr = k + (size_t)keys[j] * stride;
         float lane[8] = {0};
-        for (int32_t d = 0; d < hd; d++) lane[d & 7] += q[d] * specd_half_to_float(kr[d]);
+        for (int32_t d = 0; d < hd; d++)
+            lane[d & 7] += q[d] * specd_half_to_float(kr[d]);
         float sum = ((lane[0] + lane[4]) + (lane[1] + lane[5])) +
                     ((lane[2] + lane[6]) + (lane[3] + lane[7]));
         s[j] = sum * scale;
@@ -23,17 +24,20 @@ static void scores_scalar(const float *q, const uint16_t *k, size_t stride, cons
 
 static void mix_scalar(const float *p, const uint16_t *v, size_t stride, const int32_t *keys,
                        int32_t n_keys, int32_t hd, float *out) {
-    for (int32_t d = 0; d < hd; d++) out[d] = 0.0f;
+    for (int32_t d = 0; d < hd; d++)
+        out[d] = 0.0f;
     for (int32_t j = 0; j < n_keys; j++) {
         const uint16_t *vr = v + (size_t)keys[j] * stride;
-        for (int32_t d = 0; d < hd; d++) out[d] += p[j] * specd_half_to_float(vr[d]);
+        for (int32_t d = 0; d < hd; d++)
+            out[d] += p[j] * specd_half_to_float(vr[d]);
     }
 }
 
 #if defined(__x86_64__)
-__attribute__((target("avx2,fma,f16c"))) static void
-scores_avx2(const float *q, const uint16_t *k, size_t stride, const int32_t *keys, int32_t n_keys,
-            int32_t hd, float scale, float *s) {
+__attribute__((target("avx2,fma,f16c"))) static void scores_avx2(const float *q, const uint16_t *k,
+                                                                 size_t stride, const int32_t *keys,
+                                                                 int32_t n_keys, int32_t hd,
+                                                                 float scale, float *s) {
     for (int32_t j = 0; j < n_keys; j++) {
         const uint16_t *kr = k + (size_t)keys[j] * stride;
         __m256 acc = _mm256_setzero_ps();
@@ -49,9 +53,10 @@ scores_avx2(const float *q, const uint16_t *k, size_t stride, const int32_t *key
     }
 }
 
-__attribute__((target("avx2,fma,f16c"))) static void
-mix_avx2(const float *p, const uint16_t *v, size_t stride, const int32_t *keys, int32_t n_keys,
-         int32_t hd, float *out) {
+__attribute__((target("avx2,fma,f16c"))) static void mix_avx2(const float *p, const uint16_t *v,
+                                                              size_t stride, const int32_t *keys,
+                                                              int32_t n_keys, int32_t hd,
+                                                              float *out) {
     if (hd == 64) { /* the common head size: keep the whole output row in registers */
         __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0,
                a7 = a0;
@@ -101,7 +106,8 @@ void specd_attention_row(const float *q, const uint16_t *k, const uint16_t *v, s
                          const int32_t *keys, int32_t n_keys, int32_t head_dim, float scale,
                          float *scores, float *out) {
     float qh[512]; /* head_dim <= 512, checked at model load */
-    for (int32_t d = 0; d < head_dim; d++) qh[d] = specd_half_to_float(specd_float_to_half(q[d]));
+    for (int32_t d = 0; d < head_dim; d++)
+        qh[d] = specd_half_to_float(specd_float_to_half(q[d]));
 #if defined(__x86_64__)
     const int vec = (head_dim % 8 == 0) && have_avx2();
 #else

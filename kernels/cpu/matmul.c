@@ -71,7 +71,8 @@ static AVX2 void q4_1_x4(int64_t nb, const specd_block_q4_1 *const x[4],
     __m128 sum = _mm_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         __m256i p[4];
-        for (int i = 0; i < 4; i++) p[i] = dot_u4_s8(nibbles(x[i][b].qs), y[i][b].qs);
+        for (int i = 0; i < 4; i++)
+            p[i] = dot_u4_s8(nibbles(x[i][b].qs), y[i][b].qs);
         const __m128 sumi = _mm_cvtepi32_ps(hsum4_i32(p[0], p[1], p[2], p[3]));
         const __m128 dd = _mm_mul_ps(half4(x[0][b].d, x[1][b].d, x[2][b].d, x[3][b].d),
                                      half4(y[0][b].d, y[1][b].d, y[2][b].d, y[3][b].d));
@@ -87,13 +88,74 @@ static AVX2 void q8_0_x4(int64_t nb, const specd_block_q8_0 *const x[4],
     __m128 sum = _mm_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         __m256i p[4];
-        for (int i = 0; i < 4; i++) p[i] = dot_s8_s8(x[i][b].qs, y[i][b].qs);
+        for (int i = 0; i < 4; i++)
+            p[i] = dot_s8_s8(x[i][b].qs, y[i][b].qs);
         const __m128 sumi = _mm_cvtepi32_ps(hsum4_i32(p[0], p[1], p[2], p[3]));
         const __m128 dd = _mm_mul_ps(half4(x[0][b].d, x[1][b].d, x[2][b].d, x[3][b].d),
                                      half4(y[0][b].d, y[1][b].d, y[2][b].d, y[3][b].d));
         sum = _mm_add_ps(sum, _mm_mul_ps(sumi, dd));
     }
     _mm_storeu_ps(out, sum);
+}
+
+/* Two weight rows against four activation rows (8 lanes in two SSE sums): each weight block is
+ * unpacked once and each activation block loaded once for all its uses. Per lane the float
+ * operations are those of q4_1_x4 (and so of the scalar vec_dot). */
+static AVX2 void q4_1_2x4(int64_t nb, const specd_block_q4_1 *x0, const specd_block_q4_1 *x1,
+                          const specd_block_q8_1 *const y[4], float out0[4], float out1[4]) {
+    __m128 sum0 = _mm_setzero_ps(), sum1 = _mm_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const __m256i a0 = nibbles(x0[b].qs), a1 = nibbles(x1[b].qs);
+        __m256i p0[4], p1[4];
+        for (int i = 0; i < 4; i++) {
+            const __m256i yq = _mm256_loadu_si256((const __m256i *)y[i][b].qs);
+            p0[i] = _mm256_madd_epi16(_mm256_maddubs_epi16(a0, yq), _mm256_set1_epi16(1));
+            p1[i] = _mm256_madd_epi16(_mm256_maddubs_epi16(a1, yq), _mm256_set1_epi16(1));
+        }
+        const __m128 yd = half4(y[0][b].d, y[1][b].d, y[2][b].d, y[3][b].d);
+        const __m128 ys = half4(y[0][b].s, y[1][b].s, y[2][b].s, y[3][b].s);
+        const __m128 xd = half4(x0[b].d, x0[b].m, x1[b].d, x1[b].m);
+        const __m128 s0 = _mm_cvtepi32_ps(hsum4_i32(p0[0], p0[1], p0[2], p0[3]));
+        const __m128 s1 = _mm_cvtepi32_ps(hsum4_i32(p1[0], p1[1], p1[2], p1[3]));
+        const __m128 dd0 = _mm_mul_ps(_mm_shuffle_ps(xd, xd, 0x00), yd);
+        const __m128 ms0 = _mm_mul_ps(_mm_shuffle_ps(xd, xd, 0x55), ys);
+        const __m128 dd1 = _mm_mul_ps(_mm_shuffle_ps(xd, xd, 0xaa), yd);
+        const __m128 ms1 = _mm_mul_ps(_mm_shuffle_ps(xd, xd, 0xff), ys);
+        sum0 = _mm_add_ps(sum0, _mm_add_ps(_mm_mul_ps(dd0, s0), ms0));
+        sum1 = _mm_add_ps(sum1, _mm_add_ps(_mm_mul_ps(dd1, s1), ms1));
+    }
+    _mm_storeu_ps(out0, sum0);
+    _mm_storeu_ps(out1, sum1);
+}
+
+/* The same two-by-four shape for Q8_0 weights (the tied output head). Per lane the float
+ * operations are those of q8_0_x4. */
+static AVX2 void q8_0_2x4(int64_t nb, const specd_block_q8_0 *x0, const specd_block_q8_0 *x1,
+                          const specd_block_q8_0 *const y[4], float out0[4], float out1[4]) {
+    __m128 sum0 = _mm_setzero_ps(), sum1 = _mm_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const __m256i a0 = _mm256_loadu_si256((const __m256i *)x0[b].qs);
+        const __m256i a1 = _mm256_loadu_si256((const __m256i *)x1[b].qs);
+        const __m256i abs0 = _mm256_sign_epi8(a0, a0), abs1 = _mm256_sign_epi8(a1, a1);
+        __m256i p0[4], p1[4];
+        for (int i = 0; i < 4; i++) {
+            const __m256i yq = _mm256_loadu_si256((const __m256i *)y[i][b].qs);
+            p0[i] = _mm256_madd_epi16(_mm256_maddubs_epi16(abs0, _mm256_sign_epi8(yq, a0)),
+                                      _mm256_set1_epi16(1));
+            p1[i] = _mm256_madd_epi16(_mm256_maddubs_epi16(abs1, _mm256_sign_epi8(yq, a1)),
+                                      _mm256_set1_epi16(1));
+        }
+        const __m128 yd = half4(y[0][b].d, y[1][b].d, y[2][b].d, y[3][b].d);
+        const __m128 xd = half4(x0[b].d, x1[b].d, 0, 0);
+        const __m128 dd0 = _mm_mul_ps(_mm_shuffle_ps(xd, xd, 0x00), yd);
+        const __m128 dd1 = _mm_mul_ps(_mm_shuffle_ps(xd, xd, 0x55), yd);
+        sum0 = _mm_add_ps(sum0,
+                          _mm_mul_ps(_mm_cvtepi32_ps(hsum4_i32(p0[0], p0[1], p0[2], p0[3])), dd0));
+        sum1 = _mm_add_ps(sum1,
+                          _mm_mul_ps(_mm_cvtepi32_ps(hsum4_i32(p1[0], p1[1], p1[2], p1[3])), dd1));
+    }
+    _mm_storeu_ps(out0, sum0);
+    _mm_storeu_ps(out1, sum1);
 }
 
 static int have_avx2(void) {
@@ -116,14 +178,16 @@ static int matmul_tiled(uint32_t w_type, const void *w, int64_t n_in, int64_t t0
     float res[4];
 #define FLUSH()                                                                                    \
     do {                                                                                           \
-        for (int l_ = lanes; l_ < 4; l_++) xs[l_] = xs[0], ys[l_] = ys[0];                         \
+        for (int l_ = lanes; l_ < 4; l_++)                                                         \
+            xs[l_] = xs[0], ys[l_] = ys[0];                                                        \
         if (q41)                                                                                   \
             q4_1_x4(nb, (const specd_block_q4_1 *const *)xs, (const specd_block_q8_1 *const *)ys,  \
                     res);                                                                          \
         else                                                                                       \
             q8_0_x4(nb, (const specd_block_q8_0 *const *)xs, (const specd_block_q8_0 *const *)ys,  \
                     res);                                                                          \
-        for (int l_ = 0; l_ < lanes; l_++) y[rr[l_] * ld_y + oo[l_]] = res[l_];                    \
+        for (int l_ = 0; l_ < lanes; l_++)                                                         \
+            y[rr[l_] * ld_y + oo[l_]] = res[l_];                                                   \
         lanes = 0;                                                                                 \
     } while (0)
     if (n_rows == 1) {
@@ -135,8 +199,38 @@ static int matmul_tiled(uint32_t w_type, const void *w, int64_t n_in, int64_t t0
             if (lanes == 4) FLUSH();
         }
     } else {
+        int64_t r0 = 0;
+        /* full groups of 4 activation rows, two weight rows at a time */
+        for (; r0 + 4 <= n_rows; r0 += 4) {
+            const void *yg[4];
+            for (int i = 0; i < 4; i++)
+                yg[i] = (const char *)xq + (size_t)(r0 + i) * xq_row_bytes;
+            int64_t o = t0;
+            for (; o + 2 <= t1; o += 2) {
+                float a[4], b[4];
+                const char *w0 = (const char *)w + (size_t)o * wrb, *w1 = w0 + wrb;
+                if (q41)
+                    q4_1_2x4(nb, (const specd_block_q4_1 *)w0, (const specd_block_q4_1 *)w1,
+                             (const specd_block_q8_1 *const *)yg, a, b);
+                else
+                    q8_0_2x4(nb, (const specd_block_q8_0 *)w0, (const specd_block_q8_0 *)w1,
+                             (const specd_block_q8_0 *const *)yg, a, b);
+                for (int i = 0; i < 4; i++) {
+                    y[(r0 + i) * ld_y + o] = a[i];
+                    y[(r0 + i) * ld_y + o + 1] = b[i];
+                }
+            }
+            for (; o < t1; o++)
+                for (int i = 0; i < 4; i++) {
+                    xs[lanes] = (const char *)w + (size_t)o * wrb;
+                    ys[lanes] = yg[i];
+                    oo[lanes] = o;
+                    rr[lanes++] = r0 + i;
+                    if (lanes == 4) FLUSH();
+                }
+        }
         for (int64_t o = t0; o < t1; o++)
-            for (int64_t r = 0; r < n_rows; r++) {
+            for (int64_t r = r0; r < n_rows; r++) {
                 xs[lanes] = (const char *)w + (size_t)o * wrb;
                 ys[lanes] = (const char *)xq + (size_t)r * xq_row_bytes;
                 oo[lanes] = o;

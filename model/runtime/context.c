@@ -37,7 +37,8 @@ static void *grab(size_t n, size_t size, size_t *total, int *ok) {
 
 specd_status specd_context_create(const specd_model *model, const specd_context_params *params,
                                   specd_context **out, specd_error *err) {
-    if (!model || !out) return specd_fail(err, SPECD_E_INVALID_ARG, "context: model or out is NULL");
+    if (!model || !out)
+        return specd_fail(err, SPECD_E_INVALID_ARG, "context: model or out is NULL");
     specd_context_params p = params ? *params : specd_context_default_params();
     if (p.n_threads == 0) p.n_threads = specd_threadpool_online_cores();
     if (p.n_seq < 1 || p.n_seq > 4096)
@@ -128,15 +129,17 @@ void specd_context_destroy(specd_context *c) {
     specd_free(c);
 }
 
-int32_t specd_context_n_threads(const specd_context *ctx) { return ctx->n_threads; }
+int32_t specd_context_n_threads(const specd_context *ctx) {
+    return ctx->n_threads;
+}
 
 specd_status specd_context_set_lora(specd_context *c, const specd_lora *lora, specd_error *err) {
     if (!c) return specd_fail(err, SPECD_E_INVALID_ARG, "context: ctx is NULL");
     if (lora) {
         const specd_model_info *in = &c->model->info;
         if (lora->n_layer != in->n_layer)
-            return specd_fail(err, SPECD_E_MISMATCH, "lora: %d layers, model has %d",
-                              lora->n_layer, in->n_layer);
+            return specd_fail(err, SPECD_E_MISMATCH, "lora: %d layers, model has %d", lora->n_layer,
+                              in->n_layer);
         for (int p = 0; p < RT_N_PROJ; p++)
             if (lora->n_in[p] != c->model->layers[0].w[p].n_in ||
                 lora->n_out[p] != c->model->layers[0].w[p].n_out)
@@ -158,8 +161,7 @@ int32_t specd_context_kv_len(const specd_context *c, int32_t seq) {
     return c->kv_len[seq];
 }
 
-specd_status specd_context_kv_truncate(specd_context *c, int32_t seq, int32_t n,
-                                       specd_error *err) {
+specd_status specd_context_kv_truncate(specd_context *c, int32_t seq, int32_t n, specd_error *err) {
     if (!c) return specd_fail(err, SPECD_E_INVALID_ARG, "kv_truncate: ctx is NULL");
     if (seq < 0 || seq >= c->p.n_seq)
         return specd_fail(err, SPECD_E_INVALID_ARG, "kv_truncate: seq %d not in 0..%d", seq,
@@ -196,8 +198,8 @@ specd_status specd_context_kv_keep(specd_context *c, int32_t seq, int32_t from, 
     if (from < 0 || from > len)
         return specd_fail(err, SPECD_E_INVALID_ARG, "kv_keep: from %d not in 0..%d", from, len);
     if (n_rows < 0 || n_rows > len - from || (n_rows > 0 && !rows))
-        return specd_fail(err, SPECD_E_INVALID_ARG, "kv_keep: %d rows after %d of %d", n_rows,
-                          from, len);
+        return specd_fail(err, SPECD_E_INVALID_ARG, "kv_keep: %d rows after %d of %d", n_rows, from,
+                          len);
     for (int32_t j = 0; j < n_rows; j++) {
         if (rows[j] < from || rows[j] >= len || (j > 0 && rows[j] <= rows[j - 1]))
             return specd_fail(err, SPECD_E_INVALID_ARG,
@@ -208,7 +210,9 @@ specd_status specd_context_kv_keep(specd_context *c, int32_t seq, int32_t from, 
     return SPECD_OK;
 }
 
-size_t specd_context_kv_bytes(const specd_context *c) { return c ? c->kv_bytes : 0; }
+size_t specd_context_kv_bytes(const specd_context *c) {
+    return c ? c->kv_bytes : 0;
+}
 size_t specd_context_memory_bytes(const specd_context *c) {
     if (!c) return 0;
     return c->total_bytes + (size_t)c->n_threads * (size_t)c->lora_rank_cap * sizeof(float);

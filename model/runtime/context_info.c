@@ -1,5 +1,9 @@
 #include "model/runtime/runtime_internal.h"
 
-const specd_model *specd_context_model(const specd_context *ctx) { return ctx->model; }
+const specd_model *specd_context_model(const specd_context *ctx) {
+    return ctx->model;
+}
 
-int32_t specd_context_n_batch(const specd_context *ctx) { return ctx->p.n_batch; }
+int32_t specd_context_n_batch(const specd_context *ctx) {
+    return ctx->p.n_batch;
+}

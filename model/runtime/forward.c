@@ -13,7 +13,7 @@
 typedef struct fwd_job {
     specd_context *c;
     int32_t n_tok;
-    int32_t n_out;          /* rows to finish (output norm, head) */
+    int32_t n_out; /* rows to finish (output norm, head) */
     const int32_t *out_rows;
     float *logits, *hidden; /* caller's, validated */
 } fwd_job;
@@ -25,8 +25,8 @@ static inline void share(int64_t n, int ith, int nth, int64_t *b, int64_t *e) {
 }
 
 /* Quantizes rows [r0, r1) of x (stride ld floats) for matrix m into c->xq. */
-static void quant_rows(specd_context *c, const rt_matrix *m, const float *x, int64_t ld,
-                       int64_t r0, int64_t r1) {
+static void quant_rows(specd_context *c, const rt_matrix *m, const float *x, int64_t ld, int64_t r0,
+                       int64_t r1) {
     for (int64_t r = r0; r < r1; r++)
         specd_quantize_rows(m->vtraits, m->traits->vec_dot_type, x + r * ld, ld, 1, m->n_in,
                             (char *)c->xq + (size_t)r * c->xq_stride);
@@ -54,14 +54,16 @@ static void lora_row(const specd_context *c, int32_t layer, int proj, float gate
     for (int64_t k = 0; k < r; k++) {
         const float *ar = pr->a + k * n_in;
         float s = 0.0f;
-        for (int64_t i = 0; i < n_in; i++) s += ar[i] * x[i];
+        for (int64_t i = 0; i < n_in; i++)
+            s += ar[i] * x[i];
         ax[k] = s;
     }
     const float cg = gate * lo->scale;
     for (int64_t o = 0; o < n_out; o++) {
         const float *br = pr->b + o * r;
         float s = 0.0f;
-        for (int64_t k = 0; k < r; k++) s += br[k] * ax[k];
+        for (int64_t k = 0; k < r; k++)
+            s += br[k] * ax[k];
         y[o] += cg * s;
     }
 }
@@ -71,7 +73,8 @@ static int32_t visible_keys(const rt_token *t, int32_t *keys) {
     int32_t n = 0;
     if (!t->visible) {
         const int32_t last = t->l0 + t->i;
-        for (int32_t j = 0; j <= last; j++) keys[n++] = j;
+        for (int32_t j = 0; j <= last; j++)
+            keys[n++] = j;
         return n;
     }
     const int32_t width = t->l0 + t->n_new;
@@ -107,7 +110,8 @@ static void fwd_worker(void *arg, int ith, int nth) {
         for (int64_t r = rb; r < re; r++) {
             specd_rmsnorm_f32(c->x + r * E, L->attn_norm, c->xn + r * E, E, in->rms_eps);
         }
-        for (int64_t r = rb; r < re; r++) quant_rows(c, &L->w[RT_Q], c->xn, E, r, r + 1);
+        for (int64_t r = rb; r < re; r++)
+            quant_rows(c, &L->w[RT_Q], c->xn, E, r, r + 1);
         specd_threadpool_barrier(pool);
         matmul_share(c, &L->w[RT_Q], n, c->q, NQ, ith, nth);
         matmul_share(c, &L->w[RT_K], n, c->k, NKV, ith, nth);
@@ -121,9 +125,12 @@ static void fwd_worker(void *arg, int ith, int nth) {
             lora_row(c, l, RT_K, t->gate, c->xn + r * E, k, ith);
             lora_row(c, l, RT_V, t->gate, c->xn + r * E, v, ith);
             if (L->bq) {
-                for (int64_t i = 0; i < NQ; i++) q[i] += L->bq[i];
-                for (int64_t i = 0; i < NKV; i++) k[i] += L->bk[i];
-                for (int64_t i = 0; i < NKV; i++) v[i] += L->bv[i];
+                for (int64_t i = 0; i < NQ; i++)
+                    q[i] += L->bq[i];
+                for (int64_t i = 0; i < NKV; i++)
+                    k[i] += L->bk[i];
+                for (int64_t i = 0; i < NKV; i++)
+                    v[i] += L->bv[i];
             }
             if (L->q_norm) {
                 for (int32_t h = 0; h < in->n_head; h++)
@@ -165,7 +172,8 @@ static void fwd_worker(void *arg, int ith, int nth) {
             }
         }
         specd_threadpool_barrier(pool);
-        for (int64_t r = rb; r < re; r++) quant_rows(c, &L->w[RT_O], c->att, NQ, r, r + 1);
+        for (int64_t r = rb; r < re; r++)
+            quant_rows(c, &L->w[RT_O], c->att, NQ, r, r + 1);
         specd_threadpool_barrier(pool);
         matmul_share(c, &L->w[RT_O], n, c->tmp, E, ith, nth);
         specd_threadpool_barrier(pool);
@@ -173,7 +181,8 @@ static void fwd_worker(void *arg, int ith, int nth) {
         for (int64_t r = rb; r < re; r++) {
             float *o = c->tmp + r * E, *x = c->x + r * E;
             lora_row(c, l, RT_O, c->tok[r].gate, c->att + r * NQ, o, ith);
-            for (int64_t i = 0; i < E; i++) x[i] = o[i] + x[i];
+            for (int64_t i = 0; i < E; i++)
+                x[i] = o[i] + x[i];
             specd_rmsnorm_f32(x, L->ffn_norm, c->xn + r * E, E, in->rms_eps);
             quant_rows(c, &L->w[RT_GATE], c->xn, E, r, r + 1);
         }
@@ -194,7 +203,8 @@ static void fwd_worker(void *arg, int ith, int nth) {
         for (int64_t r = rb; r < re; r++) {
             float *o = c->tmp + r * E, *x = c->x + r * E;
             lora_row(c, l, RT_DOWN, c->tok[r].gate, c->g + r * F, o, ith);
-            for (int64_t i = 0; i < E; i++) x[i] = o[i] + x[i];
+            for (int64_t i = 0; i < E; i++)
+                x[i] = o[i] + x[i];
         }
         specd_threadpool_barrier(pool);
     }
@@ -233,8 +243,8 @@ static specd_status validate_seq(specd_context *c, const specd_seq_batch *s, int
     for (int32_t i = 0; i < s->n_tokens; i++) {
         if (s->tokens[i] < 0 || s->tokens[i] >= in->n_vocab)
             return specd_fail(err, SPECD_E_INVALID_ARG,
-                              "extend: seq %d token[%d] = %d not in 0..%d", s->seq, i,
-                              s->tokens[i], in->n_vocab - 1);
+                              "extend: seq %d token[%d] = %d not in 0..%d", s->seq, i, s->tokens[i],
+                              in->n_vocab - 1);
         /* positions stay below 2^24 so that (float)pos is exact, as RoPE assumes */
         if (s->pos && (s->pos[i] < 0 || s->pos[i] >= (1 << 24)))
             return specd_fail(err, SPECD_E_INVALID_ARG, "extend: seq %d pos[%d] = %d out of range",
@@ -246,13 +256,14 @@ static specd_status validate_seq(specd_context *c, const specd_seq_batch *s, int
                                   s->seq, i);
             if (gv != 0.0f && !c->lora)
                 return specd_fail(err, SPECD_E_STATE,
-                                  "extend: seq %d lora_gate[%d] = %g but no adapter is set",
-                                  s->seq, i, (double)gv);
+                                  "extend: seq %d lora_gate[%d] = %g but no adapter is set", s->seq,
+                                  i, (double)gv);
         }
         if (s->visible) {
             const uint8_t *row = s->visible + (size_t)i * (size_t)(l0 + s->n_tokens);
             int any = 0;
-            for (int32_t j = 0; j < l0 + s->n_tokens && !any; j++) any = row[j] != 0;
+            for (int32_t j = 0; j < l0 + s->n_tokens && !any; j++)
+                any = row[j] != 0;
             if (!any)
                 return specd_fail(err, SPECD_E_INVALID_ARG,
                                   "extend: seq %d token %d sees no row (empty attention)", s->seq,
@@ -280,8 +291,8 @@ static specd_status validate(specd_context *c, const specd_seq_batch *seqs, int3
     *n_tok = (int32_t)total;
     if (!out) return SPECD_OK;
     if (out->n_rows < 0 || out->n_rows > total)
-        return specd_fail(err, SPECD_E_INVALID_ARG, "extend: n_rows %d not in 0..%lld",
-                          out->n_rows, (long long)total);
+        return specd_fail(err, SPECD_E_INVALID_ARG, "extend: n_rows %d not in 0..%lld", out->n_rows,
+                          (long long)total);
     if (!out->rows && out->n_rows != total)
         return specd_fail(err, SPECD_E_INVALID_ARG,
                           "extend: rows is NULL but n_rows %d != %lld new tokens", out->n_rows,
@@ -321,7 +332,8 @@ specd_status specd_context_extend(specd_context *c, const specd_seq_batch *seqs,
     }
     fwd_job job = {.c = c, .n_tok = n_tok};
     if (out && out->n_rows > 0 && (out->logits || out->hidden)) {
-        for (int32_t j = 0; j < out->n_rows; j++) c->out_rows[j] = out->rows ? out->rows[j] : j;
+        for (int32_t j = 0; j < out->n_rows; j++)
+            c->out_rows[j] = out->rows ? out->rows[j] : j;
         job.n_out = out->n_rows;
         job.out_rows = c->out_rows;
         job.logits = out->logits;

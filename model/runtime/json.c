@@ -61,7 +61,8 @@ static specd_status parse_string(parser *p) {
                 if (p->pos + 5 >= p->len) break;
                 for (int k = 2; k < 6; k++) {
                     char h = p->s[p->pos + k];
-                    if (!((h >= '0' && h <= '9') || (h >= 'a' && h <= 'f') || (h >= 'A' && h <= 'F')))
+                    if (!((h >= '0' && h <= '9') || (h >= 'a' && h <= 'f') ||
+                          (h >= 'A' && h <= 'F')))
                         return bad(p, "bad \\u escape");
                 }
                 p->pos += 6;
@@ -143,7 +144,8 @@ static specd_status parse_value(parser *p, int depth) {
 }
 
 specd_status rt_json_parse(const char *text, size_t len, rt_json *out, specd_error *err) {
-    if (len >= (1u << 31)) return specd_fail(err, SPECD_E_FORMAT, "json: %zu bytes is too long", len);
+    if (len >= (1u << 31))
+        return specd_fail(err, SPECD_E_FORMAT, "json: %zu bytes is too long", len);
     parser p = {.s = text, .len = (uint32_t)len, .err = err};
     specd_status st = parse_value(&p, 0);
     if (st == SPECD_OK) {

@@ -10,7 +10,12 @@
 
 #include "specd/status.h"
 
-typedef enum rt_json_type { RT_JSON_OBJECT, RT_JSON_ARRAY, RT_JSON_STRING, RT_JSON_PRIMITIVE } rt_json_type;
+typedef enum rt_json_type {
+    RT_JSON_OBJECT,
+    RT_JSON_ARRAY,
+    RT_JSON_STRING,
+    RT_JSON_PRIMITIVE
+} rt_json_type;
 
 typedef struct rt_json_node {
     rt_json_type type;

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const modules[RT_N_PROJ] = {"q_proj",    "k_proj",  "v_proj",  "o_proj",
+static const char *const modules[RT_N_PROJ] = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
                                                "gate_proj", "up_proj", "down_proj"};
 
 static specd_status read_file(const char *dir, const char *name, size_t max, uint8_t **out,
@@ -31,8 +31,8 @@ static specd_status read_file(const char *dir, const char *name, size_t max, uin
     if (fseek(f, 0, SEEK_END) == 0) sz = ftell(f);
     if (sz < 0 || (size_t)sz > max || fseek(f, 0, SEEK_SET) != 0) {
         fclose(f);
-        return specd_fail(err, SPECD_E_FORMAT, "lora: %s: size unreadable or above %zu bytes",
-                          path, max);
+        return specd_fail(err, SPECD_E_FORMAT, "lora: %s: size unreadable or above %zu bytes", path,
+                          max);
     }
     uint8_t *buf = specd_alloc((size_t)sz + 1);
     if (!buf) {
@@ -57,8 +57,8 @@ static int module_index(const char *s, size_t n) {
     return -1;
 }
 
-static specd_status read_config(const specd_model *m, const char *dir, specd_lora *lo,
-                                int *targets, specd_error *err) {
+static specd_status read_config(const specd_model *m, const char *dir, specd_lora *lo, int *targets,
+                                specd_error *err) {
     uint8_t *buf;
     size_t len;
     SPECD_TRY(read_file(dir, "adapter_config.json", 1 << 20, &buf, &len, err));
@@ -81,7 +81,8 @@ static specd_status read_config(const specd_model *m, const char *dir, specd_lor
                         "lora: adapter_config.json: target_modules must be a list");
     else if ((fi && (j.nodes[fi].end - j.nodes[fi].start != 5)) ||
              (di && (j.nodes[di].end - j.nodes[di].start != 5)))
-        st = specd_fail(err, SPECD_E_UNSUPPORTED, "lora: fan_in_fan_out and DoRA are not supported");
+        st =
+            specd_fail(err, SPECD_E_UNSUPPORTED, "lora: fan_in_fan_out and DoRA are not supported");
     for (uint32_t k = 0; st == SPECD_OK && k < j.nodes[ti].size; k++) {
         const rt_json_node *t = &j.nodes[ti + 1 + k];
         int p = t->type == RT_JSON_STRING ? module_index(j.text + t->start, t->end - t->start) : -1;
@@ -114,7 +115,8 @@ static int parse_name(const char *s, size_t n, int32_t *layer, int *proj, int *i
         return 0;
     const size_t end = n - tl;
     size_t dot = end;
-    while (dot > 0 && s[dot - 1] != '.') dot--;
+    while (dot > 0 && s[dot - 1] != '.')
+        dot--;
     *proj = module_index(s + dot, end - dot);
     const char *lp = NULL;
     for (size_t i = 0; i + 7 <= n; i++)
@@ -122,7 +124,8 @@ static int parse_name(const char *s, size_t n, int32_t *layer, int *proj, int *i
     if (!lp) return 0;
     long v = 0;
     int digits = 0;
-    while (lp < s + n && *lp >= '0' && *lp <= '9' && digits < 7) v = v * 10 + (*lp++ - '0'), digits++;
+    while (lp < s + n && *lp >= '0' && *lp <= '9' && digits < 7)
+        v = v * 10 + (*lp++ - '0'), digits++;
     if (!digits || lp >= s + n || *lp != '.') return 0;
     *layer = (int32_t)v;
     return 1;
@@ -151,8 +154,8 @@ static specd_status load_weights(const specd_model *m, const uint8_t *buf, size_
             break;
         }
         if (layer >= in->n_layer) {
-            st = specd_fail(err, SPECD_E_MISMATCH, "lora: tensor %.*s: layer %d of %d", nl,
-                            t->name, layer, in->n_layer);
+            st = specd_fail(err, SPECD_E_MISMATCH, "lora: tensor %.*s: layer %d of %d", nl, t->name,
+                            layer, in->n_layer);
             break;
         }
         const int64_t rows = is_b ? lo->n_out[proj] : r, cols = is_b ? r : lo->n_in[proj];
@@ -192,8 +195,9 @@ static specd_status load_weights(const specd_model *m, const uint8_t *buf, size_
         for (int p = 0; p < RT_N_PROJ; p++) {
             const rt_lora_pair *pr = &lo->pairs[(size_t)l * RT_N_PROJ + (size_t)p];
             if (!pr->a != !pr->b) {
-                st = specd_fail(err, SPECD_E_FORMAT, "lora: layer %d %s has lora_%s without its pair",
-                                l, modules[p], pr->a ? "A" : "B");
+                st = specd_fail(err, SPECD_E_FORMAT,
+                                "lora: layer %d %s has lora_%s without its pair", l, modules[p],
+                                pr->a ? "A" : "B");
                 break;
             }
         }
@@ -242,4 +246,6 @@ void specd_lora_destroy(specd_lora *lora) {
     specd_free(lora);
 }
 
-int32_t specd_lora_rank(const specd_lora *lora) { return lora ? lora->rank : 0; }
+int32_t specd_lora_rank(const specd_lora *lora) {
+    return lora ? lora->rank : 0;
+}

@@ -51,8 +51,8 @@ static specd_status find(const specd_model *m, const char *name, const specd_ggu
     return SPECD_OK;
 }
 
-static specd_status get_matrix(const specd_model *m, const char *name, int64_t n_in,
-                               int64_t n_out, rt_matrix *out, specd_error *err) {
+static specd_status get_matrix(const specd_model *m, const char *name, int64_t n_in, int64_t n_out,
+                               rt_matrix *out, specd_error *err) {
     const specd_gguf_tensor *t;
     SPECD_TRY(find(m, name, &t, err));
     return rt_matrix_init(out, t, n_in, n_out, err);
@@ -137,7 +137,8 @@ static specd_status read_hparams(specd_model *m, specd_error *err) {
     SPECD_TRY(key_i32(m, arch, "attention.key_length", 1, hd_default, &in->head_dim, err));
     int32_t vlen;
     SPECD_TRY(key_i32(m, arch, "attention.value_length", 1, in->head_dim, &vlen, err));
-    if (in->head_dim <= 0 || in->head_dim > MAX_HEAD_DIM || in->head_dim % 2 || vlen != in->head_dim)
+    if (in->head_dim <= 0 || in->head_dim > MAX_HEAD_DIM || in->head_dim % 2 ||
+        vlen != in->head_dim)
         return specd_fail(err, SPECD_E_UNSUPPORTED,
                           "model: head size %d (key) / %d (value) not supported", in->head_dim,
                           vlen);
@@ -183,9 +184,10 @@ static specd_status load_tensors(specd_model *m, specd_error *err) {
     SPECD_TRY(get_vector(m, "output_norm.weight", in->n_embd, 0, &m->output_norm, err));
     m->layers = specd_alloc_array((size_t)in->n_layer, sizeof *m->layers);
     if (!m->layers) return specd_fail(err, SPECD_E_NOMEM, "model: out of memory");
-    const int64_t nq = (int64_t)in->n_head * in->head_dim, nkv = (int64_t)in->n_head_kv * in->head_dim;
+    const int64_t nq = (int64_t)in->n_head * in->head_dim,
+                  nkv = (int64_t)in->n_head_kv * in->head_dim;
     const int64_t E = in->n_embd, F = in->n_ff;
-    static const char *const names[RT_N_PROJ] = {"attn_q", "attn_k", "attn_v", "attn_output",
+    static const char *const names[RT_N_PROJ] = {"attn_q",   "attn_k", "attn_v",  "attn_output",
                                                  "ffn_gate", "ffn_up", "ffn_down"};
     const int64_t ins[RT_N_PROJ] = {E, E, E, nq, E, E, F};
     const int64_t outs[RT_N_PROJ] = {nq, nkv, nkv, E, F, F, E};
@@ -241,6 +243,10 @@ void specd_model_destroy(specd_model *model) {
     specd_free(model);
 }
 
-const specd_model_info *specd_model_get_info(const specd_model *model) { return &model->info; }
+const specd_model_info *specd_model_get_info(const specd_model *model) {
+    return &model->info;
+}
 
-const specd_gguf *specd_model_gguf(const specd_model *model) { return model->gguf; }
+const specd_gguf *specd_model_gguf(const specd_model *model) {
+    return model->gguf;
+}

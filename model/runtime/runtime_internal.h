@@ -21,8 +21,8 @@ enum rt_proj { RT_Q, RT_K, RT_V, RT_O, RT_GATE, RT_UP, RT_DOWN, RT_N_PROJ };
 
 typedef struct rt_layer {
     const float *attn_norm, *ffn_norm;
-    const float *q_norm, *k_norm;          /* qwen3, else NULL */
-    const float *bq, *bk, *bv;             /* qwen2, else NULL */
+    const float *q_norm, *k_norm; /* qwen3, else NULL */
+    const float *bq, *bk, *bv;    /* qwen2, else NULL */
     rt_matrix w[RT_N_PROJ];
 } rt_layer;
 
@@ -56,12 +56,12 @@ specd_status rt_matrix_init(rt_matrix *m, const specd_gguf_tensor *t, int64_t n_
 /* Per-token bookkeeping of the extend in flight. */
 typedef struct rt_token {
     int32_t token;
-    int32_t seq;    /* sequence (cache) index */
-    int32_t i;      /* index among its sequence's new tokens */
-    int32_t n_new;  /* its sequence's new-token count */
-    int32_t l0;     /* its sequence's kv_len before the extend */
+    int32_t seq;   /* sequence (cache) index */
+    int32_t i;     /* index among its sequence's new tokens */
+    int32_t n_new; /* its sequence's new-token count */
+    int32_t l0;    /* its sequence's kv_len before the extend */
     int32_t pos;
-    float gate;     /* LoRA gate, 0 = none */
+    float gate;             /* LoRA gate, 0 = none */
     const uint8_t *visible; /* its visibility row (l0 + n_new bytes) or NULL = causal */
 } rt_token;
 
@@ -71,23 +71,23 @@ struct specd_context {
     specd_threadpool *pool;
     int n_threads;
     const specd_lora *lora;
-    int32_t lora_rank_cap;  /* per-thread LoRA scratch capacity */
-    float *lora_scratch;    /* n_threads x lora_rank_cap */
+    int32_t lora_rank_cap; /* per-thread LoRA scratch capacity */
+    float *lora_scratch;   /* n_threads x lora_rank_cap */
 
-    size_t kv_dim;          /* n_head_kv * head_dim */
-    uint16_t *kv;           /* [seq][layer][K|V][n_ctx][kv_dim] F16 */
-    int32_t *kv_len;        /* per sequence */
+    size_t kv_dim;   /* n_head_kv * head_dim */
+    uint16_t *kv;    /* [seq][layer][K|V][n_ctx][kv_dim] F16 */
+    int32_t *kv_len; /* per sequence */
     size_t kv_bytes, total_bytes;
 
     /* scratch for n_batch tokens */
     rt_token *tok;
     float *x, *xn, *q, *k, *v, *att, *tmp, *g, *u;
-    void *xq;               /* quantized activation rows */
-    size_t xq_stride;       /* bytes per row of xq (the largest vec_dot row) */
-    float *scores;          /* n_threads x n_ctx */
-    int32_t *keys;          /* n_threads x n_ctx */
-    uint8_t *mark;          /* max(n_batch, n_seq) flags for validation */
-    int32_t *out_rows;      /* n_batch */
+    void *xq;          /* quantized activation rows */
+    size_t xq_stride;  /* bytes per row of xq (the largest vec_dot row) */
+    float *scores;     /* n_threads x n_ctx */
+    int32_t *keys;     /* n_threads x n_ctx */
+    uint8_t *mark;     /* max(n_batch, n_seq) flags for validation */
+    int32_t *out_rows; /* n_batch */
 };
 
 static inline uint16_t *rt_kv_k(const specd_context *c, int32_t seq, int32_t layer) {

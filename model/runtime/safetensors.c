@@ -63,7 +63,8 @@ static specd_status parse_tensor(const rt_json *j, uint32_t key, const uint8_t *
 specd_status rt_st_parse(const uint8_t *buf, size_t len, rt_st_file *out, specd_error *err) {
     if (len < 8) return specd_fail(err, SPECD_E_FORMAT, "safetensors: %zu bytes is too short", len);
     uint64_t hl = 0;
-    for (int i = 7; i >= 0; i--) hl = (hl << 8) | buf[i];
+    for (int i = 7; i >= 0; i--)
+        hl = (hl << 8) | buf[i];
     if (hl > len - 8 || hl > (1u << 30))
         return specd_fail(err, SPECD_E_FORMAT,
                           "safetensors: header length %llu exceeds the %zu bytes after it",

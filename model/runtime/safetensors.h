@@ -13,8 +13,8 @@
 typedef struct rt_st_tensor {
     const char *name; /* view into the buffer, not NUL-terminated */
     uint32_t name_len;
-    int dtype;        /* 0 F32, 1 F16, 2 BF16 */
-    int n_dims;       /* 1..4 */
+    int dtype;  /* 0 F32, 1 F16, 2 BF16 */
+    int n_dims; /* 1..4 */
     int64_t shape[4];
     const uint8_t *data; /* borrowed from the buffer */
     size_t n_bytes;

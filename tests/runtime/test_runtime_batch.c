@@ -24,8 +24,8 @@ static int rows_equal(const float *a, const float *b, size_t n, const char *what
     if (memcmp(a, b, n * sizeof(float)) == 0) return 1;
     for (size_t i = 0; i < n; i++)
         if (memcmp(&a[i], &b[i], sizeof(float))) {
-            fprintf(stderr, "%s: row %d differs at %zu: %.9g vs %.9g\n", what, row, i,
-                    (double)a[i], (double)b[i]);
+            fprintf(stderr, "%s: row %d differs at %zu: %.9g vs %.9g\n", what, row, i, (double)a[i],
+                    (double)b[i]);
             break;
         }
     return 0;
@@ -70,7 +70,8 @@ static void run_chunks(const specd_model *m, int n_threads, const int *sizes, in
                 int w = done[q] + cnt;
                 memset(vis, 0, (size_t)cnt * (size_t)w);
                 for (int i = 0; i < cnt; i++) {
-                    for (int j = 0; j <= done[q] + i; j++) vis[(size_t)i * w + j] = 1;
+                    for (int j = 0; j <= done[q] + i; j++)
+                        vis[(size_t)i * w + j] = 1;
                     pos[i] = done[q] + i;
                 }
                 s[ns].visible = vis;
@@ -79,7 +80,8 @@ static void run_chunks(const specd_model *m, int n_threads, const int *sizes, in
             ns++;
         }
         int total = 0;
-        for (int k = 0; k < ns; k++) total += s[k].n_tokens;
+        for (int k = 0; k < ns; k++)
+            total += s[k].n_tokens;
         specd_extend_out o = {.n_rows = total, .logits = lg, .hidden = hd};
         assert_int_equal(specd_context_extend(c, s, ns, &o, &err), SPECD_OK);
         int r = 0;

@@ -11,8 +11,8 @@
  * on 11 of 407 rows, all near ties. A reimplementation with its own summation order cannot be held
  * closer than the oracle is to itself, so:
  *   - LOGIT_TOL = 2.0: about twice llama.cpp's own spread (we observe max 1.71 over 407 rows x 32
- *     ids); MEAN_TOL = 0.25 on the mean |delta| (we observe ~0.15). A real defect (wrong RoPE pairs,
- *     eps, scale, head, a missing bias) moves logits by whole units on most rows and fails both.
+ *     ids); MEAN_TOL = 0.25 on the mean |delta| (we observe ~0.15). A real defect (wrong RoPE
+ * pairs, eps, scale, head, a missing bias) moves logits by whole units on most rows and fails both.
  *   - top-1 must agree on every row whose golden top-1/top-2 margin is >= TIE_MARGIN (0.5, far
  *     above the largest margin at which we or llama.cpp itself flip: 0.31); the overall agreement
  *     is printed (392/407 at the time of writing).
@@ -48,7 +48,8 @@ static void test_logits_match_llama_cpp(void **state) {
     while (rt_expect_word(f, "prompt") && fscanf(f, "%d %d", &k, &n) == 2) {
         assert_true(n > 0 && n <= MAX_TOK);
         assert_true(rt_expect_word(f, "tokens"));
-        for (int i = 0; i < n; i++) assert_int_equal(fscanf(f, "%d", &tokens[i]), 1);
+        for (int i = 0; i < n; i++)
+            assert_int_equal(fscanf(f, "%d", &tokens[i]), 1);
         specd_context *c = rt_test_context(m, 1, 1024, 512, 0);
         specd_error err;
         for (int off = 0; off < n; off += 512) { /* n_batch chunks */
@@ -89,11 +90,12 @@ static void test_logits_match_llama_cpp(void **state) {
         prompts++;
     }
     const double mean = sum_delta / (rows * (double)TOP_K);
-    fprintf(stderr,
-            "logits: %d prompts, %d rows, top-1 agrees on %d (%.1f%%), max |delta| %.4f (tol %.2f), "
-            "mean |delta| %.4f (tol %.2f)\n",
-            prompts, rows, agree, 100.0 * agree / rows, (double)max_delta, (double)LOGIT_TOL, mean,
-            (double)MEAN_TOL);
+    fprintf(
+        stderr,
+        "logits: %d prompts, %d rows, top-1 agrees on %d (%.1f%%), max |delta| %.4f (tol %.2f), "
+        "mean |delta| %.4f (tol %.2f)\n",
+        prompts, rows, agree, 100.0 * agree / rows, (double)max_delta, (double)LOGIT_TOL, mean,
+        (double)MEAN_TOL);
     assert_true(prompts >= 3);
     assert_true(max_delta <= LOGIT_TOL);
     assert_true(mean <= MEAN_TOL);
@@ -119,11 +121,13 @@ static void test_greedy_matches_llama_cpp(void **state) {
         assert_true(rt_expect_word(f, "prompt"));
         assert_int_equal(fscanf(f, "%d", &n), 1);
         assert_true(n > 0 && n <= 512);
-        for (int i = 0; i < n; i++) assert_int_equal(fscanf(f, "%d", &prompt[i]), 1);
+        for (int i = 0; i < n; i++)
+            assert_int_equal(fscanf(f, "%d", &prompt[i]), 1);
         assert_true(rt_expect_word(f, "output"));
         assert_int_equal(fscanf(f, "%d", &n_out), 1);
         assert_true(n_out > 0 && n_out <= n_gen);
-        for (int i = 0; i < n_out; i++) assert_int_equal(fscanf(f, "%d", &want[i]), 1);
+        for (int i = 0; i < n_out; i++)
+            assert_int_equal(fscanf(f, "%d", &want[i]), 1);
         specd_error err;
         assert_int_equal(specd_context_kv_truncate(c, 0, 0, &err), SPECD_OK);
         int32_t last = n - 1;

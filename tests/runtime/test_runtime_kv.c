@@ -18,7 +18,8 @@ static int setup(void **state) {
     (void)state;
     model = rt_test_model();
     V = specd_model_get_info(model)->n_vocab;
-    for (int i = 0; i < NA; i++) A[i] = (int32_t)((i * 7919 + 13) % V);
+    for (int i = 0; i < NA; i++)
+        A[i] = (int32_t)((i * 7919 + 13) % V);
     return 0;
 }
 static int teardown(void **state) {
@@ -118,8 +119,8 @@ static void test_siblings_by_visibility(void **state) {
     vis[1 * w + NA] = 0;     /* token 1 does not see token 0 */
     float *lg = malloc(sizeof(float) * 2 * V), *b = malloc(sizeof(float) * V);
     uint8_t commit[2] = {0, 0};
-    specd_seq_batch s = {.seq = 0, .n_tokens = 2, .tokens = t, .pos = pos, .visible = vis,
-                         .commit = commit};
+    specd_seq_batch s = {
+        .seq = 0, .n_tokens = 2, .tokens = t, .pos = pos, .visible = vis, .commit = commit};
     specd_extend_out o = {.n_rows = 2, .logits = lg};
     assert_int_equal(specd_context_extend(c, &s, 1, &o, &err), SPECD_OK);
     assert_int_equal(specd_context_kv_len(c, 0), NA);
@@ -155,7 +156,8 @@ static void test_bad_input_changes_nothing(void **state) {
     specd_context *c = rt_test_context(model, 2, 64, 16, 2);
     extend(c, A, 10, NULL);
     float *lg = malloc(sizeof(float) * V);
-    for (int i = 0; i < V; i++) lg[i] = -7.0f;
+    for (int i = 0; i < V; i++)
+        lg[i] = -7.0f;
     int32_t ok_tok[2] = {1, 2}, bad_tok[2] = {1, V}, row = 0, rows2[2] = {1, 1};
     specd_error err;
     specd_extend_out o = {.n_rows = 1, .rows = &row, .logits = lg};
@@ -165,22 +167,28 @@ static void test_bad_input_changes_nothing(void **state) {
     specd_extend_out dup = {.n_rows = 2, .rows = rows2, .logits = lg};
     specd_extend_out far = {.n_rows = 1, .rows = (int32_t[]){2}, .logits = lg};
     int32_t many[60] = {0};
-    cases[0] = (bad_case){{.seq = 2, .n_tokens = 2, .tokens = ok_tok}, &o,
-                                  SPECD_E_INVALID_ARG, "seq"};
-    cases[1] = (bad_case){{.seq = 0, .n_tokens = 2, .tokens = bad_tok}, &o,
-                                  SPECD_E_INVALID_ARG, "token"};
-    cases[2] = (bad_case){{.seq = 0, .n_tokens = 2, .tokens = ok_tok,
-                                   .visible = empty_vis}, &o, SPECD_E_INVALID_ARG, "sees no"};
-    cases[3] = (bad_case){{.seq = 0, .n_tokens = 2, .tokens = ok_tok,
-                                   .lora_gate = nan_gate}, &o, SPECD_E_NUMERIC, "finite"};
-    cases[4] = (bad_case){{.seq = 0, .n_tokens = 2, .tokens = ok_tok,
-                                   .lora_gate = one_gate}, &o, SPECD_E_STATE, "adapter"};
-    cases[5] = (bad_case){{.seq = 0, .n_tokens = 2, .tokens = ok_tok}, &dup,
-                                  SPECD_E_INVALID_ARG, "repeated"};
-    cases[6] = (bad_case){{.seq = 0, .n_tokens = 2, .tokens = ok_tok}, &far,
-                                  SPECD_E_INVALID_ARG, "out of range"};
-    cases[7] = (bad_case){{.seq = 0, .n_tokens = 16, .tokens = many}, &o,
-                                  SPECD_E_INVALID_ARG, "n_ctx"};
+    cases[0] =
+        (bad_case){{.seq = 2, .n_tokens = 2, .tokens = ok_tok}, &o, SPECD_E_INVALID_ARG, "seq"};
+    cases[1] =
+        (bad_case){{.seq = 0, .n_tokens = 2, .tokens = bad_tok}, &o, SPECD_E_INVALID_ARG, "token"};
+    cases[2] = (bad_case){{.seq = 0, .n_tokens = 2, .tokens = ok_tok, .visible = empty_vis},
+                          &o,
+                          SPECD_E_INVALID_ARG,
+                          "sees no"};
+    cases[3] = (bad_case){{.seq = 0, .n_tokens = 2, .tokens = ok_tok, .lora_gate = nan_gate},
+                          &o,
+                          SPECD_E_NUMERIC,
+                          "finite"};
+    cases[4] = (bad_case){{.seq = 0, .n_tokens = 2, .tokens = ok_tok, .lora_gate = one_gate},
+                          &o,
+                          SPECD_E_STATE,
+                          "adapter"};
+    cases[5] = (bad_case){
+        {.seq = 0, .n_tokens = 2, .tokens = ok_tok}, &dup, SPECD_E_INVALID_ARG, "repeated"};
+    cases[6] = (bad_case){
+        {.seq = 0, .n_tokens = 2, .tokens = ok_tok}, &far, SPECD_E_INVALID_ARG, "out of range"};
+    cases[7] =
+        (bad_case){{.seq = 0, .n_tokens = 16, .tokens = many}, &o, SPECD_E_INVALID_ARG, "n_ctx"};
     extend(c, A + 10, 16, NULL);
     extend(c, A + 26, 14, NULL);
     extend(c, A, 10, NULL); /* kv_len 50 of 64: 16 more do not fit */
@@ -192,7 +200,8 @@ static void test_bad_input_changes_nothing(void **state) {
         }
         assert_int_equal(specd_context_kv_len(c, 0), 50);
         assert_int_equal(specd_context_kv_len(c, 1), 0);
-        for (int i = 0; i < V; i++) assert_true(lg[i] == -7.0f);
+        for (int i = 0; i < V; i++)
+            assert_true(lg[i] == -7.0f);
     }
     /* the same sequence twice in one extend */
     specd_seq_batch two[2] = {{.seq = 0, .n_tokens = 1, .tokens = ok_tok},

@@ -84,7 +84,8 @@ static void write_st(const spec *s, int n, uint64_t header_len_override, int off
     for (int i = 0; i < n; i++)
         for (int64_t k = 0; k < s[i].rows * s[i].cols; k++) {
             rng = rng * 1664525u + 1013904223u;
-            float v = isnan(s[i].fill) ? ((float)(rng >> 8) / 16777216.0f - 0.5f) * 0.2f : s[i].fill;
+            float v =
+                isnan(s[i].fill) ? ((float)(rng >> 8) / 16777216.0f - 0.5f) * 0.2f : s[i].fill;
             fwrite(&v, 4, 1, f);
         }
     fclose(f);
@@ -184,7 +185,8 @@ static void test_bad_adapters(void **state) {
     load(SPECD_E_FORMAT, "data_offsets");
     write_st(ok, 2, 5, 0);
     load(SPECD_E_FORMAT, "json");
-    write_text("adapter_config.json", "{\"r\": 4, \"lora_alpha\": 8, \"target_modules\": [\"q_proj\"");
+    write_text("adapter_config.json",
+               "{\"r\": 4, \"lora_alpha\": 8, \"target_modules\": [\"q_proj\"");
     load(SPECD_E_FORMAT, "json");
     write_text("adapter_config.json", "{\"r\": 0, \"lora_alpha\": 8, \"target_modules\": []}");
     load(SPECD_E_FORMAT, "r missing");

@@ -16,7 +16,9 @@
 __attribute__((target("f16c"))) static uint16_t hw_f2h(float f) {
     return (uint16_t)_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT);
 }
-__attribute__((target("f16c"))) static float hw_h2f(uint16_t h) { return _cvtsh_ss(h); }
+__attribute__((target("f16c"))) static float hw_h2f(uint16_t h) {
+    return _cvtsh_ss(h);
+}
 #endif
 
 static void test_half_conversion(void **state) {
@@ -49,7 +51,8 @@ static void test_rope(void **state) {
     (void)state;
     enum { HD = 64, NH = 3 };
     float x[NH * HD], y[NH * HD];
-    for (int i = 0; i < NH * HD; i++) x[i] = sinf((float)i * 0.37f) + 0.1f;
+    for (int i = 0; i < NH * HD; i++)
+        x[i] = sinf((float)i * 0.37f) + 0.1f;
     memcpy(y, x, sizeof x);
     specd_rope_f32(y, NH, HD, HD, 0, 10000.0f, 0);
     assert_memory_equal(x, y, sizeof x); /* position 0 rotates by nothing */
@@ -73,12 +76,53 @@ static void test_softmax_and_norm(void **state) {
     float x[5] = {1, 2, 3, -1000, 3};
     specd_softmax_f32(x, 5);
     double sum = 0;
-    for (int i = 0; i < 5; i++) sum += x[i];
+    for (int i = 0; i < 5; i++)
+        sum += x[i];
     assert_true(fabs(sum - 1.0) < 1e-6);
     assert_true(x[3] == 0.0f && x[2] == x[4] && x[2] > x[1]);
     float v[4] = {1, -1, 1, -1}, w[4] = {1, 2, 3, 4}, y[4];
     specd_rmsnorm_f32(v, w, y, 4, 0.0f);
     assert_true(y[0] == 1.0f && y[1] == -2.0f && y[3] == -4.0f);
+}
+
+/* The matmul's tiled kernels (several dot products per pass) against the library's vec_dot, bit for
+ * bit, for every row count and uneven column ranges: what batch invariance rests on. */
+static void test_matmul_matches_vec_dot(void **state) {
+    (void)state;
+    const uint32_t types[2] = {SPECD_DTYPE_Q4_1, SPECD_DTYPE_Q8_0};
+    enum { N_IN = 96, N_OUT = 37, MAX_ROWS = 9 };
+    for (int t = 0; t < 2; t++) {
+        const specd_dtype_traits *tr = specd_dtype_traits_get(types[t]);
+        const specd_dtype_traits *vt = specd_dtype_traits_get(tr->vec_dot_type);
+        assert_non_null(tr);
+        assert_non_null(vt);
+        const size_t wrb = specd_dtype_row_bytes(types[t], N_IN);
+        const size_t xrb = specd_dtype_row_bytes(tr->vec_dot_type, N_IN);
+        float wf[N_OUT * N_IN], x[MAX_ROWS * N_IN];
+        uint32_t s = 99 + (uint32_t)t;
+        for (int i = 0; i < N_OUT * N_IN; i++) {
+            s = s * 1664525u + 1013904223u;
+            wf[i] = ((float)(s >> 8) / 16777216.0f - 0.5f) * (1 + (i % 7));
+        }
+        for (int i = 0; i < MAX_ROWS * N_IN; i++)
+            x[i] = sinf((float)i * 0.71f) * (1 + (i % 5));
+        unsigned char *w = malloc(wrb * N_OUT), *xq = malloc(xrb * MAX_ROWS);
+        for (int o = 0; o < N_OUT; o++)
+            tr->from_float(wf + o * N_IN, w + o * wrb, N_IN);
+        specd_quantize_rows(vt, tr->vec_dot_type, x, N_IN, MAX_ROWS, N_IN, xq);
+        float y[MAX_ROWS * N_OUT], ref;
+        for (int rows = 1; rows <= MAX_ROWS; rows++) {
+            memset(y, 0, sizeof y);
+            specd_matmul_rows(tr, types[t], w, N_IN, 3, N_OUT, xq, xrb, rows, y, N_OUT);
+            for (int r = 0; r < rows; r++)
+                for (int o = 3; o < N_OUT; o++) {
+                    tr->vec_dot(N_IN, &ref, w + o * wrb, xq + r * xrb);
+                    assert_memory_equal(&ref, &y[r * N_OUT + o], sizeof ref);
+                }
+        }
+        free(w);
+        free(xq);
+    }
 }
 
 typedef struct pool_arg {
@@ -112,7 +156,8 @@ static void test_threadpool(void **state) {
             atomic_store(&a.phase_count, 0);
             specd_threadpool_run(a.pool, pool_fn, &a);
         }
-        for (int i = 0; i < n; i++) assert_int_equal(atomic_load(&a.hits[i]), 20);
+        for (int i = 0; i < n; i++)
+            assert_int_equal(atomic_load(&a.hits[i]), 20);
         assert_true(a.phase_ok);
         specd_threadpool_destroy(a.pool);
     }
@@ -124,9 +169,8 @@ static void test_threadpool(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_half_conversion),
-        cmocka_unit_test(test_rope),
-        cmocka_unit_test(test_softmax_and_norm),
+        cmocka_unit_test(test_half_conversion),  cmocka_unit_test(test_rope),
+        cmocka_unit_test(test_softmax_and_norm), cmocka_unit_test(test_matmul_matches_vec_dot),
         cmocka_unit_test(test_threadpool),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -306,7 +306,15 @@ static specd_status connect_now(specd_ipc_client *c, specd_error *err) {
         else
             c->instance = r->hello_ok->instance;
     }
-    for (size_t i = 0; st == SPECD_OK && i < c->n_bufs; i++) st = send_attach(c, c->bufs[i], err);
+    for (size_t i = 0; st == SPECD_OK && i < c->n_bufs; i++) {
+        st = send_attach(c, c->bufs[i], err);
+        if (st != SPECD_OK && c->sock) {
+            specd_log(SPECD_LOG_WARN, "buffer dropped from the session: %s",
+                      err ? err->message : "refused");
+            c->bufs[i--] = c->bufs[--c->n_bufs];
+            st = SPECD_OK;
+        }
+    }
     for (size_t i = 0; st == SPECD_OK && i < c->n_seqs; i++) {
         st = send_open(c, &c->seqs[i], err);
         if (st != SPECD_OK && c->sock) {
@@ -607,6 +615,7 @@ specd_status specd_ipc_client_attach_buffer(specd_ipc_client *c, specd_ipc_buffe
     if (!err) err = &local;
     specd_status st = send_attach(c, b, err);
     if (st != SPECD_OK && lost_session(err)) st = connect_now(c, err);
+    if (st != SPECD_OK && c->up) c->n_bufs--; /* answered and refused: not shared anywhere */
     return st;
 }
 

@@ -345,6 +345,12 @@ static specd_status dispatch(specd_ipc_service *s, const SpecdWire__Envelope *q,
         return SPECD_OK;
     }
     case SPECD_WIRE__ENVELOPE__BODY_ATTACH_BUFFER:
+        /* Shared memory only makes sense for a peer on this machine; a tcp:// peer must not make
+         * us open local segments (or /proc/<pid>/fd paths) on its say-so. */
+        if (strncmp(s->endpoint, "tcp://", 6) == 0)
+            return specd_fail(err, SPECD_E_UNSUPPORTED,
+                              "attach_buffer: shared buffers need a local (ipc:// or inproc://) "
+                              "peer");
         SPECD_TRY(specd_ipc_buffer_table_attach(s->buffers, q->attach_buffer->desc, err));
         reply_ack(r, id);
         return SPECD_OK;

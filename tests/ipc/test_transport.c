@@ -234,7 +234,14 @@ static void test_curve_refuses_unauthenticated(void **state) {
     assert_int_equal(specd_ipc_client_create(&p, SPECD_IPC_ROLE_DRAFTER, &model, &c, &err),
                      SPECD_OK);
     assert_int_equal(specd_ipc_client_ping(c, &err), SPECD_OK);
+    /* No shared memory over tcp://: the peer is not known to be on this machine. */
+    specd_ipc_buffer *b = NULL;
+    assert_int_equal(specd_ipc_buffer_create(SPECD_IPC_BUFFER_SHM, 4096, 0, &b, &err), SPECD_OK);
+    assert_int_equal(specd_ipc_client_attach_buffer(c, b, &err), SPECD_E_UNSUPPORTED);
+    assert_int_equal(specd_ipc_client_detach_buffer(c, specd_ipc_buffer_id(b), &err),
+                     SPECD_E_STATE); /* the refused buffer is not part of the session */
     specd_ipc_client_destroy(c);
+    specd_ipc_buffer_destroy(b);
 
     /* A client that believes in another server key cannot complete the handshake. */
     p.curve_server_public = opub;
@@ -275,8 +282,9 @@ static void test_curve_refuses_unauthenticated(void **state) {
                      SPECD_OK);
     specd_ipc_stats st;
     assert_int_equal(specd_ipc_client_stats(c, &st, &err), SPECD_OK);
-    /* First client: hello, ping. This one: hello, stats. Nothing from the other two. */
-    assert_int_equal(st.requests, 4);
+    /* First client: hello, ping, attach (refused). This one: hello, stats. Nothing from the
+     * other two. */
+    assert_int_equal(st.requests, 5);
     specd_ipc_client_destroy(c);
     test_service_stop(&t);
 

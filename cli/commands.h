@@ -4,6 +4,9 @@
 #define SPECD_CLI_COMMANDS_H
 
 int specd_cmd_version(int argc, char **argv);
+int specd_cmd_generate(int argc, char **argv);
+int specd_cmd_ab(int argc, char **argv);
 int specd_cmd_inspect(int argc, char **argv);
+int specd_cmd_generate(int argc, char **argv);
 
 #endif

@@ -45,6 +45,7 @@ specd_status specd_spec_run(specd_spec *spec, int32_t seq, specd_context *ctx, i
     while (st == SPECD_OK && !specd_spec_seq_done(spec, seq)) {
         specd_step_layout lay;
         if ((st = specd_spec_seq_layout(spec, seq, &lay, err)) != SPECD_OK) break;
+        if ((st = specd_context_set_lora(ctx, lay.lora, err)) != SPECD_OK) break;
         int32_t kv_before = specd_context_kv_len(ctx, kv_seq);
         specd_seq_batch b = {.seq = kv_seq, .n_tokens = lay.n_tokens, .tokens = lay.tokens,
                              .pos = lay.pos, .visible = lay.visible, .lora_gate = lay.lora_gate};

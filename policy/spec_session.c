@@ -212,7 +212,9 @@ specd_status specd_spec_seq_open(specd_spec *spec, int32_t seq, const int32_t *p
     specd_sampling_params plain = params->sampling;
     if (params->rule == SPECD_ACCEPT_GREEDY) plain.temperature = 0.0f;
     specd_policy_env env = {.n_vocab = sp->n_vocab, .max_draft = sp->max_draft,
-                            .target = sp->target, .target_path = sp->target_path};
+                            .target = sp->target, .target_path = sp->target_path,
+                            .sampling = params->sampling, .rule = params->rule,
+                            .tau = params->tau, .seed = params->seed, .seq_key = (uint32_t)seq};
     if ((st = specd_accept_create(&ap, &q->accept, err)) != SPECD_OK ||
         (st = specd_sampler_create(&plain, sp->n_vocab, &q->sampler, err)) != SPECD_OK ||
         (st = ops->create(&env, params->policy_options, &q->policy, err)) != SPECD_OK) {

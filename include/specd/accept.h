@@ -9,9 +9,11 @@
  *    decoding. q is not needed (it is checked when given, then ignored). T == 0 is greedy.
  *  - REJECTION: speculative sampling (Leviathan et al.; paper 000 Algorithm 1): draft x drawn from
  *    q is accepted iff u < min(1, p(x) / q(x)) with u the keyed SPECD_RNG_ACCEPT uniform; on
- *    rejection the token is drawn from normalize(max(0, p - q)) by Gumbel-max with the
- *    SPECD_RNG_RESIDUAL stream; when every draft is accepted the bonus token is the keyed sample
- *    of the last row. Lossless when each draft was drawn from its q independently of the
+ *    rejection the token is drawn from normalize(max(0, p - q)), and when every draft is accepted
+ *    the bonus token from the last row's p, each by one keyed uniform (SPECD_RNG_RESIDUAL,
+ *    SPECD_RNG_BONUS; counter word 0 = 0) through the blocked inverse CDF that
+ *    verifier/accept/xform.h defines (64-token block sums in a fixed order, then a scan), which a
+ *    CUDA port reproduces bit for bit. Lossless when each draft was drawn from its q independently of the
  *    verifier's streams (use specd_sampler_sample_draft or any independent RNG). q absent means a
  *    deterministic drafter (q one-hot at the draft). With relaxed_tau > 0 the ratio becomes
  *    min(1, (1 + tau) p / q) (paper 000 section 4.3): not lossless, and every result says so.

@@ -25,6 +25,8 @@
 
 #include <stdint.h>
 
+#include "specd/accept.h"
+#include "specd/sampling.h"
 #include "specd/status.h"
 
 #ifdef __cplusplus
@@ -34,6 +36,7 @@ extern "C" {
 #define SPECD_POLICY_ABI_VERSION 1u
 
 struct specd_model;
+struct specd_lora;
 
 /* What a policy is created with. All pointers are borrowed for the policy's lifetime. */
 typedef struct specd_policy_env {
@@ -41,6 +44,13 @@ typedef struct specd_policy_env {
     int32_t max_draft;               /* most tokens one step may propose (>= 1) */
     const struct specd_model *target; /* the target model when specd runs it, else NULL */
     const char *target_path;         /* its GGUF path when known, else NULL */
+    /* The sequence's verification setup, for self-speculative policies that verify their own
+     * proposals (drafter policies are verified by the session and may ignore these). */
+    specd_sampling_params sampling;  /* bias borrowed for the create call only */
+    specd_accept_rule rule;
+    float tau;
+    uint64_t seed;
+    uint32_t seq_key;                /* the sequence id in the sampling key */
 } specd_policy_env;
 
 /* The target's step, as laid out by a self-speculative policy. Arrays are owned by the policy
@@ -51,6 +61,7 @@ typedef struct specd_step_layout {
     const int32_t *pos;       /* n_tokens position ids */
     const uint8_t *visible;   /* NULL = causal; else n_tokens rows of (n_cached + n_tokens) bytes */
     const float *lora_gate;   /* NULL = base weights for every row */
+    const struct specd_lora *lora; /* the adapter gated rows use (owned by the policy), or NULL */
     int32_t n_rows;           /* rows whose logits the policy needs back */
     const int32_t *rows;      /* n_rows indices into the step's tokens */
 } specd_step_layout;

@@ -83,6 +83,8 @@ typedef struct specd_context_params {
     int32_t n_ctx;     /* KV rows per sequence, including an extend's uncommitted rows (2048) */
     int32_t n_batch;   /* most new tokens in one extend over all sequences (512) */
     int32_t n_threads; /* 0 = online cores */
+    int32_t n_layers;  /* run only the first n_layers blocks, then the output norm and head
+                          (a layer-skip drafter); 0 = all */
 } specd_context_params;
 
 specd_context_params specd_context_default_params(void);

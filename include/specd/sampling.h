@@ -42,7 +42,8 @@ typedef enum specd_rng_purpose {
     SPECD_RNG_SAMPLE = 0,   /* the target's keyed sample (plain decoding, coupled verify, bonus) */
     SPECD_RNG_DRAFT = 1,    /* a drafter sampling its own proposals (specd_sampler_sample_draft) */
     SPECD_RNG_ACCEPT = 2,   /* the uniform of the min(1, p/q) test; counter word 0 = node */
-    SPECD_RNG_RESIDUAL = 3  /* Gumbel noise for the residual max(0, p - q) after a rejection */
+    SPECD_RNG_RESIDUAL = 3, /* the uniform drawing from max(0, p - q) after a rejection */
+    SPECD_RNG_BONUS = 4     /* the uniform drawing REJECTION's bonus token from p */
 } specd_rng_purpose;
 
 /* Where a sample sits: its Philox key and counter words. Plain value type. */

@@ -52,11 +52,63 @@ static AVX2 inline __m256i unpack_nibbles(const uint8_t *qs) {
 }
 
 /* --- 32-element blocks ------------------------------------------------------------------- */
+/* The three dots below run eight blocks at a time: eight exact integer block sums in one vector,
+ * the blocks' fp16 scales converted together, each block's float term computed lane-wise with
+ * the reference's operations, then added to the running sum one block at a time, in block
+ * order, as the reference does. A tail of fewer than eight blocks goes one block at a time. */
+
+static AVX2 inline __m256 f16x8_to_f32(__m128i h);
+
+/* Field f (an fp16) of blocks b..b+7, as floats. Built in registers: storing eight halves to
+ * memory and loading them back as one vector would stall on store forwarding. */
+#define GATHER_F16(blk, b, f)                                                                      \
+    f16x8_to_f32(_mm_set_epi16((short)blk[b + 7].f, (short)blk[b + 6].f, (short)blk[b + 5].f,     \
+                               (short)blk[b + 4].f, (short)blk[b + 3].f, (short)blk[b + 2].f,     \
+                               (short)blk[b + 1].f, (short)blk[b].f))
+
+/* Pairwise int32 partial sums of x*y (8 lanes) for one block; see dot_i8 for the ranges. */
+static AVX2 inline __m256i partial_i8(__m256i x, __m256i y) {
+    const __m256i ax = _mm256_sign_epi8(x, x);
+    const __m256i sy = _mm256_sign_epi8(y, x);
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(ax, sy), _mm256_set1_epi16(1));
+}
+
+static AVX2 inline __m256i partial_u4(__m256i x, __m256i y) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(x, y), _mm256_set1_epi16(1));
+}
+
+/* Lane k of the result: the sum of the eight lanes of p[k]. */
+static AVX2 inline __m256i block_sums8(const __m256i p[8]) {
+    const __m256i s01 = _mm256_hadd_epi32(p[0], p[1]), s23 = _mm256_hadd_epi32(p[2], p[3]);
+    const __m256i s45 = _mm256_hadd_epi32(p[4], p[5]), s67 = _mm256_hadd_epi32(p[6], p[7]);
+    const __m256i a = _mm256_hadd_epi32(s01, s23), b = _mm256_hadd_epi32(s45, s67);
+    return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20),
+                            _mm256_permute2x128_si256(a, b, 0x31));
+}
+
+static AVX2 inline float add_in_order(float sum, __m256 terms) {
+    float t[8];
+    _mm256_storeu_ps(t, terms);
+    for (int k = 0; k < 8; k++) sum += t[k];
+    return sum;
+}
+
 AVX2 void specd_q4_0_vec_dot_avx2(int64_t n, float *s, const void *vx, const void *vy) {
     const specd_block_q4_0 *x = vx;
     const specd_block_q8_0 *y = vy;
+    const int64_t nb = n / SPECD_QK;
     float sum = 0.0f;
-    for (int64_t b = 0; b < n / SPECD_QK; b++) {
+    int64_t b = 0;
+    for (; b + 8 <= nb; b += 8) {
+        __m256i p[8];
+        for (int k = 0; k < 8; k++) {
+            const __m256i xq = _mm256_sub_epi8(unpack_nibbles(x[b + k].qs), _mm256_set1_epi8(8));
+            p[k] = partial_i8(xq, _mm256_loadu_si256((const __m256i *)y[b + k].qs));
+        }
+        const __m256 sumi = _mm256_cvtepi32_ps(block_sums8(p));
+        sum = add_in_order(sum, _mm256_mul_ps(_mm256_mul_ps(sumi, GATHER_F16(x, b, d)), GATHER_F16(y, b, d)));
+    }
+    for (; b < nb; b++) {
         const __m256i xq = _mm256_sub_epi8(unpack_nibbles(x[b].qs), _mm256_set1_epi8(8));
         const int sumi = dot_i8(xq, _mm256_loadu_si256((const __m256i *)y[b].qs));
         sum += (float)sumi * specd_fp16_to_fp32(x[b].d) * specd_fp16_to_fp32(y[b].d);
@@ -67,11 +119,23 @@ AVX2 void specd_q4_0_vec_dot_avx2(int64_t n, float *s, const void *vx, const voi
 AVX2 void specd_q4_1_vec_dot_avx2(int64_t n, float *s, const void *vx, const void *vy) {
     const specd_block_q4_1 *x = vx;
     const specd_block_q8_1 *y = vy;
+    const int64_t nb = n / SPECD_QK;
     float sum = 0.0f;
-    for (int64_t b = 0; b < n / SPECD_QK; b++) {
-        const __m256i xq = unpack_nibbles(x[b].qs);
-        const __m256i yq = _mm256_loadu_si256((const __m256i *)y[b].qs);
-        const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(xq, yq), _mm256_set1_epi16(1));
+    int64_t b = 0;
+    for (; b + 8 <= nb; b += 8) {
+        __m256i p[8];
+        for (int k = 0; k < 8; k++) {
+            p[k] = partial_u4(unpack_nibbles(x[b + k].qs),
+                              _mm256_loadu_si256((const __m256i *)y[b + k].qs));
+        }
+        const __m256 sumi = _mm256_cvtepi32_ps(block_sums8(p));
+        const __m256 dd = _mm256_mul_ps(GATHER_F16(x, b, d), GATHER_F16(y, b, d));
+        const __m256 ms = _mm256_mul_ps(GATHER_F16(x, b, m), GATHER_F16(y, b, s));
+        sum = add_in_order(sum, _mm256_add_ps(_mm256_mul_ps(dd, sumi), ms));
+    }
+    for (; b < nb; b++) {
+        const __m256i p = partial_u4(unpack_nibbles(x[b].qs),
+                                     _mm256_loadu_si256((const __m256i *)y[b].qs));
         const int sumi = hsum_i32(p);
         const float dd = specd_fp16_to_fp32(x[b].d) * specd_fp16_to_fp32(y[b].d);
         const float ms = specd_fp16_to_fp32(x[b].m) * specd_fp16_to_fp32(y[b].s);
@@ -83,8 +147,19 @@ AVX2 void specd_q4_1_vec_dot_avx2(int64_t n, float *s, const void *vx, const voi
 AVX2 void specd_q8_0_vec_dot_avx2(int64_t n, float *s, const void *vx, const void *vy) {
     const specd_block_q8_0 *x = vx;
     const specd_block_q8_0 *y = vy;
+    const int64_t nb = n / SPECD_QK;
     float sum = 0.0f;
-    for (int64_t b = 0; b < n / SPECD_QK; b++) {
+    int64_t b = 0;
+    for (; b + 8 <= nb; b += 8) {
+        __m256i p[8];
+        for (int k = 0; k < 8; k++) {
+            p[k] = partial_i8(_mm256_loadu_si256((const __m256i *)x[b + k].qs),
+                              _mm256_loadu_si256((const __m256i *)y[b + k].qs));
+        }
+        const __m256 sumi = _mm256_cvtepi32_ps(block_sums8(p));
+        sum = add_in_order(sum, _mm256_mul_ps(sumi, _mm256_mul_ps(GATHER_F16(x, b, d), GATHER_F16(y, b, d))));
+    }
+    for (; b < nb; b++) {
         const int sumi = dot_i8(_mm256_loadu_si256((const __m256i *)x[b].qs),
                                 _mm256_loadu_si256((const __m256i *)y[b].qs));
         sum += (float)sumi * (specd_fp16_to_fp32(x[b].d) * specd_fp16_to_fp32(y[b].d));
@@ -306,8 +381,8 @@ AVX2 void specd_f32_vec_dot_avx2(int64_t n, float *s, const void *vx, const void
 
 /* 8 halves to floats, bit-exact without F16C: the exponent/mantissa bits shifted into place and
  * scaled by 2^112 rebias normals and subnormals alike; infinities and NaNs are patched. */
-static AVX2 inline __m256 load_f16(const uint16_t *p) {
-    const __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
+static AVX2 inline __m256 f16x8_to_f32(__m128i h16) {
+    const __m256i h = _mm256_cvtepu16_epi32(h16);
     const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(h, _mm256_set1_epi32(0x8000)), 16);
     const __m256i em = _mm256_slli_epi32(_mm256_and_si256(h, _mm256_set1_epi32(0x7fff)), 13);
     const __m256 scaled = _mm256_mul_ps(_mm256_castsi256_ps(em), _mm256_castsi256_ps(_mm256_set1_epi32(0x77800000)));
@@ -315,6 +390,10 @@ static AVX2 inline __m256 load_f16(const uint16_t *p) {
     const __m256i infnan = _mm256_or_si256(em, _mm256_set1_epi32(0x7f800000));
     const __m256i bits = _mm256_blendv_epi8(_mm256_castps_si256(scaled), infnan, special);
     return _mm256_castsi256_ps(_mm256_or_si256(bits, sign));
+}
+
+static AVX2 inline __m256 load_f16(const uint16_t *p) {
+    return f16x8_to_f32(_mm_loadu_si128((const __m128i *)p));
 }
 
 static AVX2 inline __m256 load_bf16(const uint16_t *p) {

@@ -6,7 +6,8 @@
 #include <string.h>
 
 specd_context_params specd_context_default_params(void) {
-    specd_context_params p = {.n_seq = 1, .n_ctx = 2048, .n_batch = 512, .n_threads = 0};
+    specd_context_params p = {.n_seq = 1, .n_ctx = 2048, .n_batch = 512, .n_threads = 0,
+                              .n_layers = 0};
     return p;
 }
 
@@ -50,6 +51,9 @@ specd_status specd_context_create(const specd_model *model, const specd_context_
         return specd_fail(err, SPECD_E_INVALID_ARG, "context: n_threads %d not in 0..1024",
                           p.n_threads);
     const specd_model_info *in = &model->info;
+    if (p.n_layers < 0 || p.n_layers > in->n_layer)
+        return specd_fail(err, SPECD_E_INVALID_ARG, "context: n_layers %d not in 0..%d",
+                          p.n_layers, in->n_layer);
     specd_context *c = specd_alloc_array(1, sizeof *c);
     if (!c) return specd_fail(err, SPECD_E_NOMEM, "context: out of memory");
     c->model = model;

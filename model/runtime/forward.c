@@ -100,7 +100,8 @@ static void fwd_worker(void *arg, int ith, int nth) {
         te->traits->to_float((const char *)te->data + (size_t)c->tok[r].token * row, c->x + r * E,
                              E);
     }
-    for (int32_t l = 0; l < in->n_layer; l++) {
+    const int32_t n_layers = c->p.n_layers > 0 ? c->p.n_layers : in->n_layer;
+    for (int32_t l = 0; l < n_layers; l++) {
         const rt_layer *L = &m->layers[l];
         /* attention norm + quantize for Q/K/V (same vec_dot type for the three: checked) */
         for (int64_t r = rb; r < re; r++) {

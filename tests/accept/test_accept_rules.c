@@ -9,6 +9,7 @@
 #include "common/philox.h"
 #include "gof.h"
 #include "specd/specd.h"
+#include "verifier/accept/xform.h"
 
 #define MAXV 300
 #define MAXK 8
@@ -421,9 +422,84 @@ static void test_keyed_sampling_follows_p(void **state) {
     }
 }
 
+/* The pruned keyed sampler (block maxima, Gumbel bound, quick-reject table) returns exactly the
+ * brute-force argmax of z + G over the kept tokens. */
+static void test_keyed_matches_bruteforce(void **state) {
+    (void)state;
+    trng r;
+    trng_init(&r, 77);
+    enum { BIGV = 5000 };
+    static float l[BIGV], p[BIGV];
+    for (int it = 0; it < 3000; it++) {
+        int32_t v = it % 10 == 0 ? BIGV : 2 + trng_int(&r, 400);
+        specd_sampling_params sp = specd_sampling_default_params();
+        sp.temperature = (float[]){0.2f, 0.7f, 1.0f, 1.0f, 2.5f}[trng_int(&r, 5)];
+        if (trng_int(&r, 4) == 0) sp.top_k = 1 + trng_int(&r, 50);
+        if (trng_int(&r, 4) == 0) sp.min_p = 0.1f * (float)trng_unif(&r);
+        random_logits(&r, l, v);
+        if (trng_int(&r, 3) == 0) /* a peaked head, as language models give */
+            for (int j = 0; j < 5; j++) l[trng_int(&r, v)] += 10.0f + 5.0f * (float)trng_unif(&r);
+        specd_sampler *s = NULL;
+        specd_error err;
+        assert_int_equal(specd_sampler_create(&sp, v, &s, &err), SPECD_OK);
+        assert_int_equal(specd_sampler_probs(s, l, v, p, &err), SPECD_OK);
+        specd_sample_key key = {trng_u32(&r), trng_u32(&r), trng_u32(&r)};
+        int32_t got;
+        assert_int_equal(specd_sampler_sample(s, l, v, key, &got, &err), SPECD_OK);
+        int32_t want = -1;
+        float best = -INFINITY;
+        for (int32_t x = 0; x < v; x++) {
+            if (!(p[x] > 0.0f)) continue;
+            float sc = l[x] / sp.temperature + specd_sampling_gumbel(key, SPECD_RNG_SAMPLE, x);
+            if (sc > best) {
+                best = sc;
+                want = x;
+            }
+        }
+        assert_int_equal(got, want);
+        specd_sampler_destroy(s);
+    }
+}
+
+/* The blocked inverse CDF: never draws a zero weight, handles u at both ends, all-zero rows, tails
+ * shorter than a block, and follows the weights (G-test). */
+static void test_cdf_draw(void **state) {
+    (void)state;
+    enum { N = 150 };
+    float w[N], bsum[(N + 63) / 64];
+    for (int i = 0; i < N; i++) w[i] = 0.0f;
+    assert_int_equal(specd_cdf_draw(w, N, 0.5f, bsum), -1);
+    w[77] = 3.0f;
+    assert_int_equal(specd_cdf_draw(w, N, 0x1p-24f, bsum), 77);
+    assert_int_equal(specd_cdf_draw(w, N, 1.0f - 0x1p-24f, bsum), 77);
+    w[3] = 1e-30f;
+    w[149] = 2.0f;
+    assert_int_equal(specd_cdf_draw(w, N, 1.0f - 0x1p-24f, bsum), 149);
+    assert_int_equal(specd_cdf_draw(w, N, 0x1p-24f, bsum), 77); /* 1e-30 is below u * total */
+    trng r;
+    trng_init(&r, 31);
+    double pd[N], tot = 0;
+    for (int i = 0; i < N; i++) {
+        w[i] = trng_int(&r, 4) == 0 ? 0.0f : (float)trng_unif(&r);
+        tot += w[i];
+    }
+    for (int i = 0; i < N; i++) pd[i] = w[i] / tot;
+    uint64_t counts[N] = {0};
+    for (int i = 0; i < 300000; i++) {
+        int32_t x = specd_cdf_draw(w, N, specd_u32_to_uniform(trng_u32(&r)), bsum);
+        assert_true(x >= 0 && w[x] > 0.0f);
+        counts[x]++;
+    }
+    double pv = gof_pvalue(counts, pd, N, 300000);
+    print_message("inverse CDF draw: p-value %.3g\n", pv);
+    assert_true(pv > 1e-4);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_coupled_is_token_identical),
+        cmocka_unit_test(test_keyed_matches_bruteforce),
+        cmocka_unit_test(test_cdf_draw),
         cmocka_unit_test(test_speculative_equals_plain_decoding),
         cmocka_unit_test(test_greedy_and_ties),
         cmocka_unit_test(test_rejection_probabilities_and_tau),

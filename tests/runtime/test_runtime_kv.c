@@ -181,7 +181,9 @@ static void test_bad_input_changes_nothing(void **state) {
                                   SPECD_E_INVALID_ARG, "out of range"};
     cases[7] = (bad_case){{.seq = 0, .n_tokens = 16, .tokens = many}, &o,
                                   SPECD_E_INVALID_ARG, "n_ctx"};
-    extend(c, A, 40, NULL); /* kv_len 50 of 64: 16 more do not fit */
+    extend(c, A + 10, 16, NULL);
+    extend(c, A + 26, 14, NULL);
+    extend(c, A, 10, NULL); /* kv_len 50 of 64: 16 more do not fit */
     for (int k = 0; k < 8; k++) {
         assert_int_equal(specd_context_extend(c, &cases[k].s, 1, cases[k].o, &err), cases[k].want);
         if (!strstr(err.message, cases[k].what)) {

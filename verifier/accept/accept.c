@@ -24,7 +24,8 @@ struct specd_accept {
     int32_t nb;         /* blocks per row at max_vocab */
     float *bmax;        /* (max_k + 1) x nb block maxima */
     float *rmax, *rmin; /* max_k + 1 */
-    float *resid;       /* max_vocab: the running residual distribution */
+    float *resid;       /* max_vocab: the running residual distribution, or bonus weights */
+    float *bsum;        /* block sums for the inverse-CDF draw */
     int32_t *parent;    /* max_k: the chain as a tree */
     int32_t *first;     /* max_k + 1: first child of root (0) and of node i (i + 1) */
     int32_t *next;      /* max_k: next sibling */
@@ -53,6 +54,7 @@ void specd_accept_destroy(specd_accept *a) {
     specd_free(a->rmax);
     specd_free(a->rmin);
     specd_free(a->resid);
+    specd_free(a->bsum);
     specd_free(a->parent);
     specd_free(a->first);
     specd_free(a->next);
@@ -99,6 +101,7 @@ specd_status specd_accept_create(const specd_accept_params *p, specd_accept **ou
     a->rmax = specd_alloc_array(rows, sizeof *a->rmax);
     a->rmin = specd_alloc_array(rows, sizeof *a->rmin);
     a->resid = specd_alloc_array((size_t)p->max_vocab, sizeof *a->resid);
+    a->bsum = specd_alloc_array((size_t)a->nb, sizeof *a->bsum);
     a->parent = specd_alloc_array(k, sizeof *a->parent);
     a->first = specd_alloc_array(rows, sizeof *a->first);
     a->next = specd_alloc_array(k, sizeof *a->next);
@@ -106,7 +109,7 @@ specd_status specd_accept_create(const specd_accept_params *p, specd_accept **ou
     a->tokens = specd_alloc_array(rows, sizeof *a->tokens);
     a->prob = specd_alloc_array(k, sizeof *a->prob);
     a->flag = specd_alloc_array(k, sizeof *a->flag);
-    if (!a->bmax || !a->rmax || !a->rmin || !a->resid || !a->parent || !a->first || !a->next ||
+    if (!a->bmax || !a->rmax || !a->rmin || !a->resid || !a->bsum || !a->parent || !a->first || !a->next ||
         !a->path || !a->tokens || !a->prob || !a->flag) {
         specd_accept_destroy(a);
         return specd_fail(err, SPECD_E_NOMEM, "accept scratch for max_k %d, max_vocab %d",
@@ -143,16 +146,14 @@ static specd_status check_q(const float *q, int32_t rows, int32_t n_vocab, const
                             specd_error *err) {
     for (int32_t r = 0; r < rows; r++) {
         const float *row = q + (size_t)r * (size_t)n_vocab;
-        int bad = 0;
-        for (int32_t x = 0; x < n_vocab; x++) bad |= !(row[x] >= 0.0f && row[x] <= 1.0f);
-        if (bad) {
+        float s;
+        if (specd_prob_row_sum(row, n_vocab, &s)) {
             for (int32_t x = 0; x < n_vocab; x++)
                 if (!(row[x] >= 0.0f && row[x] <= 1.0f))
                     return specd_fail(err, SPECD_E_NUMERIC,
                                       "draft_probs row %d token %d: %g is not a probability",
                                       (int)r, (int)x, (double)row[x]);
         }
-        float s = specd_lane_sum(row, n_vocab);
         if (!(fabsf(s - 1.0f) <= Q_SUM_TOLERANCE))
             return specd_fail(err, SPECD_E_NUMERIC, "draft_probs row %d sums to %g, not 1",
                               (int)r, (double)s);
@@ -195,8 +196,7 @@ static float residual_update(specd_accept *a, const walk_in *w, specd_xrow *r, i
     const int32_t n = w->n_vocab;
     float *res = a->resid;
     if (first) {
-        float z = specd_xrow_sum(&a->xf, r);
-        for (int32_t y = 0; y < n; y++) res[y] = specd_xrow_e(&a->xf, r, y) / z;
+        specd_xrow_weights(&a->xf, r, specd_xrow_sum(&a->xf, r), res); /* p = e / Z */
     } else if (a->mutant != SPECD_MUTANT_NO_RENORMALISE) {
         for (int32_t y = 0; y < n; y++) res[y] = res[y] / rsum;
     }
@@ -214,27 +214,10 @@ static float residual_update(specd_accept *a, const walk_in *w, specd_xrow *r, i
     return specd_lane_sum(res, n);
 }
 
-/* Gumbel-max over the residual: argmax of ln r(y) + G(y); -1 when r has no normal entry. */
-static int32_t residual_sample(const specd_accept *a, int32_t n, specd_sample_key key) {
-    const uint32_t kk[2] = {(uint32_t)key.seed, (uint32_t)(key.seed >> 32)};
-    uint32_t ctr[4] = {0, key.position, key.sequence, SPECD_RNG_RESIDUAL};
-    uint32_t w[4], have = UINT32_MAX;
-    int32_t best_i = -1;
-    float best = -INFINITY;
-    for (int32_t y = 0; y < n; y++) {
-        float v = a->resid[y];
-        if (!(v >= FLT_MIN)) continue; /* zero (or sub-normal) mass: never drawn */
-        if ((uint32_t)y >> 2 != have) {
-            have = ctr[0] = (uint32_t)y >> 2;
-            specd_philox4x32_10(ctr, kk, w);
-        }
-        float s = specd_fast_log(v) + specd_gumbel(specd_u32_to_uniform(w[y & 3]));
-        if (s > best) { /* strict: ties keep the lower index */
-            best = s;
-            best_i = y;
-        }
-    }
-    return best_i;
+/* A token drawn from weights a->resid by the keyed inverse CDF (purpose, counter word 0 = 0). */
+static int32_t draw_resid(specd_accept *a, int32_t n, specd_sample_key key,
+                          specd_rng_purpose purpose) {
+    return specd_cdf_draw(a->resid, n, specd_sampling_uniform(key, purpose, 0), a->bsum);
 }
 
 /* Walks from the root; writes a->path, a->tokens, a->prob (per node, -1 if never examined). */
@@ -265,8 +248,9 @@ static specd_status verify_walk(specd_accept *a, const walk_in *w, int32_t *n_ac
                 a->tokens[na] = target;
                 break;
             }
-        } else if (c < 0) { /* a leaf: the bonus token */
-            a->tokens[na] = specd_xrow_keyed(&a->xf, &r, key, SPECD_RNG_SAMPLE);
+        } else if (c < 0) { /* a leaf: the bonus token, drawn from p */
+            specd_xrow_weights(&a->xf, &r, 1.0f, a->resid);
+            a->tokens[na] = draw_resid(a, w->n_vocab, key, SPECD_RNG_BONUS);
             break;
         } else {
             int in_resid = 0;
@@ -288,9 +272,12 @@ static specd_status verify_walk(specd_accept *a, const walk_in *w, int32_t *n_ac
                 in_resid = 1;
             }
             if (next_v < 0) {
-                int32_t y = residual_sample(a, w->n_vocab, key);
-                /* Empty residual (p == q up to rounding): measure zero; draw from p instead. */
-                a->tokens[na] = y >= 0 ? y : specd_xrow_keyed(&a->xf, &r, key, SPECD_RNG_SAMPLE);
+                int32_t y = draw_resid(a, w->n_vocab, key, SPECD_RNG_RESIDUAL);
+                if (y < 0) { /* empty residual (p == q up to rounding): draw from p instead */
+                    specd_xrow_weights(&a->xf, &r, 1.0f, a->resid);
+                    y = draw_resid(a, w->n_vocab, key, SPECD_RNG_BONUS);
+                }
+                a->tokens[na] = y;
                 break;
             }
         }

@@ -16,6 +16,14 @@ typedef struct specd_zi {
     int32_t i;
 } specd_zi;
 
+/* Quick-reject table for keyed sampling: gtab[j] is the smallest 23-bit uniform index m whose
+ * Gumbel value G(m) reaches SPECD_GTAB_LO + j / SPECD_GTAB_STEPS. G is non-decreasing in m
+ * (test_accept_rng checks all 2^23 values), so m < gtab[j] proves G(m) below that level and the
+ * token is skipped without computing two logarithms. Exactness does not depend on the table. */
+#define SPECD_GTAB_LO (-3.0f)
+#define SPECD_GTAB_STEPS 16
+#define SPECD_GTAB_N 320
+
 /* Validated params plus scratch for rows of up to max_vocab tokens. */
 typedef struct specd_xform {
     float temperature;
@@ -28,6 +36,7 @@ typedef struct specd_xform {
     float *biased;  /* max_vocab: the row with bias applied */
     specd_zi *pairs; /* max_vocab: top-k heap / top-p sort */
     float *bbmax;    /* block maxima of biased */
+    uint32_t gtab[SPECD_GTAB_N];
 } specd_xform;
 
 /* One prepared row. l points at the caller's row or at xf->biased. */
@@ -80,7 +89,19 @@ void specd_xrow_probs(const specd_xform *xf, specd_xrow *r, float *probs);
 int32_t specd_xrow_keyed(const specd_xform *xf, const specd_xrow *r, specd_sample_key key,
                          specd_rng_purpose purpose);
 
+/* w[x] = e[x] / z for the whole row (z = 1: the weights themselves). */
+void specd_xrow_weights(const specd_xform *xf, const specd_xrow *r, float z, float *w);
+
+/* Inverse-CDF draw from weights w[0..n) >= 0 with a uniform u in (0, 1), in a fixed order a CUDA
+ * port reproduces: block sums of 64 tokens (8 lanes, then a 3-level tree), a sequential scan of
+ * the block sums to the first one passing u * total, then a sequential scan inside that block
+ * (its last positive token if rounding leaves the crossing past its end). bsum: scratch of
+ * specd_n_blocks(n) floats. Returns -1 when every weight is 0. */
+int32_t specd_cdf_draw(const float *w, int32_t n, float u, float *bsum);
+
 /* Sum of v[0..n) in the fixed lane order (v[x] >= 0). */
 float specd_lane_sum(const float *v, int32_t n);
+/* The same sum of a probability row; returns nonzero when some entry is not in [0, 1]. */
+int specd_prob_row_sum(const float *v, int32_t n, float *sum);
 
 #endif

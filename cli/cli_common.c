@@ -1,0 +1,232 @@
+#include "cli/cli_common.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void cli_options_init(cli_options *o) {
+    memset(o, 0, sizeof *o);
+    o->policy = "none";
+    o->max_draft = 8;
+    o->n_predict = 128;
+    o->chat = 1;
+    /* llama.cpp's sampling defaults, so the two tools compare like for like */
+    o->sampling = specd_sampling_default_params();
+    o->sampling.temperature = 0.8f;
+    o->sampling.top_k = 40;
+    o->sampling.top_p = 0.95f;
+    o->sampling.min_p = 0.05f;
+    o->seed = 0;
+    o->rule = SPECD_ACCEPT_COUPLED;
+    o->adaptive = 1;
+}
+
+static int parse_float(const char *flag, const char *s, float lo, float hi, float *out) {
+    char *end;
+    errno = 0;
+    float v = strtof(s, &end);
+    if (errno || *end || !isfinite(v) || v < lo || v > hi) {
+        fprintf(stderr, "specd: %s expects a number in [%g, %g], got '%s'\n", flag, lo, hi, s);
+        return -1;
+    }
+    *out = v;
+    return 1;
+}
+
+static int parse_int(const char *flag, const char *s, long lo, long hi, long *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || v < lo || v > hi) {
+        fprintf(stderr, "specd: %s expects an integer in [%ld, %ld], got '%s'\n", flag, lo, hi, s);
+        return -1;
+    }
+    *out = v;
+    return 1;
+}
+
+int cli_parse_shared(cli_options *o, int argc, char **argv, int *i) {
+    const char *f = argv[*i];
+    static const char *const with_value[] = {
+        "-m", "--model", "--policy", "--policy-opts", "--draft-max", "-n", "-t", "--threads",
+        "--temp", "--top-k", "--top-p", "--min-p", "--seed", "--accept", "--tau"};
+    int needs = 0;
+    for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++)
+        if (!strcmp(f, with_value[k])) needs = 1;
+    if (!needs) {
+        if (!strcmp(f, "--chat")) return o->chat = 1, 1;
+        if (!strcmp(f, "--raw")) return o->chat = 0, 1;
+        if (!strcmp(f, "--no-adaptive")) return o->adaptive = 0, 1;
+        return 0;
+    }
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "specd: %s needs a value\n", f);
+        return -1;
+    }
+    const char *v = argv[++*i];
+    long n;
+    if (!strcmp(f, "-m") || !strcmp(f, "--model")) return o->model = v, 1;
+    if (!strcmp(f, "--policy")) return o->policy = v, 1;
+    if (!strcmp(f, "--policy-opts")) return o->policy_opts = v, 1;
+    if (!strcmp(f, "--temp")) return parse_float(f, v, 0.0f, 100.0f, &o->sampling.temperature);
+    if (!strcmp(f, "--top-p")) return parse_float(f, v, 1e-6f, 1.0f, &o->sampling.top_p);
+    if (!strcmp(f, "--min-p")) return parse_float(f, v, 0.0f, 0.999f, &o->sampling.min_p);
+    if (!strcmp(f, "--tau")) return parse_float(f, v, 0.0f, 100.0f, &o->tau);
+    if (!strcmp(f, "--accept")) {
+        if (!strcmp(v, "greedy")) o->rule = SPECD_ACCEPT_GREEDY;
+        else if (!strcmp(v, "coupled")) o->rule = SPECD_ACCEPT_COUPLED;
+        else if (!strcmp(v, "rs")) o->rule = SPECD_ACCEPT_REJECTION;
+        else {
+            fprintf(stderr, "specd: --accept expects greedy, coupled or rs, got '%s'\n", v);
+            return -1;
+        }
+        o->rule_given = 1;
+        return 1;
+    }
+    if (!strcmp(f, "--seed")) {
+        char *end;
+        errno = 0;
+        unsigned long long s = strtoull(v, &end, 10);
+        if (errno || *end || *v == '-') {
+            fprintf(stderr, "specd: --seed expects a non-negative integer, got '%s'\n", v);
+            return -1;
+        }
+        o->seed = s;
+        return 1;
+    }
+    int rc;
+    if (!strcmp(f, "--draft-max")) {
+        if ((rc = parse_int(f, v, 1, SPECD_MAX_DRAFT, &n)) > 0) o->max_draft = (int32_t)n;
+    } else if (!strcmp(f, "-n")) {
+        if ((rc = parse_int(f, v, 1, 1 << 20, &n)) > 0) o->n_predict = (int32_t)n;
+    } else if (!strcmp(f, "--top-k")) {
+        if ((rc = parse_int(f, v, 0, 1 << 24, &n)) > 0) o->sampling.top_k = (int32_t)n;
+    } else {
+        if ((rc = parse_int(f, v, 0, 1024, &n)) > 0) o->n_threads = (int32_t)n;
+    }
+    return rc;
+}
+
+void cli_print_shared_help(FILE *out) {
+    fprintf(out,
+            "  -m, --model PATH     GGUF model (default: the default model, see scripts/fetch-model)\n"
+            "  -n N                 tokens to generate (default 128)\n"
+            "  --chat | --raw       wrap the prompt in the model's chat template (default) or not\n"
+            "  --temp T             temperature, 0 = greedy (default 0.8)\n"
+            "  --top-k K --top-p P --min-p M   filters (default 40, 0.95, 0.05; 0/1/0 = off)\n"
+            "  --seed S             sampling seed (default 0)\n"
+            "  --policy NAME        proposal policy: none, ngram (default none = plain decoding)\n"
+            "  --policy-opts S      policy options, \"key=value,...\"\n"
+            "  --draft-max K        most proposals per step (default 8)\n"
+            "  --accept RULE        greedy | coupled | rs (default coupled; greedy at T = 0)\n"
+            "  --tau T              relaxed acceptance for rs (lossy; default 0)\n"
+            "  --no-adaptive        keep drafting even when it does not pay\n"
+            "  -t, --threads N      worker threads (default: online cores)\n");
+}
+
+const char *cli_default_model(char *buf, size_t cap) {
+    const char *dir = getenv("SPECD_MODEL_DIR");
+    const char *home = getenv("HOME");
+    if (dir && *dir)
+        snprintf(buf, cap, "%s/SmolLM2-135M-Instruct.Q4_1.gguf", dir);
+    else
+        snprintf(buf, cap, "%s/.cache/specd/models/SmolLM2-135M-Instruct.Q4_1.gguf",
+                 home ? home : ".");
+    return buf;
+}
+
+int cli_engine_open(cli_engine *e, const cli_options *o) {
+    memset(e, 0, sizeof *e);
+    char buf[4096];
+    const char *path = o->model ? o->model : cli_default_model(buf, sizeof buf);
+    specd_error err;
+    if (specd_model_create(path, &e->model, &err) != SPECD_OK) {
+        fprintf(stderr, "specd: cannot load model %s: %s\n", path, err.message);
+        if (!o->model) fprintf(stderr, "specd: fetch the default model with scripts/fetch-model\n");
+        return 1;
+    }
+    if (specd_tokenizer_create_from_gguf(specd_model_gguf(e->model), &e->tok, &err) != SPECD_OK) {
+        fprintf(stderr, "specd: tokenizer of %s: %s\n", path, err.message);
+        cli_engine_close(e);
+        return 1;
+    }
+    specd_context_params cp = specd_context_default_params();
+    cp.n_threads = o->n_threads;
+    cp.n_ctx = 4096;
+    cp.n_batch = 256;
+    if (specd_context_create(e->model, &cp, &e->ctx, &err) != SPECD_OK) {
+        fprintf(stderr, "specd: context: %s\n", err.message);
+        cli_engine_close(e);
+        return 1;
+    }
+    return 0;
+}
+
+void cli_engine_close(cli_engine *e) {
+    specd_context_destroy(e->ctx);
+    specd_tokenizer_destroy(e->tok);
+    specd_model_destroy(e->model);
+    memset(e, 0, sizeof *e);
+}
+
+int cli_encode_prompt(const cli_engine *e, const char *text, int chat, int32_t **ids,
+                      int64_t *n) {
+    specd_error err;
+    char *templated = NULL;
+    const char *src = text;
+    size_t len = strlen(text);
+    if (chat) {
+        specd_chat_message m = {.role = "user", .content = text};
+        size_t need = 0;
+        specd_tokenizer_apply_chat_template(e->tok, &m, 1, 1, NULL, 0, &need, NULL);
+        templated = malloc(need + 1);
+        if (!templated || specd_tokenizer_apply_chat_template(e->tok, &m, 1, 1, templated,
+                                                              need, &need, &err) != SPECD_OK) {
+            fprintf(stderr, "specd: chat template: %s\n", templated ? err.message : "no memory");
+            free(templated);
+            return 1;
+        }
+        src = templated;
+        len = need;
+    }
+    uint32_t flags = SPECD_TOKENIZE_ADD_SPECIAL | (chat ? SPECD_TOKENIZE_PARSE_SPECIAL : 0);
+    size_t need = 0;
+    specd_tokenizer_encode(e->tok, src, len, flags, NULL, 0, &need, NULL);
+    int32_t *out = malloc((need ? need : 1) * sizeof *out);
+    int rc = 0;
+    if (!out || specd_tokenizer_encode(e->tok, src, len, flags, out, need, &need, &err) !=
+                    SPECD_OK) {
+        fprintf(stderr, "specd: cannot encode the prompt: %s\n", out ? err.message : "no memory");
+        free(out);
+        rc = 1;
+    } else if (need == 0) {
+        fprintf(stderr, "specd: the prompt encodes to no tokens\n");
+        free(out);
+        rc = 1;
+    } else {
+        *ids = out;
+        *n = (int64_t)need;
+    }
+    free(templated);
+    return rc;
+}
+
+specd_seq_params cli_seq_params(const cli_options *o, const cli_engine *e, const char *policy,
+                                const char *policy_opts, int32_t *stop_storage) {
+    specd_seq_params p = specd_seq_default_params();
+    p.policy = policy;
+    p.policy_options = policy_opts;
+    p.sampling = o->sampling;
+    p.seed = o->seed;
+    p.rule = o->rule;
+    p.tau = o->tau;
+    p.adaptive = o->adaptive;
+    p.max_tokens = o->n_predict;
+    int32_t n_stop = 0, n_vocab = specd_tokenizer_vocab_size(e->tok);
+    for (int32_t id = 0; id < n_vocab && n_stop < 8; id++)
+        if (specd_tokenizer_is_eog(e->tok, id)) stop_storage[n_stop++] = id;
+    p.stop_tokens = stop_storage;
+    p.n_stop_tokens = n_stop;
+    return p;
+}

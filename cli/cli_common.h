@@ -1,0 +1,58 @@
+/* Pieces shared by the model-running subcommands: the default model, flag parsing for sampling
+ * and policies, and prompt encoding. */
+#ifndef SPECD_CLI_COMMON_H
+#define SPECD_CLI_COMMON_H
+
+#include "specd/runtime.h"
+#include "specd/spec.h"
+#include "specd/tokenizer.h"
+
+#include <stdio.h>
+
+typedef struct cli_options {
+    const char *model;        /* NULL = the default model */
+    const char *policy;       /* "none" = plain decoding */
+    const char *policy_opts;
+    int32_t max_draft;
+    int32_t n_predict;
+    int32_t n_threads;
+    int chat;                 /* wrap prompts in the model's chat template */
+    specd_sampling_params sampling;
+    uint64_t seed;
+    specd_accept_rule rule;
+    int rule_given;
+    float tau;
+    int adaptive;
+} cli_options;
+
+void cli_options_init(cli_options *o);
+
+/* Consumes argv[*i] (and its value) when it is a shared flag. Returns 1 when consumed, 0 when not
+ * a shared flag, -1 after printing an error for a bad value. */
+int cli_parse_shared(cli_options *o, int argc, char **argv, int *i);
+/* Lines of help for the shared flags. */
+void cli_print_shared_help(FILE *out);
+
+/* The default model's path: $SPECD_MODEL_DIR or ~/.cache/specd/models, then the file name. */
+const char *cli_default_model(char *buf, size_t cap);
+
+/* A loaded model with its tokenizer and a context sized for speculation. */
+typedef struct cli_engine {
+    specd_model *model;
+    specd_tokenizer *tok;
+    specd_context *ctx;
+} cli_engine;
+
+/* Prints a clear error to stderr and returns non-zero on failure. */
+int cli_engine_open(cli_engine *e, const cli_options *o);
+void cli_engine_close(cli_engine *e);
+
+/* Encodes text (wrapped in the chat template when chat) into a new array (free with free()). */
+int cli_encode_prompt(const cli_engine *e, const char *text, int chat, int32_t **ids,
+                      int64_t *n);
+
+/* Sequence parameters for policy (the options' sampling, seed, rule...). */
+specd_seq_params cli_seq_params(const cli_options *o, const cli_engine *e, const char *policy,
+                                const char *policy_opts, int32_t *stop_storage);
+
+#endif

@@ -1,0 +1,81 @@
+#include "cli/cli_run.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct stream_ctx {
+    const specd_tokenizer *tok;
+} stream_ctx;
+
+static void stream_tokens(const int32_t *tokens, int32_t n, void *user) {
+    const stream_ctx *s = user;
+    for (int32_t i = 0; i < n; i++) {
+        const char *piece;
+        size_t len;
+        if (specd_tokenizer_token_to_piece(s->tok, tokens[i], 0, &piece, &len, NULL) == SPECD_OK)
+            fwrite(piece, 1, len, stdout);
+    }
+    fflush(stdout);
+}
+
+int cli_run(const cli_engine *e, const cli_options *o, const char *policy, const char *policy_opts,
+            const int32_t *ids, int64_t n_ids, int stream, cli_result *out) {
+    memset(out, 0, sizeof *out);
+    specd_spec_params sp = specd_spec_default_params();
+    sp.n_vocab = specd_model_get_info(e->model)->n_vocab;
+    sp.max_draft = o->max_draft;
+    sp.max_seqs = 1;
+    sp.target = e->model;
+    specd_spec *spec = NULL;
+    specd_error err;
+    int32_t stop[8];
+    specd_seq_params p = cli_seq_params(o, e, policy, policy_opts, stop);
+    if (specd_spec_create(&sp, &spec, &err) != SPECD_OK ||
+        specd_spec_seq_open(spec, 0, ids, n_ids, &p, &err) != SPECD_OK) {
+        fprintf(stderr, "specd: %s\n", err.message);
+        specd_spec_destroy(spec);
+        return 1;
+    }
+    stream_ctx sc = {.tok = e->tok};
+    specd_status st = specd_spec_run(spec, 0, e->ctx, 0, stream ? stream_tokens : NULL, &sc,
+                                     &out->run, &err);
+    if (st != SPECD_OK) {
+        fprintf(stderr, "specd: generation failed: %s\n", err.message);
+        specd_spec_destroy(spec);
+        return 1;
+    }
+    int64_t n;
+    const int32_t *toks = specd_spec_seq_output(spec, 0, &n);
+    out->tokens = malloc((size_t)(n ? n : 1) * sizeof *out->tokens);
+    if (!out->tokens) {
+        fprintf(stderr, "specd: out of memory\n");
+        specd_spec_destroy(spec);
+        return 1;
+    }
+    memcpy(out->tokens, toks, (size_t)n * sizeof *toks);
+    out->n_tokens = n;
+    specd_spec_seq_stats(spec, 0, &out->seq, NULL);
+    specd_spec_destroy(spec);
+    return 0;
+}
+
+void cli_result_free(cli_result *r) {
+    free(r->tokens);
+    memset(r, 0, sizeof *r);
+}
+
+double cli_acceptance_rate(const specd_seq_stats *s) {
+    return s->n_draft_tokens ? (double)s->n_accepted / (double)s->n_draft_tokens : 0.0;
+}
+
+double cli_mean_accepted(const specd_seq_stats *s) {
+    return s->n_drafts ? (double)s->n_accepted / (double)s->n_drafts : 0.0;
+}
+
+double cli_tpf(const cli_result *r) {
+    return r->run.n_steps ? (double)r->run.n_emitted / (double)r->run.n_steps : 0.0;
+}
+
+double cli_decode_tps(const cli_result *r) {
+    return r->run.decode_ns ? (double)r->run.n_emitted * 1e9 / (double)r->run.decode_ns : 0.0;
+}

@@ -1,0 +1,264 @@
+/* specd ab: for each prompt, a plain run and a speculative run with the same seed. Under the
+ * lossless rules (greedy, coupled) the outputs must be token-identical: any divergence prints the
+ * prompt and the first differing position and the command exits 1. Under rejection sampling the
+ * outputs agree only in distribution, so agreement is reported instead. */
+#include "cli/cli_run.h"
+#include "cli/commands.h"
+#include "cli/json_out.h"
+#include "specd/metrics.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct ab_row {
+    char *prompt;
+    int identical;
+    int64_t first_diff; /* -1 when identical */
+    int64_t n_plain, n_spec;
+    specd_seq_stats seq;
+    double acceptance, mean_accepted, tpf, tps_plain, tps_spec;
+    uint64_t ns_plain, ns_spec;
+    int64_t tok_plain, tok_spec, steps_spec;
+} ab_row;
+
+static void usage(FILE *out) {
+    fprintf(out, "usage: specd ab --policy NAME --prompts FILE [options]\n\n"
+                 "  --prompts FILE       one prompt per line (examples/prompts.txt is the default set)\n"
+                 "  --json OUT           write per-prompt and overall figures as JSON\n"
+                 "  --metrics OUT        write the speculative counters in Prometheus text format\n");
+    cli_print_shared_help(out);
+}
+
+static int read_prompts(const char *path, char ***out, int *n_out) {
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "specd ab: cannot open %s\n", path);
+        return 1;
+    }
+    char **v = NULL;
+    int n = 0;
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    while ((len = getline(&line, &cap, f)) >= 0) {
+        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = '\0';
+        if (len == 0) continue;
+        char **grown = realloc(v, (size_t)(n + 1) * sizeof *v);
+        if (!grown) break;
+        v = grown;
+        v[n++] = strdup(line);
+    }
+    free(line);
+    fclose(f);
+    if (n == 0) {
+        fprintf(stderr, "specd ab: %s has no prompts\n", path);
+        free(v);
+        return 1;
+    }
+    *out = v;
+    *n_out = n;
+    return 0;
+}
+
+static void fill_row(ab_row *r, const cli_result *plain, const cli_result *spec) {
+    r->n_plain = plain->n_tokens;
+    r->n_spec = spec->n_tokens;
+    int64_t n = plain->n_tokens < spec->n_tokens ? plain->n_tokens : spec->n_tokens;
+    r->first_diff = -1;
+    for (int64_t i = 0; i < n && r->first_diff < 0; i++)
+        if (plain->tokens[i] != spec->tokens[i]) r->first_diff = i;
+    if (r->first_diff < 0 && plain->n_tokens != spec->n_tokens) r->first_diff = n;
+    r->identical = r->first_diff < 0;
+    r->seq = spec->seq;
+    r->acceptance = cli_acceptance_rate(&spec->seq);
+    r->mean_accepted = cli_mean_accepted(&spec->seq);
+    r->tpf = cli_tpf(spec);
+    r->tps_plain = cli_decode_tps(plain);
+    r->tps_spec = cli_decode_tps(spec);
+    r->ns_plain = plain->run.decode_ns;
+    r->ns_spec = spec->run.decode_ns;
+    r->tok_plain = plain->run.n_emitted;
+    r->tok_spec = spec->run.n_emitted;
+    r->steps_spec = spec->run.n_steps;
+}
+
+static void json_row(FILE *f, const ab_row *r, int lossless) {
+    fprintf(f, "\"identical\": %s, \"first_difference\": %lld, \"acceptance_rate\": ",
+            r->identical ? "true" : "false", (long long)r->first_diff);
+    json_number(f, r->acceptance);
+    fprintf(f, ", \"mean_accepted_length\": ");
+    json_number(f, r->mean_accepted);
+    fprintf(f, ", \"tpf\": ");
+    json_number(f, r->tpf);
+    fprintf(f, ", \"tokens_per_s_plain\": ");
+    json_number(f, r->tps_plain);
+    fprintf(f, ", \"tokens_per_s_spec\": ");
+    json_number(f, r->tps_spec);
+    fprintf(f, ", \"speedup\": ");
+    json_number(f, r->tps_plain > 0 ? r->tps_spec / r->tps_plain : 0.0);
+    fprintf(f, ", \"tokens_plain\": %lld, \"tokens_spec\": %lld, \"lossless_rule\": %s, "
+               "\"lossy\": %s, \"acceptance_by_position\": [",
+            (long long)r->n_plain, (long long)r->n_spec, lossless ? "true" : "false",
+            r->seq.lossy ? "true" : "false");
+    for (int i = 0; i < SPECD_MAX_DRAFT && r->seq.drafted_at[i] > 0; i++) {
+        if (i) fputs(", ", f);
+        json_number(f, (double)r->seq.accepted_at[i] / (double)r->seq.drafted_at[i]);
+    }
+    fputs("]", f);
+}
+
+static int write_json(const char *path, const cli_options *o, const ab_row *rows, int n,
+                      const ab_row *all, int lossless) {
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "specd ab: cannot write %s\n", path);
+        return 1;
+    }
+    fprintf(f, "{\"policy\": ");
+    json_string(f, o->policy, strlen(o->policy));
+    fprintf(f, ", \"temperature\": ");
+    json_number(f, o->sampling.temperature);
+    fprintf(f, ", \"seed\": %llu, \"n\": %d, \"prompts\": [\n", (unsigned long long)o->seed,
+            o->n_predict);
+    for (int i = 0; i < n; i++) {
+        fputs("  {\"prompt\": ", f);
+        json_string(f, rows[i].prompt, strlen(rows[i].prompt));
+        fputs(", ", f);
+        json_row(f, &rows[i], lossless);
+        fputs(i + 1 < n ? "},\n" : "}\n", f);
+    }
+    fputs("], \"overall\": {", f);
+    json_row(f, all, lossless);
+    fputs("}}\n", f);
+    return fclose(f) != 0;
+}
+
+static int write_metrics(const char *path, const cli_options *o, const specd_seq_stats *s) {
+    char labels[256];
+    snprintf(labels, sizeof labels, "policy=\"%s\"", o->policy);
+    size_t need = specd_metrics_format(s, labels, NULL, 0);
+    char *buf = malloc(need + 1);
+    FILE *f = buf ? fopen(path, "w") : NULL;
+    if (!f) {
+        fprintf(stderr, "specd ab: cannot write %s\n", path);
+        free(buf);
+        return 1;
+    }
+    specd_metrics_format(s, labels, buf, need + 1);
+    fputs(buf, f);
+    free(buf);
+    return fclose(f) != 0;
+}
+
+int specd_cmd_ab(int argc, char **argv) {
+    cli_options o;
+    cli_options_init(&o);
+    o.policy = NULL;
+    const char *prompts_path = NULL, *json_path = NULL, *metrics_path = NULL;
+    for (int i = 1; i < argc; i++) {
+        int rc = cli_parse_shared(&o, argc, argv, &i);
+        if (rc < 0) return 2;
+        if (rc > 0) continue;
+        if (!strcmp(argv[i], "--prompts") && i + 1 < argc) prompts_path = argv[++i];
+        else if (!strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
+        else if (!strcmp(argv[i], "--metrics") && i + 1 < argc) metrics_path = argv[++i];
+        else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            usage(stdout);
+            return 0;
+        } else {
+            fprintf(stderr, "specd ab: unknown or incomplete option '%s'\n", argv[i]);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!o.policy || !prompts_path) {
+        fprintf(stderr, "specd ab: --policy and --prompts are required\n");
+        usage(stderr);
+        return 2;
+    }
+    if (!specd_policy_find(o.policy)) {
+        fprintf(stderr, "specd ab: unknown policy '%s'\n", o.policy);
+        return 2;
+    }
+    int lossless = o.rule != SPECD_ACCEPT_REJECTION && o.tau == 0.0f;
+    char **prompts;
+    int n;
+    if (read_prompts(prompts_path, &prompts, &n)) return 2;
+    cli_engine e;
+    if (cli_engine_open(&e, &o)) return 1;
+    ab_row *rows = calloc((size_t)n, sizeof *rows);
+    ab_row all = {0};
+    int rc = rows ? 0 : 1, diverged = 0;
+    fprintf(stderr, "specd ab: policy %s, %d prompts, %d tokens each, T=%g, rule %s\n", o.policy,
+            n, o.n_predict, o.sampling.temperature,
+            o.rule == SPECD_ACCEPT_GREEDY ? "greedy" : o.rule == SPECD_ACCEPT_REJECTION ? "rs"
+                                                                                       : "coupled");
+    for (int i = 0; i < n && !rc; i++) {
+        int32_t *ids;
+        int64_t n_ids;
+        cli_result plain = {0}, spec = {0};
+        rows[i].prompt = prompts[i];
+        fprintf(stderr, "[%d/%d] ", i + 1, n);
+        rc = cli_encode_prompt(&e, prompts[i], o.chat, &ids, &n_ids);
+        if (rc) break;
+        rc = cli_run(&e, &o, "none", NULL, ids, n_ids, 0, &plain);
+        if (!rc) rc = cli_run(&e, &o, o.policy, o.policy_opts, ids, n_ids, 0, &spec);
+        if (!rc) {
+            fill_row(&rows[i], &plain, &spec);
+            specd_seq_stats_add(&all.seq, &spec.seq);
+            all.ns_plain += rows[i].ns_plain;
+            all.ns_spec += rows[i].ns_spec;
+            all.tok_plain += rows[i].tok_plain;
+            all.tok_spec += rows[i].tok_spec;
+            all.steps_spec += rows[i].steps_spec;
+            fprintf(stderr, "%s, acceptance %.2f, speedup %.2fx\n",
+                    rows[i].identical ? "identical" : "DIFFERENT", rows[i].acceptance,
+                    rows[i].tps_plain > 0 ? rows[i].tps_spec / rows[i].tps_plain : 0.0);
+            if (!rows[i].identical && lossless) {
+                diverged = 1;
+                fprintf(stderr, "DIVERGED: prompt %d \"%s\": first difference at output token "
+                                "%lld (plain %d, speculative %d)\n",
+                        i + 1, prompts[i], (long long)rows[i].first_diff,
+                        rows[i].first_diff < plain.n_tokens ? plain.tokens[rows[i].first_diff] : -1,
+                        rows[i].first_diff < spec.n_tokens ? spec.tokens[rows[i].first_diff] : -1);
+            }
+        }
+        cli_result_free(&plain);
+        cli_result_free(&spec);
+        free(ids);
+    }
+    if (!rc) {
+        int n_identical = 0;
+        for (int i = 0; i < n; i++) n_identical += rows[i].identical;
+        all.identical = n_identical == n;
+        all.first_diff = all.identical ? -1 : 0;
+        all.acceptance = cli_acceptance_rate(&all.seq);
+        all.mean_accepted = cli_mean_accepted(&all.seq);
+        all.tpf = all.steps_spec ? (double)all.tok_spec / (double)all.steps_spec : 0.0;
+        all.tps_plain = all.ns_plain ? (double)all.tok_plain * 1e9 / (double)all.ns_plain : 0.0;
+        all.tps_spec = all.ns_spec ? (double)all.tok_spec * 1e9 / (double)all.ns_spec : 0.0;
+        printf("%-4s %-40s %-10s %10s %8s %6s %10s %10s %8s\n", "#", "prompt", "identical",
+               "acceptance", "mean_acc", "tpf", "plain t/s", "spec t/s", "speedup");
+        for (int i = 0; i <= n; i++) {
+            const ab_row *r = i < n ? &rows[i] : &all;
+            char label[41], idx[12] = "";
+            snprintf(label, sizeof label, "%s", i < n ? r->prompt : "(overall)");
+            if (i < n) snprintf(idx, sizeof idx, "%d", i + 1);
+            printf("%-4s %-40s %-10s %10.3f %8.2f %6.2f %10.1f %10.1f %7.2fx\n",
+                   idx, label, r->identical ? "yes" : "NO", r->acceptance,
+                   r->mean_accepted, r->tpf, r->tps_plain, r->tps_spec,
+                   r->tps_plain > 0 ? r->tps_spec / r->tps_plain : 0.0);
+        }
+        if (!lossless)
+            printf("rule is lossless in distribution only: %d of %d prompts identical token for "
+                   "token%s\n", n_identical, n, all.seq.lossy ? " (relaxed tau: LOSSY)" : "");
+        if (json_path) rc |= write_json(json_path, &o, rows, n, &all, lossless);
+        if (metrics_path) rc |= write_metrics(metrics_path, &o, &all.seq);
+    }
+    for (int i = 0; i < n; i++) free(prompts[i]);
+    free(prompts);
+    free(rows);
+    cli_engine_close(&e);
+    if (rc) return 1;
+    return diverged ? 1 : 0;
+}

@@ -1,0 +1,88 @@
+/* specd generate: text from a prompt, plainly or speculatively, with figures on stderr. With a
+ * policy it also runs plain decoding in the same process, so the speedup and the identity of the
+ * two outputs are measured, not assumed. */
+#include "cli/cli_run.h"
+#include "cli/commands.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *out) {
+    fprintf(out, "usage: specd generate -p PROMPT [options]\n\n");
+    cli_print_shared_help(out);
+}
+
+static void print_summary(const cli_options *o, const cli_result *spec, const cli_result *plain) {
+    const specd_seq_stats *s = &spec->seq;
+    fprintf(stderr, "\n--- policy %s (max draft %d, rule %s%s)\n", o->policy, o->max_draft,
+            o->rule == SPECD_ACCEPT_GREEDY ? "greedy"
+            : o->rule == SPECD_ACCEPT_REJECTION ? "rs" : "coupled",
+            s->lossy ? ", LOSSY" : "");
+    fprintf(stderr, "acceptance rate %.3f (%lld of %lld proposals), mean accepted length %.2f\n",
+            cli_acceptance_rate(s), (long long)s->n_accepted, (long long)s->n_draft_tokens,
+            cli_mean_accepted(s));
+    fprintf(stderr, "acceptance by position:");
+    for (int i = 0; i < o->max_draft && s->drafted_at[i] > 0; i++)
+        fprintf(stderr, " %.2f", (double)s->accepted_at[i] / (double)s->drafted_at[i]);
+    fprintf(stderr, "\ntokens per target forward %.2f; adaptive back-offs %lld\n", cli_tpf(spec),
+            (long long)s->n_backoffs);
+    double tps_spec = cli_decode_tps(spec), tps_plain = cli_decode_tps(plain);
+    fprintf(stderr, "decode: speculative %.1f tok/s, plain %.1f tok/s, speedup %.2fx\n", tps_spec,
+            tps_plain, tps_plain > 0 ? tps_spec / tps_plain : 0.0);
+    int same = spec->n_tokens == plain->n_tokens &&
+               !memcmp(spec->tokens, plain->tokens, (size_t)spec->n_tokens * sizeof(int32_t));
+    fprintf(stderr, "output identical to plain decoding: %s\n", same ? "yes" : "no");
+}
+
+int specd_cmd_generate(int argc, char **argv) {
+    cli_options o;
+    cli_options_init(&o);
+    const char *prompt = NULL;
+    for (int i = 1; i < argc; i++) {
+        int rc = cli_parse_shared(&o, argc, argv, &i);
+        if (rc < 0) return 2;
+        if (rc > 0) continue;
+        if ((!strcmp(argv[i], "-p") || !strcmp(argv[i], "--prompt")) && i + 1 < argc) {
+            prompt = argv[++i];
+        } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            usage(stdout);
+            return 0;
+        } else {
+            fprintf(stderr, "specd generate: unknown or incomplete option '%s'\n", argv[i]);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!prompt) {
+        fprintf(stderr, "specd generate: -p PROMPT is required\n");
+        return 2;
+    }
+    if (!specd_policy_find(o.policy)) {
+        fprintf(stderr, "specd generate: unknown policy '%s'\n", o.policy);
+        return 2;
+    }
+    cli_engine e;
+    if (cli_engine_open(&e, &o)) return 1;
+    int32_t *ids = NULL;
+    int64_t n_ids = 0;
+    int rc = cli_encode_prompt(&e, prompt, o.chat, &ids, &n_ids);
+    cli_result spec = {0}, plain = {0};
+    int speculative = strcmp(o.policy, "none") != 0;
+    if (!rc) rc = cli_run(&e, &o, o.policy, o.policy_opts, ids, n_ids, 1, &spec);
+    if (!rc) {
+        fputc('\n', stdout);
+        fprintf(stderr, "prefill %lld tokens: %.1f tok/s; decode %lld tokens: %.1f tok/s\n",
+                (long long)spec.run.n_prompt,
+                spec.run.prefill_ns ? (double)(spec.run.n_prompt - 1) * 1e9 / (double)spec.run.prefill_ns : 0.0,
+                (long long)spec.run.n_emitted, cli_decode_tps(&spec));
+    }
+    if (!rc && speculative) {
+        rc = cli_run(&e, &o, "none", NULL, ids, n_ids, 0, &plain);
+        if (!rc) print_summary(&o, &spec, &plain);
+    }
+    cli_result_free(&spec);
+    cli_result_free(&plain);
+    free(ids);
+    cli_engine_close(&e);
+    return rc;
+}

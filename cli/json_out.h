@@ -1,0 +1,11 @@
+/* Writing JSON values to a FILE: strings escaped per RFC 8259, non-finite numbers as null. */
+#ifndef SPECD_CLI_JSON_OUT_H
+#define SPECD_CLI_JSON_OUT_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+void json_string(FILE *f, const char *s, size_t len);
+void json_number(FILE *f, double v);
+
+#endif

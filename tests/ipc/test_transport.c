@@ -47,8 +47,11 @@ static void test_hello_and_session(void **state) {
     assert_int_equal(specd_ipc_client_ping(c, &err), SPECD_OK);
     assert_true(specd_ipc_client_connected(c));
     uint32_t prompt[3] = {1, 2, 3}, more[2] = {40000, 5};
-    specd_ipc_seq_params sq = {.seq_id = 11, .prompt = prompt, .n_prompt = 3,
-                               .sampling = {.temperature = 0.8f, .top_p = 1.0f}, .seed = 5};
+    specd_ipc_seq_params sq = {.seq_id = 11,
+                               .prompt = prompt,
+                               .n_prompt = 3,
+                               .sampling = {.temperature = 0.8f, .top_p = 1.0f},
+                               .seed = 5};
     assert_int_equal(specd_ipc_client_open_seq(c, &sq, &err), SPECD_OK);
     assert_int_equal(specd_ipc_client_commit(c, 11, more, 2, &err), SPECD_OK);
     uint64_t len, hash, mylen, myhash;

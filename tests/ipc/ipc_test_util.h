@@ -91,4 +91,12 @@ static inline void test_private_dir(char *out, size_t cap) {
     if (!mkdtemp(out)) abort();
 }
 
+/* Removes a directory made by test_private_dir and the socket file a bound service leaves. */
+static inline void test_private_dir_remove(const char *dir) {
+    char sock[128];
+    snprintf(sock, sizeof sock, "%s/d.sock", dir);
+    unlink(sock);
+    rmdir(dir);
+}
+
 #endif

@@ -306,6 +306,9 @@ static void test_sigterm_drains(void **state) {
     zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
     zmq_close(s);
     zmq_ctx_term(ctx);
+    char sock[160];
+    snprintf(sock, sizeof sock, "%s/d.sock", f.dir);
+    unlink(sock);
     rmdir(f.dir);
 }
 

@@ -79,7 +79,7 @@ static void test_hello_and_session(void **state) {
     assert_int_equal(specd_ipc_client_seq_info(c, 11, &len, &hash, &err), SPECD_E_STATE);
     specd_ipc_client_destroy(c);
     test_service_stop(&t);
-    rmdir(dir);
+    test_private_dir_remove(dir);
 }
 
 static void test_hello_mismatch_refused(void **state) {
@@ -171,7 +171,7 @@ static void test_hello_mismatch_refused(void **state) {
     assert_int_equal(specd_ipc_client_ping(c, &err), SPECD_OK);
     specd_ipc_client_destroy(c);
     test_service_stop(&t);
-    rmdir(dir);
+    test_private_dir_remove(dir);
 }
 
 static void test_endpoint_policy(void **state) {
@@ -185,7 +185,7 @@ static void test_endpoint_policy(void **state) {
     assert_non_null(strstr(err.message, "mode 755"));
     chmod(dir, 0700);
     assert_int_equal(specd_ipc_endpoint_check(ep, 0, &err), SPECD_OK);
-    rmdir(dir);
+    test_private_dir_remove(dir);
     assert_int_equal(specd_ipc_endpoint_check("tcp://127.0.0.1:5555", 0, &err),
                      SPECD_E_INVALID_ARG);
     assert_non_null(strstr(err.message, "CURVE"));
@@ -336,7 +336,7 @@ static void test_timeout_is_finite(void **state) {
     c = client_for(ep, &model, NULL);
     assert_int_equal(specd_ipc_client_ping(c, &err), SPECD_E_PEER);
     specd_ipc_client_destroy(c);
-    rmdir(dir);
+    test_private_dir_remove(dir);
 }
 
 static void test_inproc_library_mode(void **state) {

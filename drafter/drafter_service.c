@@ -55,9 +55,23 @@ static specd_status make_policy(const drafter *d, const SpecdWire__OpenSeq *m, p
     if (ops->abi_version != SPECD_POLICY_ABI_VERSION || !ops->propose)
         return specd_fail(err, SPECD_E_INVALID_ARG,
                           "open_seq: policy '%s' is self-speculative: it runs in the host's "
-                          "target step, not in a drafter", name);
-    int32_t max_draft = m->has_max_draft && m->max_draft ? (int32_t)m->max_draft : DEFAULT_MAX_DRAFT;
-    specd_policy_env env = {.n_vocab = d->vocab, .max_draft = max_draft};
+                          "target step, not in a drafter",
+                          name);
+    int32_t max_draft =
+        m->has_max_draft && m->max_draft ? (int32_t)m->max_draft : DEFAULT_MAX_DRAFT;
+    specd_policy_env env = {.n_vocab = d->vocab,
+                            .max_draft = max_draft,
+                            .seed = m->seed,
+                            .seq_key = (uint32_t)m->seq_id};
+    env.sampling = specd_sampling_default_params();
+    env.sampling.temperature = m->sampling->temperature;
+    env.sampling.top_k = m->sampling->has_top_k ? (int32_t)m->sampling->top_k : 0;
+    env.sampling.top_p = m->sampling->has_top_p ? m->sampling->top_p : 1.0f;
+    env.sampling.min_p = m->sampling->has_min_p ? m->sampling->min_p : 0.0f;
+    env.rule = !m->has_rule || m->rule == SPECD_WIRE__ACCEPT_RULE__ACCEPT_COUPLED
+                   ? SPECD_ACCEPT_COUPLED
+               : m->rule == SPECD_WIRE__ACCEPT_RULE__ACCEPT_GREEDY ? SPECD_ACCEPT_GREEDY
+                                                                   : SPECD_ACCEPT_REJECTION;
     policy_inst *inst = specd_alloc_array(1, sizeof *inst);
     if (!inst) return specd_fail(err, SPECD_E_NOMEM, "open_seq: out of memory");
     specd_status st = ops->create(&env, options, &inst->state, err);
@@ -74,14 +88,16 @@ static specd_status make_policy(const drafter *d, const SpecdWire__OpenSeq *m, p
 static specd_status history_of(drafter *d, const specd_seq *q, specd_error *err) {
     if (q->n > d->hist_cap) {
         size_t cap = d->hist_cap ? d->hist_cap : 1024;
-        while (cap < q->n) cap *= 2;
+        while (cap < q->n)
+            cap *= 2;
         int32_t *h = specd_alloc_array(cap, sizeof *h);
         if (!h) return specd_fail(err, SPECD_E_NOMEM, "history of %zu tokens", cap);
         specd_free(d->hist);
         d->hist = h;
         d->hist_cap = cap;
     }
-    for (size_t i = 0; i < q->n; i++) d->hist[i] = (int32_t)q->tokens[i];
+    for (size_t i = 0; i < q->n; i++)
+        d->hist[i] = (int32_t)q->tokens[i];
     return SPECD_OK;
 }
 
@@ -160,8 +176,8 @@ static uint64_t on_count(void *user) {
     return specd_seq_store_count(d->seqs);
 }
 
-specd_status specd_drafter_handlers_create(const specd_ipc_service_params *p,
-                                           specd_ipc_handlers *h, specd_error *err) {
+specd_status specd_drafter_handlers_create(const specd_ipc_service_params *p, specd_ipc_handlers *h,
+                                           specd_error *err) {
     if (p->model.vocab_size > INT32_MAX)
         return specd_fail(err, SPECD_E_INVALID_ARG, "drafter: vocab %u", p->model.vocab_size);
     drafter *d = specd_alloc_array(1, sizeof *d);

@@ -4,8 +4,8 @@
 
 #include "ipc/service.h"
 
-specd_status specd_drafter_handlers_create(const specd_ipc_service_params *p,
-                                           specd_ipc_handlers *h, specd_error *err);
+specd_status specd_drafter_handlers_create(const specd_ipc_service_params *p, specd_ipc_handlers *h,
+                                           specd_error *err);
 void specd_drafter_handlers_destroy(specd_ipc_handlers *h);
 
 #endif

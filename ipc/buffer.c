@@ -40,7 +40,8 @@ struct specd_ipc_buffer {
 
 static uint64_t random_u64(void) {
     uint64_t v = 0;
-    if (getrandom(&v, sizeof v, 0) != (ssize_t)sizeof v) v = (uint64_t)getpid() * 0x9e3779b97f4a7c15ULL;
+    if (getrandom(&v, sizeof v, 0) != (ssize_t)sizeof v)
+        v = (uint64_t)getpid() * 0x9e3779b97f4a7c15ULL;
     return v;
 }
 
@@ -128,8 +129,8 @@ specd_status specd_ipc_buffer_create(specd_ipc_buffer_kind kind, size_t bytes, i
     b->fd = -1;
     /* Random ids: a restarted host never reuses an id a daemon may still hold. */
     b->id = random_u64() >> 1;
-    specd_status s = kind == SPECD_IPC_BUFFER_SHM ? shm_create(b, err)
-                                                  : cuda_create(b, cuda_device, err);
+    specd_status s =
+        kind == SPECD_IPC_BUFFER_SHM ? shm_create(b, err) : cuda_create(b, cuda_device, err);
     if (s != SPECD_OK) {
         specd_ipc_buffer_destroy(b);
         return s;
@@ -154,9 +155,15 @@ void *specd_ipc_buffer_data(const specd_ipc_buffer *b) {
     return b->kind == SPECD_IPC_BUFFER_SHM ? (void *)(b->map + SPECD_SHM_HEADER_BYTES) : b->dptr;
 }
 
-size_t specd_ipc_buffer_size(const specd_ipc_buffer *b) { return b ? b->bytes : 0; }
-uint64_t specd_ipc_buffer_id(const specd_ipc_buffer *b) { return b ? b->id : 0; }
-specd_ipc_buffer_kind specd_ipc_buffer_kind_of(const specd_ipc_buffer *b) { return b->kind; }
+size_t specd_ipc_buffer_size(const specd_ipc_buffer *b) {
+    return b ? b->bytes : 0;
+}
+uint64_t specd_ipc_buffer_id(const specd_ipc_buffer *b) {
+    return b ? b->id : 0;
+}
+specd_ipc_buffer_kind specd_ipc_buffer_kind_of(const specd_ipc_buffer *b) {
+    return b->kind;
+}
 
 specd_status specd_ipc_buffer_publish(specd_ipc_buffer *b, void *cuda_stream, uint64_t *seq,
                                       specd_error *err) {
@@ -197,9 +204,10 @@ specd_status specd_ipc_buffer_ref(const specd_ipc_buffer *b, uint64_t offset, ui
         return specd_fail(err, SPECD_E_INVALID_ARG,
                           "buffer_ref: %zu bytes at offset %llu exceed the buffer's %zu", n,
                           (unsigned long long)offset, b->bytes);
-    specd_ipc_ref r = {.buffer_id = b->id, .offset = offset, .rank = rank, .dtype = dtype,
-                       .seq = seq};
-    for (uint32_t i = 0; i < rank; i++) r.shape[i] = shape[i];
+    specd_ipc_ref r = {
+        .buffer_id = b->id, .offset = offset, .rank = rank, .dtype = dtype, .seq = seq};
+    for (uint32_t i = 0; i < rank; i++)
+        r.shape[i] = shape[i];
     *out = r;
     return SPECD_OK;
 }

@@ -70,7 +70,9 @@ void specd_ipc_buffer_table_destroy(specd_ipc_buffer_table *t) {
     specd_free(t);
 }
 
-size_t specd_ipc_buffer_table_count(const specd_ipc_buffer_table *t) { return t->count; }
+size_t specd_ipc_buffer_table_count(const specd_ipc_buffer_table *t) {
+    return t->count;
+}
 
 static entry *find(specd_ipc_buffer_table *t, uint64_t id) {
     for (size_t i = 0; i < t->cap; i++)
@@ -225,7 +227,8 @@ specd_status specd_ipc_buffer_table_resolve(specd_ipc_buffer_table *t,
     }
     v.dtype = (specd_ipc_dtype)r->dtype;
     v.rank = (uint32_t)r->n_shape;
-    for (size_t i = 0; i < r->n_shape; i++) v.shape[i] = r->shape[i];
+    for (size_t i = 0; i < r->n_shape; i++)
+        v.shape[i] = r->shape[i];
     v.bytes = n;
     v.seq = r->seq;
     *out = v;

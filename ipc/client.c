@@ -67,7 +67,8 @@ specd_ipc_params specd_ipc_default_params(void) {
 
 static specd_status copy_key(char *dst, const char *src, const char *what, specd_error *err) {
     if (!src) return SPECD_OK;
-    if (strlen(src) != 40) return specd_fail(err, SPECD_E_INVALID_ARG, "%s: not 40 Z85 chars", what);
+    if (strlen(src) != 40)
+        return specd_fail(err, SPECD_E_INVALID_ARG, "%s: not 40 Z85 chars", what);
     memcpy(dst, src, KEY_LEN);
     return SPECD_OK;
 }
@@ -89,8 +90,8 @@ specd_status specd_ipc_client_create(const specd_ipc_params *params, specd_ipc_r
     if (c->p.max_frame == 0) c->p.max_frame = SPECD_IPC_FRAME_MAX_DEFAULT;
     c->peer = peer;
     c->model = *model;
-    const char *name = params->name ? params->name
-                                    : (peer == SPECD_IPC_ROLE_DRAFTER ? "drafter" : "verifier");
+    const char *name =
+        params->name ? params->name : (peer == SPECD_IPC_ROLE_DRAFTER ? "drafter" : "verifier");
     specd_status st = SPECD_OK;
     if (params->endpoint) {
         if (strlen(params->endpoint) >= sizeof c->endpoint)
@@ -138,14 +139,19 @@ void specd_ipc_client_destroy(specd_ipc_client *c) {
     if (!c) return;
     drop(c);
     if (c->own_ctx && c->ctx) zmq_ctx_term(c->ctx);
-    for (size_t i = 0; i < c->n_seqs; i++) specd_free(c->seqs[i].tokens);
+    for (size_t i = 0; i < c->n_seqs; i++)
+        specd_free(c->seqs[i].tokens);
     specd_free(c->seqs);
     specd_ipc_decoder_destroy(c->dec);
     specd_free(c);
 }
 
-int specd_ipc_client_connected(const specd_ipc_client *c) { return c && c->up; }
-uint64_t specd_ipc_client_sessions(const specd_ipc_client *c) { return c ? c->sessions : 0; }
+int specd_ipc_client_connected(const specd_ipc_client *c) {
+    return c && c->up;
+}
+uint64_t specd_ipc_client_sessions(const specd_ipc_client *c) {
+    return c ? c->sessions : 0;
+}
 
 static void init_env(SpecdWire__Envelope *e, SpecdWire__Envelope__BodyCase body) {
     SpecdWire__Envelope init = SPECD_WIRE__ENVELOPE__INIT;
@@ -301,12 +307,20 @@ static specd_status connect_now(specd_ipc_client *c, specd_error *err) {
         int want = c->peer == SPECD_IPC_ROLE_DRAFTER ? SPECD_WIRE__ROLE__ROLE_DRAFTER
                                                      : SPECD_WIRE__ROLE__ROLE_VERIFIER;
         if ((int)r->hello_ok->role != want)
-            st = specd_fail(err, SPECD_E_MISMATCH, "%s is a daemon of role %d, not %d",
-                            c->endpoint, (int)r->hello_ok->role, want);
+            st = specd_fail(err, SPECD_E_MISMATCH, "%s is a daemon of role %d, not %d", c->endpoint,
+                            (int)r->hello_ok->role, want);
         else
             c->instance = r->hello_ok->instance;
     }
-    for (size_t i = 0; st == SPECD_OK && i < c->n_bufs; i++) st = send_attach(c, c->bufs[i], err);
+    for (size_t i = 0; st == SPECD_OK && i < c->n_bufs; i++) {
+        st = send_attach(c, c->bufs[i], err);
+        if (st != SPECD_OK && c->sock) {
+            specd_log(SPECD_LOG_WARN, "buffer dropped from the session: %s",
+                      err ? err->message : "refused");
+            c->bufs[i--] = c->bufs[--c->n_bufs];
+            st = SPECD_OK;
+        }
+    }
     for (size_t i = 0; st == SPECD_OK && i < c->n_seqs; i++) {
         st = send_open(c, &c->seqs[i], err);
         if (st != SPECD_OK && c->sock) {
@@ -374,7 +388,8 @@ static specd_status append(seq_rec *s, const uint32_t *t, size_t n, specd_error 
         return specd_fail(err, SPECD_E_INVALID_ARG, "sequence too long");
     if (need > s->cap) {
         size_t cap = s->cap ? s->cap : 256;
-        while (cap < need) cap *= 2;
+        while (cap < need)
+            cap *= 2;
         uint32_t *nt = specd_alloc_array(cap, sizeof *nt);
         if (!nt) return specd_fail(err, SPECD_E_NOMEM, "history of %zu tokens", cap);
         if (s->n) memcpy(nt, s->tokens, s->n * sizeof *nt);
@@ -406,12 +421,14 @@ specd_status specd_ipc_client_open_seq(specd_ipc_client *c, const specd_ipc_seq_
     SPECD_TRY(check_tokens(c, p->prompt, p->n_prompt, "open_seq", err));
     if (p->policy && strlen(p->policy) > 64)
         return specd_fail(err, SPECD_E_INVALID_ARG, "open_seq: policy name longer than 64");
-    if (!(p->sampling.temperature >= 0.0f) || !(p->sampling.top_p > 0.0f && p->sampling.top_p <= 1.0f) ||
+    if (!(p->sampling.temperature >= 0.0f) ||
+        !(p->sampling.top_p > 0.0f && p->sampling.top_p <= 1.0f) ||
         !(p->sampling.min_p >= 0.0f && p->sampling.min_p <= 1.0f) ||
         p->max_draft > SPECD_IPC_MAX_DRAFT || (unsigned)p->rule > SPECD_IPC_ACCEPT_REJECTION)
         return specd_fail(err, SPECD_E_INVALID_ARG,
                           "open_seq: temperature >= 0, top_p in (0,1], min_p in [0,1], "
-                          "max_draft <= %u", SPECD_IPC_MAX_DRAFT);
+                          "max_draft <= %u",
+                          SPECD_IPC_MAX_DRAFT);
     if (c->n_seqs == c->cap_seqs) {
         size_t cap = c->cap_seqs ? 2 * c->cap_seqs : 8;
         seq_rec *ns = specd_alloc_array(cap, sizeof *ns);
@@ -421,8 +438,11 @@ specd_status specd_ipc_client_open_seq(specd_ipc_client *c, const specd_ipc_seq_
         c->seqs = ns;
         c->cap_seqs = cap;
     }
-    seq_rec s = {.seq_id = p->seq_id, .sampling = p->sampling, .seed = p->seed,
-                 .max_draft = p->max_draft, .rule = p->rule};
+    seq_rec s = {.seq_id = p->seq_id,
+                 .sampling = p->sampling,
+                 .seed = p->seed,
+                 .max_draft = p->max_draft,
+                 .rule = p->rule};
     if (p->policy) {
         s.has_policy = 1;
         snprintf(s.policy, sizeof s.policy, "%s", p->policy);
@@ -533,9 +553,11 @@ specd_status specd_ipc_client_propose(specd_ipc_client *c, uint64_t seq_id, uint
     SPECD_TRY(st);
     const SpecdWire__Draft *d = r->draft;
     if (d->seq_id != seq_id || d->step != step || d->n_tokens > cap)
-        return specd_fail(err, SPECD_E_PROTOCOL, "draft for seq %llu step %llu with %zu tokens "
-                          "(room for %zu)", (unsigned long long)d->seq_id,
-                          (unsigned long long)d->step, d->n_tokens, cap);
+        return specd_fail(err, SPECD_E_PROTOCOL,
+                          "draft for seq %llu step %llu with %zu tokens "
+                          "(room for %zu)",
+                          (unsigned long long)d->seq_id, (unsigned long long)d->step, d->n_tokens,
+                          cap);
     SPECD_TRY(check_tokens(c, d->tokens, d->n_tokens, "draft", err));
     if (d->n_tokens) memcpy(draft, d->tokens, d->n_tokens * sizeof *draft);
     *n_draft = d->n_tokens;
@@ -557,8 +579,8 @@ specd_status specd_ipc_client_seq_info(specd_ipc_client *c, uint64_t seq_id, uin
     return SPECD_OK;
 }
 
-specd_status specd_ipc_client_history(const specd_ipc_client *c, uint64_t seq_id,
-                                      uint64_t *length, uint64_t *hash, specd_error *err) {
+specd_status specd_ipc_client_history(const specd_ipc_client *c, uint64_t seq_id, uint64_t *length,
+                                      uint64_t *hash, specd_error *err) {
     if (!c || !length || !hash) return specd_fail(err, SPECD_E_INVALID_ARG, "history: NULL");
     const seq_rec *s = find_seq(c, seq_id);
     if (!s)
@@ -607,13 +629,15 @@ specd_status specd_ipc_client_attach_buffer(specd_ipc_client *c, specd_ipc_buffe
     if (!err) err = &local;
     specd_status st = send_attach(c, b, err);
     if (st != SPECD_OK && lost_session(err)) st = connect_now(c, err);
+    if (st != SPECD_OK && c->up) c->n_bufs--; /* answered and refused: not shared anywhere */
     return st;
 }
 
 specd_status specd_ipc_client_detach_buffer(specd_ipc_client *c, uint64_t id, specd_error *err) {
     if (!c) return specd_fail(err, SPECD_E_INVALID_ARG, "detach_buffer: NULL client");
     size_t i = 0;
-    while (i < c->n_bufs && specd_ipc_buffer_id(c->bufs[i]) != id) i++;
+    while (i < c->n_bufs && specd_ipc_buffer_id(c->bufs[i]) != id)
+        i++;
     if (i == c->n_bufs)
         return specd_fail(err, SPECD_E_STATE, "detach_buffer: buffer %llu not attached",
                           (unsigned long long)id);

@@ -69,7 +69,9 @@ void specd_ipc_decoder_destroy(specd_ipc_decoder *dec) {
     specd_free(dec);
 }
 
-size_t specd_ipc_decoder_max_frame(const specd_ipc_decoder *dec) { return dec->max_frame; }
+size_t specd_ipc_decoder_max_frame(const specd_ipc_decoder *dec) {
+    return dec->max_frame;
+}
 
 size_t specd_ipc_dtype_size(int dtype) {
     switch (dtype) {
@@ -96,7 +98,8 @@ uint64_t specd_ipc_tokens_hash(const uint32_t *tokens, size_t n) {
 static specd_status check_ref(const SpecdWire__BufferRef *r, const char *what, specd_error *err) {
     if (!r) return SPECD_OK;
     size_t es = specd_ipc_dtype_size((int)r->dtype);
-    if (es == 0) return specd_fail(err, SPECD_E_FORMAT, "%s: unknown dtype %d", what, (int)r->dtype);
+    if (es == 0)
+        return specd_fail(err, SPECD_E_FORMAT, "%s: unknown dtype %d", what, (int)r->dtype);
     if (r->n_shape == 0 || r->n_shape > SPECD_IPC_MAX_RANK)
         return specd_fail(err, SPECD_E_FORMAT, "%s: rank %zu outside 1..%u", what, r->n_shape,
                           SPECD_IPC_MAX_RANK);
@@ -139,9 +142,11 @@ static specd_status check_sampling(const SpecdWire__SamplingParams *s, specd_err
         return specd_fail(err, SPECD_E_FORMAT, "open_seq: temperature %g not finite and >= 0",
                           (double)s->temperature);
     if (s->has_top_p && (!isfinite(s->top_p) || s->top_p <= 0.0f || s->top_p > 1.0f))
-        return specd_fail(err, SPECD_E_FORMAT, "open_seq: top_p %g not in (0, 1]", (double)s->top_p);
+        return specd_fail(err, SPECD_E_FORMAT, "open_seq: top_p %g not in (0, 1]",
+                          (double)s->top_p);
     if (s->has_min_p && (!isfinite(s->min_p) || s->min_p < 0.0f || s->min_p > 1.0f))
-        return specd_fail(err, SPECD_E_FORMAT, "open_seq: min_p %g not in [0, 1]", (double)s->min_p);
+        return specd_fail(err, SPECD_E_FORMAT, "open_seq: min_p %g not in [0, 1]",
+                          (double)s->min_p);
     return SPECD_OK;
 }
 
@@ -192,7 +197,8 @@ static int has_unknown_fields(const ProtobufCMessage *m, int depth) {
             continue;
         if (f->label == PROTOBUF_C_LABEL_REPEATED) {
             size_t n = *(const size_t *)(const void *)(base + f->quantifier_offset);
-            ProtobufCMessage *const *arr = *(ProtobufCMessage *const *const *)(const void *)(base + f->offset);
+            ProtobufCMessage *const *arr =
+                *(ProtobufCMessage *const *const *)(const void *)(base + f->offset);
             for (size_t j = 0; j < n; j++)
                 if (has_unknown_fields(arr[j], depth + 1)) return 1;
         } else if (has_unknown_fields(*(ProtobufCMessage *const *)(const void *)(base + f->offset),
@@ -222,7 +228,8 @@ specd_status specd_ipc_envelope_validate(const SpecdWire__Envelope *e, specd_err
         if (e->open_seq->has_max_draft && e->open_seq->max_draft > SPECD_IPC_MAX_DRAFT)
             return specd_fail(err, SPECD_E_FORMAT, "open_seq: max_draft %u > %u",
                               e->open_seq->max_draft, SPECD_IPC_MAX_DRAFT);
-        if (e->open_seq->has_rule && (unsigned)e->open_seq->rule > SPECD_WIRE__ACCEPT_RULE__ACCEPT_REJECTION)
+        if (e->open_seq->has_rule &&
+            (unsigned)e->open_seq->rule > SPECD_WIRE__ACCEPT_RULE__ACCEPT_REJECTION)
             return specd_fail(err, SPECD_E_FORMAT, "open_seq: unknown accept rule %d",
                               (int)e->open_seq->rule);
         if (e->open_seq->policy && strlen(e->open_seq->policy) > 64)
@@ -238,8 +245,8 @@ specd_status specd_ipc_envelope_validate(const SpecdWire__Envelope *e, specd_err
                               e->propose->n_commit_tokens);
         return SPECD_OK;
     case SPECD_WIRE__ENVELOPE__BODY_DRAFT:
-        SPECD_TRY(check_draft(e->draft->n_tokens, e->draft->n_parents, e->draft->parents, "draft",
-                              err));
+        SPECD_TRY(
+            check_draft(e->draft->n_tokens, e->draft->n_parents, e->draft->parents, "draft", err));
         return check_ref(e->draft->q, "draft.q", err);
     case SPECD_WIRE__ENVELOPE__BODY_VERIFY: {
         const SpecdWire__Verify *v = e->verify;
@@ -293,8 +300,10 @@ specd_status specd_ipc_frame_decode(specd_ipc_decoder *dec, const void *bytes, s
     SpecdWire__Envelope *e = specd_wire__envelope__unpack(&dec->allocator, len, bytes);
     if (!e) {
         if (dec->mem.exhausted)
-            return specd_fail(err, SPECD_E_FORMAT, "frame of %zu bytes needs more than %zu bytes "
-                              "to unpack", len, dec->mem.cap);
+            return specd_fail(err, SPECD_E_FORMAT,
+                              "frame of %zu bytes needs more than %zu bytes "
+                              "to unpack",
+                              len, dec->mem.cap);
         return specd_fail(err, SPECD_E_FORMAT, "frame of %zu bytes is not a valid Envelope", len);
     }
     SPECD_TRY(specd_ipc_envelope_validate(e, err));

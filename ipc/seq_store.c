@@ -43,12 +43,15 @@ specd_status specd_seq_store_create(size_t max_seqs, size_t max_tokens, specd_se
 
 void specd_seq_store_destroy(specd_seq_store *s) {
     if (!s) return;
-    for (size_t i = 0; i < s->n; i++) release(s, &s->seqs[i]);
+    for (size_t i = 0; i < s->n; i++)
+        release(s, &s->seqs[i]);
     specd_free(s->seqs);
     specd_free(s);
 }
 
-size_t specd_seq_store_count(const specd_seq_store *s) { return s->n; }
+size_t specd_seq_store_count(const specd_seq_store *s) {
+    return s->n;
+}
 
 static specd_seq *find(specd_seq_store *s, uint64_t id) {
     for (size_t i = 0; i < s->n; i++)
@@ -68,7 +71,8 @@ static specd_status reserve(specd_seq_store *s, specd_seq *q, size_t need, specd
                           (unsigned long long)q->seq_id, need, s->max_tokens);
     if (need <= q->cap) return SPECD_OK;
     size_t cap = q->cap ? q->cap : 256;
-    while (cap < need) cap *= 2;
+    while (cap < need)
+        cap *= 2;
     uint32_t *t = specd_alloc_array(cap, sizeof *t);
     if (!t) return specd_fail(err, SPECD_E_NOMEM, "sequence history of %zu tokens", cap);
     if (q->n) memcpy(t, q->tokens, q->n * sizeof *t);

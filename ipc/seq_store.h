@@ -17,7 +17,7 @@ typedef struct specd_seq {
     uint64_t seed;
     char policy[65];
     uint32_t max_draft;
-    int rule; /* SpecdWire__AcceptRule */
+    int rule;     /* SpecdWire__AcceptRule */
     void *engine; /* owner's per-sequence state (the verifier's acceptance engine), or NULL */
     uint32_t *tokens;
     size_t n, cap;

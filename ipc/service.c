@@ -145,7 +145,9 @@ void specd_ipc_service_destroy(specd_ipc_service *s) {
     specd_free(s);
 }
 
-const char *specd_ipc_service_endpoint(const specd_ipc_service *s) { return s->endpoint; }
+const char *specd_ipc_service_endpoint(const specd_ipc_service *s) {
+    return s->endpoint;
+}
 
 static int peer_known(const specd_ipc_service *s) {
     for (size_t i = 0; i < s->n_peers; i++)
@@ -191,8 +193,7 @@ static specd_status check_hello(const specd_ipc_service *s, const SpecdWire__Hel
         return specd_fail(err, SPECD_E_MISMATCH, "model vocab size %u, this daemon has %u",
                           h->model->vocab_size, s->p.model.vocab_size);
     if (h->model->tokenizer_hash != s->p.model.tokenizer_hash)
-        return specd_fail(err, SPECD_E_MISMATCH,
-                          "tokenizer hash %016llx, this daemon has %016llx",
+        return specd_fail(err, SPECD_E_MISMATCH, "tokenizer hash %016llx, this daemon has %016llx",
                           (unsigned long long)h->model->tokenizer_hash,
                           (unsigned long long)s->p.model.tokenizer_hash);
     return SPECD_OK;
@@ -241,7 +242,8 @@ static specd_status do_verify(specd_ipc_service *s, const SpecdWire__Verify *v, 
     SPECD_TRY(specd_ipc_view_recheck(&view, err));
     if (v->q) SPECD_TRY(specd_ipc_view_recheck(&qview, err));
     if (o->n_emitted > rows || o->accepted > v->n_draft_tokens || o->n_stats > rows)
-        return specd_fail(err, SPECD_E_INTERNAL, "verify handler returned %zu tokens", o->n_emitted);
+        return specd_fail(err, SPECD_E_INTERNAL, "verify handler returned %zu tokens",
+                          o->n_emitted);
     SpecdWire__Result res = SPECD_WIRE__RESULT__INIT;
     res.seq_id = v->seq_id;
     res.step = v->step;
@@ -301,8 +303,7 @@ static specd_status check_tokens(const specd_ipc_service *s, const uint32_t *t, 
 }
 
 /* Builds the reply for one decoded request in s->r; returns the failure to send as Error. */
-static specd_status dispatch(specd_ipc_service *s, const SpecdWire__Envelope *q,
-                             specd_error *err) {
+static specd_status dispatch(specd_ipc_service *s, const SpecdWire__Envelope *q, specd_error *err) {
     reply *r = &s->r;
     uint64_t id = q->request_id;
     if (q->body_case == SPECD_WIRE__ENVELOPE__BODY_HELLO) {
@@ -319,8 +320,7 @@ static specd_status dispatch(specd_ipc_service *s, const SpecdWire__Envelope *q,
         r->env.hello_ok = &r->hello_ok;
         return SPECD_OK;
     }
-    if (!peer_known(s))
-        return specd_fail(err, SPECD_E_STATE, "no session: say hello first");
+    if (!peer_known(s)) return specd_fail(err, SPECD_E_STATE, "no session: say hello first");
     switch (q->body_case) {
     case SPECD_WIRE__ENVELOPE__BODY_PING: {
         SpecdWire__Pong p = SPECD_WIRE__PONG__INIT;
@@ -345,6 +345,12 @@ static specd_status dispatch(specd_ipc_service *s, const SpecdWire__Envelope *q,
         return SPECD_OK;
     }
     case SPECD_WIRE__ENVELOPE__BODY_ATTACH_BUFFER:
+        /* Shared memory only makes sense for a peer on this machine; a tcp:// peer must not make
+         * us open local segments (or /proc/<pid>/fd paths) on its say-so. */
+        if (strncmp(s->endpoint, "tcp://", 6) == 0)
+            return specd_fail(err, SPECD_E_UNSUPPORTED,
+                              "attach_buffer: shared buffers need a local (ipc:// or inproc://) "
+                              "peer");
         SPECD_TRY(specd_ipc_buffer_table_attach(s->buffers, q->attach_buffer->desc, err));
         reply_ack(r, id);
         return SPECD_OK;
@@ -372,8 +378,8 @@ static specd_status dispatch(specd_ipc_service *s, const SpecdWire__Envelope *q,
         reply_ack(r, id);
         return SPECD_OK;
     case SPECD_WIRE__ENVELOPE__BODY_PROPOSE:
-        SPECD_TRY(check_tokens(s, q->propose->commit_tokens, q->propose->n_commit_tokens,
-                               "propose", err));
+        SPECD_TRY(check_tokens(s, q->propose->commit_tokens, q->propose->n_commit_tokens, "propose",
+                               err));
         SPECD_TRY(do_propose(s, q->propose, r, err));
         set_body(r, id, SPECD_WIRE__ENVELOPE__BODY_DRAFT);
         r->env.draft = &r->draft;

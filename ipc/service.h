@@ -18,7 +18,7 @@
 typedef struct specd_ipc_draft_out {
     size_t n;
     uint32_t tokens[SPECD_IPC_MAX_DRAFT];
-    int tree;  /* parents[] valid */
+    int tree; /* parents[] valid */
     int32_t parents[SPECD_IPC_MAX_DRAFT];
 } specd_ipc_draft_out;
 
@@ -33,8 +33,7 @@ typedef struct specd_ipc_handlers {
     /* logits: the resolved target logits ([rows, vocab], rows = n_draft + 1) or the inline ones;
      * q: the resolved draft distributions ([n_draft, vocab]) or NULL. */
     specd_status (*verify)(void *user, const SpecdWire__Verify *m, const specd_ipc_view *logits,
-                           const specd_ipc_view *q, specd_ipc_verify_result *out,
-                           specd_error *err);
+                           const specd_ipc_view *q, specd_ipc_verify_result *out, specd_error *err);
     specd_status (*seq_info)(void *user, uint64_t seq_id, uint64_t *length, uint64_t *hash,
                              specd_error *err);
     uint64_t (*sequences_open)(void *user);
@@ -43,13 +42,13 @@ typedef struct specd_ipc_handlers {
 typedef struct specd_ipc_service_params {
     specd_ipc_role role;
     specd_ipc_fingerprint model;
-    const char *endpoint;  /* NULL = default for the role's name */
-    void *zmq_context;     /* borrowed; NULL = own */
+    const char *endpoint; /* NULL = default for the role's name */
+    void *zmq_context;    /* borrowed; NULL = own */
     int hwm;
     size_t max_frame;
     int heartbeat_ivl_ms, heartbeat_timeout_ms;
     int send_timeout_ms;
-    int drain_linger_ms;   /* how long replies may take to flush at shutdown */
+    int drain_linger_ms;      /* how long replies may take to flush at shutdown */
     const char *curve_secret; /* tcp:// only: the server's secret key (Z85) */
     /* tcp:// only: public keys (Z85) of the clients admitted; none = any client that completes
      * the CURVE handshake (i.e. knows the server key). Needs the service's own zmq context or
@@ -72,8 +71,8 @@ const char *specd_ipc_service_endpoint(const specd_ipc_service *svc);
 
 /* Serves until stop_fd is readable (stop_fd < 0: until *stop_flag is set, checked every
  * poll_ms). Returns SPECD_OK after a drain. */
-specd_status specd_ipc_service_run(specd_ipc_service *svc, int stop_fd, const volatile int *stop_flag,
-                                   int poll_ms, specd_error *err);
+specd_status specd_ipc_service_run(specd_ipc_service *svc, int stop_fd,
+                                   const volatile int *stop_flag, int poll_ms, specd_error *err);
 /* Handles at most one pending request (waiting up to timeout_ms); *handled = 1 if one was. */
 specd_status specd_ipc_service_poll_once(specd_ipc_service *svc, int timeout_ms, int *handled,
                                          specd_error *err);

@@ -60,7 +60,8 @@ specd_status specd_ipc_endpoint_check(const char *ep, int have_curve, specd_erro
         if (!have_curve)
             return specd_fail(err, SPECD_E_INVALID_ARG,
                               "endpoint %s: tcp:// needs CURVE keys (unauthenticated peers "
-                              "would be accepted)", ep);
+                              "would be accepted)",
+                              ep);
         if (!zmq_has("curve"))
             return specd_fail(err, SPECD_E_UNSUPPORTED, "libzmq was built without CURVE");
         return SPECD_OK;
@@ -70,15 +71,18 @@ specd_status specd_ipc_endpoint_check(const char *ep, int have_curve, specd_erro
         if (path[0] != '/')
             return specd_fail(err, SPECD_E_INVALID_ARG,
                               "endpoint %s: ipc:// needs an absolute path (abstract sockets have "
-                              "no permissions)", ep);
+                              "no permissions)",
+                              ep);
         if (strlen(path) > UNIX_PATH_MAX_LEN)
             return specd_fail(err, SPECD_E_INVALID_ARG, "endpoint %s: path longer than %d", ep,
                               UNIX_PATH_MAX_LEN);
         char dir[UNIX_PATH_MAX_LEN + 1];
         snprintf(dir, sizeof dir, "%s", path);
         char *slash = strrchr(dir, '/');
-        if (slash == dir) slash[1] = '\0';
-        else *slash = '\0';
+        if (slash == dir)
+            slash[1] = '\0';
+        else
+            *slash = '\0';
         return check_private_dir(dir, err);
     }
     return specd_fail(err, SPECD_E_INVALID_ARG, "endpoint %s: transport not allowed", ep);
@@ -123,23 +127,24 @@ static specd_status configure(void *s, int type, const specd_ipc_sockopts *o, sp
         SPECD_TRY(setopt(s, ZMQ_ZAP_DOMAIN, "specd", 5, "ZAP_DOMAIN", err));
         SPECD_TRY(setopt(s, ZMQ_CURVE_SECRETKEY, o->curve_secret, 40, "CURVE_SECRETKEY", err));
     } else if (o->curve_server_public) {
-        SPECD_TRY(setopt(s, ZMQ_CURVE_SERVERKEY, o->curve_server_public, 40, "CURVE_SERVERKEY",
-                         err));
+        SPECD_TRY(
+            setopt(s, ZMQ_CURVE_SERVERKEY, o->curve_server_public, 40, "CURVE_SERVERKEY", err));
         SPECD_TRY(setopt(s, ZMQ_CURVE_PUBLICKEY, o->curve_public, 40, "CURVE_PUBLICKEY", err));
         SPECD_TRY(setopt(s, ZMQ_CURVE_SECRETKEY, o->curve_secret, 40, "CURVE_SECRETKEY", err));
     }
     return SPECD_OK;
 }
 
-static int z85_ok(const char *k) { return k && strlen(k) == 40; }
+static int z85_ok(const char *k) {
+    return k && strlen(k) == 40;
+}
 
 specd_status specd_ipc_socket_open(void *ctx, int type, const char *endpoint,
                                    const specd_ipc_sockopts *o, void **out, specd_error *err) {
     if (!ctx || !o || !out) return specd_fail(err, SPECD_E_INVALID_ARG, "socket_open: NULL");
-    int have_curve = o->curve_server
-                         ? z85_ok(o->curve_secret)
-                         : z85_ok(o->curve_server_public) && z85_ok(o->curve_public) &&
-                               z85_ok(o->curve_secret);
+    int have_curve = o->curve_server ? z85_ok(o->curve_secret)
+                                     : z85_ok(o->curve_server_public) && z85_ok(o->curve_public) &&
+                                           z85_ok(o->curve_secret);
     if ((o->curve_server || o->curve_server_public) && !have_curve)
         return specd_fail(err, SPECD_E_INVALID_ARG, "CURVE keys must be 40 Z85 characters");
     SPECD_TRY(specd_ipc_endpoint_check(endpoint, have_curve, err));

@@ -40,8 +40,10 @@ static void serve_one(specd_ipc_zap *z) {
             break;
         }
         more = zmq_msg_more(&m);
-        if (n < 8) f[n++] = m;
-        else zmq_msg_close(&m);
+        if (n < 8)
+            f[n++] = m;
+        else
+            zmq_msg_close(&m);
     }
     int ok = n >= 7 && zmq_msg_size(&f[5]) == 5 && memcmp(zmq_msg_data(&f[5]), "CURVE", 5) == 0 &&
              allowed(z, zmq_msg_data(&f[6]), zmq_msg_size(&f[6]));
@@ -58,7 +60,8 @@ static void serve_one(specd_ipc_zap *z) {
         zmq_send(z->sock, "", 0, ZMQ_SNDMORE);
         zmq_send(z->sock, "", 0, 0);
     }
-    for (int i = 0; i < n; i++) zmq_msg_close(&f[i]);
+    for (int i = 0; i < n; i++)
+        zmq_msg_close(&f[i]);
 }
 
 static void *run(void *arg) {
@@ -72,8 +75,8 @@ static void *run(void *arg) {
     return NULL;
 }
 
-specd_status specd_ipc_zap_start(void *ctx, const char *const *keys, size_t n,
-                                 specd_ipc_zap **out, specd_error *err) {
+specd_status specd_ipc_zap_start(void *ctx, const char *const *keys, size_t n, specd_ipc_zap **out,
+                                 specd_error *err) {
     if (!ctx || !out || (n && !keys))
         return specd_fail(err, SPECD_E_INVALID_ARG, "zap_start: NULL argument");
     specd_ipc_zap *z = specd_alloc_array(1, sizeof *z);
@@ -121,4 +124,6 @@ void specd_ipc_zap_stop(specd_ipc_zap *z) {
     specd_free(z);
 }
 
-size_t specd_ipc_zap_refused(const specd_ipc_zap *z) { return atomic_load(&((specd_ipc_zap *)z)->refused); }
+size_t specd_ipc_zap_refused(const specd_ipc_zap *z) {
+    return atomic_load(&((specd_ipc_zap *)z)->refused);
+}

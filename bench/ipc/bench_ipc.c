@@ -4,10 +4,9 @@
  *                reference (what specd does);
  *   ipc inline   the same, but the 9 x V f32 logits travel inside the Verify message.
  * The daemon side is a forked process running a drafter-like and a verifier-like service. The
- * verify work is the same everywhere: a greedy check (argmax of each logit row against the
- * draft), so the differences are the transport's cost. Prints p50/p99 per step and the p50 added
- * over the in-process anchor.
- * usage: bench_ipc [steps] */
+ * verify work is the same everywhere: the acceptance engine's chain rule (greedy, so each step's
+ * accepted count is set by the synthetic logits), so the differences are the transport's cost.
+ * Prints p50/p99 per step and the p50 added over the in-process anchor. usage: bench_ipc [steps] */
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -23,6 +22,7 @@
 #include "ipc/schema_hash.h"
 #include "ipc/service.h"
 #include "ipc/transport.h"
+#include "specd/accept.h"
 #include "specd/ipc.h"
 
 enum { K = 8, V = 49152, ROWS = K + 1, WARMUP = 200 };
@@ -31,29 +31,35 @@ static const specd_ipc_fingerprint model = {V, 0xbe7cbe7cULL};
 /* ---- the two handlers, shared by every mode ---------------------------------------------- */
 
 static void propose_tokens(uint64_t step, uint32_t *out) {
-    for (int i = 0; i < K; i++) out[i] = (uint32_t)((step * 31u + (uint64_t)i * 7u) % V);
+    for (int i = 0; i < K; i++)
+        out[i] = (uint32_t)((step * 31u + (uint64_t)i * 7u) % V);
 }
 
-static uint32_t row_argmax(const float *row) {
-    uint32_t best = 0;
-    for (uint32_t j = 1; j < V; j++)
-        if (row[j] > row[best]) best = j;
-    return best;
+/* The acceptance engine (greedy rule, so the accepted count is easy to steer), one per
+ * process: the daemon side makes its own after fork. */
+static specd_accept *engine;
+
+static void make_engine(void) {
+    specd_accept_params p = specd_accept_default_params();
+    p.rule = SPECD_ACCEPT_GREEDY;
+    p.max_k = K;
+    p.max_vocab = V;
+    if (specd_accept_create(&p, &engine, NULL) != SPECD_OK) abort();
 }
 
-/* Greedy verification: accept the longest prefix that matches the argmax, then emit the argmax
- * at the first mismatch (or the bonus row). */
 static void verify_greedy(const float *logits, const uint32_t *draft, size_t n,
                           specd_ipc_verify_result *out) {
-    size_t i = 0;
+    int32_t d[K], tok[K + 1];
+    for (size_t i = 0; i < n; i++)
+        d[i] = (int32_t)draft[i];
+    specd_chain_input in = {.k = (int32_t)n, .draft = d, .target_logits = logits, .n_vocab = V};
+    specd_chain_result res = {.tokens = tok};
+    if (specd_accept_chain(engine, &in, &res, NULL) != SPECD_OK) abort();
+    for (int32_t i = 0; i < res.n_emitted; i++)
+        out->emitted[i] = (uint32_t)tok[i];
+    out->n_emitted = (size_t)res.n_emitted;
+    out->accepted = (uint32_t)res.n_accepted;
     out->n_stats = 0;
-    for (; i <= n; i++) {
-        uint32_t a = row_argmax(logits + i * V);
-        out->emitted[i] = a;
-        if (i == n || a != draft[i]) break;
-    }
-    out->accepted = (uint32_t)i;
-    out->n_emitted = i + 1;
 }
 
 static specd_status h_propose(void *u, const SpecdWire__Propose *m, specd_ipc_draft_out *o,
@@ -102,8 +108,9 @@ static void on_term(int sig) {
 
 static int run_daemons(const char *ep_d, const char *ep_v, size_t max_frame) {
     signal(SIGTERM, on_term);
-    specd_ipc_handlers h = {.propose = h_propose, .verify = h_verify, .open_seq = h_open,
-                            .commit = h_commit};
+    make_engine();
+    specd_ipc_handlers h = {
+        .propose = h_propose, .verify = h_verify, .open_seq = h_open, .commit = h_commit};
     specd_ipc_service_params pd = specd_ipc_service_default_params(SPECD_IPC_ROLE_DRAFTER);
     pd.model = model;
     pd.endpoint = ep_d;
@@ -183,8 +190,11 @@ static int bench_inline(const char *ep_v, size_t big_frame, specd_ipc_client *cd
                         uint64_t *t_out, uint64_t *checksum) {
     specd_error err;
     void *ctx = zmq_ctx_new();
-    specd_ipc_sockopts o = {.hwm = 64, .max_frame = big_frame, .heartbeat_ivl_ms = 250,
-                            .heartbeat_timeout_ms = 1500, .send_timeout_ms = 5000};
+    specd_ipc_sockopts o = {.hwm = 64,
+                            .max_frame = big_frame,
+                            .heartbeat_ivl_ms = 250,
+                            .heartbeat_timeout_ms = 1500,
+                            .send_timeout_ms = 5000};
     void *s = NULL;
     specd_ipc_decoder *dec = NULL;
     if (specd_ipc_socket_open(ctx, ZMQ_DEALER, ep_v, &o, &s, &err) != SPECD_OK ||
@@ -215,8 +225,7 @@ static int bench_inline(const char *ep_v, size_t big_frame, specd_ipc_client *cd
         size_t nd = 0;
         fill_logits(local, st);
         uint64_t t0 = specd_now_ns();
-        if (specd_ipc_client_propose(cd, 1, st, last, n_last, draft, K, &nd,
-                                     &err) != SPECD_OK)
+        if (specd_ipc_client_propose(cd, 1, st, last, n_last, draft, K, &nd, &err) != SPECD_OK)
             return fail("inline propose", &err);
         SpecdWire__Verify v = SPECD_WIRE__VERIFY__INIT;
         v.seq_id = 1;
@@ -265,6 +274,7 @@ int main(int argc, char **argv) {
 
     pid_t pid = fork();
     if (pid == 0) _exit(run_daemons(ep_d, ep_v, big_frame));
+    make_engine();
 
     specd_error err;
     specd_ipc_params p = specd_ipc_default_params();
@@ -279,7 +289,8 @@ int main(int argc, char **argv) {
     if (specd_ipc_client_create(&p, SPECD_IPC_ROLE_VERIFIER, &model, &cv, &err) != SPECD_OK)
         return fail("verifier client", &err);
     for (int i = 0; i < 200; i++) {
-        if (specd_ipc_client_ping(cd, NULL) == SPECD_OK && specd_ipc_client_ping(cv, NULL) == SPECD_OK)
+        if (specd_ipc_client_ping(cd, NULL) == SPECD_OK &&
+            specd_ipc_client_ping(cv, NULL) == SPECD_OK)
             break;
         usleep(20000);
     }
@@ -288,7 +299,9 @@ int main(int argc, char **argv) {
         return fail("buffer", &err);
     if (specd_ipc_client_attach_buffer(cv, buf, &err) != SPECD_OK) return fail("attach", &err);
     uint32_t prompt[1] = {1};
-    specd_ipc_seq_params sq = {.seq_id = 1, .prompt = prompt, .n_prompt = 1,
+    specd_ipc_seq_params sq = {.seq_id = 1,
+                               .prompt = prompt,
+                               .n_prompt = 1,
                                .sampling = {.temperature = 0.0f, .top_p = 1.0f}};
     if (specd_ipc_client_open_seq(cd, &sq, &err) != SPECD_OK ||
         specd_ipc_client_open_seq(cv, &sq, &err) != SPECD_OK)
@@ -375,10 +388,8 @@ int main(int argc, char **argv) {
     printf("  %-34s p50 %9.1f us  p99 %9.1f us  added p50 %+8.1f us  ratio %.2fx\n",
            "ipc, logits by shm reference", shm.p50, shm.p99, shm.p50 - in.p50, shm.p50 / in.p50);
     printf("  %-34s p50 %9.1f us  p99 %9.1f us  added p50 %+8.1f us  ratio %.2fx\n",
-           "ipc, logits inside the message", inl.p50, inl.p99, inl.p50 - in.p50,
-           inl.p50 / in.p50);
-    printf("  %-34s p50 %9.1f us  p99 %9.1f us\n", "transport floor (2 pings)", ping.p50,
-           ping.p99);
+           "ipc, logits inside the message", inl.p50, inl.p99, inl.p50 - in.p50, inl.p50 / in.p50);
+    printf("  %-34s p50 %9.1f us  p99 %9.1f us\n", "transport floor (2 pings)", ping.p50, ping.p99);
     free(local);
     free(t_in);
     free(t_shm);

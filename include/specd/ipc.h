@@ -42,15 +42,16 @@ typedef struct specd_ipc_fingerprint {
 } specd_ipc_fingerprint;
 
 typedef struct specd_ipc_params {
-    const char *endpoint;  /* see above; NULL = default ipc:// endpoint for `name` */
-    const char *name;      /* default-endpoint name: "drafter" or "verifier" (default: the role) */
-    void *zmq_context;     /* borrowed; NULL = the client makes its own (not for inproc://) */
-    int timeout_ms;        /* per request, > 0 (default 1000) */
-    int retry_ms;          /* least time between reconnect attempts while down (default 200) */
-    int hwm;               /* send/receive high-water mark in messages (default 64) */
-    size_t max_frame;      /* largest frame sent or accepted (default 1 MiB) */
-    int heartbeat_ivl_ms;  /* ZMTP heartbeat interval (default 250) */
-    int heartbeat_timeout_ms; /* connection dropped after this long without traffic (default 1500) */
+    const char *endpoint; /* see above; NULL = default ipc:// endpoint for `name` */
+    const char *name;     /* default-endpoint name: "drafter" or "verifier" (default: the role) */
+    void *zmq_context;    /* borrowed; NULL = the client makes its own (not for inproc://) */
+    int timeout_ms;       /* per request, > 0 (default 1000) */
+    int retry_ms;         /* least time between reconnect attempts while down (default 200) */
+    int hwm;              /* send/receive high-water mark in messages (default 64) */
+    size_t max_frame;     /* largest frame sent or accepted (default 1 MiB) */
+    int heartbeat_ivl_ms; /* ZMTP heartbeat interval (default 250) */
+    int heartbeat_timeout_ms; /* connection dropped after this long without traffic (default 1500)
+                               */
     /* tcp:// only, Z85 text (40 characters): */
     const char *curve_server_public;
     const char *curve_public;
@@ -65,9 +66,9 @@ specd_status specd_ipc_default_endpoint(const char *name, char *out, size_t cap,
 
 typedef struct specd_ipc_sampling {
     float temperature;
-    uint32_t top_k;  /* 0 = off */
-    float top_p;     /* 1 = off */
-    float min_p;     /* 0 = off */
+    uint32_t top_k; /* 0 = off */
+    float top_p;    /* 1 = off */
+    float min_p;    /* 0 = off */
 } specd_ipc_sampling;
 
 /* How the verifier decides (specd/accept.h): COUPLED (default) is token-identical to plain
@@ -86,8 +87,8 @@ typedef struct specd_ipc_seq_params {
     size_t n_prompt;
     specd_ipc_sampling sampling;
     uint64_t seed;
-    const char *policy;  /* may be NULL */
-    uint32_t max_draft;  /* 0 = the daemon's default */
+    const char *policy; /* may be NULL */
+    uint32_t max_draft; /* 0 = the daemon's default */
     specd_ipc_accept_rule rule;
 } specd_ipc_seq_params;
 
@@ -132,8 +133,8 @@ specd_status specd_ipc_client_propose(specd_ipc_client *client, uint64_t seq_id,
                                       size_t cap, size_t *n_draft, specd_error *err);
 
 /* Length and FNV-1a hash (over little-endian u32 ids) of what the daemon holds for a sequence. */
-specd_status specd_ipc_client_seq_info(specd_ipc_client *client, uint64_t seq_id,
-                                       uint64_t *length, uint64_t *tokens_hash, specd_error *err);
+specd_status specd_ipc_client_seq_info(specd_ipc_client *client, uint64_t seq_id, uint64_t *length,
+                                       uint64_t *tokens_hash, specd_error *err);
 /* Length and hash of the client's own history for a sequence (prompt + commits). */
 specd_status specd_ipc_client_history(const specd_ipc_client *client, uint64_t seq_id,
                                       uint64_t *length, uint64_t *tokens_hash, specd_error *err);
@@ -167,7 +168,7 @@ typedef enum specd_ipc_dtype {
 
 typedef struct specd_ipc_ref {
     uint64_t buffer_id;
-    uint64_t offset;  /* bytes from the start of the buffer's data */
+    uint64_t offset; /* bytes from the start of the buffer's data */
     uint32_t rank;
     uint64_t shape[SPECD_IPC_REF_MAX_RANK];
     specd_ipc_dtype dtype;
@@ -208,8 +209,8 @@ specd_status specd_ipc_client_detach_buffer(specd_ipc_client *client, uint64_t b
 #define SPECD_IPC_MAX_DRAFT 256u
 
 typedef struct specd_ipc_verify_result {
-    uint32_t accepted;  /* draft tokens accepted */
-    size_t n_emitted;   /* accepted + 1 (the correction or bonus token) */
+    uint32_t accepted; /* draft tokens accepted */
+    size_t n_emitted;  /* accepted + 1 (the correction or bonus token) */
     uint32_t emitted[SPECD_IPC_MAX_DRAFT + 1];
     size_t n_stats;
     float accept_prob[SPECD_IPC_MAX_DRAFT + 1]; /* per examined draft position */

@@ -42,7 +42,8 @@ static int read_key(const char *path, char key[41]) {
     char buf[128] = {0};
     size_t n = fread(buf, 1, sizeof buf - 1, f);
     fclose(f);
-    while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' ')) buf[--n] = 0;
+    while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' '))
+        buf[--n] = 0;
     if (n != 40) return -1;
     memcpy(key, buf, 41);
     return 0;
@@ -62,13 +63,15 @@ int specd_daemon_main(int argc, char **argv, const char *program, specd_ipc_role
     const char *name = role == SPECD_IPC_ROLE_DRAFTER ? "drafter" : "verifier";
     char default_ep[256] = "(unavailable)";
     specd_error err;
-    static const struct option opts[] = {
-        {"endpoint", required_argument, 0, 'e'},  {"vocab", required_argument, 0, 'v'},
-        {"tokenizer-hash", required_argument, 0, 't'},
-        {"curve-secret-file", required_argument, 0, 'c'},
-        {"curve-clients-file", required_argument, 0, 'C'},
-        {"max-frame", required_argument, 0, 'm'}, {"verbose", no_argument, 0, 'V'},
-        {"help", no_argument, 0, 'h'},            {0, 0, 0, 0}};
+    static const struct option opts[] = {{"endpoint", required_argument, 0, 'e'},
+                                         {"vocab", required_argument, 0, 'v'},
+                                         {"tokenizer-hash", required_argument, 0, 't'},
+                                         {"curve-secret-file", required_argument, 0, 'c'},
+                                         {"curve-clients-file", required_argument, 0, 'C'},
+                                         {"max-frame", required_argument, 0, 'm'},
+                                         {"verbose", no_argument, 0, 'V'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
     int o;
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         char *end = NULL;

@@ -34,8 +34,7 @@ static specd_status th_commit(void *u, uint64_t id, const uint32_t *t, size_t n,
                               uint64_t to, specd_error *err) {
     return specd_seq_store_commit(((test_service *)u)->seqs, id, t, n, rb, to, err);
 }
-static specd_status th_info(void *u, uint64_t id, uint64_t *len, uint64_t *hash,
-                            specd_error *err) {
+static specd_status th_info(void *u, uint64_t id, uint64_t *len, uint64_t *hash, specd_error *err) {
     specd_seq *q = specd_seq_store_get(((test_service *)u)->seqs, id, err);
     if (!q) return SPECD_E_STATE;
     *len = q->n;
@@ -43,7 +42,9 @@ static specd_status th_info(void *u, uint64_t id, uint64_t *len, uint64_t *hash,
     return SPECD_OK;
 }
 
-static uint64_t th_count(void *u) { return specd_seq_store_count(((test_service *)u)->seqs); }
+static uint64_t th_count(void *u) {
+    return specd_seq_store_count(((test_service *)u)->seqs);
+}
 
 static void *service_thread(void *arg) {
     test_service *t = arg;
@@ -88,6 +89,14 @@ static inline void test_service_stop(test_service *t) {
 static inline void test_private_dir(char *out, size_t cap) {
     snprintf(out, cap, "/tmp/specd-test-XXXXXX");
     if (!mkdtemp(out)) abort();
+}
+
+/* Removes a directory made by test_private_dir and the socket file a bound service leaves. */
+static inline void test_private_dir_remove(const char *dir) {
+    char sock[128];
+    snprintf(sock, sizeof sock, "%s/d.sock", dir);
+    unlink(sock);
+    rmdir(dir);
 }
 
 #endif

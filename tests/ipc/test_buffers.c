@@ -33,7 +33,8 @@ static SpecdWire__BufferRef wire_ref(const specd_ipc_ref *r, uint64_t *shape) {
     w.buffer_id = r->buffer_id;
     w.offset = r->offset;
     w.n_shape = r->rank;
-    for (uint32_t i = 0; i < r->rank; i++) shape[i] = r->shape[i];
+    for (uint32_t i = 0; i < r->rank; i++)
+        shape[i] = r->shape[i];
     w.shape = shape;
     w.dtype = (SpecdWire__DType)r->dtype;
     w.seq = r->seq;
@@ -49,7 +50,8 @@ static void test_map_share_and_refs(void **state) {
     assert_int_equal(specd_ipc_buffer_create(SPECD_IPC_BUFFER_SHM, bytes, 0, &b, &err), SPECD_OK);
     assert_int_equal(count_ours(getpid()), 1);
     float *logits = specd_ipc_buffer_data(b);
-    for (size_t i = 0; i < (size_t)ROWS * V; i++) logits[i] = (float)(i % 977) * 0.25f;
+    for (size_t i = 0; i < (size_t)ROWS * V; i++)
+        logits[i] = (float)(i % 977) * 0.25f;
     uint64_t seq = 0;
     assert_int_equal(specd_ipc_buffer_publish(b, NULL, &seq, &err), SPECD_OK);
     assert_int_equal(seq, 1);

@@ -132,7 +132,8 @@ int main(void) {
         return 1;
     }
     float host[N];
-    for (int i = 0; i < N; i++) host[i] = (float)i * 0.5f;
+    for (int i = 0; i < N; i++)
+        host[i] = (float)i * 0.5f;
     uint64_t seq = 0, seq2 = 0;
     if (cudaMemcpy(specd_ipc_buffer_data(b), host, sizeof host, cudaMemcpyHostToDevice) != 0 ||
         specd_ipc_buffer_publish(b, NULL, &seq, &err) != SPECD_OK ||

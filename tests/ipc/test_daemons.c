@@ -92,8 +92,11 @@ static void test_drafter_sequences(void **state) {
 
     c = client(f.ep, SPECD_IPC_ROLE_DRAFTER, &model);
     uint32_t prompt[4] = {1, 100, 200, 300};
-    specd_ipc_seq_params sq = {.seq_id = 3, .prompt = prompt, .n_prompt = 4,
-                               .sampling = {.temperature = 0.0f, .top_p = 1.0f}, .policy = "ngram"};
+    specd_ipc_seq_params sq = {.seq_id = 3,
+                               .prompt = prompt,
+                               .n_prompt = 4,
+                               .sampling = {.temperature = 0.0f, .top_p = 1.0f},
+                               .policy = "ngram"};
     assert_int_equal(specd_ipc_client_open_seq(c, &sq, &err), SPECD_OK);
     for (uint32_t i = 0; i < 20; i++) {
         uint32_t t = 1000 + i;
@@ -106,9 +109,12 @@ static void test_drafter_sequences(void **state) {
     assert_int_equal(hash, myhash);
     /* ngram proposes what followed the last earlier occurrence of the suffix. */
     uint32_t rep[8] = {5, 6, 7, 8, 9, 5, 6, 7};
-    specd_ipc_seq_params sr = {.seq_id = 4, .prompt = rep, .n_prompt = 8,
+    specd_ipc_seq_params sr = {.seq_id = 4,
+                               .prompt = rep,
+                               .n_prompt = 8,
                                .sampling = {.temperature = 0.0f, .top_p = 1.0f},
-                               .policy = "ngram:n=3", .max_draft = 8};
+                               .policy = "ngram:n=3",
+                               .max_draft = 8};
     assert_int_equal(specd_ipc_client_open_seq(c, &sr, &err), SPECD_OK);
     uint32_t draft[8];
     size_t n = 0;
@@ -158,15 +164,17 @@ static void test_verifier_buffers(void **state) {
     start(&f, verifier_bin, SPECD_IPC_ROLE_VERIFIER);
     specd_error err;
     specd_ipc_buffer *b = NULL;
-    assert_int_equal(specd_ipc_buffer_create(SPECD_IPC_BUFFER_SHM, (size_t)(K + 1) * V * 4, 0,
-                                             &b, &err),
-                     SPECD_OK);
+    assert_int_equal(
+        specd_ipc_buffer_create(SPECD_IPC_BUFFER_SHM, (size_t)(K + 1) * V * 4, 0, &b, &err),
+        SPECD_OK);
     specd_ipc_client *c = client(f.ep, SPECD_IPC_ROLE_VERIFIER, &model);
     assert_int_equal(specd_ipc_client_attach_buffer(c, b, &err), SPECD_OK);
     /* The daemon mapped it; the name is gone. */
     assert_int_equal(count_ours(), 0);
     uint32_t prompt[1] = {1};
-    specd_ipc_seq_params sq = {.seq_id = 1, .prompt = prompt, .n_prompt = 1,
+    specd_ipc_seq_params sq = {.seq_id = 1,
+                               .prompt = prompt,
+                               .n_prompt = 1,
                                .sampling = {.temperature = 1.0f, .top_p = 1.0f},
                                .rule = SPECD_IPC_ACCEPT_COUPLED};
     assert_int_equal(specd_ipc_client_open_seq(c, &sq, &err), SPECD_OK);
@@ -182,12 +190,13 @@ static void test_verifier_buffers(void **state) {
     int32_t keyed[K + 1];
     for (uint32_t i = 0; i <= K; i++) {
         specd_sample_key key = {.seed = 0, .sequence = 1, .position = 1 + i};
-        assert_int_equal(specd_sampler_sample(sampler, logits + (size_t)i * V, V, key, &keyed[i],
-                                              &err),
-                         SPECD_OK);
+        assert_int_equal(
+            specd_sampler_sample(sampler, logits + (size_t)i * V, V, key, &keyed[i], &err),
+            SPECD_OK);
     }
     specd_sampler_destroy(sampler);
-    for (int i = 0; i < 3; i++) draft[i] = (uint32_t)keyed[i];
+    for (int i = 0; i < 3; i++)
+        draft[i] = (uint32_t)keyed[i];
     draft[3] = (uint32_t)(keyed[3] + 1) % V;
     uint64_t seq;
     assert_int_equal(specd_ipc_buffer_publish(b, NULL, &seq, &err), SPECD_OK);
@@ -199,7 +208,8 @@ static void test_verifier_buffers(void **state) {
         fail_msg("verify: %s", err.message);
     assert_int_equal(res.accepted, 3);
     assert_int_equal(res.n_emitted, 4);
-    for (int i = 0; i < 3; i++) assert_int_equal(res.emitted[i], draft[i]);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(res.emitted[i], draft[i]);
     assert_int_equal(res.emitted[3], keyed[3]);
     assert_int_equal(res.n_stats, 4);
     assert_true(res.position_accepted[2] && !res.position_accepted[3]);
@@ -296,6 +306,9 @@ static void test_sigterm_drains(void **state) {
     zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
     zmq_close(s);
     zmq_ctx_term(ctx);
+    char sock[160];
+    snprintf(sock, sizeof sock, "%s/d.sock", f.dir);
+    unlink(sock);
     rmdir(f.dir);
 }
 

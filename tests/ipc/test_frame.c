@@ -161,8 +161,9 @@ static void expect_refused(specd_ipc_decoder *d, built b, const char *needle) {
 static void test_round_trips(void **state) {
     (void)state;
     specd_ipc_decoder *d = new_decoder(0);
-    built all[] = {make_hello(), make_open(0.7f), make_verify(9, 2, 0), make_attach("/specd-1-2-3"),
-                   make_result(), make_propose()};
+    built all[] = {make_hello(),         make_open(0.7f),
+                   make_verify(9, 2, 0), make_attach("/specd-1-2-3"),
+                   make_result(),        make_propose()};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         const SpecdWire__Envelope *e = NULL;
         specd_error err;
@@ -182,7 +183,8 @@ static void test_round_trips(void **state) {
     assert_int_equal(e->verify->n_draft_tokens, 8);
     assert_int_equal(e->verify->target_logits->shape[1], 49152);
     assert_int_equal(e->verify->target_logits->seq, 17);
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) specd_free(all[i].bytes);
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        specd_free(all[i].bytes);
     specd_ipc_decoder_destroy(d);
 }
 
@@ -198,7 +200,8 @@ static void test_truncated_and_garbage(void **state) {
         assert_int_equal(decode(d, p, &err), SPECD_E_FORMAT);
     }
     uint8_t junk[64];
-    for (size_t i = 0; i < sizeof junk; i++) junk[i] = (uint8_t)(0xff - i * 7);
+    for (size_t i = 0; i < sizeof junk; i++)
+        junk[i] = (uint8_t)(0xff - i * 7);
     built j = {junk, sizeof junk};
     expect_refused(d, j, "not a valid Envelope");
     specd_free(b.bytes);
@@ -318,8 +321,9 @@ static void test_unknown_fields_refused(void **state) {
 }
 
 static int write_seeds(const char *dir) {
-    built all[] = {make_hello(), make_open(0.7f), make_verify(9, 2, 0), make_attach("/specd-1-2-3"),
-                   make_result(), make_propose()};
+    built all[] = {make_hello(),         make_open(0.7f),
+                   make_verify(9, 2, 0), make_attach("/specd-1-2-3"),
+                   make_result(),        make_propose()};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         char path[4096];
         snprintf(path, sizeof path, "%s/seed-%zu", dir, i);

@@ -22,7 +22,9 @@ typedef struct verifier {
     float accept_prob[SPECD_IPC_MAX_DRAFT];
 } verifier;
 
-static void engine_free(void *e) { specd_accept_destroy(e); }
+static void engine_free(void *e) {
+    specd_accept_destroy(e);
+}
 
 static specd_status on_open(void *user, const SpecdWire__OpenSeq *m, specd_error *err) {
     verifier *v = user;
@@ -64,25 +66,28 @@ static specd_status on_verify(void *user, const SpecdWire__Verify *m, const spec
     verifier *v = user;
     specd_seq *q = specd_seq_store_get(v->seqs, m->seq_id, err);
     if (!q) return SPECD_E_STATE;
-    if (m->n_draft_tokens == 0)
-        return specd_fail(err, SPECD_E_INVALID_ARG, "verify: empty draft");
-    if (logits->dtype != SPECD_IPC_F32 || logits->on_device || (qv && (qv->dtype != SPECD_IPC_F32 ||
-                                                                      qv->on_device)))
+    if (m->n_draft_tokens == 0) return specd_fail(err, SPECD_E_INVALID_ARG, "verify: empty draft");
+    if (logits->dtype != SPECD_IPC_F32 || logits->on_device ||
+        (qv && (qv->dtype != SPECD_IPC_F32 || qv->on_device)))
         return specd_fail(err, SPECD_E_UNSUPPORTED,
                           "verify: this engine reads f32 logits in host memory");
     if (q->n > UINT32_MAX - SPECD_IPC_MAX_DRAFT)
         return specd_fail(err, SPECD_E_INVALID_ARG, "verify: position past 2^32");
     SPECD_TRY(engine_for(v, q, err));
     size_t k = m->n_draft_tokens;
-    for (size_t i = 0; i < k; i++) v->draft[i] = (int32_t)m->draft_tokens[i];
-    specd_sample_key key = {.seed = q->seed, .sequence = (uint32_t)m->seq_id,
-                            .position = (uint32_t)q->n};
+    for (size_t i = 0; i < k; i++)
+        v->draft[i] = (int32_t)m->draft_tokens[i];
+    specd_sample_key key = {
+        .seed = q->seed, .sequence = (uint32_t)m->seq_id, .position = (uint32_t)q->n};
     int32_t n_emitted, n_accepted;
     if (m->n_parents == 0) {
-        specd_chain_input in = {.k = (int32_t)k, .draft = v->draft,
+        specd_chain_input in = {.k = (int32_t)k,
+                                .draft = v->draft,
                                 .draft_probs = qv ? qv->data : NULL,
-                                .q_vocab = (int32_t)v->vocab, .target_logits = logits->data,
-                                .n_vocab = (int32_t)v->vocab, .key = key};
+                                .q_vocab = (int32_t)v->vocab,
+                                .target_logits = logits->data,
+                                .n_vocab = (int32_t)v->vocab,
+                                .key = key};
         specd_chain_result res = {.tokens = v->tokens, .accept_prob = v->accept_prob};
         SPECD_TRY(specd_accept_chain(q->engine, &in, &res, err));
         n_emitted = res.n_emitted;
@@ -94,11 +99,16 @@ static specd_status on_verify(void *user, const SpecdWire__Verify *m, const spec
         }
         out->n_stats = examined;
     } else {
-        for (size_t i = 0; i < k; i++) v->parent[i] = m->parents[i];
-        specd_tree_input in = {.n_nodes = (int32_t)k, .parent = v->parent, .token = v->draft,
+        for (size_t i = 0; i < k; i++)
+            v->parent[i] = m->parents[i];
+        specd_tree_input in = {.n_nodes = (int32_t)k,
+                               .parent = v->parent,
+                               .token = v->draft,
                                .draft_probs = qv ? qv->data : NULL,
-                               .q_vocab = (int32_t)v->vocab, .target_logits = logits->data,
-                               .n_vocab = (int32_t)v->vocab, .key = key};
+                               .q_vocab = (int32_t)v->vocab,
+                               .target_logits = logits->data,
+                               .n_vocab = (int32_t)v->vocab,
+                               .key = key};
         specd_tree_result res = {.path = v->path, .tokens = v->tokens};
         SPECD_TRY(specd_accept_tree(q->engine, &in, &res, err));
         n_emitted = res.n_emitted;
@@ -107,7 +117,8 @@ static specd_status on_verify(void *user, const SpecdWire__Verify *m, const spec
     }
     /* Advance the history first: if that fails, nothing was decided. */
     uint32_t emitted[SPECD_IPC_MAX_DRAFT + 1];
-    for (int32_t i = 0; i < n_emitted; i++) emitted[i] = (uint32_t)v->tokens[i];
+    for (int32_t i = 0; i < n_emitted; i++)
+        emitted[i] = (uint32_t)v->tokens[i];
     SPECD_TRY(specd_seq_store_commit(v->seqs, m->seq_id, emitted, (size_t)n_emitted, 0, 0, err));
     memcpy(out->emitted, emitted, (size_t)n_emitted * sizeof *emitted);
     out->n_emitted = (size_t)n_emitted;

@@ -1,3 +1,4 @@
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/ops.h"
 
 #include "kernels/cpu/half.h"
@@ -96,10 +97,7 @@ __attribute__((target("avx2,fma,f16c"))) static void mix_avx2(const float *p, co
     }
 }
 
-static int have_avx2(void) {
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-           __builtin_cpu_supports("f16c");
-}
+static int have_avx2(void) { return specd_cpu_has_avx2_fma_f16c(); }
 #endif
 
 void specd_attention_row(const float *q, const uint16_t *k, const uint16_t *v, size_t kv_stride,

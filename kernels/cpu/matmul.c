@@ -1,3 +1,4 @@
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/ops.h"
 
 #include "kernels/cpu/quant_blocks.h"
@@ -158,10 +159,7 @@ static AVX2 void q8_0_2x4(int64_t nb, const specd_block_q8_0 *x0, const specd_bl
     _mm_storeu_ps(out1, sum1);
 }
 
-static int have_avx2(void) {
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-           __builtin_cpu_supports("f16c");
-}
+static int have_avx2(void) { return specd_cpu_has_avx2_fma_f16c(); }
 
 /* Tiles of 4 lanes over (weight row, activation row) pairs of the block [t0, t1) x [0, n_rows):
  * one activation row -> 4 weight rows per call; more -> 1 weight row x 4 activation rows. */

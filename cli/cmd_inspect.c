@@ -2,6 +2,7 @@
  * tokenizer's summary, other metadata, and the tensor table. Exit 0 on success, 1 when the file
  * cannot be read (message on stderr), 2 on a usage error. */
 #include "cli/commands.h"
+#include "cli/json_out.h"
 #include "kernels/cpu/dtype.h"
 #include "specd/gguf.h"
 
@@ -16,64 +17,6 @@ typedef struct out {
 } out;
 
 /* --- strings --------------------------------------------------------------------------------- */
-/* Length of the valid UTF-8 sequence at p (n bytes left), or 0 when it is not valid. */
-static size_t utf8_len(const unsigned char *p, size_t n) {
-    size_t len;
-    uint32_t cp;
-    if (p[0] < 0x80) return 1;
-    if ((p[0] & 0xe0) == 0xc0)
-        len = 2, cp = p[0] & 0x1f;
-    else if ((p[0] & 0xf0) == 0xe0)
-        len = 3, cp = p[0] & 0x0f;
-    else if ((p[0] & 0xf8) == 0xf0)
-        len = 4, cp = p[0] & 0x07;
-    else
-        return 0;
-    if (len > n) return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((p[i] & 0xc0) != 0x80) return 0;
-        cp = (cp << 6) | (p[i] & 0x3f);
-    }
-    static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < min_cp[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
-    return len;
-}
-
-/* A JSON string literal: quotes, escapes, control characters as \u00XX, and each byte that is not
- * part of valid UTF-8 as U+FFFD, so the output is always valid JSON. */
-static void json_str(FILE *f, const char *s, uint64_t len) {
-    const unsigned char *p = (const unsigned char *)s;
-    fputc('"', f);
-    for (uint64_t i = 0; i < len;) {
-        unsigned char c = p[i];
-        if (c == '"' || c == '\\') {
-            fputc('\\', f);
-            fputc(c, f);
-        } else if (c == '\n') {
-            fputs("\\n", f);
-        } else if (c == '\t') {
-            fputs("\\t", f);
-        } else if (c == '\r') {
-            fputs("\\r", f);
-        } else if (c < 0x20 || c == 0x7f) {
-            fprintf(f, "\\u%04x", c);
-        } else {
-            size_t l = utf8_len(p + i, (size_t)(len - i));
-            if (l == 0) {
-                fputs("\\ufffd", f);
-                i++;
-                continue;
-            }
-            fwrite(p + i, 1, l, f);
-            i += l;
-            continue;
-        }
-        i++;
-    }
-    fputc('"', f);
-}
-
-/* Text output: non-printable bytes as \xNN, long strings cut with "..." */
 static void text_str(FILE *f, const char *s, uint64_t len, uint64_t max) {
     const unsigned char *p = (const unsigned char *)s;
     uint64_t n = len < max ? len : max;
@@ -136,7 +79,7 @@ static void print_value(const out *o, const specd_gguf *g, int64_t i) {
     case SPECD_GGUF_STRING:
         specd_gguf_get_str(g, key, &s, NULL);
         if (o->json)
-            json_str(o->f, s.ptr, s.len);
+            json_string(o->f, s.ptr, s.len);
         else
             text_str(o->f, s.ptr, s.len, 120);
         return;
@@ -180,7 +123,7 @@ static void print_keys(const out *o, const specd_gguf *g, specd_gguf_str arch, i
             fputs(first ? "\n    " : ",\n    ", o->f);
             specd_gguf_str shown = k;
             if (hyper) shown.ptr += arch.len + 1, shown.len -= arch.len + 1;
-            json_str(o->f, shown.ptr, shown.len);
+            json_string(o->f, shown.ptr, shown.len);
             fputs(": ", o->f);
         } else {
             fputs("  ", o->f);
@@ -209,7 +152,7 @@ static void print_token(const out *o, const specd_gguf *g, const char *what, con
     if (o->json) {
         fprintf(o->f, "%s\n    \"%s_id\": %u, \"%s_text\": ", *first ? "" : ",", what, id, what);
         if (have_text)
-            json_str(o->f, text.ptr, text.len);
+            json_string(o->f, text.ptr, text.len);
         else
             fputs("null", o->f);
     } else {
@@ -243,12 +186,12 @@ static void print_tokenizer(const out *o, const specd_gguf *g) {
     if (o->json) {
         fputs("  \"tokenizer\": {\n    \"model\": ", o->f);
         if (has_model)
-            json_str(o->f, model.ptr, model.len);
+            json_string(o->f, model.ptr, model.len);
         else
             fputs("null", o->f);
         fputs(",\n    \"pre\": ", o->f);
         if (has_pre)
-            json_str(o->f, pre.ptr, pre.len);
+            json_string(o->f, pre.ptr, pre.len);
         else
             fputs("null", o->f);
         fprintf(o->f, ",\n    \"vocab_size\": %llu,\n    \"merges\": %llu",
@@ -302,7 +245,7 @@ static void print_tensors(const out *o, const specd_gguf *g) {
         total += t->n_bytes;
         if (o->json) {
             fputs(i ? ",\n    {\"name\": " : "\n    {\"name\": ", o->f);
-            json_str(o->f, t->name.ptr, t->name.len);
+            json_string(o->f, t->name.ptr, t->name.len);
             fprintf(o->f, ", \"type\": \"%s\", \"shape\": [", type);
             for (uint32_t d = 0; d < t->n_dims; d++)
                 fprintf(o->f, "%s%lld", d ? ", " : "", (long long)t->ne[d]);
@@ -370,14 +313,14 @@ int specd_cmd_inspect(int argc, char **argv) {
     int has_arch = specd_gguf_get_str(g, "general.architecture", &arch, NULL) == SPECD_OK;
     if (o.json) {
         fputs("{\n  \"file\": ", o.f);
-        json_str(o.f, path, strlen(path));
+        json_string(o.f, path, strlen(path));
         fprintf(o.f,
                 ",\n  \"gguf_version\": %u,\n  \"alignment\": %zu,\n  \"data_offset\": %llu,\n",
                 specd_gguf_version(g), specd_gguf_alignment(g),
                 (unsigned long long)specd_gguf_data_offset(g));
         fputs("  \"architecture\": ", o.f);
         if (has_arch)
-            json_str(o.f, arch.ptr, arch.len);
+            json_string(o.f, arch.ptr, arch.len);
         else
             fputs("null", o.f);
         fputs(",\n  \"hyperparameters\": {", o.f);

@@ -1,0 +1,130 @@
+/* remote: proposals come from a specd-drafter daemon over ZeroMQ. The host keeps decoding when
+ * the daemon is slow, dead or restarting: a failed propose is a plain step, and the ipc client
+ * replays the sequence's history when the daemon is back, so the output never depends on it. */
+#include "policy/builtin.h"
+
+#include "common/alloc.h"
+#include "common/log_internal.h"
+#include "common/status_internal.h"
+#include "policy/options.h"
+#include "specd/ipc.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct remote_state {
+    specd_ipc_client *client;
+    specd_ipc_seq_params seq;
+    char drafter_policy[128];
+    int opened;
+    int64_t n_sent;    /* history tokens the client holds for this sequence */
+    uint64_t step;
+    int was_down;
+    uint32_t *scratch; /* max_draft + 1 history ids, then the draft */
+    int32_t max_draft;
+} remote_state;
+
+static specd_status remote_create(const specd_policy_env *env, const char *options, void **out,
+                                  specd_error *err) {
+    char endpoint[512] = "", policy[128] = "ngram", hash[32] = "0";
+    int32_t timeout_ms = 200;
+    const specd_option_spec ints[] = {{"timeout_ms", &timeout_ms, 1, 60000}};
+    const specd_option_str strs[] = {{"endpoint", endpoint, (int32_t)sizeof endpoint},
+                                     {"policy", policy, (int32_t)sizeof policy},
+                                     {"tokenizer_hash", hash, (int32_t)sizeof hash}};
+    SPECD_TRY(specd_options_parse("remote", options, ints, 1, strs, 3, err));
+    remote_state *s = specd_alloc_array(1, sizeof *s);
+    if (!s) return specd_fail(err, SPECD_E_NOMEM, "policy remote: out of memory");
+    s->max_draft = env->max_draft;
+    s->scratch = specd_alloc_array((size_t)env->max_draft * 2 + 2, sizeof(uint32_t));
+    memcpy(s->drafter_policy, policy, sizeof policy);
+    specd_ipc_params p = specd_ipc_default_params();
+    p.endpoint = endpoint[0] ? endpoint : NULL;
+    p.name = "drafter";
+    p.timeout_ms = timeout_ms;
+    specd_ipc_fingerprint fp = {.vocab_size = (uint32_t)env->n_vocab,
+                                .tokenizer_hash = strtoull(hash, NULL, 16)};
+    specd_status st = s->scratch ? specd_ipc_client_create(&p, SPECD_IPC_ROLE_DRAFTER, &fp,
+                                                           &s->client, err)
+                                 : specd_fail(err, SPECD_E_NOMEM, "policy remote: out of memory");
+    if (st != SPECD_OK) {
+        specd_free(s->scratch);
+        specd_free(s);
+        return st;
+    }
+    s->seq = (specd_ipc_seq_params){
+        .seq_id = env->seq_key,
+        .sampling = {.temperature = env->sampling.temperature,
+                     .top_k = (uint32_t)env->sampling.top_k,
+                     .top_p = env->sampling.top_p,
+                     .min_p = env->sampling.min_p},
+        .seed = env->seed,
+        .policy = s->drafter_policy,
+        .max_draft = (uint32_t)env->max_draft,
+        .rule = env->rule == SPECD_ACCEPT_GREEDY      ? SPECD_IPC_ACCEPT_GREEDY
+                : env->rule == SPECD_ACCEPT_REJECTION ? SPECD_IPC_ACCEPT_REJECTION
+                                                      : SPECD_IPC_ACCEPT_COUPLED};
+    *out = s;
+    return SPECD_OK;
+}
+
+static void remote_destroy(void *state) {
+    remote_state *s = state;
+    if (!s) return;
+    if (s->opened) specd_ipc_client_close_seq(s->client, s->seq.seq_id, NULL);
+    specd_ipc_client_destroy(s->client);
+    specd_free(s->scratch);
+    specd_free(s);
+}
+
+static specd_status remote_propose(void *state, const int32_t *history, int64_t n,
+                                   int32_t max_draft, int32_t *draft, int32_t *n_draft, float *q,
+                                   int *has_q, specd_error *err) {
+    (void)q;
+    remote_state *s = state;
+    *n_draft = 0;
+    *has_q = 0;
+    specd_error e;
+    if (!s->opened) {
+        /* the client keeps the prompt even when the daemon is down, and opens it there later */
+        s->seq.prompt = (const uint32_t *)history;
+        s->seq.n_prompt = (size_t)n;
+        specd_status st = specd_ipc_client_open_seq(s->client, &s->seq, &e);
+        if (st != SPECD_OK && st != SPECD_E_PEER && st != SPECD_E_TIMEOUT)
+            return specd_fail(err, st, "policy remote: %s", e.message);
+        s->opened = 1;
+        s->n_sent = n;
+    }
+    size_t n_commit = (size_t)(n - s->n_sent);
+    if (n_commit > (size_t)s->max_draft + 1)
+        return specd_fail(err, SPECD_E_INTERNAL, "policy remote: %zu tokens since the last step",
+                          n_commit);
+    for (size_t i = 0; i < n_commit; i++) s->scratch[i] = (uint32_t)history[s->n_sent + (int64_t)i];
+    uint32_t *out = s->scratch + s->max_draft + 1;
+    size_t got = 0;
+    specd_status st = specd_ipc_client_propose(s->client, s->seq.seq_id, s->step++, s->scratch,
+                                               n_commit, out, (size_t)s->max_draft, &got, &e);
+    s->n_sent = n; /* the client appended the commit to its history, reachable or not */
+    if (st != SPECD_OK) {
+        if (!s->was_down)
+            specd_log(SPECD_LOG_WARN, "policy remote: drafter unavailable (%s); decoding plainly",
+                      e.message);
+        s->was_down = 1;
+        return SPECD_OK; /* a plain step: the output does not depend on the drafter */
+    }
+    if (s->was_down) specd_log(SPECD_LOG_WARN, "policy remote: drafter is back; drafting again");
+    s->was_down = 0;
+    for (size_t i = 0; i < got && i < (size_t)max_draft; i++) draft[i] = (int32_t)out[i];
+    *n_draft = (int32_t)(got < (size_t)max_draft ? got : (size_t)max_draft);
+    return SPECD_OK;
+}
+
+const specd_policy_ops specd_policy_remote = {
+    .abi_version = SPECD_POLICY_ABI_VERSION,
+    .name = "remote",
+    .options_help = "endpoint=ipc://... (default: the drafter's default endpoint), policy=ngram "
+                    "(what the daemon runs), timeout_ms=200, tokenizer_hash=HEX",
+    .create = remote_create,
+    .destroy = remote_destroy,
+    .propose = remote_propose,
+};

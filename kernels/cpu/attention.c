@@ -1,4 +1,3 @@
-#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/ops.h"
 
 #include "kernels/cpu/half.h"
@@ -97,17 +96,16 @@ __attribute__((target("avx2,fma,f16c"))) static void mix_avx2(const float *p, co
     }
 }
 
-static int have_avx2(void) { return specd_cpu_has_avx2_fma_f16c(); }
 #endif
 
 void specd_attention_row(const float *q, const uint16_t *k, const uint16_t *v, size_t kv_stride,
                          const int32_t *keys, int32_t n_keys, int32_t head_dim, float scale,
-                         float *scores, float *out) {
+                         float *scores, float *out, int simd) {
     float qh[512]; /* head_dim <= 512, checked at model load */
     for (int32_t d = 0; d < head_dim; d++)
         qh[d] = specd_half_to_float(specd_float_to_half(q[d]));
 #if defined(__x86_64__)
-    const int vec = (head_dim % 8 == 0) && have_avx2();
+    const int vec = (head_dim % 8 == 0) && simd;
 #else
     const int vec = 0;
 #endif

@@ -1,4 +1,3 @@
-#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/ops.h"
 
 #include "kernels/cpu/quant_blocks.h"
@@ -159,15 +158,13 @@ static AVX2 void q8_0_2x4(int64_t nb, const specd_block_q8_0 *x0, const specd_bl
     _mm_storeu_ps(out1, sum1);
 }
 
-static int have_avx2(void) { return specd_cpu_has_avx2_fma_f16c(); }
-
 /* Tiles of 4 lanes over (weight row, activation row) pairs of the block [t0, t1) x [0, n_rows):
  * one activation row -> 4 weight rows per call; more -> 1 weight row x 4 activation rows. */
 static int matmul_tiled(uint32_t w_type, const void *w, int64_t n_in, int64_t t0, int64_t t1,
                         const void *xq, size_t xq_row_bytes, int64_t n_rows, float *y,
                         int64_t ld_y) {
     const int q41 = w_type == SPECD_DTYPE_Q4_1, q80 = w_type == SPECD_DTYPE_Q8_0;
-    if (!(q41 || q80) || n_in % SPECD_QK || !have_avx2()) return 0;
+    if (!(q41 || q80) || n_in % SPECD_QK) return 0;
     const int64_t nb = n_in / SPECD_QK;
     const size_t wrb = (size_t)nb * (q41 ? sizeof(specd_block_q4_1) : sizeof(specd_block_q8_0));
     const void *xs[4], *ys[4];
@@ -244,12 +241,13 @@ static int matmul_tiled(uint32_t w_type, const void *w, int64_t n_in, int64_t t0
 
 void specd_matmul_rows(const specd_dtype_traits *w_traits, uint32_t w_type, const void *w,
                        int64_t n_in, int64_t o_begin, int64_t o_end, const void *xq,
-                       size_t xq_row_bytes, int64_t n_rows, float *y, int64_t ld_y) {
+                       size_t xq_row_bytes, int64_t n_rows, float *y, int64_t ld_y, int simd) {
     const size_t wrb = specd_dtype_row_bytes(w_type, n_in);
     for (int64_t t0 = o_begin; t0 < o_end; t0 += TILE_ROWS) {
         const int64_t t1 = t0 + TILE_ROWS < o_end ? t0 + TILE_ROWS : o_end;
 #if defined(__x86_64__)
-        if (matmul_tiled(w_type, w, n_in, t0, t1, xq, xq_row_bytes, n_rows, y, ld_y)) continue;
+        if (simd && matmul_tiled(w_type, w, n_in, t0, t1, xq, xq_row_bytes, n_rows, y, ld_y))
+            continue;
 #endif
         for (int64_t r = 0; r < n_rows; r++) {
             const void *xr = (const char *)xq + (size_t)r * xq_row_bytes;

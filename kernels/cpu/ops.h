@@ -16,6 +16,10 @@
 
 #include "kernels/cpu/dtype.h"
 
+/* simd: the caller's specd_cpu_has_avx2_f16c() (kernels/cpu/cpu_features.h), checked once, since
+ * CPUID traps to the hypervisor in a VM. Either path gives a row the same bits whatever the batch.
+ */
+
 void specd_rmsnorm_f32(const float *x, const float *w, float *y, int64_t n, float eps);
 
 /* In place on n_heads heads of head_dim floats; the first n_rot dims of each head rotate. */
@@ -31,7 +35,7 @@ void specd_swiglu_f32(const float *g, const float *u, float *y, int64_t n);
  * before their products, as llama.cpp's F16 cache path does. scores: n_keys floats of scratch. */
 void specd_attention_row(const float *q, const uint16_t *k, const uint16_t *v, size_t kv_stride,
                          const int32_t *keys, int32_t n_keys, int32_t head_dim, float scale,
-                         float *scores, float *out);
+                         float *scores, float *out, int simd);
 
 /* Activation rows quantized to a weight's vec_dot_type: n_rows rows of n floats (stride ld_x) into
  * dst rows of specd_dtype_row_bytes(vdt, n) bytes. F32 copies. */
@@ -43,6 +47,6 @@ void specd_quantize_rows(const specd_dtype_traits *vdt_traits, uint32_t vdt, con
  * in cache across activation rows; the sum for each element is one vec_dot call. */
 void specd_matmul_rows(const specd_dtype_traits *w_traits, uint32_t w_type, const void *w,
                        int64_t n_in, int64_t o_begin, int64_t o_end, const void *xq,
-                       size_t xq_row_bytes, int64_t n_rows, float *y, int64_t ld_y);
+                       size_t xq_row_bytes, int64_t n_rows, float *y, int64_t ld_y, int simd);
 
 #endif

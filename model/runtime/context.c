@@ -2,6 +2,7 @@
 
 #include "common/alloc.h"
 #include "common/status_internal.h"
+#include "kernels/cpu/cpu_features.h"
 
 #include <string.h>
 
@@ -60,6 +61,9 @@ specd_status specd_context_create(const specd_model *model, const specd_context_
     c->model = model;
     c->p = p;
     c->n_threads = p.n_threads;
+#if defined(__x86_64__)
+    c->simd = specd_cpu_has_avx2_f16c();
+#endif
     c->kv_dim = (size_t)in->n_head_kv * (size_t)in->head_dim;
     int ok = 1;
     size_t total = sizeof *c;

@@ -39,7 +39,7 @@ static void matmul_share(specd_context *c, const rt_matrix *m, int64_t n, float 
     share(m->n_out, ith, nth, &b, &e);
     if (b < e)
         specd_matmul_rows(m->traits, m->type, m->data, m->n_in, b, e, c->xq, c->xq_stride, n, y,
-                          ld_y);
+                          ld_y, c->simd);
 }
 
 /* y += gate * (alpha / r) * B (A x) for one row, when the token's gate is non-zero. */
@@ -168,7 +168,7 @@ static void fwd_worker(void *arg, int ith, int nth) {
                 const int32_t kvh = h / group;
                 specd_attention_row(c->q + r * NQ + h * hd, rt_kv_k(c, t->seq, l) + kvh * hd,
                                     rt_kv_v(c, t->seq, l) + kvh * hd, c->kv_dim, keys, n_keys,
-                                    (int32_t)hd, scale, scores, c->att + r * NQ + h * hd);
+                                    (int32_t)hd, scale, scores, c->att + r * NQ + h * hd, c->simd);
             }
         }
         specd_threadpool_barrier(pool);

@@ -4,6 +4,7 @@
 #include "test_main.h"
 
 #include "common/threadpool.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/half.h"
 #include "kernels/cpu/ops.h"
 
@@ -28,14 +29,14 @@ static void test_half_conversion(void **state) {
         if (isnan(f)) continue;
         assert_int_equal(specd_float_to_half(f), h);
 #if defined(__x86_64__)
-        if (__builtin_cpu_supports("f16c")) {
+        if (specd_cpu_has_f16c()) {
             float g = hw_h2f((uint16_t)h);
             assert_memory_equal(&f, &g, sizeof f);
         }
 #endif
     }
 #if defined(__x86_64__)
-    if (!__builtin_cpu_supports("f16c")) return;
+    if (!specd_cpu_has_f16c()) return;
     uint32_t s = 1;
     for (int i = 0; i < 2000000; i++) {
         s = s * 1664525u + 1013904223u;
@@ -113,7 +114,8 @@ static void test_matmul_matches_vec_dot(void **state) {
         float y[MAX_ROWS * N_OUT], ref;
         for (int rows = 1; rows <= MAX_ROWS; rows++) {
             memset(y, 0, sizeof y);
-            specd_matmul_rows(tr, types[t], w, N_IN, 3, N_OUT, xq, xrb, rows, y, N_OUT);
+            specd_matmul_rows(tr, types[t], w, N_IN, 3, N_OUT, xq, xrb, rows, y, N_OUT,
+                              specd_cpu_has_avx2_f16c());
             for (int r = 0; r < rows; r++)
                 for (int o = 3; o < N_OUT; o++) {
                     tr->vec_dot(N_IN, &ref, w + o * wrb, xq + r * xrb);

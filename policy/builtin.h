@@ -6,5 +6,7 @@
 
 extern const specd_policy_ops specd_policy_none;
 extern const specd_policy_ops specd_policy_ngram;
+extern const specd_policy_ops specd_policy_isd;
+extern const specd_policy_ops specd_policy_risd;
 
 #endif

@@ -15,7 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
-enum { N_GEN = 24, MAX_PROMPT = 256, N_PROMPTS = 2 };
+enum { N_GEN = 16, MAX_PROMPT = 256, N_PROMPTS = 2 };
 
 static int32_t prompts[N_PROMPTS][MAX_PROMPT];
 static int64_t n_prompts[N_PROMPTS];

@@ -99,7 +99,7 @@ int main(int argc, char **argv) {
                *data = "tests/data";
     int32_t n_gen = 64, n_threads = 0, want = 3;
     float temp = 0.0f;
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) return fprintf(stderr, "%s needs a value\n", a), 2;
         if (!strcmp(a, "-m")) model_path = v;
@@ -111,7 +111,6 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--opts")) extra = v;
         else if (!strcmp(a, "--data")) data = v;
         else return fprintf(stderr, "unknown argument %s\n", a), 2;
-        i++;
     }
     if (!model_path) model_path = "/root/.cache/specd/models/SmolLM2-135M-Instruct.Q4_1.gguf";
     if (n_gen < 1 || n_gen > 4096 || want < 1 || want > MAX_PROMPTS)

@@ -3,7 +3,8 @@
  * For each stride N in 2..4: tokens per forward (TPF) measured, the TPF eq. (5) predicts from the
  * measured per-position acceptance, the mean accepted proposals per stride step, the per-step
  * time split (prepare / forward / verify / trim) and tokens per second as a ratio against plain
- * decoding ("none") timed in the same run; every run's tokens are compared with plain decoding's.
+ * decoding ("none") of the same prompts, run right before each policy run (so both see the same
+ * machine load); every run's tokens are compared with plain decoding's.
  * Prompts: llama.cpp's chat-templated token ids from tests/data/runtime_greedy_golden.txt.
  *
  * usage: bench_isd [-m MODEL] [-n TOKENS] [-p PROMPTS] [-t THREADS] [--temp T]
@@ -143,8 +144,10 @@ int main(int argc, char **argv) {
     for (int32_t N = 2; N <= 4; N++) {
         char opts[4200];
         snprintf(opts, sizeof opts, "n=%d%s%s", N, extra[0] ? "," : "", extra);
-        totals t = {0};
+        totals t = {0}, base = {0};
         for (int p = 0; p < n_p; p++) {
+            /* plain again, right before: on a shared machine both see the same load */
+            if (run_one(m, ctx, p, "none", NULL, temp, n_gen, got, &base)) return 1;
             if (run_one(m, ctx, p, policy, opts, temp, n_gen, got, &t)) return 1;
             for (int i = 0; i < n_gen; i++) t.identical += got[i] == plain[(size_t)p * n_gen + i];
             t.compared += n_gen;
@@ -156,11 +159,12 @@ int main(int argc, char **argv) {
             o += snprintf(rates + o, sizeof rates - (size_t)o, "%s%.3f", i ? " " : "", acc[i]);
         const double tpf = (double)t.run.n_emitted / (double)t.run.n_steps;
         const double tps = 1e9 * (double)t.run.n_emitted / (double)t.run.decode_ns;
+        const double base_tps = 1e9 * (double)base.run.n_emitted / (double)base.run.decode_ns;
         const double ms = 1e-6 / (double)t.run.n_steps;
         printf("%-2d %8lld %9.3f %9.3f %9.3f %7.1f%% %8.2fx  %-28s %.2f/%.2f/%.2f/%.2f\n", N,
                (long long)t.run.n_steps, tpf, specd_isd_tpf_formula(acc, n_acc),
                t.seq.n_drafts ? (double)t.seq.n_accepted / (double)t.seq.n_drafts : 0.0,
-               100.0 * (double)t.identical / (double)t.compared, tps / plain_tps, rates,
+               100.0 * (double)t.identical / (double)t.compared, tps / base_tps, rates,
                ms * (double)t.run.prepare_ns, ms * (double)t.run.forward_ns,
                ms * (double)t.run.verify_ns, ms * (double)t.run.trim_ns);
     }

@@ -8,6 +8,8 @@ static const specd_policy_ops *const builtin[] = {
     &specd_policy_draft,
     &specd_policy_layerskip,
     &specd_policy_remote,
+    &specd_policy_isd,
+    &specd_policy_risd,
 };
 
 int32_t specd_policy_count(void) { return (int32_t)(sizeof builtin / sizeof builtin[0]); }

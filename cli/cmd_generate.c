@@ -3,6 +3,7 @@
  * two outputs are measured, not assumed. */
 #include "cli/cli_run.h"
 #include "cli/commands.h"
+#include "specd/isd.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +27,12 @@ static void print_summary(const cli_options *o, const cli_result *spec, const cl
         fprintf(stderr, " %.2f", (double)s->accepted_at[i] / (double)s->drafted_at[i]);
     fprintf(stderr, "\ntokens per target forward %.2f; adaptive back-offs %lld\n", cli_tpf(spec),
             (long long)s->n_backoffs);
+    if (!strcmp(o->policy, "isd") || !strcmp(o->policy, "risd")) {
+        double rates[SPECD_MAX_DRAFT];
+        int32_t n = specd_isd_accept_rates(s, rates, SPECD_MAX_DRAFT);
+        fprintf(stderr, "paper 000 App. B eq. 5 from the measured per-position acceptance: TPF %.2f\n",
+                specd_isd_tpf_formula(rates, n));
+    }
     double tps_spec = cli_decode_tps(spec), tps_plain = cli_decode_tps(plain);
     fprintf(stderr, "decode: speculative %.1f tok/s, plain %.1f tok/s, speedup %.2fx\n", tps_spec,
             tps_plain, tps_plain > 0 ? tps_spec / tps_plain : 0.0);

@@ -110,11 +110,11 @@ static specd_status isd_create_common(const specd_policy_env *env, const char *o
     else
         return specd_fail(err, SPECD_E_INVALID_ARG,
                           "policy %s: propose=%s (want argmax or sample)", name, propose);
-    /* hosts size a step's logits for max_draft + 1 rows */
-    if (2 * stride - 1 > env->max_draft + 1)
+    /* hosts size a step's logits for 2 * max_draft + 1 rows (specd_spec_max_step_rows) */
+    if (2 * stride - 1 > 2 * env->max_draft + 1)
         return specd_fail(err, SPECD_E_INVALID_ARG,
-                          "policy %s: n=%d needs %d rows per step, more than max_draft + 1 = %d",
-                          name, stride, 2 * stride - 1, env->max_draft + 1);
+                          "policy %s: n=%d needs %d rows per step, more than 2 * max_draft + 1 = %d",
+                          name, stride, 2 * stride - 1, 2 * env->max_draft + 1);
     if (adapter[0] && !env->target)
         return specd_fail(err, SPECD_E_INVALID_ARG,
                           "policy %s: adapter= needs the target model (run it on specd's runtime)",

@@ -27,9 +27,9 @@ specd_status specd_spec_run(specd_spec *spec, int32_t seq, specd_context *ctx, i
     if (!prompt) return specd_fail(err, SPECD_E_INVALID_ARG, "run: sequence %d is not open", seq);
     int32_t n_vocab = specd_model_get_info(specd_context_model(ctx))->n_vocab;
     int32_t n_batch = specd_context_n_batch(ctx);
-    int32_t max_rows = specd_spec_max_draft(spec) + 1;
+    int32_t max_rows = specd_spec_max_step_rows(spec);
     if (n_batch < max_rows)
-        return specd_fail(err, SPECD_E_INVALID_ARG, "run: context n_batch %d < max_draft + 1 = %d",
+        return specd_fail(err, SPECD_E_INVALID_ARG, "run: context n_batch %d < %d rows a step may have",
                           n_batch, max_rows);
     memset(stats, 0, sizeof *stats);
     stats->n_prompt = n_prompt;

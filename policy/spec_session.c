@@ -265,6 +265,10 @@ const int32_t *specd_spec_seq_prompt(const specd_spec *spec, int32_t seq, int64_
 
 int32_t specd_spec_max_draft(const specd_spec *spec) { return spec ? spec->params.max_draft : 0; }
 
+int32_t specd_spec_max_step_rows(const specd_spec *spec) {
+    return spec ? 2 * spec->params.max_draft + 1 : 0;
+}
+
 specd_status specd_spec_seq_stats(const specd_spec *spec, int32_t seq, specd_seq_stats *out,
                                   specd_error *err) {
     spec_seq *q = NULL;
@@ -314,8 +318,13 @@ specd_status specd_spec_seq_layout(specd_spec *spec, int32_t seq, specd_step_lay
     if (q->done) return specd_fail(err, SPECD_E_STATE, "spec: sequence %d has finished", seq);
     if (q->ops->propose)
         SPECD_TRY(layout_chain(spec, q, out, err));
-    else
+    else {
         SPECD_TRY(q->ops->layout(q->policy, q->history, q->n_history, out, err));
+        int32_t most = specd_spec_max_step_rows(spec);
+        if (out->n_tokens < 1 || out->n_tokens > most || out->n_rows < 1 || out->n_rows > most)
+            return specd_fail(err, SPECD_E_INTERNAL, "policy %s laid out %d rows, %d scored (max %d)",
+                              q->ops->name, out->n_tokens, out->n_rows, most);
+    }
     q->laid_out = 1;
     q->t_laid_out = specd_now_ns();
     return SPECD_OK;

@@ -93,6 +93,10 @@ const int32_t *specd_spec_seq_prompt(const specd_spec *spec, int32_t seq, int64_
 
 /* The most proposals one step may carry (the spec's max_draft). */
 int32_t specd_spec_max_draft(const specd_spec *spec);
+/* The most rows a laid-out step may have, so the most logits rows a host must be able to return:
+ * 2 * max_draft + 1 (a self-speculative step carries up to max_draft filled proposals and
+ * max_draft + 1 mask rows after the pending token; a drafter step needs only max_draft + 1). */
+int32_t specd_spec_max_step_rows(const specd_spec *spec);
 
 /* The tokens emitted so far (not the prompt); borrowed until the next step or close. */
 const int32_t *specd_spec_seq_output(const specd_spec *spec, int32_t seq, int64_t *n_out);

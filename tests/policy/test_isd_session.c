@@ -100,15 +100,15 @@ static void test_rows_must_fit(void **s) {
     (void)s;
     specd_spec_params sp = specd_spec_default_params();
     sp.n_vocab = V;
-    sp.max_draft = 4; /* n=3 needs 5 rows: fits; n=4 needs 7: refused */
+    sp.max_draft = 4; /* steps may have 2 * 4 + 1 = 9 rows: n=5 needs 9 and fits; n=6 needs 11 */
     specd_error err;
     assert_int_equal(specd_spec_create(&sp, &spec, &err), SPECD_OK);
     specd_seq_params p = specd_seq_default_params();
     p.policy = "risd";
-    p.policy_options = "n=4";
+    p.policy_options = "n=6";
     static const int32_t prompt[1] = {1};
     assert_int_equal(specd_spec_seq_open(spec, 0, prompt, 1, &p, &err), SPECD_E_INVALID_ARG);
-    assert_non_null(strstr(err.message, "n=4"));
+    assert_non_null(strstr(err.message, "n=6"));
     p.policy_options = "mask=16";
     assert_int_equal(specd_spec_seq_open(spec, 0, prompt, 1, &p, &err), SPECD_E_INVALID_ARG);
     assert_non_null(strstr(err.message, "mask"));

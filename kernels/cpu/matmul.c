@@ -158,6 +158,41 @@ static AVX2 void q8_0_2x4(int64_t nb, const specd_block_q8_0 *x0, const specd_bl
     _mm_storeu_ps(out1, sum1);
 }
 
+/* Eight weight rows against one activation row (a decode), in 256-bit lanes: the activation block
+ * is loaded once, its scales broadcast, the eight integer sums reduced by one hadd tree. Per lane
+ * the float operations are those of q4_1_x4 (and the scalar vec_dot). */
+static AVX2 void q4_1_8x1(int64_t nb, const specd_block_q4_1 *const x[8],
+                          const specd_block_q8_1 *yv, float out[8]) {
+    __m256 sum = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const __m256i yq = _mm256_loadu_si256((const __m256i *)yv[b].qs);
+        __m256i p[8];
+        for (int i = 0; i < 8; i++)
+            p[i] = _mm256_madd_epi16(_mm256_maddubs_epi16(nibbles(x[i][b].qs), yq),
+                                     _mm256_set1_epi16(1));
+        /* lanes 0-3 and 4-7 of the hadd tree hold the halves of rows 0-3 / 4-7 */
+        const __m256i h01 = _mm256_hadd_epi32(p[0], p[1]), h23 = _mm256_hadd_epi32(p[2], p[3]);
+        const __m256i h45 = _mm256_hadd_epi32(p[4], p[5]), h67 = _mm256_hadd_epi32(p[6], p[7]);
+        const __m256i a = _mm256_hadd_epi32(h01, h23), c = _mm256_hadd_epi32(h45, h67);
+        const __m256i lo = _mm256_permute2x128_si256(a, c, 0x20),
+                      hi = _mm256_permute2x128_si256(a, c, 0x31);
+        const __m256 sumi = _mm256_cvtepi32_ps(_mm256_add_epi32(lo, hi));
+        const __m256 xd = _mm256_cvtph_ps(
+            _mm_setr_epi16((short)x[0][b].d, (short)x[1][b].d, (short)x[2][b].d, (short)x[3][b].d,
+                           (short)x[4][b].d, (short)x[5][b].d, (short)x[6][b].d, (short)x[7][b].d));
+        const __m256 xm = _mm256_cvtph_ps(
+            _mm_setr_epi16((short)x[0][b].m, (short)x[1][b].m, (short)x[2][b].m, (short)x[3][b].m,
+                           (short)x[4][b].m, (short)x[5][b].m, (short)x[6][b].m, (short)x[7][b].m));
+        const __m128 yds =
+            _mm_cvtph_ps(_mm_setr_epi16((short)yv[b].d, (short)yv[b].s, 0, 0, 0, 0, 0, 0));
+        const __m256 yd = _mm256_set1_ps(_mm_cvtss_f32(yds));
+        const __m256 ys = _mm256_set1_ps(_mm_cvtss_f32(_mm_shuffle_ps(yds, yds, 0x55)));
+        sum = _mm256_add_ps(
+            sum, _mm256_add_ps(_mm256_mul_ps(_mm256_mul_ps(xd, yd), sumi), _mm256_mul_ps(xm, ys)));
+    }
+    _mm256_storeu_ps(out, sum);
+}
+
 /* Tiles of 4 lanes over (weight row, activation row) pairs of the block [t0, t1) x [0, n_rows):
  * one activation row -> 4 weight rows per call; more -> 1 weight row x 4 activation rows. */
 static int matmul_tiled(uint32_t w_type, const void *w, int64_t n_in, int64_t t0, int64_t t1,
@@ -186,7 +221,18 @@ static int matmul_tiled(uint32_t w_type, const void *w, int64_t n_in, int64_t t0
         lanes = 0;                                                                                 \
     } while (0)
     if (n_rows == 1) {
-        for (int64_t o = t0; o < t1; o++) {
+        int64_t o = t0;
+        if (q41)
+            for (; o + 8 <= t1; o += 8) {
+                const specd_block_q4_1 *xr[8];
+                float r8[8];
+                for (int i = 0; i < 8; i++)
+                    xr[i] = (const specd_block_q4_1 *)((const char *)w + (size_t)(o + i) * wrb);
+                q4_1_8x1(nb, xr, (const specd_block_q8_1 *)xq, r8);
+                for (int i = 0; i < 8; i++)
+                    y[o + i] = r8[i];
+            }
+        for (; o < t1; o++) {
             xs[lanes] = (const char *)w + (size_t)o * wrb;
             ys[lanes] = xq;
             oo[lanes] = o;

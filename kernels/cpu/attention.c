@@ -1,6 +1,6 @@
 #include "kernels/cpu/ops.h"
 
-#include "kernels/cpu/half.h"
+#include "kernels/cpu/fp16.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -15,7 +15,7 @@ static void scores_scalar(const float *q, const uint16_t *k, size_t stride, cons
         const uint16_t *kr = k + (size_t)keys[j] * stride;
         float lane[8] = {0};
         for (int32_t d = 0; d < hd; d++)
-            lane[d & 7] += q[d] * specd_half_to_float(kr[d]);
+            lane[d & 7] += q[d] * specd_fp16_to_fp32(kr[d]);
         float sum = ((lane[0] + lane[4]) + (lane[1] + lane[5])) +
                     ((lane[2] + lane[6]) + (lane[3] + lane[7]));
         s[j] = sum * scale;
@@ -29,7 +29,7 @@ static void mix_scalar(const float *p, const uint16_t *v, size_t stride, const i
     for (int32_t j = 0; j < n_keys; j++) {
         const uint16_t *vr = v + (size_t)keys[j] * stride;
         for (int32_t d = 0; d < hd; d++)
-            out[d] += p[j] * specd_half_to_float(vr[d]);
+            out[d] += p[j] * specd_fp16_to_fp32(vr[d]);
     }
 }
 
@@ -103,7 +103,7 @@ void specd_attention_row(const float *q, const uint16_t *k, const uint16_t *v, s
                          float *scores, float *out, int simd) {
     float qh[512]; /* head_dim <= 512, checked at model load */
     for (int32_t d = 0; d < head_dim; d++)
-        qh[d] = specd_half_to_float(specd_float_to_half(q[d]));
+        qh[d] = specd_fp16_to_fp32(specd_fp32_to_fp16(q[d]));
 #if defined(__x86_64__)
     const int vec = (head_dim % 8 == 0) && simd;
 #else
@@ -118,7 +118,7 @@ void specd_attention_row(const float *q, const uint16_t *k, const uint16_t *v, s
     }
     specd_softmax_f32(scores, n_keys);
     for (int32_t j = 0; j < n_keys; j++)
-        scores[j] = specd_half_to_float(specd_float_to_half(scores[j]));
+        scores[j] = specd_fp16_to_fp32(specd_fp32_to_fp16(scores[j]));
     if (vec) {
 #if defined(__x86_64__)
         mix_avx2(scores, v, kv_stride, keys, n_keys, head_dim, out);

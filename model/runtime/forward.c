@@ -4,7 +4,7 @@
 #include "model/runtime/runtime_internal.h"
 
 #include "common/status_internal.h"
-#include "kernels/cpu/half.h"
+#include "kernels/cpu/fp16.h"
 #include "kernels/cpu/ops.h"
 
 #include <math.h>
@@ -145,8 +145,8 @@ static void fwd_worker(void *arg, int ith, int nth) {
             uint16_t *kc = rt_kv_k(c, t->seq, l) + row * c->kv_dim;
             uint16_t *vc = rt_kv_v(c, t->seq, l) + row * c->kv_dim;
             for (int64_t i = 0; i < NKV; i++) {
-                kc[i] = specd_float_to_half(k[i]);
-                vc[i] = specd_float_to_half(v[i]);
+                kc[i] = specd_fp32_to_fp16(k[i]);
+                vc[i] = specd_fp32_to_fp16(v[i]);
             }
         }
         specd_threadpool_barrier(pool);

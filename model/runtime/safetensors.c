@@ -2,7 +2,7 @@
 
 #include "common/alloc.h"
 #include "common/status_internal.h"
-#include "kernels/cpu/half.h"
+#include "kernels/cpu/fp16.h"
 #include "model/runtime/json.h"
 
 #include <string.h>
@@ -114,7 +114,7 @@ float rt_st_get(const rt_st_tensor *t, size_t i) {
         return f;
     }
     uint16_t h = (uint16_t)(p[0] | (p[1] << 8));
-    if (t->dtype == 1) return specd_half_to_float(h);
+    if (t->dtype == 1) return specd_fp16_to_fp32(h);
     uint32_t bits = (uint32_t)h << 16;
     float f;
     memcpy(&f, &bits, 4);

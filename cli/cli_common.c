@@ -1,6 +1,9 @@
 #include "cli/cli_common.h"
 
 #include <errno.h>
+#include <libgen.h>
+#include <limits.h>
+#include <unistd.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -134,6 +137,39 @@ const char *cli_default_model(char *buf, size_t cap) {
     else
         snprintf(buf, cap, "%s/.cache/specd/models/SmolLM2-135M-Instruct.Q4_1.gguf",
                  home ? home : ".");
+    return buf;
+}
+
+static int has_adapter(const char *dir) {
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/adapter_config.json", dir);
+    return access(path, R_OK) == 0;
+}
+
+const char *cli_default_risd_adapter(char *buf, size_t cap) {
+    const char *name = "smollm2-135m-risd";
+    const char *env = getenv("SPECD_RISD_ADAPTER");
+    if (env && *env) {
+        snprintf(buf, cap, "%s", env);
+        return has_adapter(buf) ? buf : NULL;
+    }
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = '\0';
+        snprintf(buf, cap, "%s/../share/specd/adapters/%s", dirname(exe), name);
+        if (has_adapter(buf)) return buf;
+    }
+    snprintf(buf, cap, "%s/models/adapters/%s", SPECD_SOURCE_DIR, name);
+    return has_adapter(buf) ? buf : NULL;
+}
+
+const char *cli_policy_options(const cli_options *o, const char *policy, const char *opts,
+                               char *buf, size_t cap) {
+    if (strcmp(policy, "risd") || o->model || (opts && strstr(opts, "adapter="))) return opts;
+    char dir[PATH_MAX];
+    if (!cli_default_risd_adapter(dir, sizeof dir)) return opts;
+    snprintf(buf, cap, "%s%sadapter=%s", opts ? opts : "", opts && *opts ? "," : "", dir);
     return buf;
 }
 

@@ -36,6 +36,16 @@ void cli_print_shared_help(FILE *out);
 /* The default model's path: $SPECD_MODEL_DIR or ~/.cache/specd/models, then the file name. */
 const char *cli_default_model(char *buf, size_t cap);
 
+/* The trained R-ISD adapter for the default model: $SPECD_RISD_ADAPTER, else the installed copy
+ * (<prefix>/share/specd/adapters/smollm2-135m-risd), else the source tree's. NULL when none has
+ * an adapter_config.json. */
+const char *cli_default_risd_adapter(char *buf, size_t cap);
+
+/* The policy options to use: opts, plus adapter=<default> for risd on the default model when
+ * opts names no adapter. Returns opts itself or buf. */
+const char *cli_policy_options(const cli_options *o, const char *policy, const char *opts,
+                               char *buf, size_t cap);
+
 /* A loaded model with its tokenizer and a context sized for speculation. */
 typedef struct cli_engine {
     specd_model *model;

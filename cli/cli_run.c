@@ -29,6 +29,8 @@ int cli_run(const cli_engine *e, const cli_options *o, const char *policy, const
     specd_spec *spec = NULL;
     specd_error err;
     int32_t stop[8];
+    char opts[8192];
+    policy_opts = cli_policy_options(o, policy, policy_opts, opts, sizeof opts);
     specd_seq_params p = cli_seq_params(o, e, policy, policy_opts, stop);
     if (specd_spec_create(&sp, &spec, &err) != SPECD_OK ||
         specd_spec_seq_open(spec, 0, ids, n_ids, &p, &err) != SPECD_OK) {

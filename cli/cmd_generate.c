@@ -19,6 +19,9 @@ static void print_summary(const cli_options *o, const cli_result *spec, const cl
             o->rule == SPECD_ACCEPT_GREEDY ? "greedy"
             : o->rule == SPECD_ACCEPT_REJECTION ? "rs" : "coupled",
             s->lossy ? ", LOSSY" : "");
+    char opts[8192];
+    const char *shown = cli_policy_options(o, o->policy, o->policy_opts, opts, sizeof opts);
+    if (shown && *shown) fprintf(stderr, "policy options: %s\n", shown);
     fprintf(stderr, "acceptance rate %.3f (%lld of %lld proposals), mean accepted length %.2f\n",
             cli_acceptance_rate(s), (long long)s->n_accepted, (long long)s->n_draft_tokens,
             cli_mean_accepted(s));

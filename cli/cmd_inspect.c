@@ -21,10 +21,14 @@ static size_t utf8_len(const unsigned char *p, size_t n) {
     size_t len;
     uint32_t cp;
     if (p[0] < 0x80) return 1;
-    if ((p[0] & 0xe0) == 0xc0) len = 2, cp = p[0] & 0x1f;
-    else if ((p[0] & 0xf0) == 0xe0) len = 3, cp = p[0] & 0x0f;
-    else if ((p[0] & 0xf8) == 0xf0) len = 4, cp = p[0] & 0x07;
-    else return 0;
+    if ((p[0] & 0xe0) == 0xc0)
+        len = 2, cp = p[0] & 0x1f;
+    else if ((p[0] & 0xf0) == 0xe0)
+        len = 3, cp = p[0] & 0x0f;
+    else if ((p[0] & 0xf8) == 0xf0)
+        len = 4, cp = p[0] & 0x07;
+    else
+        return 0;
     if (len > n) return 0;
     for (size_t i = 1; i < len; i++) {
         if ((p[i] & 0xc0) != 0x80) return 0;
@@ -74,9 +78,12 @@ static void text_str(FILE *f, const char *s, uint64_t len, uint64_t max) {
     const unsigned char *p = (const unsigned char *)s;
     uint64_t n = len < max ? len : max;
     for (uint64_t i = 0; i < n; i++) {
-        if (p[i] == '\n') fputs("\\n", f);
-        else if (p[i] < 0x20 || p[i] == 0x7f) fprintf(f, "\\x%02x", p[i]);
-        else fputc(p[i], f);
+        if (p[i] == '\n')
+            fputs("\\n", f);
+        else if (p[i] < 0x20 || p[i] == 0x7f)
+            fprintf(f, "\\x%02x", p[i]);
+        else
+            fputc(p[i], f);
     }
     if (len > max) fputs("...", f);
 }
@@ -128,8 +135,10 @@ static void print_value(const out *o, const specd_gguf *g, int64_t i) {
         return;
     case SPECD_GGUF_STRING:
         specd_gguf_get_str(g, key, &s, NULL);
-        if (o->json) json_str(o->f, s.ptr, s.len);
-        else text_str(o->f, s.ptr, s.len, 120);
+        if (o->json)
+            json_str(o->f, s.ptr, s.len);
+        else
+            text_str(o->f, s.ptr, s.len, 120);
         return;
     case SPECD_GGUF_ARRAY: {
         specd_gguf_type et;
@@ -175,8 +184,10 @@ static void print_keys(const out *o, const specd_gguf *g, specd_gguf_str arch, i
             fputs(": ", o->f);
         } else {
             fputs("  ", o->f);
-            if (hyper) text_str(o->f, k.ptr + arch.len + 1, k.len - arch.len - 1, 60);
-            else text_str(o->f, k.ptr, k.len, 60);
+            if (hyper)
+                text_str(o->f, k.ptr + arch.len + 1, k.len - arch.len - 1, 60);
+            else
+                text_str(o->f, k.ptr, k.len, 60);
             int w = (int)(hyper ? k.len - arch.len - 1 : k.len);
             fprintf(o->f, "%*s", w < 40 ? 40 - w : 1, "");
         }
@@ -193,12 +204,14 @@ static void print_token(const out *o, const specd_gguf *g, const char *what, con
     uint32_t id;
     if (specd_gguf_get_u32(g, key, &id, NULL) != SPECD_OK) return;
     specd_gguf_str text = {NULL, 0};
-    int have_text = id < vocab &&
-                    specd_gguf_get_array_str(g, "tokenizer.ggml.tokens", id, &text, NULL) == SPECD_OK;
+    int have_text = id < vocab && specd_gguf_get_array_str(g, "tokenizer.ggml.tokens", id, &text,
+                                                           NULL) == SPECD_OK;
     if (o->json) {
         fprintf(o->f, "%s\n    \"%s_id\": %u, \"%s_text\": ", *first ? "" : ",", what, id, what);
-        if (have_text) json_str(o->f, text.ptr, text.len);
-        else fputs("null", o->f);
+        if (have_text)
+            json_str(o->f, text.ptr, text.len);
+        else
+            fputs("null", o->f);
     } else {
         fprintf(o->f, "  %-14s %u", what, id);
         if (have_text) {
@@ -220,28 +233,37 @@ static void print_tokenizer(const out *o, const specd_gguf *g) {
     int has_tmpl = specd_gguf_get_str(g, "tokenizer.chat_template", &tmpl, NULL) == SPECD_OK;
     specd_gguf_type et;
     uint64_t vocab = 0, merges = 0;
-    int has_vocab = specd_gguf_get_array(g, "tokenizer.ggml.tokens", &et, &vocab, NULL, NULL) ==
-                        SPECD_OK && et == SPECD_GGUF_STRING;
+    int has_vocab =
+        specd_gguf_get_array(g, "tokenizer.ggml.tokens", &et, &vocab, NULL, NULL) == SPECD_OK &&
+        et == SPECD_GGUF_STRING;
     if (!has_vocab) vocab = 0;
     int has_merges =
         specd_gguf_get_array(g, "tokenizer.ggml.merges", &et, &merges, NULL, NULL) == SPECD_OK;
     int first = 0;
     if (o->json) {
         fputs("  \"tokenizer\": {\n    \"model\": ", o->f);
-        if (has_model) json_str(o->f, model.ptr, model.len);
-        else fputs("null", o->f);
+        if (has_model)
+            json_str(o->f, model.ptr, model.len);
+        else
+            fputs("null", o->f);
         fputs(",\n    \"pre\": ", o->f);
-        if (has_pre) json_str(o->f, pre.ptr, pre.len);
-        else fputs("null", o->f);
-        fprintf(o->f, ",\n    \"vocab_size\": %llu,\n    \"merges\": %llu", (unsigned long long)vocab,
-                (unsigned long long)(has_merges ? merges : 0));
+        if (has_pre)
+            json_str(o->f, pre.ptr, pre.len);
+        else
+            fputs("null", o->f);
+        fprintf(o->f, ",\n    \"vocab_size\": %llu,\n    \"merges\": %llu",
+                (unsigned long long)vocab, (unsigned long long)(has_merges ? merges : 0));
     } else {
         fputs("tokenizer:\n  model          ", o->f);
-        if (has_model) text_str(o->f, model.ptr, model.len, 60);
-        else fputs("(none)", o->f);
+        if (has_model)
+            text_str(o->f, model.ptr, model.len, 60);
+        else
+            fputs("(none)", o->f);
         fputs("\n  pre            ", o->f);
-        if (has_pre) text_str(o->f, pre.ptr, pre.len, 60);
-        else fputs("(none)", o->f);
+        if (has_pre)
+            text_str(o->f, pre.ptr, pre.len, 60);
+        else
+            fputs("(none)", o->f);
         fprintf(o->f, "\n  vocab size     %llu\n  merges         %llu\n", (unsigned long long)vocab,
                 (unsigned long long)(has_merges ? merges : 0));
     }
@@ -249,8 +271,8 @@ static void print_tokenizer(const out *o, const specd_gguf *g) {
     print_token(o, g, "eos", "tokenizer.ggml.eos_token_id", vocab, &first);
     print_token(o, g, "unk", "tokenizer.ggml.unknown_token_id", vocab, &first);
     print_token(o, g, "pad", "tokenizer.ggml.padding_token_id", vocab, &first);
-    int add_bos = 0, has_add_bos =
-        specd_gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &add_bos, NULL) == SPECD_OK;
+    int add_bos = 0, has_add_bos = specd_gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &add_bos,
+                                                       NULL) == SPECD_OK;
     if (o->json) {
         fputs(",\n    \"add_bos\": ", o->f);
         fputs(has_add_bos ? (add_bos ? "true" : "false") : "null", o->f);
@@ -269,8 +291,11 @@ static void print_tokenizer(const out *o, const specd_gguf *g) {
 /* --- tensors ------------------------------------------------------------------------------- */
 static void print_tensors(const out *o, const specd_gguf *g) {
     uint64_t total = 0;
-    if (o->json) fputs("  \"tensors\": [", o->f);
-    else fprintf(o->f, "tensors (%lld):\n  %-40s %-6s %-24s %12s\n", (long long)specd_gguf_tensor_count(g), "name", "type", "shape", "bytes");
+    if (o->json)
+        fputs("  \"tensors\": [", o->f);
+    else
+        fprintf(o->f, "tensors (%lld):\n  %-40s %-6s %-24s %12s\n",
+                (long long)specd_gguf_tensor_count(g), "name", "type", "shape", "bytes");
     for (int64_t i = 0; i < specd_gguf_tensor_count(g); i++) {
         const specd_gguf_tensor *t = specd_gguf_tensor_at(g, i);
         const char *type = specd_gguf_tensor_type_name(t->type);
@@ -346,12 +371,15 @@ int specd_cmd_inspect(int argc, char **argv) {
     if (o.json) {
         fputs("{\n  \"file\": ", o.f);
         json_str(o.f, path, strlen(path));
-        fprintf(o.f, ",\n  \"gguf_version\": %u,\n  \"alignment\": %zu,\n  \"data_offset\": %llu,\n",
+        fprintf(o.f,
+                ",\n  \"gguf_version\": %u,\n  \"alignment\": %zu,\n  \"data_offset\": %llu,\n",
                 specd_gguf_version(g), specd_gguf_alignment(g),
                 (unsigned long long)specd_gguf_data_offset(g));
         fputs("  \"architecture\": ", o.f);
-        if (has_arch) json_str(o.f, arch.ptr, arch.len);
-        else fputs("null", o.f);
+        if (has_arch)
+            json_str(o.f, arch.ptr, arch.len);
+        else
+            fputs("null", o.f);
         fputs(",\n  \"hyperparameters\": {", o.f);
         print_keys(&o, g, arch, 1);
         fputs(",\n", o.f);
@@ -362,12 +390,15 @@ int specd_cmd_inspect(int argc, char **argv) {
         print_tensors(&o, g);
         fputs("}\n", o.f);
     } else {
-        fprintf(o.f, "file           %s\ngguf           v%u, alignment %zu, %lld keys, %lld tensors\n",
+        fprintf(o.f,
+                "file           %s\ngguf           v%u, alignment %zu, %lld keys, %lld tensors\n",
                 path, specd_gguf_version(g), specd_gguf_alignment(g),
                 (long long)specd_gguf_key_count(g), (long long)specd_gguf_tensor_count(g));
         fputs("architecture   ", o.f);
-        if (has_arch) text_str(o.f, arch.ptr, arch.len, 60);
-        else fputs("(none)", o.f);
+        if (has_arch)
+            text_str(o.f, arch.ptr, arch.len, 60);
+        else
+            fputs("(none)", o.f);
         fputs("\n\nhyperparameters:\n", o.f);
         print_keys(&o, g, arch, 1);
         fputc('\n', o.f);

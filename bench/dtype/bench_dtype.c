@@ -30,7 +30,8 @@ static uint64_t time_matvec(const specd_dtype_traits *t, const uint8_t *w, size_
     uint64_t *ns = malloc(sizeof *ns * (size_t)reps);
     for (int r = 0; r < reps; r++) {
         uint64_t t0 = specd_now_ns();
-        for (int i = 0; i < ROWS; i++) t->vec_dot(COLS, &out[i], w + (size_t)i * row_bytes, act);
+        for (int i = 0; i < ROWS; i++)
+            t->vec_dot(COLS, &out[i], w + (size_t)i * row_bytes, act);
         ns[r] = specd_now_ns() - t0;
     }
     qsort(ns, (size_t)reps, sizeof *ns, cmp_u64);
@@ -46,17 +47,20 @@ int main(int argc, char **argv) {
                               SPECD_DTYPE_Q8_0, SPECD_DTYPE_Q4_0, SPECD_DTYPE_Q4_1};
     float *x = specd_alloc_array((size_t)ROWS * COLS, sizeof *x), *a = specd_alloc_array(COLS, 4);
     float *o1 = specd_alloc_array(ROWS, 4), *o2 = specd_alloc_array(ROWS, 4);
-    for (size_t i = 0; i < (size_t)ROWS * COLS; i++) x[i] = frand();
-    for (int i = 0; i < COLS; i++) a[i] = frand();
+    for (size_t i = 0; i < (size_t)ROWS * COLS; i++)
+        x[i] = frand();
+    for (int i = 0; i < COLS; i++)
+        a[i] = frand();
     printf("matvec %d x %d, median of %d; anchor = scalar reference, same run\n", ROWS, COLS, reps);
-    printf("%-5s %12s %12s %9s %10s  %s\n", "type", "scalar us", "fastest us", "speed-up",
-           "GB/s", "max |diff|");
+    printf("%-5s %12s %12s %9s %10s  %s\n", "type", "scalar us", "fastest us", "speed-up", "GB/s",
+           "max |diff|");
     for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
         const specd_dtype_traits *s = specd_dtype_traits_scalar(types[k]);
         const specd_dtype_traits *f = specd_dtype_traits_get(types[k]);
         size_t rb = specd_dtype_row_bytes(types[k], COLS);
         uint8_t *w = specd_alloc(rb * ROWS);
-        for (int i = 0; i < ROWS; i++) s->from_float(x + (size_t)i * COLS, w + (size_t)i * rb, COLS);
+        for (int i = 0; i < ROWS; i++)
+            s->from_float(x + (size_t)i * COLS, w + (size_t)i * rb, COLS);
         void *act = specd_alloc(specd_dtype_row_bytes(s->vec_dot_type, COLS));
         f->from_float ? specd_dtype_traits_get(s->vec_dot_type)->from_float(a, act, COLS) : (void)0;
         uint64_t ts = time_matvec(s, w, rb, act, o1, reps);
@@ -71,8 +75,10 @@ int main(int argc, char **argv) {
         specd_free(w);
         specd_free(act);
     }
-    printf("fastest table: %s\n", specd_dtype_traits_get(0)->vec_dot == specd_dtype_traits_scalar(0)->vec_dot
-                                      ? "scalar (no AVX2/FMA)" : "AVX2/FMA");
+    printf("fastest table: %s\n",
+           specd_dtype_traits_get(0)->vec_dot == specd_dtype_traits_scalar(0)->vec_dot
+               ? "scalar (no AVX2/FMA)"
+               : "AVX2/FMA");
     specd_free(x);
     specd_free(a);
     specd_free(o1);

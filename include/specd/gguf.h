@@ -15,6 +15,10 @@
  * any check is refused with SPECD_E_FORMAT (or SPECD_E_UNSUPPORTED for a well-formed but unknown
  * tensor type) and a message naming the key or tensor.
  *
+ * Tensor data is aligned to general.alignment relative to the start of the bytes: a file mapping
+ * is page-aligned, so its tensors are aligned; bytes given to create_from_memory should be too
+ * before their tensors go to the kernels.
+ *
  * Ownership: every pointer returned by a getter is borrowed from the specd_gguf and valid until
  * specd_gguf_destroy. Strings are views {ptr, len}: NOT NUL-terminated.
  */
@@ -56,12 +60,12 @@ typedef struct specd_gguf_str {
 
 typedef struct specd_gguf_tensor {
     specd_gguf_str name;
-    uint32_t n_dims;   /* 1..4 */
-    int64_t ne[4];     /* elements per dimension, ne[0] fastest; unused dims are 1 */
-    uint32_t type;     /* ggml type id (specd_dtype in kernels/cpu/dtype.h) */
-    uint64_t offset;   /* from the start of the data section */
-    uint64_t n_bytes;  /* size of the data */
-    const void *data;  /* borrowed view into the mapping */
+    uint32_t n_dims;  /* 1..4 */
+    int64_t ne[4];    /* elements per dimension, ne[0] fastest; unused dims are 1 */
+    uint32_t type;    /* ggml type id (specd_dtype in kernels/cpu/dtype.h) */
+    uint64_t offset;  /* from the start of the data section */
+    uint64_t n_bytes; /* size of the data */
+    const void *data; /* borrowed view into the mapping */
 } specd_gguf_tensor;
 
 /* Maps and validates the file at path. On success *out is a new reader (caller owns; release with

@@ -102,7 +102,8 @@ specd_status specd_sampler_probs(specd_sampler *sampler, const float *logits, in
  * check the exact bits. */
 float specd_sampling_gumbel(specd_sample_key key, specd_rng_purpose purpose, int32_t token);
 
-/* The accept uniform u for draft row / tree node `node` at key.position (SPECD_RNG_ACCEPT). */
+/* A keyed uniform in (0, 1): word 0 of Philox(counter {index, position, sequence, purpose}).
+ * SPECD_RNG_ACCEPT uses index = draft row / tree node; RESIDUAL and BONUS use index 0. */
 float specd_sampling_uniform(specd_sample_key key, specd_rng_purpose purpose, uint32_t index);
 
 #ifdef __cplusplus

@@ -28,8 +28,8 @@ static const specd_dtype_traits scalar_table[N_TYPES] = {
      SPECD_DTYPE_Q8_K},
     {"Q6_K", SPECD_QK_K, sizeof(specd_block_q6_k), specd_q6_k_to_float, NULL, specd_q6_k_vec_dot,
      SPECD_DTYPE_Q8_K},
-    {"Q8_K", SPECD_QK_K, sizeof(specd_block_q8_k), specd_q8_k_to_float, specd_q8_k_from_float,
-     NULL, SPECD_DTYPE_Q8_K},
+    {"Q8_K", SPECD_QK_K, sizeof(specd_block_q8_k), specd_q8_k_to_float, specd_q8_k_from_float, NULL,
+     SPECD_DTYPE_Q8_K},
     {"BF16", 1, 2, specd_bf16_to_float, specd_bf16_from_float, specd_bf16_vec_dot,
      SPECD_DTYPE_BF16},
 };
@@ -51,8 +51,8 @@ static const specd_dtype_traits avx2_table[N_TYPES] = {
      specd_q4_k_vec_dot_avx2, SPECD_DTYPE_Q8_K},
     {"Q6_K", SPECD_QK_K, sizeof(specd_block_q6_k), specd_q6_k_to_float, NULL,
      specd_q6_k_vec_dot_avx2, SPECD_DTYPE_Q8_K},
-    {"Q8_K", SPECD_QK_K, sizeof(specd_block_q8_k), specd_q8_k_to_float, specd_q8_k_from_float,
-     NULL, SPECD_DTYPE_Q8_K},
+    {"Q8_K", SPECD_QK_K, sizeof(specd_block_q8_k), specd_q8_k_to_float, specd_q8_k_from_float, NULL,
+     SPECD_DTYPE_Q8_K},
     {"BF16", 1, 2, specd_bf16_to_float, specd_bf16_from_float, specd_bf16_vec_dot_avx2,
      SPECD_DTYPE_BF16},
 };
@@ -65,7 +65,8 @@ static int type_index(uint32_t type) {
 
 int specd_cpu_has_avx2(void) {
 #if defined(__x86_64__) || defined(__i386__)
-    __builtin_cpu_init();
+    /* libgcc/compiler-rt fill the feature bits in a constructor; calling __builtin_cpu_init here
+     * again would race with other threads doing the same */
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 #else
     return 0;

@@ -62,8 +62,8 @@ static AVX2 inline __m256 f16x8_to_f32(__m128i h);
 /* Field f (an fp16) of blocks b..b+7, as floats. Built in registers: storing eight halves to
  * memory and loading them back as one vector would stall on store forwarding. */
 #define GATHER_F16(blk, b, f)                                                                      \
-    f16x8_to_f32(_mm_set_epi16((short)blk[b + 7].f, (short)blk[b + 6].f, (short)blk[b + 5].f,     \
-                               (short)blk[b + 4].f, (short)blk[b + 3].f, (short)blk[b + 2].f,     \
+    f16x8_to_f32(_mm_set_epi16((short)blk[b + 7].f, (short)blk[b + 6].f, (short)blk[b + 5].f,      \
+                               (short)blk[b + 4].f, (short)blk[b + 3].f, (short)blk[b + 2].f,      \
                                (short)blk[b + 1].f, (short)blk[b].f))
 
 /* Pairwise int32 partial sums of x*y (8 lanes) for one block; see dot_i8 for the ranges. */
@@ -89,7 +89,8 @@ static AVX2 inline __m256i block_sums8(const __m256i p[8]) {
 static AVX2 inline float add_in_order(float sum, __m256 terms) {
     float t[8];
     _mm256_storeu_ps(t, terms);
-    for (int k = 0; k < 8; k++) sum += t[k];
+    for (int k = 0; k < 8; k++)
+        sum += t[k];
     return sum;
 }
 
@@ -106,7 +107,8 @@ AVX2 void specd_q4_0_vec_dot_avx2(int64_t n, float *s, const void *vx, const voi
             p[k] = partial_i8(xq, _mm256_loadu_si256((const __m256i *)y[b + k].qs));
         }
         const __m256 sumi = _mm256_cvtepi32_ps(block_sums8(p));
-        sum = add_in_order(sum, _mm256_mul_ps(_mm256_mul_ps(sumi, GATHER_F16(x, b, d)), GATHER_F16(y, b, d)));
+        sum = add_in_order(
+            sum, _mm256_mul_ps(_mm256_mul_ps(sumi, GATHER_F16(x, b, d)), GATHER_F16(y, b, d)));
     }
     for (; b < nb; b++) {
         const __m256i xq = _mm256_sub_epi8(unpack_nibbles(x[b].qs), _mm256_set1_epi8(8));
@@ -134,8 +136,8 @@ AVX2 void specd_q4_1_vec_dot_avx2(int64_t n, float *s, const void *vx, const voi
         sum = add_in_order(sum, _mm256_add_ps(_mm256_mul_ps(dd, sumi), ms));
     }
     for (; b < nb; b++) {
-        const __m256i p = partial_u4(unpack_nibbles(x[b].qs),
-                                     _mm256_loadu_si256((const __m256i *)y[b].qs));
+        const __m256i p =
+            partial_u4(unpack_nibbles(x[b].qs), _mm256_loadu_si256((const __m256i *)y[b].qs));
         const int sumi = hsum_i32(p);
         const float dd = specd_fp16_to_fp32(x[b].d) * specd_fp16_to_fp32(y[b].d);
         const float ms = specd_fp16_to_fp32(x[b].m) * specd_fp16_to_fp32(y[b].s);
@@ -157,7 +159,8 @@ AVX2 void specd_q8_0_vec_dot_avx2(int64_t n, float *s, const void *vx, const voi
                               _mm256_loadu_si256((const __m256i *)y[b + k].qs));
         }
         const __m256 sumi = _mm256_cvtepi32_ps(block_sums8(p));
-        sum = add_in_order(sum, _mm256_mul_ps(sumi, _mm256_mul_ps(GATHER_F16(x, b, d), GATHER_F16(y, b, d))));
+        sum = add_in_order(
+            sum, _mm256_mul_ps(sumi, _mm256_mul_ps(GATHER_F16(x, b, d), GATHER_F16(y, b, d))));
     }
     for (; b < nb; b++) {
         const int sumi = dot_i8(_mm256_loadu_si256((const __m256i *)x[b].qs),
@@ -174,21 +177,26 @@ static AVX2 inline void quantize_32(const float *src, float id, int8_t *dst, int
     __m256i q[4];
     for (int k = 0; k < 4; k++) {
         const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(src + 8 * k), mul);
-        q[k] = _mm256_cvtps_epi32(_mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        q[k] =
+            _mm256_cvtps_epi32(_mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
     }
-    if (sum) *sum = hsum_i32(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));
+    if (sum)
+        *sum =
+            hsum_i32(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));
     /* the packs interleave 128-bit lanes; the permute restores element order */
     const __m256i p16a = _mm256_packs_epi32(q[0], q[1]);
     const __m256i p16b = _mm256_packs_epi32(q[2], q[3]);
     const __m256i p8 = _mm256_packs_epi16(p16a, p16b);
-    const __m256i ordered = _mm256_permutevar8x32_epi32(p8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    const __m256i ordered =
+        _mm256_permutevar8x32_epi32(p8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
     _mm256_storeu_si256((__m256i *)dst, ordered);
 }
 
 static AVX2 inline float block_amax(const float *src) {
     const __m256 sign = _mm256_set1_ps(-0.0f);
     __m256 m = _mm256_andnot_ps(sign, _mm256_loadu_ps(src));
-    for (int k = 1; k < 4; k++) m = _mm256_max_ps(m, _mm256_andnot_ps(sign, _mm256_loadu_ps(src + 8 * k)));
+    for (int k = 1; k < 4; k++)
+        m = _mm256_max_ps(m, _mm256_andnot_ps(sign, _mm256_loadu_ps(src + 8 * k)));
     __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
     h = _mm_max_ps(h, _mm_movehl_ps(h, h));
     h = _mm_max_ss(h, _mm_movehdup_ps(h));
@@ -248,8 +256,8 @@ AVX2 void specd_q4_0_to_float_avx2(const void *src, float *dst, int64_t n) {
 AVX2 void specd_q4_1_to_float_avx2(const void *src, float *dst, int64_t n) {
     const specd_block_q4_1 *x = src;
     for (int64_t b = 0; b < n / SPECD_QK; b++, dst += SPECD_QK)
-        scale_store(unpack_nibbles(x[b].qs), specd_fp16_to_fp32(x[b].d),
-                    specd_fp16_to_fp32(x[b].m), 1, dst);
+        scale_store(unpack_nibbles(x[b].qs), specd_fp16_to_fp32(x[b].d), specd_fp16_to_fp32(x[b].m),
+                    1, dst);
 }
 
 AVX2 void specd_q8_0_to_float_avx2(const void *src, float *dst, int64_t n) {
@@ -279,7 +287,8 @@ static AVX2 inline __m256i lane_dot_32(__m256i x, __m256i y, int x_unsigned) {
 static AVX2 inline float finish_lanes(__m256 sums, float sum) {
     float lanes[8];
     _mm256_storeu_ps(lanes, sums);
-    for (int l = 0; l < 8; l++) sum += lanes[l];
+    for (int l = 0; l < 8; l++)
+        sum += lanes[l];
     return sum;
 }
 
@@ -291,7 +300,8 @@ AVX2 void specd_q4_k_vec_dot_avx2(int64_t n, float *s, const void *vx, const voi
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     for (int64_t b = 0; b < n / SPECD_QK_K; b++) {
         uint8_t sc[8], mn[8];
-        for (int j = 0; j < 8; j++) specd_q4_k_scale_min(j, x[b].scales, &sc[j], &mn[j]);
+        for (int j = 0; j < 8; j++)
+            specd_q4_k_scale_min(j, x[b].scales, &sc[j], &mn[j]);
         __m256i acc = _mm256_setzero_si256();
         for (int j = 0; j < 4; j++) {
             const __m256i q4 = _mm256_loadu_si256((const __m256i *)(x[b].qs + 32 * j));
@@ -299,13 +309,14 @@ AVX2 void specd_q4_k_vec_dot_avx2(int64_t n, float *s, const void *vx, const voi
             const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q4, 4), m4);
             const __m256i y0 = _mm256_loadu_si256((const __m256i *)(y[b].qs + 64 * j));
             const __m256i y1 = _mm256_loadu_si256((const __m256i *)(y[b].qs + 64 * j + 32));
-            acc = _mm256_add_epi32(acc, _mm256_mullo_epi32(lane_dot_32(lo, y0, 1),
-                                                           _mm256_set1_epi32(sc[2 * j])));
-            acc = _mm256_add_epi32(acc, _mm256_mullo_epi32(lane_dot_32(hi, y1, 1),
-                                                           _mm256_set1_epi32(sc[2 * j + 1])));
+            acc = _mm256_add_epi32(
+                acc, _mm256_mullo_epi32(lane_dot_32(lo, y0, 1), _mm256_set1_epi32(sc[2 * j])));
+            acc = _mm256_add_epi32(
+                acc, _mm256_mullo_epi32(lane_dot_32(hi, y1, 1), _mm256_set1_epi32(sc[2 * j + 1])));
         }
         int summ = 0;
-        for (int j = 0; j < 16; j++) summ += y[b].bsums[j] * mn[j / 2];
+        for (int j = 0; j < 16; j++)
+            summ += y[b].bsums[j] * mn[j / 2];
         const float d = specd_fp16_to_fp32(x[b].d) * y[b].d;
         sums = _mm256_add_ps(sums, _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(acc)));
         const float dmin = specd_fp16_to_fp32(x[b].dmin) * y[b].d;
@@ -329,20 +340,27 @@ AVX2 void specd_q6_k_vec_dot_avx2(int64_t n, float *s, const void *vx, const voi
             __m256i q[4];
             q[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4),
                                    _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4));
-            q[1] = _mm256_or_si256(_mm256_and_si256(ql1, m4),
-                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4));
-            q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
-                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4));
-            q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
-                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4));
+            q[1] = _mm256_or_si256(
+                _mm256_and_si256(ql1, m4),
+                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m2), 4));
+            q[2] = _mm256_or_si256(
+                _mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2), 4));
+            q[3] = _mm256_or_si256(
+                _mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m2), 4));
             for (int r = 0; r < 4; r++) {
                 const __m256i a = _mm256_sub_epi8(q[r], off);
                 const int e0 = 128 * g + 32 * r; /* first element of this run */
                 const __m256i yq = _mm256_loadu_si256((const __m256i *)(y[b].qs + e0));
-                const __m256i lo = lane_dot_16(_mm256_castsi256_si128(a), _mm256_castsi256_si128(yq), 0);
-                const __m256i hi = lane_dot_16(_mm256_extracti128_si256(a, 1), _mm256_extracti128_si256(yq, 1), 0);
-                acc = _mm256_add_epi32(acc, _mm256_mullo_epi32(lo, _mm256_set1_epi32(x[b].scales[e0 / 16])));
-                acc = _mm256_add_epi32(acc, _mm256_mullo_epi32(hi, _mm256_set1_epi32(x[b].scales[e0 / 16 + 1])));
+                const __m256i lo =
+                    lane_dot_16(_mm256_castsi256_si128(a), _mm256_castsi256_si128(yq), 0);
+                const __m256i hi =
+                    lane_dot_16(_mm256_extracti128_si256(a, 1), _mm256_extracti128_si256(yq, 1), 0);
+                acc = _mm256_add_epi32(
+                    acc, _mm256_mullo_epi32(lo, _mm256_set1_epi32(x[b].scales[e0 / 16])));
+                acc = _mm256_add_epi32(
+                    acc, _mm256_mullo_epi32(hi, _mm256_set1_epi32(x[b].scales[e0 / 16 + 1])));
             }
         }
         const float d = specd_fp16_to_fp32(x[b].d) * y[b].d;
@@ -355,15 +373,18 @@ AVX2 void specd_q6_k_vec_dot_avx2(int64_t n, float *s, const void *vx, const voi
 /* Sum of products with four 8-lane FMA accumulators over 32-element steps, then one over 8-element
  * steps, then the tail in float: the same order for every call with the same n. */
 #define FLOAT_DOT(load_x, load_y, scalar_x, scalar_y)                                              \
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),               \
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),                \
                      _mm256_setzero_ps()};                                                         \
     int64_t i = 0;                                                                                 \
     for (; i + 32 <= n; i += 32)                                                                   \
         for (int k = 0; k < 4; k++)                                                                \
-            acc[k] = _mm256_fmadd_ps(load_x(i + 8 * k), load_y(i + 8 * k), acc[k]);             \
-    for (; i + 8 <= n; i += 8) acc[0] = _mm256_fmadd_ps(load_x(i), load_y(i), acc[0]);          \
-    float sum = hsum_f32(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]))); \
-    for (; i < n; i++) sum += scalar_x(i) * scalar_y(i);                                           \
+            acc[k] = _mm256_fmadd_ps(load_x(i + 8 * k), load_y(i + 8 * k), acc[k]);                \
+    for (; i + 8 <= n; i += 8)                                                                     \
+        acc[0] = _mm256_fmadd_ps(load_x(i), load_y(i), acc[0]);                                    \
+    float sum =                                                                                    \
+        hsum_f32(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));     \
+    for (; i < n; i++)                                                                             \
+        sum += scalar_x(i) * scalar_y(i);                                                          \
     *s = sum;
 
 AVX2 void specd_f32_vec_dot_avx2(int64_t n, float *s, const void *vx, const void *vy) {
@@ -385,7 +406,8 @@ static AVX2 inline __m256 f16x8_to_f32(__m128i h16) {
     const __m256i h = _mm256_cvtepu16_epi32(h16);
     const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(h, _mm256_set1_epi32(0x8000)), 16);
     const __m256i em = _mm256_slli_epi32(_mm256_and_si256(h, _mm256_set1_epi32(0x7fff)), 13);
-    const __m256 scaled = _mm256_mul_ps(_mm256_castsi256_ps(em), _mm256_castsi256_ps(_mm256_set1_epi32(0x77800000)));
+    const __m256 scaled =
+        _mm256_mul_ps(_mm256_castsi256_ps(em), _mm256_castsi256_ps(_mm256_set1_epi32(0x77800000)));
     const __m256i special = _mm256_cmpgt_epi32(em, _mm256_set1_epi32(0x0f7fffff));
     const __m256i infnan = _mm256_or_si256(em, _mm256_set1_epi32(0x7f800000));
     const __m256i bits = _mm256_blendv_epi8(_mm256_castps_si256(scaled), infnan, special);
@@ -429,18 +451,44 @@ AVX2 void specd_bf16_vec_dot_avx2(int64_t n, float *s, const void *vx, const voi
 
 #else /* not x86: never selected (specd_cpu_has_avx2 is 0); the references keep the links whole */
 
-void specd_f32_vec_dot_avx2(int64_t n, float *s, const void *x, const void *y) { specd_f32_vec_dot(n, s, x, y); }
-void specd_f16_vec_dot_avx2(int64_t n, float *s, const void *x, const void *y) { specd_f16_vec_dot(n, s, x, y); }
-void specd_bf16_vec_dot_avx2(int64_t n, float *s, const void *x, const void *y) { specd_bf16_vec_dot(n, s, x, y); }
-void specd_q4_0_vec_dot_avx2(int64_t n, float *s, const void *x, const void *y) { specd_q4_0_vec_dot(n, s, x, y); }
-void specd_q4_1_vec_dot_avx2(int64_t n, float *s, const void *x, const void *y) { specd_q4_1_vec_dot(n, s, x, y); }
-void specd_q8_0_vec_dot_avx2(int64_t n, float *s, const void *x, const void *y) { specd_q8_0_vec_dot(n, s, x, y); }
-void specd_q4_k_vec_dot_avx2(int64_t n, float *s, const void *x, const void *y) { specd_q4_k_vec_dot(n, s, x, y); }
-void specd_q6_k_vec_dot_avx2(int64_t n, float *s, const void *x, const void *y) { specd_q6_k_vec_dot(n, s, x, y); }
-void specd_q8_0_from_float_avx2(const float *src, void *dst, int64_t n) { specd_q8_0_from_float(src, dst, n); }
-void specd_q8_1_from_float_avx2(const float *src, void *dst, int64_t n) { specd_q8_1_from_float(src, dst, n); }
-void specd_q4_0_to_float_avx2(const void *src, float *dst, int64_t n) { specd_q4_0_to_float(src, dst, n); }
-void specd_q4_1_to_float_avx2(const void *src, float *dst, int64_t n) { specd_q4_1_to_float(src, dst, n); }
-void specd_q8_0_to_float_avx2(const void *src, float *dst, int64_t n) { specd_q8_0_to_float(src, dst, n); }
+void specd_f32_vec_dot_avx2(int64_t n, float *s, const void *x, const void *y) {
+    specd_f32_vec_dot(n, s, x, y);
+}
+void specd_f16_vec_dot_avx2(int64_t n, float *s, const void *x, const void *y) {
+    specd_f16_vec_dot(n, s, x, y);
+}
+void specd_bf16_vec_dot_avx2(int64_t n, float *s, const void *x, const void *y) {
+    specd_bf16_vec_dot(n, s, x, y);
+}
+void specd_q4_0_vec_dot_avx2(int64_t n, float *s, const void *x, const void *y) {
+    specd_q4_0_vec_dot(n, s, x, y);
+}
+void specd_q4_1_vec_dot_avx2(int64_t n, float *s, const void *x, const void *y) {
+    specd_q4_1_vec_dot(n, s, x, y);
+}
+void specd_q8_0_vec_dot_avx2(int64_t n, float *s, const void *x, const void *y) {
+    specd_q8_0_vec_dot(n, s, x, y);
+}
+void specd_q4_k_vec_dot_avx2(int64_t n, float *s, const void *x, const void *y) {
+    specd_q4_k_vec_dot(n, s, x, y);
+}
+void specd_q6_k_vec_dot_avx2(int64_t n, float *s, const void *x, const void *y) {
+    specd_q6_k_vec_dot(n, s, x, y);
+}
+void specd_q8_0_from_float_avx2(const float *src, void *dst, int64_t n) {
+    specd_q8_0_from_float(src, dst, n);
+}
+void specd_q8_1_from_float_avx2(const float *src, void *dst, int64_t n) {
+    specd_q8_1_from_float(src, dst, n);
+}
+void specd_q4_0_to_float_avx2(const void *src, float *dst, int64_t n) {
+    specd_q4_0_to_float(src, dst, n);
+}
+void specd_q4_1_to_float_avx2(const void *src, float *dst, int64_t n) {
+    specd_q4_1_to_float(src, dst, n);
+}
+void specd_q8_0_to_float_avx2(const void *src, float *dst, int64_t n) {
+    specd_q8_0_to_float(src, dst, n);
+}
 
 #endif

@@ -16,18 +16,21 @@ void specd_f32_from_float(const float *src, void *dst, int64_t n) {
 void specd_f32_vec_dot(int64_t n, float *s, const void *vx, const void *vy) {
     const float *x = vx, *y = vy;
     double sum = 0.0;
-    for (int64_t i = 0; i < n; i++) sum += (double)(x[i] * y[i]);
+    for (int64_t i = 0; i < n; i++)
+        sum += (double)(x[i] * y[i]);
     *s = (float)sum;
 }
 
 void specd_f16_to_float(const void *src, float *dst, int64_t n) {
     const uint16_t *x = src;
-    for (int64_t i = 0; i < n; i++) dst[i] = specd_fp16_to_fp32(x[i]);
+    for (int64_t i = 0; i < n; i++)
+        dst[i] = specd_fp16_to_fp32(x[i]);
 }
 
 void specd_f16_from_float(const float *src, void *dst, int64_t n) {
     uint16_t *y = dst;
-    for (int64_t i = 0; i < n; i++) y[i] = specd_fp32_to_fp16(src[i]);
+    for (int64_t i = 0; i < n; i++)
+        y[i] = specd_fp32_to_fp16(src[i]);
 }
 
 void specd_f16_vec_dot(int64_t n, float *s, const void *vx, const void *vy) {
@@ -40,12 +43,14 @@ void specd_f16_vec_dot(int64_t n, float *s, const void *vx, const void *vy) {
 
 void specd_bf16_to_float(const void *src, float *dst, int64_t n) {
     const uint16_t *x = src;
-    for (int64_t i = 0; i < n; i++) dst[i] = specd_bf16_to_fp32(x[i]);
+    for (int64_t i = 0; i < n; i++)
+        dst[i] = specd_bf16_to_fp32(x[i]);
 }
 
 void specd_bf16_from_float(const float *src, void *dst, int64_t n) {
     uint16_t *y = dst;
-    for (int64_t i = 0; i < n; i++) y[i] = specd_fp32_to_bf16(src[i]);
+    for (int64_t i = 0; i < n; i++)
+        y[i] = specd_fp32_to_bf16(src[i]);
 }
 
 void specd_bf16_vec_dot(int64_t n, float *s, const void *vx, const void *vy) {

@@ -53,7 +53,9 @@ static inline uint16_t specd_fp32_to_fp16(float f) {
     return sign | (uint16_t)q;
 }
 
-static inline float specd_bf16_to_fp32(uint16_t h) { return specd_f32_from_bits((uint32_t)h << 16); }
+static inline float specd_bf16_to_fp32(uint16_t h) {
+    return specd_f32_from_bits((uint32_t)h << 16);
+}
 
 static inline uint16_t specd_fp32_to_bf16(float f) {
     uint32_t x = specd_f32_bits(f);

@@ -124,7 +124,8 @@ void specd_q8_0_to_float(const void *src, float *dst, int64_t n) {
     const specd_block_q8_0 *x = src;
     for (int64_t b = 0; b < n / SPECD_QK; b++, dst += SPECD_QK) {
         const float d = specd_fp16_to_fp32(x[b].d);
-        for (int j = 0; j < SPECD_QK; j++) dst[j] = (float)x[b].qs[j] * d;
+        for (int j = 0; j < SPECD_QK; j++)
+            dst[j] = (float)x[b].qs[j] * d;
     }
 }
 
@@ -137,7 +138,8 @@ static float quantize_block_8(const float *src, int8_t *qs) {
     }
     const float d = amax / 127.0f;
     const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
-    for (int j = 0; j < SPECD_QK; j++) qs[j] = (int8_t)to_int_clamped(rintf(src[j] * id), -128, 127);
+    for (int j = 0; j < SPECD_QK; j++)
+        qs[j] = (int8_t)to_int_clamped(rintf(src[j] * id), -128, 127);
     return d;
 }
 
@@ -153,7 +155,8 @@ void specd_q8_0_vec_dot(int64_t n, float *s, const void *vx, const void *vy) {
     float sum = 0.0f;
     for (int64_t b = 0; b < n / SPECD_QK; b++) {
         int sumi = 0;
-        for (int j = 0; j < SPECD_QK; j++) sumi += x[b].qs[j] * y[b].qs[j];
+        for (int j = 0; j < SPECD_QK; j++)
+            sumi += x[b].qs[j] * y[b].qs[j];
         sum += (float)sumi * (specd_fp16_to_fp32(x[b].d) * specd_fp16_to_fp32(y[b].d));
     }
     *s = sum;
@@ -164,7 +167,8 @@ void specd_q8_1_to_float(const void *src, float *dst, int64_t n) {
     const specd_block_q8_1 *x = src;
     for (int64_t b = 0; b < n / SPECD_QK; b++, dst += SPECD_QK) {
         const float d = specd_fp16_to_fp32(x[b].d);
-        for (int j = 0; j < SPECD_QK; j++) dst[j] = (float)x[b].qs[j] * d;
+        for (int j = 0; j < SPECD_QK; j++)
+            dst[j] = (float)x[b].qs[j] * d;
     }
 }
 
@@ -173,7 +177,8 @@ void specd_q8_1_from_float(const float *src, void *dst, int64_t n) {
     for (int64_t b = 0; b < n / SPECD_QK; b++, src += SPECD_QK) {
         const float d = quantize_block_8(src, y[b].qs);
         int sum = 0;
-        for (int j = 0; j < SPECD_QK; j++) sum += y[b].qs[j];
+        for (int j = 0; j < SPECD_QK; j++)
+            sum += y[b].qs[j];
         y[b].d = specd_fp32_to_fp16(d);
         y[b].s = specd_fp32_to_fp16(d * (float)sum);
     }
@@ -185,7 +190,8 @@ void specd_q8_1_vec_dot(int64_t n, float *s, const void *vx, const void *vy) {
     float sum = 0.0f;
     for (int64_t b = 0; b < n / SPECD_QK; b++) {
         int sumi = 0;
-        for (int j = 0; j < SPECD_QK; j++) sumi += x[b].qs[j] * y[b].qs[j];
+        for (int j = 0; j < SPECD_QK; j++)
+            sumi += x[b].qs[j] * y[b].qs[j];
         sum += (float)sumi * (specd_fp16_to_fp32(x[b].d) * specd_fp16_to_fp32(y[b].d));
     }
     *s = sum;

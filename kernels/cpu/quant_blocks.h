@@ -8,16 +8,16 @@
 
 #include <stdint.h>
 
-#define SPECD_QK 32   /* elements per Q4_0/Q4_1/Q8_0/Q8_1 block */
+#define SPECD_QK 32    /* elements per Q4_0/Q4_1/Q8_0/Q8_1 block */
 #define SPECD_QK_K 256 /* elements per K-quant super-block */
 
 typedef struct {
-    uint16_t d;                   /* fp16 scale */
-    uint8_t qs[SPECD_QK / 2];     /* element j in the low nibble of qs[j], j+16 in the high one */
+    uint16_t d;               /* fp16 scale */
+    uint8_t qs[SPECD_QK / 2]; /* element j in the low nibble of qs[j], j+16 in the high one */
 } specd_block_q4_0;
 
 typedef struct {
-    uint16_t d, m;                /* fp16 scale and minimum: x = q*d + m */
+    uint16_t d, m; /* fp16 scale and minimum: x = q*d + m */
     uint8_t qs[SPECD_QK / 2];
 } specd_block_q4_1;
 
@@ -27,7 +27,7 @@ typedef struct {
 } specd_block_q8_0;
 
 typedef struct {
-    uint16_t d, s;                /* fp16 scale and d * sum(qs) */
+    uint16_t d, s; /* fp16 scale and d * sum(qs) */
     int8_t qs[SPECD_QK];
 } specd_block_q8_1;
 

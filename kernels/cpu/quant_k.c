@@ -25,8 +25,10 @@ void specd_q4_k_to_float(const void *src, float *dst, int64_t n) {
             const float d1 = d * sc, m1 = dmin * mn;
             specd_q4_k_scale_min(j + 1, x[b].scales, &sc, &mn);
             const float d2 = d * sc, m2 = dmin * mn;
-            for (int l = 0; l < 32; l++) *dst++ = d1 * (float)(q[l] & 0xf) - m1;
-            for (int l = 0; l < 32; l++) *dst++ = d2 * (float)(q[l] >> 4) - m2;
+            for (int l = 0; l < 32; l++)
+                *dst++ = d1 * (float)(q[l] & 0xf) - m1;
+            for (int l = 0; l < 32; l++)
+                *dst++ = d2 * (float)(q[l] >> 4) - m2;
         }
     }
 }
@@ -38,22 +40,28 @@ void specd_q4_k_vec_dot(int64_t n, float *s, const void *vx, const void *vy) {
     float sum = 0.0f;
     for (int64_t b = 0; b < n / SPECD_QK_K; b++) {
         uint8_t sc[8], mn[8];
-        for (int j = 0; j < 8; j++) specd_q4_k_scale_min(j, x[b].scales, &sc[j], &mn[j]);
+        for (int j = 0; j < 8; j++)
+            specd_q4_k_scale_min(j, x[b].scales, &sc[j], &mn[j]);
         int32_t lane[8] = {0};
         const uint8_t *q4 = x[b].qs;
         const int8_t *q8 = y[b].qs;
         for (int j = 0; j < 8; j += 2, q4 += 32, q8 += 64) {
-            for (int l = 0; l < 32; l++) lane[l % 8] += sc[j] * (q8[l] * (q4[l] & 0xf));
-            for (int l = 0; l < 32; l++) lane[l % 8] += sc[j + 1] * (q8[l + 32] * (q4[l] >> 4));
+            for (int l = 0; l < 32; l++)
+                lane[l % 8] += sc[j] * (q8[l] * (q4[l] & 0xf));
+            for (int l = 0; l < 32; l++)
+                lane[l % 8] += sc[j + 1] * (q8[l + 32] * (q4[l] >> 4));
         }
         int summ = 0;
-        for (int j = 0; j < 16; j++) summ += y[b].bsums[j] * mn[j / 2];
+        for (int j = 0; j < 16; j++)
+            summ += y[b].bsums[j] * mn[j / 2];
         const float d = specd_fp16_to_fp32(x[b].d) * y[b].d;
-        for (int l = 0; l < 8; l++) sums[l] += d * (float)lane[l];
+        for (int l = 0; l < 8; l++)
+            sums[l] += d * (float)lane[l];
         const float dmin = specd_fp16_to_fp32(x[b].dmin) * y[b].d;
         sum -= dmin * (float)summ;
     }
-    for (int l = 0; l < 8; l++) sum += sums[l];
+    for (int l = 0; l < 8; l++)
+        sum += sums[l];
     *s = sum;
 }
 
@@ -78,7 +86,8 @@ void specd_q6_k_to_float(const void *src, float *dst, int64_t n) {
         const float d = specd_fp16_to_fp32(x[b].d);
         q6_k_unpack(&x[b], q);
         /* the scale of element e is scales[e / 16]; ggml's order: (d * scale) * q */
-        for (int e = 0; e < SPECD_QK_K; e++) dst[e] = d * (float)x[b].scales[e / 16] * (float)q[e];
+        for (int e = 0; e < SPECD_QK_K; e++)
+            dst[e] = d * (float)x[b].scales[e / 16] * (float)q[e];
     }
 }
 
@@ -93,10 +102,12 @@ void specd_q6_k_vec_dot(int64_t n, float *s, const void *vx, const void *vy) {
         for (int e = 0; e < SPECD_QK_K; e++)
             lane[e % 8] += x[b].scales[e / 16] * (y[b].qs[e] * q[e]);
         const float d = specd_fp16_to_fp32(x[b].d) * y[b].d;
-        for (int l = 0; l < 8; l++) sums[l] += d * (float)lane[l];
+        for (int l = 0; l < 8; l++)
+            sums[l] += d * (float)lane[l];
     }
     float sum = 0.0f;
-    for (int l = 0; l < 8; l++) sum += sums[l];
+    for (int l = 0; l < 8; l++)
+        sum += sums[l];
     *s = sum;
 }
 
@@ -104,7 +115,8 @@ void specd_q6_k_vec_dot(int64_t n, float *s, const void *vx, const void *vy) {
 void specd_q8_k_to_float(const void *src, float *dst, int64_t n) {
     const specd_block_q8_k *x = src;
     for (int64_t b = 0; b < n / SPECD_QK_K; b++, dst += SPECD_QK_K)
-        for (int e = 0; e < SPECD_QK_K; e++) dst[e] = x[b].d * (float)x[b].qs[e];
+        for (int e = 0; e < SPECD_QK_K; e++)
+            dst[e] = x[b].d * (float)x[b].qs[e];
 }
 
 /* Round half to even for |v| < 2^22 by letting the float adder round, as ggml's nearest_int does
@@ -141,7 +153,8 @@ void specd_q8_k_from_float(const float *src, void *dst, int64_t n) {
         }
         for (int g = 0; g < SPECD_QK_K / 16; g++) {
             int sum = 0;
-            for (int e = 0; e < 16; e++) sum += y[b].qs[g * 16 + e];
+            for (int e = 0; e < 16; e++)
+                sum += y[b].qs[g * 16 + e];
             y[b].bsums[g] = (int16_t)sum;
         }
         y[b].d = 1.0f / iscale;

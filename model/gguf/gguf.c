@@ -117,7 +117,8 @@ specd_status specd_gguf_create(const char *path, specd_gguf **out, specd_error *
 void specd_gguf_destroy(specd_gguf *g) {
     if (!g) return;
     if (g->kvs)
-        for (int64_t i = 0; i < g->n_kv; i++) specd_free(g->kvs[i].strs);
+        for (int64_t i = 0; i < g->n_kv; i++)
+            specd_free(g->kvs[i].strs);
     specd_free(g->kvs);
     specd_free(g->kv_sorted);
     specd_free(g->tensors);
@@ -126,12 +127,18 @@ void specd_gguf_destroy(specd_gguf *g) {
     specd_free(g);
 }
 
-uint32_t specd_gguf_version(const specd_gguf *g) { return g->version; }
-size_t specd_gguf_alignment(const specd_gguf *g) { return g->alignment; }
-uint64_t specd_gguf_data_offset(const specd_gguf *g) { return g->data_offset; }
+uint32_t specd_gguf_version(const specd_gguf *g) {
+    return g->version;
+}
+size_t specd_gguf_alignment(const specd_gguf *g) {
+    return g->alignment;
+}
+uint64_t specd_gguf_data_offset(const specd_gguf *g) {
+    return g->data_offset;
+}
 
 const char *specd_gguf_type_name(specd_gguf_type type) {
-    static const char *const names[] = {"u8",  "i8",     "u16",   "i16", "u32", "i32", "f32",
+    static const char *const names[] = {"u8",   "i8",     "u16",   "i16", "u32", "i32", "f32",
                                         "bool", "string", "array", "u64", "i64", "f64"};
     if ((int)type < 0 || (size_t)type >= sizeof names / sizeof names[0]) return "?";
     return names[type];
@@ -140,17 +147,19 @@ const char *specd_gguf_type_name(specd_gguf_type type) {
 const char *specd_gguf_tensor_type_name(uint32_t type) {
     /* ggml's ids; NULL marks ids ggml has retired */
     static const char *const names[] = {
-        "F32",    "F16",   "Q4_0",   "Q4_1",    "Q4_2",  "Q4_3",  "Q5_0", "Q5_1",
-        "Q8_0",   "Q8_1",  "Q2_K",   "Q3_K",    "Q4_K",  "Q5_K",  "Q6_K", "Q8_K",
+        "F32",     "F16",    "Q4_0",    "Q4_1",  "Q4_2",   "Q4_3",  "Q5_0",  "Q5_1",
+        "Q8_0",    "Q8_1",   "Q2_K",    "Q3_K",  "Q4_K",   "Q5_K",  "Q6_K",  "Q8_K",
         "IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ1_S", "IQ4_NL", "IQ3_S", "IQ2_S", "IQ4_XS",
-        "I8",     "I16",   "I32",    "I64",     "F64",   "IQ1_M", "BF16", NULL,
-        NULL,     NULL,    "TQ1_0",  "TQ2_0",   NULL,    NULL,    NULL,   "MXFP4"};
+        "I8",      "I16",    "I32",     "I64",   "F64",    "IQ1_M", "BF16",  NULL,
+        NULL,      NULL,     "TQ1_0",   "TQ2_0", NULL,     NULL,    NULL,    "MXFP4"};
     if (type >= sizeof names / sizeof names[0] || !names[type]) return "unknown";
     return names[type];
 }
 
 /* --- metadata ------------------------------------------------------------------------------ */
-int64_t specd_gguf_key_count(const specd_gguf *g) { return g->n_kv; }
+int64_t specd_gguf_key_count(const specd_gguf *g) {
+    return g->n_kv;
+}
 
 int64_t specd_gguf_key_find(const specd_gguf *g, const char *key) {
     if (!key) return -1;
@@ -181,76 +190,66 @@ static specd_status wrong_type(const specd_gguf_kv *kv, const char *key, const c
                       specd_gguf_type_name(kv->type), want);
 }
 
-/* Integer value as a sign flag and magnitude-preserving pair; 0 when not an integer type. */
-static int int_value(const specd_gguf_kv *kv, int64_t *sv, uint64_t *uv, int *is_signed) {
-    const uint8_t *p = kv->value;
+/* An integer value of any width as a sign and a magnitude (value = neg ? -mag : mag). */
+static specd_status get_int(const specd_gguf *g, const char *key, int *neg, uint64_t *mag,
+                            specd_error *err) {
+    const specd_gguf_kv *kv = NULL;
+    SPECD_TRY(lookup(g, key, &kv, err));
+    size_t width;
+    int is_signed;
     switch (kv->type) {
-    case SPECD_GGUF_U8: *uv = p[0]; *is_signed = 0; return 1;
-    case SPECD_GGUF_I8: *sv = (int8_t)p[0]; *is_signed = 1; return 1;
-    case SPECD_GGUF_U16: { uint16_t v; memcpy(&v, p, 2); *uv = v; *is_signed = 0; return 1; }
-    case SPECD_GGUF_I16: { int16_t v; memcpy(&v, p, 2); *sv = v; *is_signed = 1; return 1; }
-    case SPECD_GGUF_U32: { uint32_t v; memcpy(&v, p, 4); *uv = v; *is_signed = 0; return 1; }
-    case SPECD_GGUF_I32: { int32_t v; memcpy(&v, p, 4); *sv = v; *is_signed = 1; return 1; }
-    case SPECD_GGUF_U64: { uint64_t v; memcpy(&v, p, 8); *uv = v; *is_signed = 0; return 1; }
-    case SPECD_GGUF_I64: { int64_t v; memcpy(&v, p, 8); *sv = v; *is_signed = 1; return 1; }
-    default: return 0;
+    case SPECD_GGUF_U8: width = 1, is_signed = 0; break;
+    case SPECD_GGUF_I8: width = 1, is_signed = 1; break;
+    case SPECD_GGUF_U16: width = 2, is_signed = 0; break;
+    case SPECD_GGUF_I16: width = 2, is_signed = 1; break;
+    case SPECD_GGUF_U32: width = 4, is_signed = 0; break;
+    case SPECD_GGUF_I32: width = 4, is_signed = 1; break;
+    case SPECD_GGUF_U64: width = 8, is_signed = 0; break;
+    case SPECD_GGUF_I64: width = 8, is_signed = 1; break;
+    default: return wrong_type(kv, key, "an integer", err);
     }
+    uint64_t u = 0;
+    memcpy(&u, kv->value, width); /* little-endian host, as the file */
+    const uint64_t sign_bit = 1ull << (8 * width - 1);
+    *neg = is_signed && (u & sign_bit);
+    /* two's complement magnitude of a negative value of this width */
+    *mag = *neg ? ((~u + 1) & (sign_bit | (sign_bit - 1))) : u;
+    return SPECD_OK;
+}
+
+static specd_status out_of_range(specd_error *err, const char *key, int neg, uint64_t mag,
+                                 const char *type) {
+    return specd_fail(err, SPECD_E_FORMAT, "key '%s': value %s%llu does not fit in %s", key,
+                      neg ? "-" : "", (unsigned long long)mag, type);
 }
 
 specd_status specd_gguf_get_u32(const specd_gguf *g, const char *key, uint32_t *out,
                                 specd_error *err) {
-    const specd_gguf_kv *kv = NULL;
-    SPECD_TRY(lookup(g, key, &kv, err));
-    int64_t sv = 0;
-    uint64_t uv = 0;
-    int is_signed;
-    if (!int_value(kv, &sv, &uv, &is_signed)) return wrong_type(kv, key, "an integer", err);
-    if (is_signed) {
-        if (sv < 0 || sv > (int64_t)UINT32_MAX)
-            return specd_fail(err, SPECD_E_FORMAT, "key '%s': value %lld does not fit in u32", key,
-                              (long long)sv);
-        uv = (uint64_t)sv;
-    } else if (uv > UINT32_MAX) {
-        return specd_fail(err, SPECD_E_FORMAT, "key '%s': value %llu does not fit in u32", key,
-                          (unsigned long long)uv);
-    }
-    if (out) *out = (uint32_t)uv;
+    int neg;
+    uint64_t mag;
+    SPECD_TRY(get_int(g, key, &neg, &mag, err));
+    if (neg || mag > UINT32_MAX) return out_of_range(err, key, neg, mag, "u32");
+    if (out) *out = (uint32_t)mag;
     return SPECD_OK;
 }
 
 specd_status specd_gguf_get_i64(const specd_gguf *g, const char *key, int64_t *out,
                                 specd_error *err) {
-    const specd_gguf_kv *kv = NULL;
-    SPECD_TRY(lookup(g, key, &kv, err));
-    int64_t sv = 0;
-    uint64_t uv = 0;
-    int is_signed;
-    if (!int_value(kv, &sv, &uv, &is_signed)) return wrong_type(kv, key, "an integer", err);
-    if (!is_signed) {
-        if (uv > (uint64_t)INT64_MAX)
-            return specd_fail(err, SPECD_E_FORMAT, "key '%s': value %llu does not fit in i64",
-                              key, (unsigned long long)uv);
-        sv = (int64_t)uv;
-    }
-    if (out) *out = sv;
+    int neg;
+    uint64_t mag;
+    SPECD_TRY(get_int(g, key, &neg, &mag, err));
+    if (mag > (uint64_t)INT64_MAX + (neg ? 1 : 0)) return out_of_range(err, key, neg, mag, "i64");
+    if (out) *out = neg ? (int64_t)(0 - mag) : (int64_t)mag;
     return SPECD_OK;
 }
 
 specd_status specd_gguf_get_u64(const specd_gguf *g, const char *key, uint64_t *out,
                                 specd_error *err) {
-    const specd_gguf_kv *kv = NULL;
-    SPECD_TRY(lookup(g, key, &kv, err));
-    int64_t sv = 0;
-    uint64_t uv = 0;
-    int is_signed;
-    if (!int_value(kv, &sv, &uv, &is_signed)) return wrong_type(kv, key, "an integer", err);
-    if (is_signed) {
-        if (sv < 0)
-            return specd_fail(err, SPECD_E_FORMAT, "key '%s': value %lld does not fit in u64", key,
-                              (long long)sv);
-        uv = (uint64_t)sv;
-    }
-    if (out) *out = uv;
+    int neg;
+    uint64_t mag;
+    SPECD_TRY(get_int(g, key, &neg, &mag, err));
+    if (neg) return out_of_range(err, key, neg, mag, "u64");
+    if (out) *out = mag;
     return SPECD_OK;
 }
 
@@ -293,8 +292,7 @@ specd_status specd_gguf_get_f32(const specd_gguf *g, const char *key, float *out
     return SPECD_OK;
 }
 
-specd_status specd_gguf_get_bool(const specd_gguf *g, const char *key, int *out,
-                                 specd_error *err) {
+specd_status specd_gguf_get_bool(const specd_gguf *g, const char *key, int *out, specd_error *err) {
     const specd_gguf_kv *kv = NULL;
     SPECD_TRY(lookup(g, key, &kv, err));
     if (kv->type != SPECD_GGUF_BOOL) return wrong_type(kv, key, "bool", err);
@@ -311,9 +309,8 @@ specd_status specd_gguf_get_str(const specd_gguf *g, const char *key, specd_gguf
     return SPECD_OK;
 }
 
-specd_status specd_gguf_get_array(const specd_gguf *g, const char *key,
-                                  specd_gguf_type *elem_type, uint64_t *count, const void **data,
-                                  specd_error *err) {
+specd_status specd_gguf_get_array(const specd_gguf *g, const char *key, specd_gguf_type *elem_type,
+                                  uint64_t *count, const void **data, specd_error *err) {
     const specd_gguf_kv *kv = NULL;
     SPECD_TRY(lookup(g, key, &kv, err));
     if (kv->type != SPECD_GGUF_ARRAY) return wrong_type(kv, key, "array", err);
@@ -330,14 +327,16 @@ specd_status specd_gguf_get_array_str(const specd_gguf *g, const char *key, uint
     if (kv->type != SPECD_GGUF_ARRAY || kv->elem_type != SPECD_GGUF_STRING)
         return specd_fail(err, SPECD_E_FORMAT, "key '%s' is not an array of strings", key);
     if (i >= kv->count)
-        return specd_fail(err, SPECD_E_INVALID_ARG, "key '%s': index %llu out of range (%llu)",
-                          key, (unsigned long long)i, (unsigned long long)kv->count);
+        return specd_fail(err, SPECD_E_INVALID_ARG, "key '%s': index %llu out of range (%llu)", key,
+                          (unsigned long long)i, (unsigned long long)kv->count);
     if (out) *out = kv->strs[i];
     return SPECD_OK;
 }
 
 /* --- tensors ------------------------------------------------------------------------------- */
-int64_t specd_gguf_tensor_count(const specd_gguf *g) { return g->n_tensors; }
+int64_t specd_gguf_tensor_count(const specd_gguf *g) {
+    return g->n_tensors;
+}
 
 const specd_gguf_tensor *specd_gguf_tensor_at(const specd_gguf *g, int64_t i) {
     if (i < 0 || i >= g->n_tensors) return NULL;

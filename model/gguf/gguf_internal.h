@@ -10,12 +10,12 @@
 typedef struct specd_gguf_kv {
     specd_gguf_str key;
     specd_gguf_type type;
-    const uint8_t *value;     /* scalars: the raw little-endian value */
-    specd_gguf_str str;       /* STRING */
+    const uint8_t *value;      /* scalars: the raw little-endian value */
+    specd_gguf_str str;        /* STRING */
     specd_gguf_type elem_type; /* ARRAY */
     uint64_t count;
-    const uint8_t *elems;     /* ARRAY: first element's raw bytes */
-    specd_gguf_str *strs;     /* ARRAY of STRING: one view per element (owned) */
+    const uint8_t *elems; /* ARRAY: first element's raw bytes */
+    specd_gguf_str *strs; /* ARRAY of STRING: one view per element (owned) */
 } specd_gguf_kv;
 
 /* A name and the index it belongs to; kept sorted by name for lookups. */

@@ -20,7 +20,9 @@ typedef struct cursor {
     size_t pos;
 } cursor;
 
-static size_t left(const cursor *c) { return c->size - c->pos; }
+static size_t left(const cursor *c) {
+    return c->size - c->pos;
+}
 
 static specd_status truncated(const cursor *c, specd_error *err, const char *what, size_t need) {
     return specd_fail(err, SPECD_E_FORMAT,
@@ -28,8 +30,7 @@ static specd_status truncated(const cursor *c, specd_error *err, const char *wha
                       c->pos, c->size);
 }
 
-static specd_status read_bytes(cursor *c, void *out, size_t n, specd_error *err,
-                               const char *what) {
+static specd_status read_bytes(cursor *c, void *out, size_t n, specd_error *err, const char *what) {
     if (left(c) < n) return truncated(c, err, what, n);
     memcpy(out, c->base + c->pos, n);
     c->pos += n;
@@ -89,8 +90,8 @@ static specd_status parse_array(cursor *c, specd_gguf_kv *kv, specd_error *err, 
     uint64_t n;
     if (read_u32(c, &et, err, "array element type") != SPECD_OK ||
         read_u64(c, &n, err, "array length") != SPECD_OK)
-        return specd_fail(err, SPECD_E_FORMAT, "key '%s': array header runs past the end of the file",
-                          key);
+        return specd_fail(err, SPECD_E_FORMAT,
+                          "key '%s': array header runs past the end of the file", key);
     if (et == SPECD_GGUF_ARRAY)
         return specd_fail(err, SPECD_E_FORMAT, "key '%s': nested arrays are not allowed", key);
     kv->elem_type = (specd_gguf_type)et;
@@ -102,24 +103,28 @@ static specd_status parse_array(cursor *c, specd_gguf_kv *kv, specd_error *err, 
             return specd_fail(err, SPECD_E_FORMAT,
                               "key '%s': %llu strings cannot fit in the %zu bytes left", key,
                               (unsigned long long)n, left(c));
-        if (n > 0) {
-            kv->strs = specd_alloc_array((size_t)n, sizeof *kv->strs);
-            if (!kv->strs)
-                return specd_fail(err, SPECD_E_NOMEM, "key '%s': no memory for %llu strings",
-                                  key, (unsigned long long)n);
-        }
+        /* validate every string first, so memory is only spent on strings that are there */
+        const size_t start = c->pos;
+        specd_gguf_str sv;
         for (uint64_t i = 0; i < n; i++) {
-            if (read_str(c, &kv->strs[i], err, "array string") != SPECD_OK)
+            if (read_str(c, &sv, err, "array string") != SPECD_OK)
                 return specd_fail(err, SPECD_E_FORMAT,
                                   "key '%s': string %llu of %llu runs past the end of the file",
                                   key, (unsigned long long)i, (unsigned long long)n);
         }
+        if (n == 0) return SPECD_OK;
+        kv->strs = specd_alloc_array((size_t)n, sizeof *kv->strs);
+        if (!kv->strs)
+            return specd_fail(err, SPECD_E_NOMEM, "key '%s': no memory for %llu strings", key,
+                              (unsigned long long)n);
+        c->pos = start;
+        for (uint64_t i = 0; i < n; i++)
+            read_str(c, &kv->strs[i], err, "array string");
         return SPECD_OK;
     }
     size_t es = scalar_size(et);
     if (es == 0)
-        return specd_fail(err, SPECD_E_FORMAT, "key '%s': unknown array element type %u", key,
-                          et);
+        return specd_fail(err, SPECD_E_FORMAT, "key '%s': unknown array element type %u", key, et);
     if (n > left(c) / es)
         return specd_fail(err, SPECD_E_FORMAT,
                           "key '%s': array of %llu elements of %zu bytes runs past the end of "
@@ -136,7 +141,8 @@ static specd_status parse_kv(cursor *c, int64_t i, specd_gguf_kv *kv, specd_erro
     SPECD_TRY(read_str(c, &kv->key, err, what));
     char key[72];
     specd_gguf_printable(kv->key, key, sizeof key);
-    if (kv->key.len == 0) return specd_fail(err, SPECD_E_FORMAT, "key %lld: empty name", (long long)i);
+    if (kv->key.len == 0)
+        return specd_fail(err, SPECD_E_FORMAT, "key %lld: empty name", (long long)i);
     uint32_t type;
     snprintf(what, sizeof what, "type of key %lld", (long long)i);
     SPECD_TRY(read_u32(c, &type, err, what));
@@ -144,21 +150,47 @@ static specd_status parse_kv(cursor *c, int64_t i, specd_gguf_kv *kv, specd_erro
     if (type == SPECD_GGUF_STRING) {
         specd_status st = read_str(c, &kv->str, err, "string value");
         if (st != SPECD_OK)
-            return specd_fail(err, st, "key '%s': string value runs past the end of the file",
-                              key);
+            return specd_fail(err, st, "key '%s': string value runs past the end of the file", key);
         return SPECD_OK;
     }
     if (type == SPECD_GGUF_ARRAY) {
         return parse_array(c, kv, err, key);
     }
     size_t sz = scalar_size(type);
-    if (sz == 0) return specd_fail(err, SPECD_E_FORMAT, "key '%s': unknown value type %u", key, type);
+    if (sz == 0)
+        return specd_fail(err, SPECD_E_FORMAT, "key '%s': unknown value type %u", key, type);
     if (left(c) < sz)
         return specd_fail(err, SPECD_E_FORMAT, "key '%s': value runs past the end of the file",
                           key);
     kv->value = c->base + c->pos;
     if (type == SPECD_GGUF_BOOL) SPECD_TRY(check_bools(kv->value, 1, err, key));
     c->pos += sz;
+    return SPECD_OK;
+}
+
+/* Returns arr with room for need elements (capacity *cap, doubling; new elements zeroed), or
+ * NULL when out of memory (arr is then untouched). Arrays grow with what was actually parsed, so
+ * a hostile count costs no memory up front. */
+static void *grow(void *arr, size_t *cap, size_t need, size_t elem) {
+    if (need <= *cap) return arr;
+    size_t new_cap = *cap ? *cap : 64;
+    while (new_cap < need)
+        new_cap *= 2;
+    void *p = specd_alloc_array(new_cap, elem);
+    if (!p) return NULL;
+    if (arr) memcpy(p, arr, *cap * elem);
+    specd_free(arr);
+    *cap = new_cap;
+    return p;
+}
+
+static specd_status sorted_names(specd_gguf_name **out, int64_t n, specd_error *err,
+                                 const char *what) {
+    if (n == 0) return SPECD_OK;
+    *out = specd_alloc_array((size_t)n, sizeof **out);
+    if (!*out)
+        return specd_fail(err, SPECD_E_NOMEM, "no memory to index %lld %s names", (long long)n,
+                          what);
     return SPECD_OK;
 }
 
@@ -198,8 +230,8 @@ static specd_status read_alignment(specd_gguf *g, specd_error *err) {
     uint32_t a;
     memcpy(&a, kv->value, 4);
     if (a == 0 || (a & (a - 1)) != 0)
-        return specd_fail(err, SPECD_E_FORMAT,
-                          "key 'general.alignment': %u is not a power of two", a);
+        return specd_fail(err, SPECD_E_FORMAT, "key 'general.alignment': %u is not a power of two",
+                          a);
     g->alignment = a;
     return SPECD_OK;
 }
@@ -219,7 +251,8 @@ static specd_status parse_tensor_info(cursor *c, int64_t i, specd_gguf_tensor *t
         return specd_fail(err, SPECD_E_FORMAT, "tensor '%s': %u dimensions (must be 1..%d)", name,
                           t->n_dims, GGUF_MAX_DIMS);
     int64_t n_elem = 1;
-    for (int d = 0; d < GGUF_MAX_DIMS; d++) t->ne[d] = 1;
+    for (int d = 0; d < GGUF_MAX_DIMS; d++)
+        t->ne[d] = 1;
     for (uint32_t d = 0; d < t->n_dims; d++) {
         uint64_t ne;
         st = read_u64(c, &ne, err, "tensor dimension");
@@ -229,16 +262,17 @@ static specd_status parse_tensor_info(cursor *c, int64_t i, specd_gguf_tensor *t
                               (unsigned long long)ne);
         t->ne[d] = (int64_t)ne;
         if (__builtin_mul_overflow(n_elem, t->ne[d], &n_elem))
-            return specd_fail(err, SPECD_E_FORMAT,
-                              "tensor '%s': element count overflows 64 bits", name);
+            return specd_fail(err, SPECD_E_FORMAT, "tensor '%s': element count overflows 64 bits",
+                              name);
     }
     st = read_u32(c, &t->type, err, "tensor type");
     if (st == SPECD_OK) st = read_u64(c, &t->offset, err, "tensor offset");
     if (st != SPECD_OK) return specd_fail(err, st, "tensor '%s': truncated header", name);
     const specd_dtype_traits *tr = specd_dtype_traits_scalar(t->type);
     if (!tr)
-        return specd_fail(err, SPECD_E_UNSUPPORTED, "tensor '%s': tensor type %u (%s) is not supported",
-                          name, t->type, specd_gguf_tensor_type_name(t->type));
+        return specd_fail(err, SPECD_E_UNSUPPORTED,
+                          "tensor '%s': tensor type %u (%s) is not supported", name, t->type,
+                          specd_gguf_tensor_type_name(t->type));
     size_t row = specd_dtype_row_bytes(t->type, t->ne[0]);
     if (row == 0)
         return specd_fail(err, SPECD_E_FORMAT,
@@ -284,7 +318,8 @@ static specd_status place_tensors(specd_gguf *g, specd_error *err) {
     const specd_gguf_tensor **by_offset =
         specd_alloc_array((size_t)g->n_tensors, sizeof *by_offset);
     if (!by_offset) return specd_fail(err, SPECD_E_NOMEM, "no memory to check tensor overlap");
-    for (int64_t i = 0; i < g->n_tensors; i++) by_offset[i] = &g->tensors[i];
+    for (int64_t i = 0; i < g->n_tensors; i++)
+        by_offset[i] = &g->tensors[i];
     qsort(by_offset, (size_t)g->n_tensors, sizeof *by_offset, offset_cmp);
     specd_status st = SPECD_OK;
     for (int64_t i = 1; i < g->n_tensors && st == SPECD_OK; i++) {
@@ -311,7 +346,10 @@ specd_status specd_gguf_parse(specd_gguf *g, specd_error *err) {
     SPECD_TRY(read_bytes(&c, magic, 4, err, "magic"));
     SPECD_TRY(read_u32(&c, &g->version, err, "version"));
     if (g->version == 1)
-        return specd_fail(err, SPECD_E_UNSUPPORTED, "GGUF version 1 is not supported (need 2 or 3)");
+        return specd_fail(err, SPECD_E_UNSUPPORTED,
+                          "GGUF version 1 is not supported (need 2 or 3)");
+    if (g->version == 0x02000000u || g->version == 0x03000000u)
+        return specd_fail(err, SPECD_E_UNSUPPORTED, "big-endian GGUF is not supported");
     if (g->version != 2 && g->version != 3)
         return specd_fail(err, SPECD_E_FORMAT, "unknown GGUF version %u (need 2 or 3)", g->version);
     uint64_t n_tensors, n_kv;
@@ -321,18 +359,18 @@ specd_status specd_gguf_parse(specd_gguf *g, specd_error *err) {
     if (n_kv > left(&c) / 14)
         return specd_fail(err, SPECD_E_FORMAT, "%llu metadata keys cannot fit in %zu bytes",
                           (unsigned long long)n_kv, left(&c));
-    g->n_kv = (int64_t)n_kv;
-    if (n_kv > 0) {
-        g->kvs = specd_alloc_array((size_t)n_kv, sizeof *g->kvs);
-        g->kv_sorted = specd_alloc_array((size_t)n_kv, sizeof *g->kv_sorted);
-        if (!g->kvs || !g->kv_sorted)
-            return specd_fail(err, SPECD_E_NOMEM, "no memory for %llu metadata keys",
-                              (unsigned long long)n_kv);
-    }
-    for (int64_t i = 0; i < g->n_kv; i++) {
+    size_t cap = 0;
+    for (int64_t i = 0; i < (int64_t)n_kv; i++) {
+        specd_gguf_kv *kvs = grow(g->kvs, &cap, (size_t)i + 1, sizeof *g->kvs);
+        if (!kvs)
+            return specd_fail(err, SPECD_E_NOMEM, "no memory for metadata key %lld", (long long)i);
+        g->kvs = kvs;
+        g->n_kv = i + 1; /* counted before parsing, so destroy frees what parse_kv allocates */
         SPECD_TRY(parse_kv(&c, i, &g->kvs[i], err));
-        g->kv_sorted[i] = (specd_gguf_name){g->kvs[i].key.ptr, g->kvs[i].key.len, i};
     }
+    SPECD_TRY(sorted_names(&g->kv_sorted, g->n_kv, err, "key"));
+    for (int64_t i = 0; i < g->n_kv; i++)
+        g->kv_sorted[i] = (specd_gguf_name){g->kvs[i].key.ptr, g->kvs[i].key.len, i};
     SPECD_TRY(sort_unique(g->kv_sorted, g->n_kv, err, "key"));
     SPECD_TRY(read_alignment(g, err));
 
@@ -340,19 +378,17 @@ specd_status specd_gguf_parse(specd_gguf *g, specd_error *err) {
     if (n_tensors > left(&c) / 33)
         return specd_fail(err, SPECD_E_FORMAT, "%llu tensors cannot fit in %zu bytes",
                           (unsigned long long)n_tensors, left(&c));
-    g->n_tensors = (int64_t)n_tensors;
-    if (n_tensors > 0) {
-        g->tensors = specd_alloc_array((size_t)n_tensors, sizeof *g->tensors);
-        g->tensor_sorted = specd_alloc_array((size_t)n_tensors, sizeof *g->tensor_sorted);
-        if (!g->tensors || !g->tensor_sorted)
-            return specd_fail(err, SPECD_E_NOMEM, "no memory for %llu tensors",
-                              (unsigned long long)n_tensors);
-    }
-    for (int64_t i = 0; i < g->n_tensors; i++) {
+    cap = 0;
+    for (int64_t i = 0; i < (int64_t)n_tensors; i++) {
+        specd_gguf_tensor *ts = grow(g->tensors, &cap, (size_t)i + 1, sizeof *g->tensors);
+        if (!ts) return specd_fail(err, SPECD_E_NOMEM, "no memory for tensor %lld", (long long)i);
+        g->tensors = ts;
+        g->n_tensors = i + 1;
         SPECD_TRY(parse_tensor_info(&c, i, &g->tensors[i], err));
-        g->tensor_sorted[i] =
-            (specd_gguf_name){g->tensors[i].name.ptr, g->tensors[i].name.len, i};
     }
+    SPECD_TRY(sorted_names(&g->tensor_sorted, g->n_tensors, err, "tensor"));
+    for (int64_t i = 0; i < g->n_tensors; i++)
+        g->tensor_sorted[i] = (specd_gguf_name){g->tensors[i].name.ptr, g->tensors[i].name.len, i};
     SPECD_TRY(sort_unique(g->tensor_sorted, g->n_tensors, err, "tensor"));
 
     /* the data section starts at the next multiple of the alignment */

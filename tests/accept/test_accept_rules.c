@@ -6,12 +6,14 @@
 #include <math.h>
 #include <string.h>
 
+#include "common/fastmath.h"
 #include "common/philox.h"
 #include "gof.h"
 #include "specd/specd.h"
 #include "verifier/accept/xform.h"
 
 #define MAXV 300
+#define GOLDEN_HASH 0xc083dab95f2be8f9ull
 #define MAXK 8
 
 /* Test-side randomness: its own Philox stream, unrelated to the engine's keys. */
@@ -495,11 +497,118 @@ static void test_cdf_draw(void **state) {
     assert_true(pv > 1e-4);
 }
 
+/* The vector kernels reproduce the scalar definition of sampling.h bit for bit: Z summed in 256
+ * lanes then a pairwise tree, e by specd_fast_exp_neg, P = e / Z. */
+static void test_probs_follow_the_fixed_definition(void **state) {
+    (void)state;
+    enum { BIGV = 20000 };
+    static float l[BIGV], p[BIGV], acc[256];
+    trng r;
+    trng_init(&r, 123);
+    const int32_t sizes[] = {1, 7, 64, 255, 256, 257, 1000, 4099, BIGV};
+    for (int si = 0; si < 9; si++) {
+        for (int ti = 0; ti < 2; ti++) {
+            int32_t v = sizes[si];
+            float t = ti ? 0.7f : 1.0f;
+            random_logits(&r, l, v);
+            specd_sampling_params sp = specd_sampling_default_params();
+            sp.temperature = t;
+            specd_sampler *s = NULL;
+            specd_error err;
+            assert_int_equal(specd_sampler_create(&sp, v, &s, &err), SPECD_OK);
+            assert_int_equal(specd_sampler_probs(s, l, v, p, &err), SPECD_OK);
+            float lmax = l[0];
+            for (int32_t x = 1; x < v; x++) lmax = l[x] > lmax ? l[x] : lmax;
+            float zmax = lmax / t;
+            memset(acc, 0, sizeof acc);
+            for (int32_t x = 0; x < v; x++) acc[x % 256] += specd_fast_exp_neg(l[x] / t - zmax);
+            for (int w = 128; w > 0; w /= 2)
+                for (int j = 0; j < w; j++) acc[j] += acc[j + w];
+            for (int32_t x = 0; x < v; x++) {
+                float want = specd_fast_exp_neg(l[x] / t - zmax) / acc[0];
+                if (p[x] != want) fail_msg("V=%d T=%g token %d: %a != %a", v, t, x, p[x], want);
+            }
+            specd_sampler_destroy(s);
+        }
+    }
+}
+
+/* Known answers of this implementation, for the CUDA port and for other compilers: an FNV-1a
+ * hash over keyed samples, probabilities and chain results of fixed inputs. Any change to the
+ * definition of keyed sampling or the acceptance rules changes it (and must be deliberate). */
+static void test_golden_hash(void **state) {
+    (void)state;
+    enum { V = 3000, K = 4 };
+    static float l[(K + 1) * V], q[K * V], p[V];
+    uint64_t h = 1469598103934665603ull;
+#define MIX(x) (h = (h ^ (uint64_t)(uint32_t)(x)) * 1099511628211ull)
+    trng r;
+    trng_init(&r, 2026);
+    for (int it = 0; it < 60; it++) {
+        specd_sampling_params sp = specd_sampling_default_params();
+        sp.temperature = (float[]){1.0f, 0.6f, 1.4f}[it % 3];
+        if (it % 4 == 1) sp.top_k = 40;
+        if (it % 5 == 2) sp.top_p = 0.9f;
+        if (it % 7 == 3) sp.min_p = 0.05f;
+        random_logits(&r, l, (K + 1) * V);
+        specd_sampler *s = NULL;
+        specd_error err;
+        assert_int_equal(specd_sampler_create(&sp, V, &s, &err), SPECD_OK);
+        for (uint32_t pos = 0; pos < 8; pos++) {
+            int32_t t;
+            assert_int_equal(specd_sampler_sample(s, l, V, (specd_sample_key){99, (uint32_t)it, pos},
+                                                  &t, &err),
+                             SPECD_OK);
+            MIX(t);
+        }
+        assert_int_equal(specd_sampler_probs(s, l, V, p, &err), SPECD_OK);
+        for (int x = 0; x < V; x += 7) {
+            uint32_t b;
+            memcpy(&b, &p[x], 4);
+            MIX(b);
+        }
+        for (int i = 0; i < K; i++) assert_int_equal(specd_sampler_probs(s, l + i * V, V, q + i * V, &err), SPECD_OK);
+        specd_sampler_destroy(s);
+        for (int rule = 0; rule < 3; rule++) {
+            specd_accept_params ap = specd_accept_default_params();
+            ap.rule = (specd_accept_rule)rule;
+            ap.sampling = sp;
+            ap.max_k = K;
+            ap.max_vocab = V;
+            specd_accept *acc = NULL;
+            assert_int_equal(specd_accept_create(&ap, &acc, &err), SPECD_OK);
+            int32_t draft[K], toks[K + 1];
+            for (int i = 0; i < K; i++) draft[i] = trng_int(&r, 3) ? (int32_t)(trng_u32(&r) % 50) : i;
+            for (int i = 0; i < K; i++) /* keep q(draft) > 0 under the filters */
+                if (!(q[i * V + draft[i]] > 0.0f)) draft[i] = -1;
+            int ok = 1;
+            for (int i = 0; i < K; i++) ok &= draft[i] >= 0;
+            if (!ok)
+                for (int i = 0; i < K; i++) {
+                    int32_t best = 0;
+                    for (int x = 1; x < V; x++) best = q[i * V + x] > q[i * V + best] ? x : best;
+                    draft[i] = best;
+                }
+            specd_chain_input in = {K, draft, rule == 1 ? q : NULL, V, l, V, {7, (uint32_t)it, 50}};
+            specd_chain_result out = {toks, NULL, 0, 0, false};
+            assert_int_equal(specd_accept_chain(acc, &in, &out, &err), SPECD_OK);
+            MIX(out.n_accepted);
+            for (int i = 0; i < out.n_emitted; i++) MIX(toks[i]);
+            specd_accept_destroy(acc);
+        }
+    }
+#undef MIX
+    print_message("golden hash %016llx\n", (unsigned long long)h);
+    assert_true(h == GOLDEN_HASH);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_coupled_is_token_identical),
         cmocka_unit_test(test_keyed_matches_bruteforce),
         cmocka_unit_test(test_cdf_draw),
+        cmocka_unit_test(test_probs_follow_the_fixed_definition),
+        cmocka_unit_test(test_golden_hash),
         cmocka_unit_test(test_speculative_equals_plain_decoding),
         cmocka_unit_test(test_greedy_and_ties),
         cmocka_unit_test(test_rejection_probabilities_and_tau),

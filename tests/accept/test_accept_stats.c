@@ -347,6 +347,7 @@ static void make_tree(scase *c, trng *r) {
 }
 
 int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0); /* progress lines survive a timeout */
     int full = argc > 1 && strcmp(argv[1], "--full") == 0;
     double scale = getenv("SPECD_STAT_SCALE") ? atof(getenv("SPECD_STAT_SCALE")) : DEFAULT_SCALE;
     if (!(scale > 0)) scale = 1.0;

@@ -15,7 +15,8 @@ typedef struct gguf_builder {
 static inline void gb_bytes(gguf_builder *b, const void *p, size_t n) {
     if (b->len + n > b->cap) {
         size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n) cap *= 2;
+        while (cap < b->len + n)
+            cap *= 2;
         b->buf = realloc(b->buf, cap);
         if (!b->buf) abort();
         b->cap = cap;
@@ -23,10 +24,18 @@ static inline void gb_bytes(gguf_builder *b, const void *p, size_t n) {
     if (n) memcpy(b->buf + b->len, p, n);
     b->len += n;
 }
-static inline void gb_u8(gguf_builder *b, uint8_t v) { gb_bytes(b, &v, 1); }
-static inline void gb_u32(gguf_builder *b, uint32_t v) { gb_bytes(b, &v, 4); }
-static inline void gb_u64(gguf_builder *b, uint64_t v) { gb_bytes(b, &v, 8); }
-static inline void gb_f32(gguf_builder *b, float v) { gb_bytes(b, &v, 4); }
+static inline void gb_u8(gguf_builder *b, uint8_t v) {
+    gb_bytes(b, &v, 1);
+}
+static inline void gb_u32(gguf_builder *b, uint32_t v) {
+    gb_bytes(b, &v, 4);
+}
+static inline void gb_u64(gguf_builder *b, uint64_t v) {
+    gb_bytes(b, &v, 8);
+}
+static inline void gb_f32(gguf_builder *b, float v) {
+    gb_bytes(b, &v, 4);
+}
 static inline void gb_str(gguf_builder *b, const char *s) {
     gb_u64(b, strlen(s));
     gb_bytes(b, s, strlen(s));
@@ -62,18 +71,21 @@ static inline void gb_kv_strs(gguf_builder *b, const char *key, const char *cons
     gb_key(b, key, 9);
     gb_u32(b, 8);
     gb_u64(b, n);
-    for (size_t i = 0; i < n; i++) gb_str(b, v[i]);
+    for (size_t i = 0; i < n; i++)
+        gb_str(b, v[i]);
 }
 static inline void gb_tensor(gguf_builder *b, const char *name, uint32_t n_dims, const uint64_t *ne,
                              uint32_t type, uint64_t offset) {
     gb_str(b, name);
     gb_u32(b, n_dims);
-    for (uint32_t i = 0; i < n_dims; i++) gb_u64(b, ne[i]);
+    for (uint32_t i = 0; i < n_dims; i++)
+        gb_u64(b, ne[i]);
     gb_u32(b, type);
     gb_u64(b, offset);
 }
 static inline void gb_pad(gguf_builder *b, size_t align) {
-    while (b->len % align) gb_u8(b, 0);
+    while (b->len % align)
+        gb_u8(b, 0);
 }
 static inline void gb_free(gguf_builder *b) {
     free(b->buf);

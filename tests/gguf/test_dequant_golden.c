@@ -72,8 +72,8 @@ static int64_t check(uint32_t type, const char *what, const void *raw, const flo
         t->to_float(raw, got, n);
         for (int64_t i = 0; i < n; i++) {
             if (ulps(got[i], want[i]) > 1)
-                fail_msg("%s %s (%s table): element %lld is %.9g, gguf-py says %.9g", t->name,
-                         what, table ? "fastest" : "scalar", (long long)i, got[i], want[i]);
+                fail_msg("%s %s (%s table): element %lld is %.9g, gguf-py says %.9g", t->name, what,
+                         table ? "fastest" : "scalar", (long long)i, got[i], want[i]);
             if (table == 0 && memcmp(&got[i], &want[i], 4) == 0) exact++;
         }
     }

@@ -21,10 +21,13 @@ static uint64_t rng_next(void) {
 }
 
 /* uniform in [-1, 1) */
-static float rng_float(void) { return (float)((double)(rng_next() >> 11) * 0x1p-52 - 1.0); }
+static float rng_float(void) {
+    return (float)((double)(rng_next() >> 11) * 0x1p-52 - 1.0);
+}
 
 static void fill_floats(float *x, int64_t n, float scale) {
-    for (int64_t i = 0; i < n; i++) x[i] = rng_float() * scale;
+    for (int64_t i = 0; i < n; i++)
+        x[i] = rng_float() * scale;
 }
 
 static const uint32_t weight_types[] = {SPECD_DTYPE_F32,  SPECD_DTYPE_F16,  SPECD_DTYPE_BF16,
@@ -40,7 +43,8 @@ static void *random_row(uint32_t type, int64_t n) {
     uint8_t *row = specd_alloc(bytes);
     assert_non_null(row);
     if (type == SPECD_DTYPE_Q4_K || type == SPECD_DTYPE_Q6_K) {
-        for (size_t i = 0; i < bytes; i++) row[i] = (uint8_t)rng_next();
+        for (size_t i = 0; i < bytes; i++)
+            row[i] = (uint8_t)rng_next();
         for (int64_t b = 0; b < n / SPECD_QK_K; b++) {
             if (type == SPECD_DTYPE_Q4_K) {
                 specd_block_q4_k *blk = (specd_block_q4_k *)row + b;
@@ -78,8 +82,8 @@ static void test_traits_table(void **state) {
         size_t bb;
         uint32_t vdt;
     } want[] = {
-        {0, "F32", 1, 4, 0},       {1, "F16", 1, 2, 1},        {2, "Q4_0", 32, 18, 8},
-        {3, "Q4_1", 32, 20, 9},    {8, "Q8_0", 32, 34, 8},     {9, "Q8_1", 32, 36, 9},
+        {0, "F32", 1, 4, 0},        {1, "F16", 1, 2, 1},        {2, "Q4_0", 32, 18, 8},
+        {3, "Q4_1", 32, 20, 9},     {8, "Q8_0", 32, 34, 8},     {9, "Q8_1", 32, 36, 9},
         {12, "Q4_K", 256, 144, 15}, {14, "Q6_K", 256, 210, 15}, {15, "Q8_K", 256, 292, 15},
         {30, "BF16", 1, 2, 30},
     };
@@ -115,7 +119,9 @@ static void test_traits_table(void **state) {
     assert_int_equal(specd_dtype_row_bytes(99, 32), 0);
 }
 
-static double half_value(uint16_t h) { return (double)specd_fp16_to_fp32(h); }
+static double half_value(uint16_t h) {
+    return (double)specd_fp16_to_fp32(h);
+}
 
 static void test_fp16_conversions(void **state) {
     (void)state;
@@ -132,9 +138,9 @@ static void test_fp16_conversions(void **state) {
     assert_true(specd_fp16_to_fp32(0x0001) == 0x1p-24f);
     assert_true(specd_fp16_to_fp32(0x7bff) == 65504.0f);
     assert_true(isinf(specd_fp16_to_fp32(0xfc00)) && specd_fp16_to_fp32(0xfc00) < 0);
-    assert_int_equal(specd_fp32_to_fp16(65520.0f), 0x7c00);     /* tie rounds to even: inf */
+    assert_int_equal(specd_fp32_to_fp16(65520.0f), 0x7c00); /* tie rounds to even: inf */
     assert_int_equal(specd_fp32_to_fp16(65519.0f), 0x7bff);
-    assert_int_equal(specd_fp32_to_fp16(0x1p-25f), 0x0000);     /* tie to even: zero */
+    assert_int_equal(specd_fp32_to_fp16(0x1p-25f), 0x0000); /* tie to even: zero */
     assert_int_equal(specd_fp32_to_fp16(0x1.8p-25f), 0x0001);
     assert_int_equal(specd_fp32_to_fp16(-0.0f), 0x8000);
     /* random floats over the whole half range: the nearest half, ties to even */
@@ -160,8 +166,10 @@ static void test_bf16_conversions(void **state) {
     (void)state;
     for (uint32_t h = 0; h < 65536; h++) {
         float f = specd_bf16_to_fp32((uint16_t)h);
-        if (!isnan(f)) assert_int_equal(specd_fp32_to_bf16(f), h);
-        else assert_true(isnan(specd_bf16_to_fp32(specd_fp32_to_bf16(f))));
+        if (!isnan(f))
+            assert_int_equal(specd_fp32_to_bf16(f), h);
+        else
+            assert_true(isnan(specd_bf16_to_fp32(specd_fp32_to_bf16(f))));
     }
     for (int i = 0; i < 200000; i++) {
         float f = ldexpf(rng_float(), (int)(rng_next() % 200) - 100);
@@ -183,13 +191,15 @@ static void test_quantize_round_trip(void **state) {
     assert_non_null(x);
     assert_non_null(y);
     assert_non_null(q);
-    const uint32_t types[] = {SPECD_DTYPE_F16,  SPECD_DTYPE_BF16, SPECD_DTYPE_Q4_0, SPECD_DTYPE_Q4_1,
-                              SPECD_DTYPE_Q8_0, SPECD_DTYPE_Q8_1, SPECD_DTYPE_Q8_K};
+    const uint32_t types[] = {SPECD_DTYPE_F16,  SPECD_DTYPE_BF16, SPECD_DTYPE_Q4_0,
+                              SPECD_DTYPE_Q4_1, SPECD_DTYPE_Q8_0, SPECD_DTYPE_Q8_1,
+                              SPECD_DTYPE_Q8_K};
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         const specd_dtype_traits *t = specd_dtype_traits_scalar(types[ti]);
         fill_floats(x, n, 3.0f);
         x[5] = 0.0f;
-        for (int j = 64; j < 96; j++) x[j] = 0.0f; /* an all-zero block */
+        for (int j = 64; j < 96; j++)
+            x[j] = 0.0f; /* an all-zero block */
         t->from_float(x, q, n);
         t->to_float(q, y, n);
         const int64_t bs = t->block_size > 1 ? t->block_size : 32;
@@ -222,9 +232,11 @@ static void test_quantize_round_trip(void **state) {
     for (int64_t b = 0; b < n / 32; b++) {
         const specd_block_q8_1 *blk = (const specd_block_q8_1 *)q + b;
         int sum = 0;
-        for (int j = 0; j < 32; j++) sum += blk->qs[j];
+        for (int j = 0; j < 32; j++)
+            sum += blk->qs[j];
         float amax = 0;
-        for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[32 * b + j]));
+        for (int j = 0; j < 32; j++)
+            amax = fmaxf(amax, fabsf(x[32 * b + j]));
         const float d = amax / 127.0f;
         assert_int_equal(blk->d, specd_fp32_to_fp16(d));
         assert_int_equal(blk->s, specd_fp32_to_fp16(d * (float)sum));
@@ -234,7 +246,8 @@ static void test_quantize_round_trip(void **state) {
         const specd_block_q8_k *blk = (const specd_block_q8_k *)q + b;
         for (int g = 0; g < 16; g++) {
             int sum = 0;
-            for (int j = 0; j < 16; j++) sum += blk->qs[16 * g + j];
+            for (int j = 0; j < 16; j++)
+                sum += blk->qs[16 * g + j];
             assert_int_equal(blk->bsums[g], sum);
         }
     }
@@ -321,7 +334,8 @@ static void test_avx2_matches_scalar(void **state) {
             if (s->from_float) {
                 s->from_float(a, qa, n);
                 f->from_float(a, qb, n);
-                if (memcmp(qa, qb, bytes) != 0) fail_msg("%s from_float n=%lld differs", s->name, (long long)n);
+                if (memcmp(qa, qb, bytes) != 0)
+                    fail_msg("%s from_float n=%lld differs", s->name, (long long)n);
             } else {
                 void *r = random_row(all[ti], n);
                 memcpy(qa, r, bytes);
@@ -342,15 +356,17 @@ static void test_avx2_matches_scalar(void **state) {
                 f->vec_dot(n, &df, qa, yq);
                 if (s->block_size > 1) {
                     if (memcmp(&ds, &df, sizeof ds) != 0)
-                        fail_msg("%s vec_dot n=%lld: scalar %.9g avx2 %.9g", s->name,
-                                 (long long)n, ds, df);
+                        fail_msg("%s vec_dot n=%lld: scalar %.9g avx2 %.9g", s->name, (long long)n,
+                                 ds, df);
                 } else {
-                    float *xf = dequantize(all[ti], qa, n), *yf = dequantize(s->vec_dot_type, yq, n);
+                    float *xf = dequantize(all[ti], qa, n),
+                          *yf = dequantize(s->vec_dot_type, yq, n);
                     double mag = 0;
-                    for (int64_t i = 0; i < n; i++) mag += fabs((double)xf[i] * yf[i]);
+                    for (int64_t i = 0; i < n; i++)
+                        mag += fabs((double)xf[i] * yf[i]);
                     if (!(fabs((double)ds - df) <= 1e-6 * mag + 1e-30))
-                        fail_msg("%s vec_dot n=%lld: scalar %.9g avx2 %.9g", s->name,
-                                 (long long)n, ds, df);
+                        fail_msg("%s vec_dot n=%lld: scalar %.9g avx2 %.9g", s->name, (long long)n,
+                                 ds, df);
                     specd_free(xf);
                     specd_free(yf);
                 }

@@ -52,7 +52,8 @@ static layout make_valid(gguf_builder *b) {
     for (int blk = 0; blk < 2; blk++) {
         uint16_t d = 0x3c00; /* 1.0 */
         gb_bytes(b, &d, 2);
-        for (int j = 0; j < 32; j++) gb_u8(b, (uint8_t)(j - 16 + blk));
+        for (int j = 0; j < 32; j++)
+            gb_u8(b, (uint8_t)(j - 16 + blk));
     }
     return l;
 }
@@ -215,6 +216,9 @@ static void test_bad_header(void **state) {
     v = 4;
     memcpy(b.buf + 4, &v, 4);
     expect_refused(&b, SPECD_E_FORMAT, "version 4");
+    v = 0x03000000; /* v3 written big-endian */
+    memcpy(b.buf + 4, &v, 4);
+    expect_refused(&b, SPECD_E_UNSUPPORTED, "big-endian");
     v = 2; /* v2 has the same layout as v3 */
     memcpy(b.buf + 4, &v, 4);
     specd_gguf *g;
@@ -305,7 +309,8 @@ static void one_tensor(gguf_builder *b, uint32_t n_dims, const uint64_t *ne, uin
     gb_header(b, 3, 1, 0);
     gb_tensor(b, "t", n_dims, ne, type, offset);
     gb_pad(b, 32);
-    for (size_t i = 0; i < data_bytes; i++) gb_u8(b, 0);
+    for (size_t i = 0; i < data_bytes; i++)
+        gb_u8(b, 0);
 }
 
 static void test_bad_tensors(void **state) {
@@ -364,7 +369,8 @@ static void test_bad_tensors(void **state) {
     gb_tensor(&b, "a", 1, row, 0, 0);
     gb_tensor(&b, "a", 1, row, 0, 1024);
     gb_pad(&b, 32);
-    for (int i = 0; i < 2048; i++) gb_u8(&b, 0);
+    for (int i = 0; i < 2048; i++)
+        gb_u8(&b, 0);
     expect_refused(&b, SPECD_E_FORMAT, "duplicate tensor name 'a'");
     gb_free(&b);
 
@@ -372,7 +378,8 @@ static void test_bad_tensors(void **state) {
     gb_tensor(&b, "a", 1, row, 0, 0);
     gb_tensor(&b, "b", 1, row, 0, 992);
     gb_pad(&b, 32);
-    for (int i = 0; i < 2048; i++) gb_u8(&b, 0);
+    for (int i = 0; i < 2048; i++)
+        gb_u8(&b, 0);
     expect_refused(&b, SPECD_E_FORMAT, "overlap");
     gb_free(&b);
 }
@@ -387,7 +394,8 @@ static void test_custom_alignment(void **state) {
     gb_tensor(&b, "t", 1, ne, 0, 0);
     gb_pad(&b, 64);
     size_t data_at = b.len;
-    for (int i = 0; i < 64; i++) gb_u8(&b, (uint8_t)i);
+    for (int i = 0; i < 64; i++)
+        gb_u8(&b, (uint8_t)i);
     specd_gguf *g;
     specd_error err;
     assert_int_equal(open_bytes(&b, &g, &err), SPECD_OK);
@@ -419,6 +427,42 @@ static void test_empty_arrays(void **state) {
     assert_int_equal(n, 0);
     specd_gguf_str s;
     assert_int_equal(specd_gguf_get_array_str(g, "empty.str", 0, &s, &err), SPECD_E_INVALID_ARG);
+    specd_gguf_destroy(g);
+    gb_free(&b);
+}
+
+static void test_integer_limits(void **state) {
+    (void)state;
+    gguf_builder b;
+    memset(&b, 0, sizeof b);
+    gb_header(&b, 3, 0, 4);
+    gb_key(&b, "i8.min", 1);
+    gb_u8(&b, 0x80);
+    gb_key(&b, "i64.min", 11);
+    gb_u64(&b, 1ull << 63);
+    gb_key(&b, "u64.max", 10);
+    gb_u64(&b, UINT64_MAX);
+    gb_key(&b, "u16.max", 2);
+    gb_u8(&b, 0xff);
+    gb_u8(&b, 0xff);
+    specd_gguf *g;
+    specd_error err;
+    assert_int_equal(open_bytes(&b, &g, &err), SPECD_OK);
+    int64_t v;
+    uint64_t u;
+    uint32_t u32;
+    assert_int_equal(specd_gguf_get_i64(g, "i8.min", &v, &err), SPECD_OK);
+    assert_int_equal(v, -128);
+    assert_int_equal(specd_gguf_get_u32(g, "i8.min", &u32, &err), SPECD_E_FORMAT);
+    assert_non_null(strstr(err.message, "-128"));
+    assert_int_equal(specd_gguf_get_i64(g, "i64.min", &v, &err), SPECD_OK);
+    assert_true(v == INT64_MIN);
+    assert_int_equal(specd_gguf_get_u64(g, "i64.min", &u, &err), SPECD_E_FORMAT);
+    assert_int_equal(specd_gguf_get_u64(g, "u64.max", &u, &err), SPECD_OK);
+    assert_true(u == UINT64_MAX);
+    assert_int_equal(specd_gguf_get_i64(g, "u64.max", &v, &err), SPECD_E_FORMAT);
+    assert_int_equal(specd_gguf_get_u32(g, "u16.max", &u32, &err), SPECD_OK);
+    assert_int_equal(u32, 65535);
     specd_gguf_destroy(g);
     gb_free(&b);
 }
@@ -467,6 +511,7 @@ int main(void) {
         cmocka_unit_test(test_bad_tensors),
         cmocka_unit_test(test_custom_alignment),
         cmocka_unit_test(test_empty_arrays),
+        cmocka_unit_test(test_integer_limits),
         cmocka_unit_test(test_files),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -32,7 +32,8 @@ static void test_every_seed(void **state) {
     assert_non_null(d);
     int valid = 0, truncated = 0;
     for (struct dirent *e; (e = readdir(d));) {
-        int is_valid = !strncmp(e->d_name, "valid_", 6), is_trunc = !strncmp(e->d_name, "trunc_", 6);
+        int is_valid = !strncmp(e->d_name, "valid_", 6),
+            is_trunc = !strncmp(e->d_name, "trunc_", 6);
         if (!is_valid && !is_trunc) continue;
         char path[1200];
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);

@@ -23,6 +23,11 @@ example="$src/examples/hello_specd.c"
   -o "$prefix/example_static"
 "$prefix/example_static"
 
+# the host-engine example, built against the installed copy, on the real model
+"$cc" -std=c11 -Wall -Wextra -Werror "$src/examples/host_engine.c" $(pkg-config --cflags --libs specd) \
+  -Wl,-rpath,"$libdir" -o "$prefix/host_engine"
+"$prefix/host_engine" "$SPECD_TEST_MODEL" ngram
+
 test -x "$prefix/bin/specd"
 "$prefix/bin/specd" version
 echo "install + pkg-config: ok"

@@ -249,8 +249,9 @@ static specd_status verify_walk(specd_accept *a, const walk_in *w, int32_t *n_ac
                 break;
             }
         } else if (c < 0) { /* a leaf: the bonus token, drawn from p */
-            specd_xrow_weights(&a->xf, &r, 1.0f, a->resid);
-            a->tokens[na] = draw_resid(a, w->n_vocab, key, SPECD_RNG_BONUS);
+            specd_xrow_weights_bsum(&a->xf, &r, a->resid, a->bsum);
+            a->tokens[na] = specd_cdf_draw_summed(
+                a->resid, w->n_vocab, specd_sampling_uniform(key, SPECD_RNG_BONUS, 0), a->bsum);
             break;
         } else {
             int in_resid = 0;

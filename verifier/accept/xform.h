@@ -98,6 +98,10 @@ void specd_xrow_weights(const specd_xform *xf, const specd_xrow *r, float z, flo
  * (its last positive token if rounding leaves the crossing past its end). bsum: scratch of
  * specd_n_blocks(n) floats. Returns -1 when every weight is 0. */
 int32_t specd_cdf_draw(const float *w, int32_t n, float u, float *bsum);
+/* The same draw with bsum already filled (specd_xrow_weights_bsum). */
+int32_t specd_cdf_draw_summed(const float *w, int32_t n, float u, const float *bsum);
+/* w = e of the row and its block sums in one pass (the bonus token's weights). */
+void specd_xrow_weights_bsum(const specd_xform *xf, const specd_xrow *r, float *w, float *bsum);
 
 /* Sum of v[0..n) in the fixed lane order (v[x] >= 0). */
 float specd_lane_sum(const float *v, int32_t n);

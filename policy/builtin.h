@@ -8,5 +8,7 @@ extern const specd_policy_ops specd_policy_none;
 extern const specd_policy_ops specd_policy_ngram;
 extern const specd_policy_ops specd_policy_draft;
 extern const specd_policy_ops specd_policy_layerskip;
+extern const specd_policy_ops specd_policy_isd;
+extern const specd_policy_ops specd_policy_risd;
 
 #endif

@@ -7,6 +7,8 @@ static const specd_policy_ops *const builtin[] = {
     &specd_policy_ngram,
     &specd_policy_draft,
     &specd_policy_layerskip,
+    &specd_policy_isd,
+    &specd_policy_risd,
 };
 
 int32_t specd_policy_count(void) { return (int32_t)(sizeof builtin / sizeof builtin[0]); }

@@ -44,8 +44,10 @@ specd_status specd_spec_run(specd_spec *spec, int32_t seq, specd_context *ctx, i
 
     while (st == SPECD_OK && !specd_spec_seq_done(spec, seq)) {
         specd_step_layout lay;
+        uint64_t p0 = specd_now_ns();
         if ((st = specd_spec_seq_layout(spec, seq, &lay, err)) != SPECD_OK) break;
         if ((st = specd_context_set_lora(ctx, lay.lora, err)) != SPECD_OK) break;
+        stats->prepare_ns += specd_now_ns() - p0;
         int32_t kv_before = specd_context_kv_len(ctx, kv_seq);
         specd_seq_batch b = {.seq = kv_seq, .n_tokens = lay.n_tokens, .tokens = lay.tokens,
                              .pos = lay.pos, .visible = lay.visible, .lora_gate = lay.lora_gate};
@@ -55,16 +57,21 @@ specd_status specd_spec_run(specd_spec *spec, int32_t seq, specd_context *ctx, i
         stats->forward_ns += specd_now_ns() - f0;
         if (st != SPECD_OK) break;
         specd_step_outcome o;
+        uint64_t v0 = specd_now_ns();
         if ((st = specd_spec_seq_verify(spec, seq, logits, &o, err)) != SPECD_OK) break;
+        uint64_t v1 = specd_now_ns();
+        stats->verify_ns += v1 - v0;
         int32_t keep[SPECD_MAX_DRAFT + 1];
         for (int32_t i = 0; i < o.n_keep; i++) keep[i] = kv_before + o.keep[i];
         if ((st = specd_context_kv_keep(ctx, kv_seq, kv_before, o.n_keep, keep, err)) != SPECD_OK)
             break;
+        stats->trim_ns += specd_now_ns() - v1;
         stats->n_steps++;
         stats->n_emitted += o.n_emitted;
         if (on_tokens && o.n_emitted > 0) on_tokens(o.emitted, o.n_emitted, user);
     }
     stats->decode_ns = specd_now_ns() - t1;
+    specd_context_set_lora(ctx, NULL, NULL); /* the adapter belongs to the policy */
     specd_free(logits);
     return st;
 }

@@ -20,6 +20,10 @@ typedef struct specd_run_stats {
     uint64_t prefill_ns;  /* prompt forward */
     uint64_t decode_ns;   /* every step: policy, target forward, verification, KV commit */
     uint64_t forward_ns;  /* of which the target's forwards */
+    /* the rest of decode_ns, per phase of the step (ISD's stationary loop, paper 000 sec. 3.3) */
+    uint64_t prepare_ns;  /* layout: the policy's proposals / step construction, LoRA switch */
+    uint64_t verify_ns;   /* acceptance (and the policy's verify) */
+    uint64_t trim_ns;     /* KV commit of the kept rows */
 } specd_run_stats;
 
 /* Called with each step's emitted tokens, in order. */
@@ -28,7 +32,8 @@ typedef void (*specd_tokens_fn)(const int32_t *tokens, int32_t n, void *user);
 /* Runs open sequence seq of spec to completion on ctx's KV slot kv_seq (cleared first): prefills
  * the prompt minus its last token, then alternates layout, forward, verify and KV commit until
  * the sequence is done. ctx's n_batch must be at least max_draft + 1. on_tokens may be NULL.
- * On failure the sequence keeps the tokens emitted so far. */
+ * On failure the sequence keeps the tokens emitted so far. ctx's adapter is cleared on return (a
+ * policy's adapter dies with its sequence). */
 specd_status specd_spec_run(specd_spec *spec, int32_t seq, specd_context *ctx, int32_t kv_seq,
                             specd_tokens_fn on_tokens, void *user, specd_run_stats *stats,
                             specd_error *err);

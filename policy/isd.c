@@ -1,0 +1,318 @@
+/* ISD and R-ISD (specd/isd.h): self-speculative policies whose proposals come from the target's
+ * own mask rows, laid out in the same forward that verifies the previous step's proposals.
+ *
+ * Step layout at history length n (pending token history[n-1] at position n-1), p pending
+ * proposals (0 after a rejection or at the start, else N - 1), m = N - 1 masks:
+ *   row 0          pending          pos n-1       scores position n (verifies proposal 1)
+ *   rows 1..p      proposal i       pos n-1+i     scores n+i (proposal i+1, or the bonus)
+ *   rows p+1..p+m  MASK             pos n+p+j     scores n+p+1+j: next step's proposal j
+ * The first mask sits where the bonus (or the propose step's free token) will go, so when every
+ * proposal is accepted the mask rows have seen exactly the tokens the next step is built on.
+ * Strict causal attention: clean rows never see a mask row, so their logits and KV entries are
+ * what plain decoding computes (R-ISD keeps them on base weights too). KV keep: the pending row
+ * and the accepted proposals' rows; mask rows and rejected rows are dropped.
+ *
+ * Every buffer is sized at create: a step allocates nothing. */
+#include "policy/builtin.h"
+
+#include "common/alloc.h"
+#include "common/status_internal.h"
+#include "policy/options.h"
+#include "specd/gguf.h"
+#include "specd/isd.h"
+#include "specd/runtime.h"
+
+#include <string.h>
+
+typedef struct isd_state {
+    const char *name;
+    int residual;        /* R-ISD: the adapter on mask rows only */
+    int sample;          /* proposals drawn from q (else argmax) */
+    int need_q;          /* REJECTION with sampled proposals: keep q */
+    int32_t stride, m;   /* N and N - 1 */
+    int32_t mask_id, n_vocab;
+    specd_sample_key key;
+    specd_lora *lora;
+    specd_accept *accept;
+    specd_sampler *target;   /* the keyed sample of the propose step's free token */
+    specd_sampler *argmax;   /* argmax proposals (biased logits) */
+    specd_sampler *drafter;  /* sampled proposals and their q */
+
+    /* proposals from the last step's mask rows, valid for history length expect_n */
+    int32_t n_pend;
+    int32_t *pend;           /* m */
+    float *q, *q_next;       /* m x n_vocab each when need_q */
+    int64_t expect_n;
+
+    /* the step in flight */
+    int64_t n_at;            /* history length at layout */
+    int32_t n_tokens, n_clean;
+    int32_t *tokens, *pos, *rows, *emitted, *keep; /* 2N - 1 */
+    float *gate, *accept_prob;
+} isd_state;
+
+static void isd_destroy(void *state) {
+    isd_state *s = state;
+    if (!s) return;
+    specd_lora_destroy(s->lora);
+    specd_accept_destroy(s->accept);
+    specd_sampler_destroy(s->target);
+    specd_sampler_destroy(s->argmax);
+    specd_sampler_destroy(s->drafter);
+    specd_free(s->pend);
+    specd_free(s->q);
+    specd_free(s->q_next);
+    specd_free(s->tokens);
+    specd_free(s->pos);
+    specd_free(s->rows);
+    specd_free(s->emitted);
+    specd_free(s->keep);
+    specd_free(s->gate);
+    specd_free(s->accept_prob);
+    specd_free(s);
+}
+
+/* The mask id: the option, else the model's tokenizer.ggml.mask_token_id, else the default. */
+static specd_status pick_mask(const specd_policy_env *env, const char *name, int32_t opt,
+                              int32_t *out, specd_error *err) {
+    int32_t id = opt;
+    if (id < 0) {
+        id = SPECD_ISD_DEFAULT_MASK;
+        const specd_gguf *g = env->target ? specd_model_gguf(env->target) : NULL;
+        uint32_t v;
+        if (g && specd_gguf_key_find(g, "tokenizer.ggml.mask_token_id") >= 0 &&
+            specd_gguf_get_u32(g, "tokenizer.ggml.mask_token_id", &v, NULL) == SPECD_OK &&
+            v < (uint32_t)env->n_vocab)
+            id = (int32_t)v;
+    }
+    if (id >= env->n_vocab)
+        return specd_fail(err, SPECD_E_INVALID_ARG, "policy %s: mask=%d is outside the vocabulary "
+                          "[0, %d)", name, id, env->n_vocab);
+    *out = id;
+    return SPECD_OK;
+}
+
+static specd_status isd_create_common(const specd_policy_env *env, const char *options,
+                                      void **state, int residual, specd_error *err) {
+    const char *name = residual ? "risd" : "isd";
+    int32_t stride = 3, mask = -1;
+    char propose[16] = "argmax", adapter[4096] = "";
+    const specd_option_spec ints[] = {{"n", &stride, 2, SPECD_MAX_DRAFT + 1},
+                                      {"mask", &mask, 0, INT32_MAX}};
+    const specd_option_str strs[] = {{"propose", propose, (int32_t)sizeof propose},
+                                     {"adapter", adapter, (int32_t)sizeof adapter}};
+    SPECD_TRY(specd_options_parse(name, options, ints, 2, strs, 2, err));
+    int sample;
+    if (!strcmp(propose, "argmax"))
+        sample = 0;
+    else if (!strcmp(propose, "sample"))
+        sample = 1;
+    else
+        return specd_fail(err, SPECD_E_INVALID_ARG,
+                          "policy %s: propose=%s (want argmax or sample)", name, propose);
+    /* hosts size a step's logits for max_draft + 1 rows */
+    if (2 * stride - 1 > env->max_draft + 1)
+        return specd_fail(err, SPECD_E_INVALID_ARG,
+                          "policy %s: n=%d needs %d rows per step, more than max_draft + 1 = %d",
+                          name, stride, 2 * stride - 1, env->max_draft + 1);
+    if (adapter[0] && !env->target)
+        return specd_fail(err, SPECD_E_INVALID_ARG,
+                          "policy %s: adapter= needs the target model (run it on specd's runtime)",
+                          name);
+    int32_t mask_id = 0;
+    SPECD_TRY(pick_mask(env, name, mask, &mask_id, err));
+
+    isd_state *s = specd_alloc_array(1, sizeof *s); /* zeroed: destroy may run early */
+    if (!s) return specd_fail(err, SPECD_E_NOMEM, "policy %s: out of memory", name);
+    s->name = name;
+    s->residual = residual;
+    s->sample = sample;
+    s->need_q = sample && env->rule == SPECD_ACCEPT_REJECTION;
+    s->stride = stride;
+    s->m = stride - 1;
+    s->mask_id = mask_id;
+    s->n_vocab = env->n_vocab;
+    s->key = (specd_sample_key){.seed = env->seed, .sequence = env->seq_key};
+
+    const size_t rows = (size_t)(2 * stride - 1), qn = (size_t)s->m * (size_t)env->n_vocab;
+    s->pend = specd_alloc_array((size_t)s->m, sizeof(int32_t));
+    s->tokens = specd_alloc_array(rows, sizeof(int32_t));
+    s->pos = specd_alloc_array(rows, sizeof(int32_t));
+    s->rows = specd_alloc_array(rows, sizeof(int32_t));
+    s->emitted = specd_alloc_array(rows, sizeof(int32_t));
+    s->keep = specd_alloc_array(rows, sizeof(int32_t));
+    s->gate = specd_alloc_array(rows, sizeof(float));
+    s->accept_prob = specd_alloc_array(rows, sizeof(float));
+    if (s->need_q) {
+        s->q = specd_alloc_array(qn, sizeof(float));
+        s->q_next = specd_alloc_array(qn, sizeof(float));
+    }
+    if (!s->pend || !s->tokens || !s->pos || !s->rows || !s->emitted || !s->keep || !s->gate ||
+        !s->accept_prob || (s->need_q && (!s->q || !s->q_next))) {
+        isd_destroy(s);
+        return specd_fail(err, SPECD_E_NOMEM, "policy %s: out of memory", name);
+    }
+
+    specd_accept_params ap = specd_accept_default_params();
+    ap.rule = env->rule;
+    ap.sampling = env->sampling;
+    ap.max_k = s->m;
+    ap.max_vocab = env->n_vocab;
+    ap.relaxed_tau = env->tau;
+    specd_sampling_params plain = env->sampling, greedy = env->sampling;
+    if (env->rule == SPECD_ACCEPT_GREEDY) plain.temperature = 0.0f;
+    greedy.temperature = 0.0f;
+    specd_status st;
+    if ((st = specd_accept_create(&ap, &s->accept, err)) != SPECD_OK ||
+        (st = specd_sampler_create(&plain, env->n_vocab, &s->target, err)) != SPECD_OK ||
+        (st = specd_sampler_create(&greedy, env->n_vocab, &s->argmax, err)) != SPECD_OK ||
+        (st = specd_sampler_create(&env->sampling, env->n_vocab, &s->drafter, err)) != SPECD_OK) {
+        isd_destroy(s);
+        return st;
+    }
+    if (adapter[0] && (st = specd_lora_create(env->target, adapter, &s->lora, err)) != SPECD_OK) {
+        isd_destroy(s);
+        if (err) {
+            char why[sizeof err->message];
+            memcpy(why, err->message, sizeof why);
+            why[sizeof why - 1] = '\0';
+            specd_fail(err, st, "policy %s: adapter=%s: %s", name, adapter, why);
+        }
+        return st;
+    }
+    for (size_t i = 0; i < rows; i++) s->rows[i] = (int32_t)i;
+    s->expect_n = -1;
+    *state = s;
+    return SPECD_OK;
+}
+
+static specd_status isd_create(const specd_policy_env *env, const char *options, void **state,
+                               specd_error *err) {
+    return isd_create_common(env, options, state, 0, err);
+}
+
+static specd_status risd_create(const specd_policy_env *env, const char *options, void **state,
+                                specd_error *err) {
+    return isd_create_common(env, options, state, 1, err);
+}
+
+static specd_status isd_layout(void *state, const int32_t *history, int64_t n_history,
+                               specd_step_layout *out, specd_error *err) {
+    isd_state *s = state;
+    if (n_history < 1 || n_history + 2 * s->stride > INT32_MAX)
+        return specd_fail(err, SPECD_E_INVALID_ARG, "policy %s: history length %lld", s->name,
+                          (long long)n_history);
+    /* proposals are only good for the history they were made after */
+    if (n_history != s->expect_n) s->n_pend = 0;
+    const int32_t p = s->n_pend, base = (int32_t)(n_history - 1);
+    s->n_at = n_history;
+    s->n_clean = 1 + p;
+    s->n_tokens = s->n_clean + s->m;
+    s->tokens[0] = history[n_history - 1];
+    memcpy(s->tokens + 1, s->pend, (size_t)p * sizeof(int32_t));
+    for (int32_t i = s->n_clean; i < s->n_tokens; i++) s->tokens[i] = s->mask_id;
+    for (int32_t i = 0; i < s->n_tokens; i++) {
+        s->pos[i] = base + i;
+        /* ISD runs the adapter everywhere; R-ISD only on the mask rows */
+        s->gate[i] = (!s->residual || i >= s->n_clean) ? 1.0f : 0.0f;
+    }
+    *out = (specd_step_layout){.n_tokens = s->n_tokens, .tokens = s->tokens, .pos = s->pos,
+                               .visible = NULL, .lora_gate = s->lora ? s->gate : NULL,
+                               .lora = s->lora, .n_rows = s->n_tokens, .rows = s->rows};
+    return SPECD_OK;
+}
+
+/* Next step's proposals from the mask rows; writes q_next when REJECTION needs q. */
+static specd_status propose(isd_state *s, const float *mask_logits, int32_t *props,
+                            specd_error *err) {
+    const size_t V = (size_t)s->n_vocab;
+    for (int32_t j = 0; j < s->m; j++) {
+        const float *row = mask_logits + (size_t)j * V;
+        specd_sample_key k = s->key;
+        k.position = (uint32_t)(s->n_at + s->n_clean + j); /* the position it proposes for */
+        if (!s->sample) {
+            SPECD_TRY(specd_sampler_sample(s->argmax, row, s->n_vocab, k, &props[j], err));
+        } else {
+            SPECD_TRY(specd_sampler_sample_draft(s->drafter, row, s->n_vocab, k, &props[j], err));
+            if (s->need_q)
+                SPECD_TRY(specd_sampler_probs(s->drafter, row, s->n_vocab, s->q_next + j * V, err));
+        }
+    }
+    return SPECD_OK;
+}
+
+static specd_status isd_verify(void *state, const float *logits, specd_step_outcome *out,
+                               specd_error *err) {
+    isd_state *s = state;
+    const size_t V = (size_t)s->n_vocab;
+    const int32_t p = s->n_clean - 1;
+    specd_sample_key key = s->key;
+    key.position = (uint32_t)s->n_at; /* the token after the pending one */
+    int32_t n_emitted, n_accepted = 0, props[SPECD_MAX_DRAFT];
+    int lossy = 0;
+    /* proposals first: on failure nothing below has changed the state */
+    SPECD_TRY(propose(s, logits + (size_t)s->n_clean * V, props, err));
+    if (p == 0) {
+        /* propose step: the pending row's token is the one plain decoding emits */
+        SPECD_TRY(specd_sampler_sample(s->target, logits, s->n_vocab, key, &s->emitted[0], err));
+        n_emitted = 1;
+    } else {
+        specd_chain_input in = {.k = p, .draft = s->pend, .draft_probs = s->need_q ? s->q : NULL,
+                                .q_vocab = s->n_vocab, .target_logits = logits,
+                                .n_vocab = s->n_vocab, .key = key};
+        specd_chain_result res = {.tokens = s->emitted, .accept_prob = s->accept_prob};
+        SPECD_TRY(specd_accept_chain(s->accept, &in, &res, err));
+        n_emitted = res.n_emitted;
+        n_accepted = res.n_accepted;
+        lossy = res.lossy;
+    }
+    for (int32_t i = 0; i <= n_accepted; i++) s->keep[i] = i;
+    if (n_accepted == p) {
+        /* the mask rows were conditioned on exactly the kept tokens: their proposals stand */
+        memcpy(s->pend, props, (size_t)s->m * sizeof(int32_t));
+        s->n_pend = s->m;
+        if (s->need_q) {
+            float *t = s->q;
+            s->q = s->q_next;
+            s->q_next = t;
+        }
+    } else {
+        s->n_pend = 0; /* a rejection: the next step only proposes */
+    }
+    s->expect_n = s->n_at + n_emitted;
+    *out = (specd_step_outcome){.n_emitted = n_emitted, .emitted = s->emitted,
+                                .n_keep = n_accepted + 1, .keep = s->keep, .n_drafted = p,
+                                .n_accepted = n_accepted, .lossy = lossy};
+    return SPECD_OK;
+}
+
+static void isd_rollback(void *state, int64_t n_history) {
+    isd_state *s = state;
+    if (n_history != s->expect_n) s->n_pend = 0;
+}
+
+#define ISD_HELP                                                                                   \
+    "n=3 (stride N: N-1 proposals, 2N-1 rows per step), mask=ID (default GGUF mask token, else "  \
+    "0), propose=argmax|sample, adapter=DIR (PEFT LoRA)"
+
+const specd_policy_ops specd_policy_isd = {
+    .abi_version = SPECD_POLICY_ABI_VERSION,
+    .name = "isd",
+    .options_help = ISD_HELP "; the adapter runs on every row (not lossless)",
+    .create = isd_create,
+    .destroy = isd_destroy,
+    .layout = isd_layout,
+    .verify = isd_verify,
+    .rollback = isd_rollback,
+};
+
+const specd_policy_ops specd_policy_risd = {
+    .abi_version = SPECD_POLICY_ABI_VERSION,
+    .name = "risd",
+    .options_help = ISD_HELP "; the adapter runs on mask rows only (lossless)",
+    .create = risd_create,
+    .destroy = isd_destroy,
+    .layout = isd_layout,
+    .verify = isd_verify,
+    .rollback = isd_rollback,
+};

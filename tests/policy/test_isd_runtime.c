@@ -1,0 +1,190 @@
+/* ISD and R-ISD on the real model (paper 000 section 3.2, Appendix G).
+ *
+ * Identity: under greedy and coupled sampling, plain decoding, ISD without an adapter and R-ISD
+ * with a random LoRA adapter emit the same tokens, because the clean rows that decide every token
+ * run on base weights and never attend to a mask row. The same random adapter applied to every
+ * row (ISD with adapter=) must change the output: that shows the adapter is strong enough for
+ * the identity check to fail, so it is the gate, not a harmless adapter, that keeps R-ISD exact.
+ * Prompts are llama.cpp's token ids from tests/data. */
+#include "test_main.h"
+
+#include "isd_random_adapter.h"
+#include "specd/isd.h"
+#include "specd/spec_runtime.h"
+
+#include <string.h>
+#include <unistd.h>
+
+enum { N_GEN = 24, MAX_PROMPT = 256, N_PROMPTS = 2 };
+
+static int32_t prompts[N_PROMPTS][MAX_PROMPT];
+static int64_t n_prompts[N_PROMPTS];
+static specd_model *model;
+static specd_context *ctx;
+static char adapter_dir[64];
+static char opts_risd[256], opts_isd_lora[256];
+
+static int read_prompts(void) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/data/runtime_greedy_golden.txt",
+             getenv("SPECD_SOURCE_DIR"));
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    char line[65536];
+    int n = 0;
+    while (n < N_PROMPTS && fgets(line, sizeof line, f)) {
+        if (strncmp(line, "prompt ", 7)) continue;
+        char *p = line + 7, *end;
+        long count = strtol(p, &end, 10);
+        if (count < 1 || count > MAX_PROMPT) break;
+        for (long i = 0; i < count; i++) prompts[n][i] = (int32_t)strtol(p = end, &end, 10);
+        n_prompts[n++] = count;
+    }
+    fclose(f);
+    return n == N_PROMPTS ? 0 : -1;
+}
+
+static void generate(int p, const char *policy, const char *opts, float temperature,
+                     int32_t *out, specd_seq_stats *stats) {
+    specd_spec_params sp = specd_spec_default_params();
+    sp.n_vocab = specd_model_get_info(model)->n_vocab;
+    sp.max_draft = 6;
+    sp.target = model;
+    specd_spec *spec;
+    specd_error err;
+    assert_int_equal(specd_spec_create(&sp, &spec, &err), SPECD_OK);
+    specd_seq_params params = specd_seq_default_params();
+    params.policy = policy;
+    params.policy_options = opts;
+    params.sampling.temperature = temperature;
+    params.seed = 1234;
+    params.max_tokens = N_GEN;
+    if (specd_spec_seq_open(spec, 0, prompts[p], n_prompts[p], &params, &err) != SPECD_OK)
+        fail_msg("open %s %s: %s", policy, opts ? opts : "", err.message);
+    specd_run_stats rs;
+    if (specd_spec_run(spec, 0, ctx, 0, NULL, NULL, &rs, &err) != SPECD_OK)
+        fail_msg("run %s: %s", policy, err.message);
+    int64_t n;
+    const int32_t *toks = specd_spec_seq_output(spec, 0, &n);
+    assert_int_equal(n, N_GEN);
+    memcpy(out, toks, N_GEN * sizeof(int32_t));
+    assert_int_equal(specd_spec_seq_stats(spec, 0, stats, &err), SPECD_OK);
+    specd_spec_destroy(spec);
+}
+
+static int differs(const int32_t *a, const int32_t *b) {
+    for (int i = 0; i < N_GEN; i++)
+        if (a[i] != b[i]) return 1;
+    return 0;
+}
+
+static void check(float temperature) {
+    int changed = 0;
+    for (int p = 0; p < N_PROMPTS; p++) {
+        int32_t plain[N_GEN], isd[N_GEN], risd[N_GEN], risd4[N_GEN], lora_all[N_GEN];
+        specd_seq_stats s_plain, s_isd, s_risd, s_risd4, s_all;
+        generate(p, "none", NULL, temperature, plain, &s_plain);
+        generate(p, "isd", "n=3", temperature, isd, &s_isd);
+        generate(p, "risd", opts_risd, temperature, risd, &s_risd);
+        generate(p, "risd", "n=4,propose=sample", temperature, risd4, &s_risd4);
+        generate(p, "isd", opts_isd_lora, temperature, lora_all, &s_all);
+        for (int i = 0; i < N_GEN; i++) {
+            if (plain[i] != isd[i])
+                fail_msg("T=%.2f prompt %d: isd differs at token %d (%d vs %d)", temperature, p,
+                         i, isd[i], plain[i]);
+            if (plain[i] != risd[i])
+                fail_msg("T=%.2f prompt %d: risd (random adapter) differs at token %d (%d vs %d)",
+                         temperature, p, i, risd[i], plain[i]);
+            if (plain[i] != risd4[i])
+                fail_msg("T=%.2f prompt %d: risd n=4 sampled differs at token %d", temperature, p,
+                         i);
+        }
+        /* the stride steps really verified proposals; every step emitted its accepted
+         * proposals plus one token (the last step may be cut at max_tokens) */
+        assert_true(s_isd.n_draft_tokens > 0 && s_risd.n_draft_tokens > 0);
+        assert_true(s_isd.n_steps + s_isd.n_accepted >= N_GEN && s_isd.n_steps <= N_GEN);
+        assert_int_equal(s_plain.n_steps, N_GEN);
+        changed |= differs(plain, lora_all);
+    }
+    /* the adapter on clean rows changes what is emitted: the identity above is the gate's doing */
+    assert_true(changed);
+}
+
+static void test_greedy_identical(void **s) {
+    (void)s;
+    check(0.0f);
+}
+
+static void test_coupled_identical(void **s) {
+    (void)s;
+    check(0.8f);
+}
+
+/* Bad options are refused with a message naming them. */
+static void test_bad_options(void **s) {
+    (void)s;
+    static const char *const bad[] = {"n=1",          "n=5",      "propose=best",
+                                      "mask=49152",   "mask=-2",  "adapter=/nonexistent/dir",
+                                      "stride=3"};
+    specd_spec_params sp = specd_spec_default_params();
+    sp.n_vocab = specd_model_get_info(model)->n_vocab;
+    sp.max_draft = 6; /* n=5 needs 9 rows > 7 */
+    sp.target = model;
+    specd_spec *spec;
+    specd_error err;
+    assert_int_equal(specd_spec_create(&sp, &spec, &err), SPECD_OK);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        for (int r = 0; r < 2; r++) {
+            specd_seq_params params = specd_seq_default_params();
+            params.policy = r ? "risd" : "isd";
+            params.policy_options = bad[i];
+            specd_status st = specd_spec_seq_open(spec, 0, prompts[0], n_prompts[0], &params,
+                                                  &err);
+            if (st == SPECD_OK) fail_msg("%s accepted option %s", params.policy, bad[i]);
+            assert_non_null(strstr(err.message, params.policy));
+        }
+    specd_spec_destroy(spec);
+}
+
+int main(void) {
+    const char *path = specd_test_model_path();
+    specd_error err;
+    if (!path || read_prompts() != 0) {
+        fprintf(stderr, "model or golden prompts missing\n");
+        return 1;
+    }
+    if (specd_model_create(path, &model, &err) != SPECD_OK) {
+        fprintf(stderr, "model: %s\n", err.message);
+        return 1;
+    }
+    specd_context_params cp = specd_context_default_params();
+    cp.n_ctx = 256;
+    cp.n_batch = 16;
+    if (specd_context_create(model, &cp, &ctx, &err) != SPECD_OK) {
+        fprintf(stderr, "context: %s\n", err.message);
+        return 1;
+    }
+    snprintf(adapter_dir, sizeof adapter_dir, "/tmp/specd_isd_lora_XXXXXX");
+    if (!mkdtemp(adapter_dir) ||
+        isd_write_random_adapter(specd_model_get_info(model), adapter_dir, 8, 0.1f, 7) != 0) {
+        fprintf(stderr, "cannot write the random adapter\n");
+        return 1;
+    }
+    snprintf(opts_risd, sizeof opts_risd, "n=3,adapter=%s", adapter_dir);
+    snprintf(opts_isd_lora, sizeof opts_isd_lora, "n=3,adapter=%s", adapter_dir);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_greedy_identical),
+        cmocka_unit_test(test_coupled_identical),
+        cmocka_unit_test(test_bad_options),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    char p[256];
+    snprintf(p, sizeof p, "%s/adapter_config.json", adapter_dir);
+    if (!getenv("KEEP")) remove(p);
+    snprintf(p, sizeof p, "%s/adapter_model.safetensors", adapter_dir);
+    if (!getenv("KEEP")) remove(p);
+    if (!getenv("KEEP")) rmdir(adapter_dir);
+    specd_context_destroy(ctx);
+    specd_model_destroy(model);
+    return rc;
+}

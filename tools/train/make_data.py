@@ -31,7 +31,8 @@ def main():
     ap.add_argument("--threads", type=int, default=1,
                     help="1 is fastest on a shared machine: ggml's spinning threads stall when "
                          "cores are oversubscribed")
-    ap.add_argument("--limit", type=int, default=0, help="use the first N prompts (0 = all)")
+    ap.add_argument("--start", type=int, default=0, help="skip the first N prompts")
+    ap.add_argument("--limit", type=int, default=0, help="stop before prompt N (0 = all)")
     ap.add_argument("--shard", default="0/1", help="i/n: this process takes prompts i, i+n, ...")
     ap.add_argument("--seed", type=int, default=1234)
     a = ap.parse_args()
@@ -39,8 +40,7 @@ def main():
     llm = Llama(model_path=a.model, n_ctx=512, n_threads=a.threads, n_threads_batch=a.threads,
                 seed=a.seed + si, verbose=False)
     prompts = [l.strip() for l in open(a.prompts) if l.strip()]
-    if a.limit:
-        prompts = prompts[: a.limit]
+    prompts = prompts[a.start: a.limit or len(prompts)]
     prompts = prompts[si::sn]
     t0, n_tok = time.time(), 0
     with open(a.out, "w") as f:

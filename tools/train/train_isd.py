@@ -120,6 +120,7 @@ def main():
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--batch", type=int, default=1, help="sequences per optimizer step")
     ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--clip", type=float, default=1.0, help="gradient norm clip")
     ap.add_argument("--max-len", type=int, default=128, help="response tokens used per sequence")
     ap.add_argument("--holdout", type=int, default=16)
     ap.add_argument("--eval-every", type=int, default=0)
@@ -170,6 +171,7 @@ def main():
             (loss / a.batch).backward()
             for k, v in st.items():
                 acc[k] = acc.get(k, 0.0) + v / a.batch
+        acc["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(params, a.clip))
         opt.step(); sched.step()
         acc.update(step=step + 1, N=N, t=round(time.time() - t_train, 1))
         log["train"].append(acc)

@@ -120,6 +120,7 @@ def main():
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--batch", type=int, default=1, help="sequences per optimizer step")
     ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--resume", help="start from this checkpoint's LoRA weights (fresh optimizer)")
     ap.add_argument("--clip", type=float, default=1.0, help="gradient norm clip")
     ap.add_argument("--max-len", type=int, default=128, help="response tokens used per sequence")
     ap.add_argument("--holdout", type=int, default=16)
@@ -137,6 +138,8 @@ def main():
     model = Model(a.model, a.rank, a.alpha, a.targets.split(","))
     for t in [model.emb, model.out]:
         t.requires_grad_(False)
+    if a.resume:
+        model.lora.load_state_dict(torch.load(a.resume)["lora"])
     mask_emb = model.emb[a.mask_token_id].clone()[None, :]
     params = list(model.lora.parameters())
     if a.train_mask_embedding:

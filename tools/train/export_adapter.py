@@ -1,0 +1,64 @@
+#!/usr/bin/env python3
+"""Writes a trained checkpoint as a PEFT LoRA adapter directory that specd's runtime loads
+(model/runtime/lora.c): adapter_config.json + adapter_model.safetensors, tensors
+  base_model.model.model.layers.L.{self_attn|mlp}.<module>.lora_{A|B}.weight
+A [r, in], B [out, r], in --dtype (F16 default: half the size of F32, and the loader widens to
+F32). q_proj/k_proj B rows go back to HF order (training ran in GGUF order; see isd_model.py).
+
+specd's ISD policies take the mask token from --policy-opts mask=ID (default 0 for SmolLM2) and
+use the base model's embedding row for it, so a checkpoint trained with --train-mask-embedding
+cannot be expressed and is refused here."""
+import argparse, json, os, sys
+
+import torch
+from safetensors.torch import save_file
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from isd_model import hf_rows  # noqa: E402
+
+ATTN = {"q_proj", "k_proj", "v_proj", "o_proj"}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ckpt", default="/work/train-data/ckpt.pt")
+    ap.add_argument("--out", default="models/adapters/smollm2-135m-risd")
+    ap.add_argument("--dtype", choices=["f16", "bf16", "f32"], default="f16")
+    ap.add_argument("--head-dim", type=int, default=64)
+    ap.add_argument("--base", default="HuggingFaceTB/SmolLM2-135M-Instruct")
+    a = ap.parse_args()
+    ck = torch.load(a.ckpt, map_location="cpu")
+    args = ck["args"]
+    if args.get("train_mask_embedding"):
+        sys.exit("export: the checkpoint trained the mask embedding; specd's policies use the base "
+                 "embedding of the mask token, so this adapter would not match at inference")
+    dt = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}[a.dtype]
+    tensors, targets = {}, set()
+    for name, t in ck["lora"].items():
+        # "<layer>.<module>.<A|B>"
+        layer, module, which = name.split(".")
+        if which == "B" and module in ("q_proj", "k_proj"):
+            t = hf_rows(t, a.head_dim)
+        block = "self_attn" if module in ATTN else "mlp"
+        key = f"base_model.model.model.layers.{layer}.{block}.{module}.lora_{which}.weight"
+        tensors[key] = t.detach().to(dt).contiguous()
+        targets.add(module)
+    os.makedirs(a.out, exist_ok=True)
+    save_file(tensors, os.path.join(a.out, "adapter_model.safetensors"))
+    order = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+    cfg = {"peft_type": "LORA", "task_type": "CAUSAL_LM", "base_model_name_or_path": a.base,
+           "r": args["rank"], "lora_alpha": args["alpha"], "lora_dropout": 0.0, "bias": "none",
+           "fan_in_fan_out": False, "use_dora": False,
+           "target_modules": [m for m in order if m in targets],
+           "specd_mask_token_id": args["mask_token_id"],
+           "specd_gate": "mask rows only (R-ISD)",
+           "specd_train_strides": args["strides"]}
+    with open(os.path.join(a.out, "adapter_config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+        f.write("\n")
+    size = os.path.getsize(os.path.join(a.out, "adapter_model.safetensors"))
+    print(f"wrote {len(tensors)} tensors, {size / 1e6:.2f} MB, to {a.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -8,6 +8,8 @@
  * Prompts are llama.cpp's token ids from tests/data. */
 #include "test_main.h"
 
+#include "golden_prompts.h"
+
 #include "isd_random_adapter.h"
 #include "specd/isd.h"
 #include "specd/spec_runtime.h"
@@ -25,23 +27,9 @@ static char adapter_dir[64];
 static char opts_risd[256], opts_isd_lora[256];
 
 static int read_prompts(void) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/tests/data/runtime_greedy_golden.txt",
-             getenv("SPECD_SOURCE_DIR"));
-    FILE *f = fopen(path, "r");
-    if (!f) return -1;
-    char line[65536];
-    int n = 0;
-    while (n < N_PROMPTS && fgets(line, sizeof line, f)) {
-        if (strncmp(line, "prompt ", 7)) continue;
-        char *p = line + 7, *end;
-        long count = strtol(p, &end, 10);
-        if (count < 1 || count > MAX_PROMPT) break;
-        for (long i = 0; i < count; i++) prompts[n][i] = (int32_t)strtol(p = end, &end, 10);
-        n_prompts[n++] = count;
-    }
-    fclose(f);
-    return n == N_PROMPTS ? 0 : -1;
+    return specd_golden_prompts_read(getenv("SPECD_SOURCE_DIR"), N_PROMPTS, MAX_PROMPT,
+                                     &prompts[0][0],
+                                     n_prompts);
 }
 
 static void generate(int p, const char *policy, const char *opts, float temperature,

@@ -4,35 +4,23 @@
  * the KV cache back). Prompts are llama.cpp's token ids from tests/data. */
 #include "test_main.h"
 
+#include "golden_prompts.h"
+
 #include "specd/spec_runtime.h"
 
 #include <string.h>
 
 enum { N_GEN = 32, N_PROMPTS = 2, MAX_PROMPT = 256 };
 
-static int32_t prompts[3][MAX_PROMPT];
-static int64_t n_prompts[3];
+static int32_t prompts[N_PROMPTS][MAX_PROMPT];
+static int64_t n_prompts[N_PROMPTS];
 static specd_model *model;
 static specd_context *ctx;
 
 static int read_prompts(void) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/tests/data/runtime_greedy_golden.txt",
-             getenv("SPECD_SOURCE_DIR"));
-    FILE *f = fopen(path, "r");
-    if (!f) return -1;
-    char line[65536];
-    int n = 0;
-    while (n < 3 && fgets(line, sizeof line, f)) {
-        if (strncmp(line, "prompt ", 7)) continue;
-        char *p = line + 7, *end;
-        long count = strtol(p, &end, 10);
-        if (count < 1 || count > MAX_PROMPT) break;
-        for (long i = 0; i < count; i++) prompts[n][i] = (int32_t)strtol(p = end, &end, 10);
-        n_prompts[n++] = count;
-    }
-    fclose(f);
-    return n == 3 ? 0 : -1;
+    return specd_golden_prompts_read(getenv("SPECD_SOURCE_DIR"), N_PROMPTS, MAX_PROMPT,
+                                     &prompts[0][0],
+                                     n_prompts);
 }
 
 static specd_status wrong_create(const specd_policy_env *e, const char *o, void **st,

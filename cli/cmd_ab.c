@@ -40,16 +40,24 @@ static int read_prompts(const char *path, char ***out, int *n_out) {
     char *line = NULL;
     size_t cap = 0;
     ssize_t len;
-    while ((len = getline(&line, &cap, f)) >= 0) {
+    int oom = 0;
+    while (!oom && (len = getline(&line, &cap, f)) >= 0) {
         while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = '\0';
         if (len == 0) continue;
         char **grown = realloc(v, (size_t)(n + 1) * sizeof *v);
-        if (!grown) break;
-        v = grown;
-        v[n++] = strdup(line);
+        char *copy = grown ? strdup(line) : NULL;
+        if (grown) v = grown;
+        if (!copy) oom = 1;
+        else v[n++] = copy;
     }
     free(line);
     fclose(f);
+    if (oom) {
+        fprintf(stderr, "specd ab: out of memory reading %s\n", path);
+        for (int i = 0; i < n; i++) free(v[i]);
+        free(v);
+        return 1;
+    }
     if (n == 0) {
         fprintf(stderr, "specd ab: %s has no prompts\n", path);
         free(v);

@@ -18,7 +18,9 @@ void specd_adaptive_init(specd_adaptive *g, int enabled, int32_t max_draft) {
 int32_t specd_adaptive_budget(specd_adaptive *g) {
     if (!g->enabled) return g->max_draft;
     if (g->pause_left > 0) return 0;
-    if (g->since_plain >= PROBE_EVERY || g->n_plain < 2) return g->n_spec < WARMUP_STEPS ? g->budget : 0;
+    /* Judging needs fresh plain timings: after the warm-up, a step with no draft now and then. */
+    int need_plain = g->n_plain < 2 || g->since_plain >= PROBE_EVERY;
+    if (need_plain && g->n_spec >= WARMUP_STEPS) return 0;
     return g->budget;
 }
 

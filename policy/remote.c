@@ -9,6 +9,7 @@
 #include "policy/options.h"
 #include "specd/ipc.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,6 +34,12 @@ static specd_status remote_create(const specd_policy_env *env, const char *optio
                                      {"policy", policy, (int32_t)sizeof policy},
                                      {"tokenizer_hash", hash, (int32_t)sizeof hash}};
     SPECD_TRY(specd_options_parse("remote", options, ints, 1, strs, 3, err));
+    char *hash_end;
+    errno = 0;
+    unsigned long long tokenizer_hash = strtoull(hash, &hash_end, 16);
+    if (errno || *hash_end || hash[0] == '-')
+        return specd_fail(err, SPECD_E_INVALID_ARG,
+                          "policy remote: tokenizer_hash=%s is not a hexadecimal number", hash);
     remote_state *s = specd_alloc_array(1, sizeof *s);
     if (!s) return specd_fail(err, SPECD_E_NOMEM, "policy remote: out of memory");
     s->max_draft = env->max_draft;
@@ -43,7 +50,7 @@ static specd_status remote_create(const specd_policy_env *env, const char *optio
     p.name = "drafter";
     p.timeout_ms = timeout_ms;
     specd_ipc_fingerprint fp = {.vocab_size = (uint32_t)env->n_vocab,
-                                .tokenizer_hash = strtoull(hash, NULL, 16)};
+                                .tokenizer_hash = tokenizer_hash};
     specd_status st = s->scratch ? specd_ipc_client_create(&p, SPECD_IPC_ROLE_DRAFTER, &fp,
                                                            &s->client, err)
                                  : specd_fail(err, SPECD_E_NOMEM, "policy remote: out of memory");

@@ -31,6 +31,7 @@ typedef struct spec_seq {
 
     /* the step in flight */
     int laid_out;
+    int32_t n_step_tokens; /* rows of the step in flight */
     int32_t n_draft;
     int32_t *draft;         /* max_draft */
     float *q;               /* max_draft x n_vocab, drafter shape only */
@@ -155,7 +156,10 @@ static specd_status seq_alloc(spec_seq *q, const specd_spec_params *sp, int64_t 
     q->emitted = specd_alloc_array((size_t)k1, sizeof(int32_t));
     q->keep = specd_alloc_array((size_t)k1, sizeof(int32_t));
     q->accept_prob = specd_alloc_array((size_t)sp->max_draft, sizeof(float));
-    if (q->ops->propose) q->q = specd_alloc_array((size_t)sp->max_draft * sp->n_vocab, sizeof(float));
+    size_t q_floats;
+    if (q->ops->propose && specd_mul_ok((size_t)sp->max_draft, (size_t)sp->n_vocab, &q_floats) &&
+        specd_mul_ok(q_floats, sizeof(float), &q_floats))
+        q->q = specd_alloc(q_floats); /* written by the policy before it is read: not zeroed */
     if (p->n_stop_tokens > 0) q->stop = specd_alloc_array((size_t)p->n_stop_tokens, sizeof(int32_t));
     int ok = q->history && q->draft && q->step_tokens && q->step_pos && q->step_rows &&
              q->emitted && q->keep && q->accept_prob && (!q->ops->propose || q->q) &&
@@ -325,6 +329,7 @@ specd_status specd_spec_seq_layout(specd_spec *spec, int32_t seq, specd_step_lay
             return specd_fail(err, SPECD_E_INTERNAL, "policy %s laid out %d rows, %d scored (max %d)",
                               q->ops->name, out->n_tokens, out->n_rows, most);
     }
+    q->n_step_tokens = out->n_tokens;
     q->laid_out = 1;
     q->t_laid_out = specd_now_ns();
     return SPECD_OK;
@@ -382,6 +387,16 @@ specd_status specd_spec_seq_verify(specd_spec *spec, int32_t seq, const float *l
     if (o.n_emitted < 1 || o.n_emitted > spec->params.max_draft + 1)
         return specd_fail(err, SPECD_E_INTERNAL, "policy %s emitted %d tokens", q->ops->name,
                           o.n_emitted);
+    /* hosts copy the keep list into max_draft + 1 slots and index the step's rows with it */
+    if (o.n_keep < 0 || o.n_keep > spec->params.max_draft + 1 || o.n_keep > q->n_step_tokens)
+        return specd_fail(err, SPECD_E_INTERNAL, "policy %s kept %d of %d rows", q->ops->name,
+                          o.n_keep, q->n_step_tokens);
+    for (int32_t i = 0; i < o.n_keep; i++)
+        if (o.keep[i] < 0 || o.keep[i] >= q->n_step_tokens ||
+            (i > 0 && o.keep[i] <= o.keep[i - 1]))
+            return specd_fail(err, SPECD_E_INTERNAL,
+                              "policy %s: keep list is not ascending rows of the step",
+                              q->ops->name);
 
     /* Stop at the first stop token and at max_tokens; the step's other tokens are dropped. */
     int64_t remaining = q->max_tokens - (q->n_history - q->n_prompt);

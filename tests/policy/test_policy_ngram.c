@@ -58,6 +58,17 @@ static void test_bad_options_are_refused(void **s) {
     }
 }
 
+static void test_remote_refuses_a_bad_tokenizer_hash(void **s) {
+    (void)s;
+    const specd_policy_ops *ops = specd_policy_find("remote");
+    specd_policy_env env = {.n_vocab = 100, .max_draft = 8};
+    void *state = NULL;
+    specd_error err;
+    assert_int_equal(ops->create(&env, "tokenizer_hash=zz", &state, &err), SPECD_E_INVALID_ARG);
+    assert_non_null(strstr(err.message, "tokenizer_hash"));
+    assert_null(state);
+}
+
 static void test_registry(void **s) {
     (void)s;
     assert_non_null(specd_policy_find("none"));
@@ -76,6 +87,7 @@ int main(void) {
         cmocka_unit_test(test_proposes_continuation_of_latest_match),
         cmocka_unit_test(test_no_match_proposes_nothing),
         cmocka_unit_test(test_bad_options_are_refused),
+        cmocka_unit_test(test_remote_refuses_a_bad_tokenizer_hash),
         cmocka_unit_test(test_registry),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -142,6 +142,53 @@ static void test_host_policy_with_bad_drafts(void **s) {
     assert_true(spec.stats.n_accepted < spec.stats.n_draft_tokens / 4);
 }
 
+/* A self-speculative host policy that asks to keep rows the step does not have. */
+static int32_t bad_tokens[2] = {1, 2}, bad_pos[2] = {0, 1}, bad_rows[2] = {0, 1};
+static int32_t bad_keep[3] = {0, 1, 5}, bad_emitted[1] = {3};
+static specd_status bad_layout(void *st, const int32_t *h, int64_t n, specd_step_layout *out,
+                               specd_error *err) {
+    (void)st, (void)h, (void)err;
+    bad_pos[0] = (int32_t)n - 1;
+    bad_pos[1] = (int32_t)n;
+    *out = (specd_step_layout){.n_tokens = 2, .tokens = bad_tokens, .pos = bad_pos, .n_rows = 2,
+                               .rows = bad_rows};
+    return SPECD_OK;
+}
+static specd_status bad_verify(void *st, const float *logits, specd_step_outcome *out,
+                               specd_error *err) {
+    (void)st, (void)logits, (void)err;
+    *out = (specd_step_outcome){.n_emitted = 1, .emitted = bad_emitted, .n_keep = 3,
+                                .keep = bad_keep};
+    return SPECD_OK;
+}
+static const specd_policy_ops bad_keep_ops = {.abi_version = SPECD_POLICY_ABI_VERSION,
+                                              .name = "bad-keep", .create = wrong_create,
+                                              .destroy = wrong_destroy, .layout = bad_layout,
+                                              .verify = bad_verify};
+
+static void test_bad_keep_list_is_refused(void **s) {
+    (void)s;
+    specd_spec_params sp = specd_spec_default_params();
+    sp.n_vocab = V;
+    specd_spec *spec;
+    specd_error err;
+    assert_int_equal(specd_spec_create(&sp, &spec, &err), SPECD_OK);
+    specd_seq_params p = specd_seq_default_params();
+    p.policy_ops = &bad_keep_ops;
+    const int32_t prompt[] = {1, 2};
+    assert_int_equal(specd_spec_seq_open(spec, 0, prompt, 2, &p, &err), SPECD_OK);
+    specd_step_layout lay;
+    specd_step_outcome o;
+    float logits[2 * V] = {0};
+    assert_int_equal(specd_spec_seq_layout(spec, 0, &lay, &err), SPECD_OK);
+    assert_int_equal(specd_spec_seq_verify(spec, 0, logits, &o, &err), SPECD_E_INTERNAL);
+    assert_non_null(strstr(err.message, "kept 3 of 2 rows"));
+    int64_t n_out;
+    specd_spec_seq_output(spec, 0, &n_out);
+    assert_int_equal(n_out, 0); /* nothing emitted */
+    specd_spec_destroy(spec);
+}
+
 static void test_bad_input(void **s) {
     (void)s;
     specd_spec_params sp = specd_spec_default_params();
@@ -219,6 +266,7 @@ int main(void) {
         cmocka_unit_test(test_different_seeds_differ),
         cmocka_unit_test(test_host_policy_with_bad_drafts),
         cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_bad_keep_list_is_refused),
         cmocka_unit_test(test_stop_token_ends_sequence),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

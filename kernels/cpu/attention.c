@@ -2,128 +2,126 @@
 
 #include "kernels/cpu/fp16.h"
 
+#include <math.h>
+#include <string.h>
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
 
-/* Scores and the weighted sum of V are the only reductions: each runs over one row in a fixed
- * order (8 lanes of head dims, keys ascending), so the result depends only on the row's keys. */
+/* llama.cpp's attention over an F16 cache without flash attention, as its x86 build evaluates a
+ * one-token decode: scores = K q16 where q16 is q rounded to F16 and each dot is ggml_vec_dot_f16
+ * (four 8-lane accumulators over steps of 32, reduced as below); softmax (softmax.c) over all
+ * positions with masked ones at -inf; the probabilities rounded to F16; then each output dim is
+ * again ggml_vec_dot_f16 of V^T's row for that dim with the probabilities. Positions are cache
+ * rows, so a masked row still holds its place in the 8- and 32-wide groupings, as in llama.cpp.
+ * Every number depends only on the row's own inputs, whatever the batch. */
 
-static void scores_scalar(const float *q, const uint16_t *k, size_t stride, const int32_t *keys,
-                          int32_t n_keys, int32_t hd, float scale, float *s) {
-    for (int32_t j = 0; j < n_keys; j++) {
-        const uint16_t *kr = k + (size_t)keys[j] * stride;
-        float lane[8] = {0};
-        for (int32_t d = 0; d < hd; d++)
-            lane[d & 7] += q[d] * specd_fp16_to_fp32(kr[d]);
-        float sum = ((lane[0] + lane[4]) + (lane[1] + lane[5])) +
-                    ((lane[2] + lane[6]) + (lane[3] + lane[7]));
-        s[j] = sum * scale;
-    }
+/* ggml_vec_dot_f16's reduction of four 8-lane accumulators (GGML_F32x8_REDUCE). */
+static float reduce_4x8(float acc[4][8]) {
+    float t[8], h[4];
+    for (int l = 0; l < 8; l++)
+        t[l] = (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]);
+    for (int l = 0; l < 4; l++)
+        h[l] = t[l] + t[l + 4];
+    return (h[0] + h[1]) + (h[2] + h[3]);
 }
 
-static void mix_scalar(const float *p, const uint16_t *v, size_t stride, const int32_t *keys,
-                       int32_t n_keys, int32_t hd, float *out) {
-    for (int32_t d = 0; d < hd; d++)
-        out[d] = 0.0f;
-    for (int32_t j = 0; j < n_keys; j++) {
-        const uint16_t *vr = v + (size_t)keys[j] * stride;
-        for (int32_t d = 0; d < hd; d++)
-            out[d] += p[j] * specd_fp16_to_fp32(vr[d]);
-    }
+/* dot of n F16 values with n floats (already F16-exact); element i goes to accumulator
+ * (i / 8) % 4, lane i % 8; n need not be a multiple of 32: missing elements count as zero. */
+static float dot_f16_scalar(const uint16_t *x, const float *y, int32_t n) {
+    float acc[4][8] = {{0}};
+    for (int32_t i = 0; i < n; i++)
+        acc[(i >> 3) & 3][i & 7] = fmaf(specd_fp16_to_fp32(x[i]), y[i], acc[(i >> 3) & 3][i & 7]);
+    return reduce_4x8(acc);
 }
 
 #if defined(__x86_64__)
-__attribute__((target("avx2,fma,f16c"))) static void scores_avx2(const float *q, const uint16_t *k,
-                                                                 size_t stride, const int32_t *keys,
-                                                                 int32_t n_keys, int32_t hd,
-                                                                 float scale, float *s) {
-    for (int32_t j = 0; j < n_keys; j++) {
-        const uint16_t *kr = k + (size_t)keys[j] * stride;
-        __m256 acc = _mm256_setzero_ps();
-        for (int32_t d = 0; d < hd; d += 8) {
-            __m256 kv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(kr + d)));
-            acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), kv, acc);
-        }
-        __m128 lo = _mm256_castps256_ps128(acc), hi = _mm256_extractf128_ps(acc, 1);
-        __m128 t = _mm_add_ps(lo, hi);
-        t = _mm_add_ps(t, _mm_movehl_ps(t, t));
-        t = _mm_add_ss(t, _mm_movehdup_ps(t));
-        s[j] = _mm_cvtss_f32(t) * scale;
-    }
+#define AVX2 __attribute__((target("avx2,fma,f16c")))
+
+static AVX2 inline float reduce_4x8_avx2(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
+    const __m256 s = _mm256_add_ps(_mm256_add_ps(a0, a2), _mm256_add_ps(a1, a3));
+    const __m128 t0 = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+    const __m128 t1 = _mm_hadd_ps(t0, t0);
+    return _mm_cvtss_f32(_mm_hadd_ps(t1, t1));
 }
 
-__attribute__((target("avx2,fma,f16c"))) static void mix_avx2(const float *p, const uint16_t *v,
-                                                              size_t stride, const int32_t *keys,
-                                                              int32_t n_keys, int32_t hd,
-                                                              float *out) {
-    if (hd == 64) { /* the common head size: keep the whole output row in registers */
-        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0,
-               a7 = a0;
-        for (int32_t j = 0; j < n_keys; j++) {
-            const uint16_t *vr = v + (size_t)keys[j] * stride;
-            const __m256 pj = _mm256_set1_ps(p[j]);
-#define MIX_LANE(acc, o)                                                                           \
-    acc = _mm256_fmadd_ps(pj, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(vr + (o)))), acc)
-            MIX_LANE(a0, 0);
-            MIX_LANE(a1, 8);
-            MIX_LANE(a2, 16);
-            MIX_LANE(a3, 24);
-            MIX_LANE(a4, 32);
-            MIX_LANE(a5, 40);
-            MIX_LANE(a6, 48);
-            MIX_LANE(a7, 56);
-#undef MIX_LANE
-        }
-        _mm256_storeu_ps(out + 0, a0);
-        _mm256_storeu_ps(out + 8, a1);
-        _mm256_storeu_ps(out + 16, a2);
-        _mm256_storeu_ps(out + 24, a3);
-        _mm256_storeu_ps(out + 32, a4);
-        _mm256_storeu_ps(out + 40, a5);
-        _mm256_storeu_ps(out + 48, a6);
-        _mm256_storeu_ps(out + 56, a7);
-        return;
-    }
-    for (int32_t d = 0; d < hd; d += 8) {
-        __m256 acc = _mm256_setzero_ps();
-        for (int32_t j = 0; j < n_keys; j++) {
-            const uint16_t *vr = v + (size_t)keys[j] * stride;
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(p[j]),
-                                  _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(vr + d))), acc);
-        }
-        _mm256_storeu_ps(out + d, acc);
-    }
+static AVX2 inline __m256 load_f16x8(const uint16_t *p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
 }
 
+/* n a multiple of 32 */
+static AVX2 float dot_f16_avx2(const uint16_t *x, const float *y, int32_t n) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (int32_t i = 0; i < n; i += 32) {
+        a0 = _mm256_fmadd_ps(load_f16x8(x + i), _mm256_loadu_ps(y + i), a0);
+        a1 = _mm256_fmadd_ps(load_f16x8(x + i + 8), _mm256_loadu_ps(y + i + 8), a1);
+        a2 = _mm256_fmadd_ps(load_f16x8(x + i + 16), _mm256_loadu_ps(y + i + 16), a2);
+        a3 = _mm256_fmadd_ps(load_f16x8(x + i + 24), _mm256_loadu_ps(y + i + 24), a3);
+    }
+    return reduce_4x8_avx2(a0, a1, a2, a3);
+}
+
+/* any n: whole groups of 32 from memory, a last partial group through zero-padded copies (the
+ * cache beyond n may hold anything, and 0 * inf would not be 0) */
+static AVX2 float dot_f16_any_avx2(const uint16_t *x, const float *y, int32_t n) {
+    const int32_t n32 = n & ~31;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (int32_t i = 0; i < n32; i += 32) {
+        a0 = _mm256_fmadd_ps(load_f16x8(x + i), _mm256_loadu_ps(y + i), a0);
+        a1 = _mm256_fmadd_ps(load_f16x8(x + i + 8), _mm256_loadu_ps(y + i + 8), a1);
+        a2 = _mm256_fmadd_ps(load_f16x8(x + i + 16), _mm256_loadu_ps(y + i + 16), a2);
+        a3 = _mm256_fmadd_ps(load_f16x8(x + i + 24), _mm256_loadu_ps(y + i + 24), a3);
+    }
+    if (n32 < n) {
+        uint16_t xt[32] = {0};
+        float yt[32] = {0};
+        memcpy(xt, x + n32, (size_t)(n - n32) * sizeof *xt);
+        memcpy(yt, y + n32, (size_t)(n - n32) * sizeof *yt);
+        a0 = _mm256_fmadd_ps(load_f16x8(xt), _mm256_loadu_ps(yt), a0);
+        a1 = _mm256_fmadd_ps(load_f16x8(xt + 8), _mm256_loadu_ps(yt + 8), a1);
+        a2 = _mm256_fmadd_ps(load_f16x8(xt + 16), _mm256_loadu_ps(yt + 16), a2);
+        a3 = _mm256_fmadd_ps(load_f16x8(xt + 24), _mm256_loadu_ps(yt + 24), a3);
+    }
+    return reduce_4x8_avx2(a0, a1, a2, a3);
+}
 #endif
 
-void specd_attention_row(const float *q, const uint16_t *k, const uint16_t *v, size_t kv_stride,
-                         const int32_t *keys, int32_t n_keys, int32_t head_dim, float scale,
-                         float *scores, float *out, int simd) {
+void specd_attention_row(const float *q, const uint16_t *k, size_t k_stride, const uint16_t *vt,
+                         size_t vt_stride, const uint8_t *visible, int32_t n_pos, int32_t head_dim,
+                         float scale, float *scores, float *probs, float *out, int simd) {
     float qh[512]; /* head_dim <= 512, checked at model load */
     for (int32_t d = 0; d < head_dim; d++)
         qh[d] = specd_fp16_to_fp32(specd_fp32_to_fp16(q[d]));
 #if defined(__x86_64__)
-    const int vec = (head_dim % 8 == 0) && simd;
+    const int vec = simd && head_dim % 32 == 0;
 #else
     const int vec = 0;
+    (void)simd;
 #endif
-    if (vec) {
+    for (int32_t j = 0; j < n_pos; j++) {
+        if (visible && !visible[j]) {
+            scores[j] = -INFINITY;
+            continue;
+        }
+        const uint16_t *kr = k + (size_t)j * k_stride;
+        float s;
 #if defined(__x86_64__)
-        scores_avx2(qh, k, kv_stride, keys, n_keys, head_dim, scale, scores);
+        s = vec ? dot_f16_avx2(kr, qh, head_dim) : dot_f16_scalar(kr, qh, head_dim);
+#else
+        s = dot_f16_scalar(kr, qh, head_dim);
 #endif
-    } else {
-        scores_scalar(qh, k, kv_stride, keys, n_keys, head_dim, scale, scores);
+        scores[j] = s * scale;
     }
-    specd_softmax_f32(scores, n_keys);
-    for (int32_t j = 0; j < n_keys; j++)
-        scores[j] = specd_fp16_to_fp32(specd_fp32_to_fp16(scores[j]));
-    if (vec) {
+    specd_softmax_f32(scores, n_pos, simd);
+    for (int32_t j = 0; j < n_pos; j++)
+        probs[j] = specd_fp16_to_fp32(specd_fp32_to_fp16(scores[j]));
+    for (int32_t d = 0; d < head_dim; d++) {
+        const uint16_t *vr = vt + (size_t)d * vt_stride;
 #if defined(__x86_64__)
-        mix_avx2(scores, v, kv_stride, keys, n_keys, head_dim, out);
+        out[d] = simd ? dot_f16_any_avx2(vr, probs, n_pos) : dot_f16_scalar(vr, probs, n_pos);
+#else
+        out[d] = dot_f16_scalar(vr, probs, n_pos);
 #endif
-    } else {
-        mix_scalar(scores, v, kv_stride, keys, n_keys, head_dim, out);
     }
 }

@@ -33,15 +33,6 @@ static AVX2 inline float hsum_f32(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
-/* Sum of x[i]*y[i] over 32 int8 pairs, for any x and y in [-127, 127]: exact (no int16
- * saturation, since |x| <= 128 and |y| <= 127). */
-static AVX2 inline int dot_i8(__m256i x, __m256i y) {
-    const __m256i ax = _mm256_sign_epi8(x, x);
-    const __m256i sy = _mm256_sign_epi8(y, x);
-    const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(ax, sy), _mm256_set1_epi16(1));
-    return hsum_i32(p);
-}
-
 /* The 32 nibbles of a Q4_0/Q4_1 block in element order: low nibbles then high nibbles. */
 static AVX2 inline __m256i unpack_nibbles(const uint8_t *qs) {
     const __m128i q = _mm_loadu_si128((const __m128i *)qs);
@@ -52,21 +43,14 @@ static AVX2 inline __m256i unpack_nibbles(const uint8_t *qs) {
 }
 
 /* --- 32-element blocks ------------------------------------------------------------------- */
-/* The three dots below run eight blocks at a time: eight exact integer block sums in one vector,
- * the blocks' fp16 scales converted together, each block's float term computed lane-wise with
- * the reference's operations, then added to the running sum one block at a time, in block
- * order, as the reference does. A tail of fewer than eight blocks goes one block at a time. */
+/* The Q4_0/Q4_1/Q8_0 dots keep eight float lanes of exact integer partial sums (four elements
+ * each) and fuse one multiply-add per block, as llama.cpp's x86 kernels and the scalar references
+ * in quant_32.c do; other dots sum eight blocks at a time in block order. */
 
 static AVX2 inline __m256 f16x8_to_f32(__m128i h);
 
-/* Field f (an fp16) of blocks b..b+7, as floats. Built in registers: storing eight halves to
- * memory and loading them back as one vector would stall on store forwarding. */
-#define GATHER_F16(blk, b, f)                                                                      \
-    f16x8_to_f32(_mm_set_epi16((short)blk[b + 7].f, (short)blk[b + 6].f, (short)blk[b + 5].f,      \
-                               (short)blk[b + 4].f, (short)blk[b + 3].f, (short)blk[b + 2].f,      \
-                               (short)blk[b + 1].f, (short)blk[b].f))
-
-/* Pairwise int32 partial sums of x*y (8 lanes) for one block; see dot_i8 for the ranges. */
+/* Int32 partial sums of x*y for one block, lane i = elements 4i..4i+3: exact for x, y in
+ * [-127, 127] (no int16 saturation, since |x| <= 128 and |y| <= 127). */
 static AVX2 inline __m256i partial_i8(__m256i x, __m256i y) {
     const __m256i ax = _mm256_sign_epi8(x, x);
     const __m256i sy = _mm256_sign_epi8(y, x);
@@ -77,97 +61,45 @@ static AVX2 inline __m256i partial_u4(__m256i x, __m256i y) {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(x, y), _mm256_set1_epi16(1));
 }
 
-/* Lane k of the result: the sum of the eight lanes of p[k]. */
-static AVX2 inline __m256i block_sums8(const __m256i p[8]) {
-    const __m256i s01 = _mm256_hadd_epi32(p[0], p[1]), s23 = _mm256_hadd_epi32(p[2], p[3]);
-    const __m256i s45 = _mm256_hadd_epi32(p[4], p[5]), s67 = _mm256_hadd_epi32(p[6], p[7]);
-    const __m256i a = _mm256_hadd_epi32(s01, s23), b = _mm256_hadd_epi32(s45, s67);
-    return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20),
-                            _mm256_permute2x128_si256(a, b, 0x31));
-}
-
-static AVX2 inline float add_in_order(float sum, __m256 terms) {
-    float t[8];
-    _mm256_storeu_ps(t, terms);
-    for (int k = 0; k < 8; k++)
-        sum += t[k];
-    return sum;
-}
-
 AVX2 void specd_q4_0_vec_dot_avx2(int64_t n, float *s, const void *vx, const void *vy) {
     const specd_block_q4_0 *x = vx;
     const specd_block_q8_0 *y = vy;
-    const int64_t nb = n / SPECD_QK;
-    float sum = 0.0f;
-    int64_t b = 0;
-    for (; b + 8 <= nb; b += 8) {
-        __m256i p[8];
-        for (int k = 0; k < 8; k++) {
-            const __m256i xq = _mm256_sub_epi8(unpack_nibbles(x[b + k].qs), _mm256_set1_epi8(8));
-            p[k] = partial_i8(xq, _mm256_loadu_si256((const __m256i *)y[b + k].qs));
-        }
-        const __m256 sumi = _mm256_cvtepi32_ps(block_sums8(p));
-        sum = add_in_order(
-            sum, _mm256_mul_ps(_mm256_mul_ps(sumi, GATHER_F16(x, b, d)), GATHER_F16(y, b, d)));
-    }
-    for (; b < nb; b++) {
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / SPECD_QK; b++) {
+        const float d = specd_fp16_to_fp32(x[b].d) * specd_fp16_to_fp32(y[b].d);
         const __m256i xq = _mm256_sub_epi8(unpack_nibbles(x[b].qs), _mm256_set1_epi8(8));
-        const int sumi = dot_i8(xq, _mm256_loadu_si256((const __m256i *)y[b].qs));
-        sum += (float)sumi * specd_fp16_to_fp32(x[b].d) * specd_fp16_to_fp32(y[b].d);
+        const __m256i p = partial_i8(xq, _mm256_loadu_si256((const __m256i *)y[b].qs));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(p), acc);
     }
-    *s = sum;
+    *s = hsum_f32(acc);
 }
 
 AVX2 void specd_q4_1_vec_dot_avx2(int64_t n, float *s, const void *vx, const void *vy) {
     const specd_block_q4_1 *x = vx;
     const specd_block_q8_1 *y = vy;
-    const int64_t nb = n / SPECD_QK;
-    float sum = 0.0f;
-    int64_t b = 0;
-    for (; b + 8 <= nb; b += 8) {
-        __m256i p[8];
-        for (int k = 0; k < 8; k++) {
-            p[k] = partial_u4(unpack_nibbles(x[b + k].qs),
-                              _mm256_loadu_si256((const __m256i *)y[b + k].qs));
-        }
-        const __m256 sumi = _mm256_cvtepi32_ps(block_sums8(p));
-        const __m256 dd = _mm256_mul_ps(GATHER_F16(x, b, d), GATHER_F16(y, b, d));
-        const __m256 ms = _mm256_mul_ps(GATHER_F16(x, b, m), GATHER_F16(y, b, s));
-        sum = add_in_order(sum, _mm256_add_ps(_mm256_mul_ps(dd, sumi), ms));
-    }
-    for (; b < nb; b++) {
+    __m256 acc = _mm256_setzero_ps();
+    float mins = 0.0f;
+    for (int64_t b = 0; b < n / SPECD_QK; b++) {
+        const float d = specd_fp16_to_fp32(x[b].d) * specd_fp16_to_fp32(y[b].d);
+        mins = fmaf(specd_fp16_to_fp32(x[b].m), specd_fp16_to_fp32(y[b].s), mins);
         const __m256i p =
             partial_u4(unpack_nibbles(x[b].qs), _mm256_loadu_si256((const __m256i *)y[b].qs));
-        const int sumi = hsum_i32(p);
-        const float dd = specd_fp16_to_fp32(x[b].d) * specd_fp16_to_fp32(y[b].d);
-        const float ms = specd_fp16_to_fp32(x[b].m) * specd_fp16_to_fp32(y[b].s);
-        sum += dd * (float)sumi + ms;
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(p), acc);
     }
-    *s = sum;
+    *s = hsum_f32(acc) + mins;
 }
 
 AVX2 void specd_q8_0_vec_dot_avx2(int64_t n, float *s, const void *vx, const void *vy) {
     const specd_block_q8_0 *x = vx;
     const specd_block_q8_0 *y = vy;
-    const int64_t nb = n / SPECD_QK;
-    float sum = 0.0f;
-    int64_t b = 0;
-    for (; b + 8 <= nb; b += 8) {
-        __m256i p[8];
-        for (int k = 0; k < 8; k++) {
-            p[k] = partial_i8(_mm256_loadu_si256((const __m256i *)x[b + k].qs),
-                              _mm256_loadu_si256((const __m256i *)y[b + k].qs));
-        }
-        const __m256 sumi = _mm256_cvtepi32_ps(block_sums8(p));
-        sum = add_in_order(
-            sum, _mm256_mul_ps(sumi, _mm256_mul_ps(GATHER_F16(x, b, d), GATHER_F16(y, b, d))));
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / SPECD_QK; b++) {
+        const float d = specd_fp16_to_fp32(x[b].d) * specd_fp16_to_fp32(y[b].d);
+        const __m256i p = partial_i8(_mm256_loadu_si256((const __m256i *)x[b].qs),
+                                     _mm256_loadu_si256((const __m256i *)y[b].qs));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(p), acc);
     }
-    for (; b < nb; b++) {
-        const int sumi = dot_i8(_mm256_loadu_si256((const __m256i *)x[b].qs),
-                                _mm256_loadu_si256((const __m256i *)y[b].qs));
-        sum += (float)sumi * (specd_fp16_to_fp32(x[b].d) * specd_fp16_to_fp32(y[b].d));
-    }
-    *s = sum;
+    *s = hsum_f32(acc);
 }
 
 /* 32 floats to int8 with scale id, round half to even, in element order; the int32 sum of the

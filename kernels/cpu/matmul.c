@@ -2,6 +2,7 @@
 
 #include "kernels/cpu/quant_blocks.h"
 
+#include <math.h>
 #include <string.h>
 
 #if defined(__x86_64__)
@@ -25,22 +26,20 @@ void specd_quantize_rows(const specd_dtype_traits *vdt_traits, uint32_t vdt, con
 }
 
 #if defined(__x86_64__)
-/* Four dot products at once, one per SSE lane: lane i is weight row x[i] against activation row
- * y[i]. Lanes can share rows: 4 weight rows x 1 activation row for a decode, 1 x 4 in an extend.
- *
- * Batch invariance and agreement with the library's vec_dot: each lane performs exactly the float
- * operations of specd_q4_1_vec_dot / specd_q8_0_vec_dot (kernels/cpu/quant_32.c) in the same
- * order: the block's integer sum is exact whatever instructions produce it, the fp16 scales convert
- * exactly, and per block  sum = sum + ((d_x*d_y) * sumi + m_x*s_y)  (Q4_1) or
- * sum = sum + sumi * (d_x*d_y)  (Q8_0) in IEEE single precision without contraction. So a lane's
- * result is bitwise the scalar vec_dot's, independent of its neighbours and of the tile shape. */
+/* Tiles of (weight row, activation row) pairs, one 8-lane float accumulator per pair, so that each
+ * pair gets exactly the operations of its vec_dot (specd_q4_1_vec_dot / specd_q8_0_vec_dot in
+ * kernels/cpu/quant_32.c, which are llama.cpp's x86 order): per block, four-element integer
+ * partial sums in eight lanes, lane += (d_w * d_x) * partial by one fused multiply-add, and for
+ * Q4_1 min_w * s_x into a scalar by another; at the end the lanes are summed as
+ * ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)) and the scalar added. A tile only shares loads and scale
+ * conversions between its pairs, so the result is independent of the tile shape and batch. */
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
 
-/* [hsum(p0), hsum(p1), hsum(p2), hsum(p3)], exact int32 sums. */
-static AVX2 inline __m128i hsum4_i32(__m256i p0, __m256i p1, __m256i p2, __m256i p3) {
-    const __m256i a = _mm256_hadd_epi32(p0, p1), b = _mm256_hadd_epi32(p2, p3);
-    const __m256i c = _mm256_hadd_epi32(a, b);
-    return _mm_add_epi32(_mm256_castsi256_si128(c), _mm256_extracti128_si256(c, 1));
+static AVX2 inline float hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
 }
 
 static AVX2 inline __m128 half4(uint16_t a, uint16_t b, uint16_t c, uint16_t d) {
@@ -54,234 +53,190 @@ static AVX2 inline __m256i nibbles(const uint8_t *qs) {
                                    _mm_and_si128(_mm_srli_epi16(q, 4), m), 1);
 }
 
-static AVX2 inline __m256i dot_u4_s8(__m256i x, const int8_t *yq) {
-    const __m256i y = _mm256_loadu_si256((const __m256i *)yq);
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(x, y), _mm256_set1_epi16(1));
+/* four-element partial sums as floats: unsigned nibbles x signed int8 (Q4_1) */
+static AVX2 inline __m256 partial_u4(__m256i x, __m256i y) {
+    return _mm256_cvtepi32_ps(
+        _mm256_madd_epi16(_mm256_maddubs_epi16(x, y), _mm256_set1_epi16(1)));
 }
 
-static AVX2 inline __m256i dot_s8_s8(const int8_t *xq, const int8_t *yq) {
-    const __m256i x = _mm256_loadu_si256((const __m256i *)xq);
-    const __m256i y = _mm256_loadu_si256((const __m256i *)yq);
-    const __m256i ax = _mm256_sign_epi8(x, x), sy = _mm256_sign_epi8(y, x);
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(ax, sy), _mm256_set1_epi16(1));
+/* signed x signed (Q8_0), given |x| and y carrying x's sign */
+static AVX2 inline __m256 partial_s8(__m256i abs_x, __m256i y_signed) {
+    return _mm256_cvtepi32_ps(
+        _mm256_madd_epi16(_mm256_maddubs_epi16(abs_x, y_signed), _mm256_set1_epi16(1)));
 }
 
-static AVX2 void q4_1_x4(int64_t nb, const specd_block_q4_1 *const x[4],
-                         const specd_block_q8_1 *const y[4], float out[4]) {
-    __m128 sum = _mm_setzero_ps();
+/* Two adjacent weight rows against one activation row (a decode). Rows are walked in memory
+ * order, as llama.cpp's per-row vec_dot walks them, so the hardware prefetcher sees one stream
+ * (tiles of eight interleaved rows ran 1.6x slower: short strided streams miss the cache). */
+static AVX2 inline float half1(uint16_t h) {
+    return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h)));
+}
+
+static AVX2 void q4_1_2x1(int64_t nb, const specd_block_q4_1 *x0, const specd_block_q4_1 *x1,
+                          const specd_block_q8_1 *y, float out[2]) {
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    float mins0 = 0.0f, mins1 = 0.0f;
     for (int64_t b = 0; b < nb; b++) {
-        __m256i p[4];
-        for (int i = 0; i < 4; i++)
-            p[i] = dot_u4_s8(nibbles(x[i][b].qs), y[i][b].qs);
-        const __m128 sumi = _mm_cvtepi32_ps(hsum4_i32(p[0], p[1], p[2], p[3]));
-        const __m128 dd = _mm_mul_ps(half4(x[0][b].d, x[1][b].d, x[2][b].d, x[3][b].d),
-                                     half4(y[0][b].d, y[1][b].d, y[2][b].d, y[3][b].d));
-        const __m128 ms = _mm_mul_ps(half4(x[0][b].m, x[1][b].m, x[2][b].m, x[3][b].m),
-                                     half4(y[0][b].s, y[1][b].s, y[2][b].s, y[3][b].s));
-        sum = _mm_add_ps(sum, _mm_add_ps(_mm_mul_ps(dd, sumi), ms));
+        const __m128 ys = half4(y[b].d, y[b].s, 0, 0);
+        const __m128 xs = half4(x0[b].d, x0[b].m, x1[b].d, x1[b].m);
+        float f[4], g[4];
+        _mm_storeu_ps(f, xs);
+        _mm_storeu_ps(g, ys);
+        mins0 = fmaf(f[1], g[1], mins0);
+        mins1 = fmaf(f[3], g[1], mins1);
+        const __m256i yq = _mm256_loadu_si256((const __m256i *)y[b].qs);
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(f[0] * g[0]), partial_u4(nibbles(x0[b].qs), yq), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(f[2] * g[0]), partial_u4(nibbles(x1[b].qs), yq), acc1);
     }
-    _mm_storeu_ps(out, sum);
+    out[0] = hsum8(acc0) + mins0;
+    out[1] = hsum8(acc1) + mins1;
 }
 
-static AVX2 void q8_0_x4(int64_t nb, const specd_block_q8_0 *const x[4],
-                         const specd_block_q8_0 *const y[4], float out[4]) {
-    __m128 sum = _mm_setzero_ps();
+static AVX2 void q8_0_2x1(int64_t nb, const specd_block_q8_0 *x0, const specd_block_q8_0 *x1,
+                          const specd_block_q8_0 *y, float out[2]) {
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
-        __m256i p[4];
-        for (int i = 0; i < 4; i++)
-            p[i] = dot_s8_s8(x[i][b].qs, y[i][b].qs);
-        const __m128 sumi = _mm_cvtepi32_ps(hsum4_i32(p[0], p[1], p[2], p[3]));
-        const __m128 dd = _mm_mul_ps(half4(x[0][b].d, x[1][b].d, x[2][b].d, x[3][b].d),
-                                     half4(y[0][b].d, y[1][b].d, y[2][b].d, y[3][b].d));
-        sum = _mm_add_ps(sum, _mm_mul_ps(sumi, dd));
+        const float yd = half1(y[b].d);
+        const __m256i yq = _mm256_loadu_si256((const __m256i *)y[b].qs);
+        const __m256i w0 = _mm256_loadu_si256((const __m256i *)x0[b].qs);
+        const __m256i w1 = _mm256_loadu_si256((const __m256i *)x1[b].qs);
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(half1(x0[b].d) * yd),
+                               partial_s8(_mm256_sign_epi8(w0, w0), _mm256_sign_epi8(yq, w0)), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(half1(x1[b].d) * yd),
+                               partial_s8(_mm256_sign_epi8(w1, w1), _mm256_sign_epi8(yq, w1)), acc1);
     }
-    _mm_storeu_ps(out, sum);
+    out[0] = hsum8(acc0);
+    out[1] = hsum8(acc1);
 }
 
-/* Two weight rows against four activation rows (8 lanes in two SSE sums): each weight block is
- * unpacked once and each activation block loaded once for all its uses. Per lane the float
- * operations are those of q4_1_x4 (and so of the scalar vec_dot). */
+/* two weight rows against four activation rows (an extend); the eight accumulators are named
+ * so that they stay in registers */
 static AVX2 void q4_1_2x4(int64_t nb, const specd_block_q4_1 *x0, const specd_block_q4_1 *x1,
                           const specd_block_q8_1 *const y[4], float out0[4], float out1[4]) {
-    __m128 sum0 = _mm_setzero_ps(), sum1 = _mm_setzero_ps();
+    __m256 a00 = _mm256_setzero_ps(), a01 = a00, a02 = a00, a03 = a00;
+    __m256 a10 = a00, a11 = a00, a12 = a00, a13 = a00;
+    __m256 mins = a00; /* lanes: row 0 x act 0..3, row 1 x act 0..3 */
+    const specd_block_q8_1 *y0 = y[0], *y1 = y[1], *y2 = y[2], *y3 = y[3];
     for (int64_t b = 0; b < nb; b++) {
-        const __m256i a0 = nibbles(x0[b].qs), a1 = nibbles(x1[b].qs);
-        __m256i p0[4], p1[4];
-        for (int i = 0; i < 4; i++) {
-            const __m256i yq = _mm256_loadu_si256((const __m256i *)y[i][b].qs);
-            p0[i] = _mm256_madd_epi16(_mm256_maddubs_epi16(a0, yq), _mm256_set1_epi16(1));
-            p1[i] = _mm256_madd_epi16(_mm256_maddubs_epi16(a1, yq), _mm256_set1_epi16(1));
-        }
-        const __m128 yd = half4(y[0][b].d, y[1][b].d, y[2][b].d, y[3][b].d);
-        const __m128 ys = half4(y[0][b].s, y[1][b].s, y[2][b].s, y[3][b].s);
-        const __m128 xd = half4(x0[b].d, x0[b].m, x1[b].d, x1[b].m);
-        const __m128 s0 = _mm_cvtepi32_ps(hsum4_i32(p0[0], p0[1], p0[2], p0[3]));
-        const __m128 s1 = _mm_cvtepi32_ps(hsum4_i32(p1[0], p1[1], p1[2], p1[3]));
-        const __m128 dd0 = _mm_mul_ps(_mm_shuffle_ps(xd, xd, 0x00), yd);
-        const __m128 ms0 = _mm_mul_ps(_mm_shuffle_ps(xd, xd, 0x55), ys);
-        const __m128 dd1 = _mm_mul_ps(_mm_shuffle_ps(xd, xd, 0xaa), yd);
-        const __m128 ms1 = _mm_mul_ps(_mm_shuffle_ps(xd, xd, 0xff), ys);
-        sum0 = _mm_add_ps(sum0, _mm_add_ps(_mm_mul_ps(dd0, s0), ms0));
-        sum1 = _mm_add_ps(sum1, _mm_add_ps(_mm_mul_ps(dd1, s1), ms1));
+        const __m128 yd = half4(y0[b].d, y1[b].d, y2[b].d, y3[b].d);
+        const __m128 ys = half4(y0[b].s, y1[b].s, y2[b].s, y3[b].s);
+        const __m128 xs = half4(x0[b].d, x0[b].m, x1[b].d, x1[b].m);
+        const __m256 dd = _mm256_set_m128(_mm_mul_ps(_mm_shuffle_ps(xs, xs, 0xaa), yd),
+                                          _mm_mul_ps(_mm_shuffle_ps(xs, xs, 0x00), yd));
+        const __m256 xm =
+            _mm256_set_m128(_mm_shuffle_ps(xs, xs, 0xff), _mm_shuffle_ps(xs, xs, 0x55));
+        mins = _mm256_fmadd_ps(xm, _mm256_set_m128(ys, ys), mins);
+        const __m256i w0 = nibbles(x0[b].qs), w1 = nibbles(x1[b].qs);
+#define Q41_STEP(yv, i, acc0, acc1)                                                                \
+    do {                                                                                           \
+        const __m256i yq = _mm256_loadu_si256((const __m256i *)(yv)[b].qs);                        \
+        acc0 = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(dd, _mm256_set1_epi32(i)),                \
+                               partial_u4(w0, yq), acc0);                                          \
+        acc1 = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(dd, _mm256_set1_epi32(4 + (i))),          \
+                               partial_u4(w1, yq), acc1);                                          \
+    } while (0)
+        Q41_STEP(y0, 0, a00, a10);
+        Q41_STEP(y1, 1, a01, a11);
+        Q41_STEP(y2, 2, a02, a12);
+        Q41_STEP(y3, 3, a03, a13);
+#undef Q41_STEP
     }
-    _mm_storeu_ps(out0, sum0);
-    _mm_storeu_ps(out1, sum1);
+    float m[8];
+    _mm256_storeu_ps(m, mins);
+    out0[0] = hsum8(a00) + m[0];
+    out0[1] = hsum8(a01) + m[1];
+    out0[2] = hsum8(a02) + m[2];
+    out0[3] = hsum8(a03) + m[3];
+    out1[0] = hsum8(a10) + m[4];
+    out1[1] = hsum8(a11) + m[5];
+    out1[2] = hsum8(a12) + m[6];
+    out1[3] = hsum8(a13) + m[7];
 }
 
-/* The same two-by-four shape for Q8_0 weights (the tied output head). Per lane the float
- * operations are those of q8_0_x4. */
 static AVX2 void q8_0_2x4(int64_t nb, const specd_block_q8_0 *x0, const specd_block_q8_0 *x1,
                           const specd_block_q8_0 *const y[4], float out0[4], float out1[4]) {
-    __m128 sum0 = _mm_setzero_ps(), sum1 = _mm_setzero_ps();
+    __m256 a00 = _mm256_setzero_ps(), a01 = a00, a02 = a00, a03 = a00;
+    __m256 a10 = a00, a11 = a00, a12 = a00, a13 = a00;
+    const specd_block_q8_0 *y0 = y[0], *y1 = y[1], *y2 = y[2], *y3 = y[3];
     for (int64_t b = 0; b < nb; b++) {
-        const __m256i a0 = _mm256_loadu_si256((const __m256i *)x0[b].qs);
-        const __m256i a1 = _mm256_loadu_si256((const __m256i *)x1[b].qs);
-        const __m256i abs0 = _mm256_sign_epi8(a0, a0), abs1 = _mm256_sign_epi8(a1, a1);
-        __m256i p0[4], p1[4];
-        for (int i = 0; i < 4; i++) {
-            const __m256i yq = _mm256_loadu_si256((const __m256i *)y[i][b].qs);
-            p0[i] = _mm256_madd_epi16(_mm256_maddubs_epi16(abs0, _mm256_sign_epi8(yq, a0)),
-                                      _mm256_set1_epi16(1));
-            p1[i] = _mm256_madd_epi16(_mm256_maddubs_epi16(abs1, _mm256_sign_epi8(yq, a1)),
-                                      _mm256_set1_epi16(1));
-        }
-        const __m128 yd = half4(y[0][b].d, y[1][b].d, y[2][b].d, y[3][b].d);
+        const __m128 yd = half4(y0[b].d, y1[b].d, y2[b].d, y3[b].d);
         const __m128 xd = half4(x0[b].d, x1[b].d, 0, 0);
-        const __m128 dd0 = _mm_mul_ps(_mm_shuffle_ps(xd, xd, 0x00), yd);
-        const __m128 dd1 = _mm_mul_ps(_mm_shuffle_ps(xd, xd, 0x55), yd);
-        sum0 = _mm_add_ps(sum0,
-                          _mm_mul_ps(_mm_cvtepi32_ps(hsum4_i32(p0[0], p0[1], p0[2], p0[3])), dd0));
-        sum1 = _mm_add_ps(sum1,
-                          _mm_mul_ps(_mm_cvtepi32_ps(hsum4_i32(p1[0], p1[1], p1[2], p1[3])), dd1));
+        const __m256 dd = _mm256_set_m128(_mm_mul_ps(_mm_shuffle_ps(xd, xd, 0x55), yd),
+                                          _mm_mul_ps(_mm_shuffle_ps(xd, xd, 0x00), yd));
+        const __m256i w0 = _mm256_loadu_si256((const __m256i *)x0[b].qs);
+        const __m256i w1 = _mm256_loadu_si256((const __m256i *)x1[b].qs);
+        const __m256i abs0 = _mm256_sign_epi8(w0, w0), abs1 = _mm256_sign_epi8(w1, w1);
+#define Q80_STEP(yv, i, acc0, acc1)                                                                \
+    do {                                                                                           \
+        const __m256i yq = _mm256_loadu_si256((const __m256i *)(yv)[b].qs);                        \
+        acc0 = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(dd, _mm256_set1_epi32(i)),                \
+                               partial_s8(abs0, _mm256_sign_epi8(yq, w0)), acc0);                  \
+        acc1 = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(dd, _mm256_set1_epi32(4 + (i))),          \
+                               partial_s8(abs1, _mm256_sign_epi8(yq, w1)), acc1);                  \
+    } while (0)
+        Q80_STEP(y0, 0, a00, a10);
+        Q80_STEP(y1, 1, a01, a11);
+        Q80_STEP(y2, 2, a02, a12);
+        Q80_STEP(y3, 3, a03, a13);
+#undef Q80_STEP
     }
-    _mm_storeu_ps(out0, sum0);
-    _mm_storeu_ps(out1, sum1);
+    out0[0] = hsum8(a00);
+    out0[1] = hsum8(a01);
+    out0[2] = hsum8(a02);
+    out0[3] = hsum8(a03);
+    out1[0] = hsum8(a10);
+    out1[1] = hsum8(a11);
+    out1[2] = hsum8(a12);
+    out1[3] = hsum8(a13);
 }
 
-/* Eight weight rows against one activation row (a decode), in 256-bit lanes: the activation block
- * is loaded once, its scales broadcast, the eight integer sums reduced by one hadd tree. Per lane
- * the float operations are those of q4_1_x4 (and the scalar vec_dot). */
-static AVX2 void q4_1_8x1(int64_t nb, const specd_block_q4_1 *const x[8],
-                          const specd_block_q8_1 *yv, float out[8]) {
-    __m256 sum = _mm256_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
-        const __m256i yq = _mm256_loadu_si256((const __m256i *)yv[b].qs);
-        __m256i p[8];
-        for (int i = 0; i < 8; i++)
-            p[i] = _mm256_madd_epi16(_mm256_maddubs_epi16(nibbles(x[i][b].qs), yq),
-                                     _mm256_set1_epi16(1));
-        /* lanes 0-3 and 4-7 of the hadd tree hold the halves of rows 0-3 / 4-7 */
-        const __m256i h01 = _mm256_hadd_epi32(p[0], p[1]), h23 = _mm256_hadd_epi32(p[2], p[3]);
-        const __m256i h45 = _mm256_hadd_epi32(p[4], p[5]), h67 = _mm256_hadd_epi32(p[6], p[7]);
-        const __m256i a = _mm256_hadd_epi32(h01, h23), c = _mm256_hadd_epi32(h45, h67);
-        const __m256i lo = _mm256_permute2x128_si256(a, c, 0x20),
-                      hi = _mm256_permute2x128_si256(a, c, 0x31);
-        const __m256 sumi = _mm256_cvtepi32_ps(_mm256_add_epi32(lo, hi));
-        const __m256 xd = _mm256_cvtph_ps(
-            _mm_setr_epi16((short)x[0][b].d, (short)x[1][b].d, (short)x[2][b].d, (short)x[3][b].d,
-                           (short)x[4][b].d, (short)x[5][b].d, (short)x[6][b].d, (short)x[7][b].d));
-        const __m256 xm = _mm256_cvtph_ps(
-            _mm_setr_epi16((short)x[0][b].m, (short)x[1][b].m, (short)x[2][b].m, (short)x[3][b].m,
-                           (short)x[4][b].m, (short)x[5][b].m, (short)x[6][b].m, (short)x[7][b].m));
-        const __m128 yds =
-            _mm_cvtph_ps(_mm_setr_epi16((short)yv[b].d, (short)yv[b].s, 0, 0, 0, 0, 0, 0));
-        const __m256 yd = _mm256_set1_ps(_mm_cvtss_f32(yds));
-        const __m256 ys = _mm256_set1_ps(_mm_cvtss_f32(_mm_shuffle_ps(yds, yds, 0x55)));
-        sum = _mm256_add_ps(
-            sum, _mm256_add_ps(_mm256_mul_ps(_mm256_mul_ps(xd, yd), sumi), _mm256_mul_ps(xm, ys)));
-    }
-    _mm256_storeu_ps(out, sum);
-}
-
-/* Tiles of 4 lanes over (weight row, activation row) pairs of the block [t0, t1) x [0, n_rows):
- * one activation row -> 4 weight rows per call; more -> 1 weight row x 4 activation rows. */
-static int matmul_tiled(uint32_t w_type, const void *w, int64_t n_in, int64_t t0, int64_t t1,
-                        const void *xq, size_t xq_row_bytes, int64_t n_rows, float *y,
-                        int64_t ld_y) {
-    const int q41 = w_type == SPECD_DTYPE_Q4_1, q80 = w_type == SPECD_DTYPE_Q8_0;
-    if (!(q41 || q80) || n_in % SPECD_QK) return 0;
+/* The block [t0, t1) x [0, n_rows) through the tiles above; pairs outside the tiles go through
+ * the traits' vec_dot, which computes the same bits. */
+static void matmul_tiled(const specd_dtype_traits *w_traits, uint32_t w_type, const void *w,
+                         int64_t n_in, int64_t t0, int64_t t1, const void *xq,
+                         size_t xq_row_bytes, int64_t n_rows, float *y, int64_t ld_y) {
+    const int q41 = w_type == SPECD_DTYPE_Q4_1;
     const int64_t nb = n_in / SPECD_QK;
     const size_t wrb = (size_t)nb * (q41 ? sizeof(specd_block_q4_1) : sizeof(specd_block_q8_0));
-    const void *xs[4], *ys[4];
-    int64_t oo[4], rr[4];
-    int lanes = 0;
-    float res[4];
-#define FLUSH()                                                                                    \
-    do {                                                                                           \
-        for (int l_ = lanes; l_ < 4; l_++)                                                         \
-            xs[l_] = xs[0], ys[l_] = ys[0];                                                        \
-        if (q41)                                                                                   \
-            q4_1_x4(nb, (const specd_block_q4_1 *const *)xs, (const specd_block_q8_1 *const *)ys,  \
-                    res);                                                                          \
-        else                                                                                       \
-            q8_0_x4(nb, (const specd_block_q8_0 *const *)xs, (const specd_block_q8_0 *const *)ys,  \
-                    res);                                                                          \
-        for (int l_ = 0; l_ < lanes; l_++)                                                         \
-            y[rr[l_] * ld_y + oo[l_]] = res[l_];                                                   \
-        lanes = 0;                                                                                 \
-    } while (0)
     if (n_rows == 1) {
         int64_t o = t0;
-        if (q41)
-            for (; o + 8 <= t1; o += 8) {
-                const specd_block_q4_1 *xr[8];
-                float r8[8];
-                for (int i = 0; i < 8; i++)
-                    xr[i] = (const specd_block_q4_1 *)((const char *)w + (size_t)(o + i) * wrb);
-                q4_1_8x1(nb, xr, (const specd_block_q8_1 *)xq, r8);
-                for (int i = 0; i < 8; i++)
-                    y[o + i] = r8[i];
-            }
-        for (; o < t1; o++) {
-            xs[lanes] = (const char *)w + (size_t)o * wrb;
-            ys[lanes] = xq;
-            oo[lanes] = o;
-            rr[lanes++] = 0;
-            if (lanes == 4) FLUSH();
+        for (; o + 2 <= t1; o += 2) {
+            const char *w0 = (const char *)w + (size_t)o * wrb, *w1 = w0 + wrb;
+            if (q41)
+                q4_1_2x1(nb, (const specd_block_q4_1 *)w0, (const specd_block_q4_1 *)w1, xq, y + o);
+            else
+                q8_0_2x1(nb, (const specd_block_q8_0 *)w0, (const specd_block_q8_0 *)w1, xq, y + o);
         }
-    } else {
-        int64_t r0 = 0;
-        /* full groups of 4 activation rows, two weight rows at a time */
-        for (; r0 + 4 <= n_rows; r0 += 4) {
-            const void *yg[4];
-            for (int i = 0; i < 4; i++)
-                yg[i] = (const char *)xq + (size_t)(r0 + i) * xq_row_bytes;
-            int64_t o = t0;
-            for (; o + 2 <= t1; o += 2) {
-                float a[4], b[4];
-                const char *w0 = (const char *)w + (size_t)o * wrb, *w1 = w0 + wrb;
-                if (q41)
-                    q4_1_2x4(nb, (const specd_block_q4_1 *)w0, (const specd_block_q4_1 *)w1,
-                             (const specd_block_q8_1 *const *)yg, a, b);
-                else
-                    q8_0_2x4(nb, (const specd_block_q8_0 *)w0, (const specd_block_q8_0 *)w1,
-                             (const specd_block_q8_0 *const *)yg, a, b);
-                for (int i = 0; i < 4; i++) {
-                    y[(r0 + i) * ld_y + o] = a[i];
-                    y[(r0 + i) * ld_y + o + 1] = b[i];
-                }
-            }
-            for (; o < t1; o++)
-                for (int i = 0; i < 4; i++) {
-                    xs[lanes] = (const char *)w + (size_t)o * wrb;
-                    ys[lanes] = yg[i];
-                    oo[lanes] = o;
-                    rr[lanes++] = r0 + i;
-                    if (lanes == 4) FLUSH();
-                }
-        }
-        for (int64_t o = t0; o < t1; o++)
-            for (int64_t r = r0; r < n_rows; r++) {
-                xs[lanes] = (const char *)w + (size_t)o * wrb;
-                ys[lanes] = (const char *)xq + (size_t)r * xq_row_bytes;
-                oo[lanes] = o;
-                rr[lanes++] = r;
-                if (lanes == 4) FLUSH();
-            }
+        for (; o < t1; o++)
+            w_traits->vec_dot(n_in, &y[o], (const char *)w + (size_t)o * wrb, xq);
+        return;
     }
-    if (lanes) FLUSH();
-#undef FLUSH
-    return 1;
+    for (int64_t r0 = 0; r0 < n_rows; r0 += 4) {
+        /* a last group of fewer than four rows repeats its last row; the copies are not stored */
+        const int64_t live = n_rows - r0 < 4 ? n_rows - r0 : 4;
+        const void *yg[4];
+        for (int i = 0; i < 4; i++)
+            yg[i] = (const char *)xq + (size_t)(r0 + (i < live ? i : live - 1)) * xq_row_bytes;
+        int64_t o = t0;
+        for (; o + 2 <= t1; o += 2) {
+            float a[4], b[4];
+            const char *w0 = (const char *)w + (size_t)o * wrb, *w1 = w0 + wrb;
+            if (q41)
+                q4_1_2x4(nb, (const specd_block_q4_1 *)w0, (const specd_block_q4_1 *)w1,
+                         (const specd_block_q8_1 *const *)yg, a, b);
+            else
+                q8_0_2x4(nb, (const specd_block_q8_0 *)w0, (const specd_block_q8_0 *)w1,
+                         (const specd_block_q8_0 *const *)yg, a, b);
+            for (int i = 0; i < live; i++) {
+                y[(r0 + i) * ld_y + o] = a[i];
+                y[(r0 + i) * ld_y + o + 1] = b[i];
+            }
+        }
+        for (; o < t1; o++)
+            for (int i = 0; i < live; i++)
+                w_traits->vec_dot(n_in, &y[(r0 + i) * ld_y + o], (const char *)w + (size_t)o * wrb,
+                                  yg[i]);
+    }
 }
 #endif
 
@@ -289,11 +244,20 @@ void specd_matmul_rows(const specd_dtype_traits *w_traits, uint32_t w_type, cons
                        int64_t n_in, int64_t o_begin, int64_t o_end, const void *xq,
                        size_t xq_row_bytes, int64_t n_rows, float *y, int64_t ld_y, int simd) {
     const size_t wrb = specd_dtype_row_bytes(w_type, n_in);
+#if defined(__x86_64__)
+    const int tiled = simd && (w_type == SPECD_DTYPE_Q4_1 || w_type == SPECD_DTYPE_Q8_0) &&
+                      n_in % SPECD_QK == 0;
+#else
+    const int tiled = 0;
+    (void)simd;
+#endif
     for (int64_t t0 = o_begin; t0 < o_end; t0 += TILE_ROWS) {
         const int64_t t1 = t0 + TILE_ROWS < o_end ? t0 + TILE_ROWS : o_end;
 #if defined(__x86_64__)
-        if (simd && matmul_tiled(w_type, w, n_in, t0, t1, xq, xq_row_bytes, n_rows, y, ld_y))
+        if (tiled) {
+            matmul_tiled(w_traits, w_type, w, n_in, t0, t1, xq, xq_row_bytes, n_rows, y, ld_y);
             continue;
+        }
 #endif
         for (int64_t r = 0; r < n_rows; r++) {
             const void *xr = (const char *)xq + (size_t)r * xq_row_bytes;

@@ -1,12 +1,16 @@
 /* CPU operations of the transformer runtime, one per file. Each computes every output element by
  * the same arithmetic in the same order whatever the batch or thread split (batch invariance), and
- * follows ggml's op order so our logits track llama.cpp's:
+ * that arithmetic is llama.cpp's as its x86 AVX2 build evaluates a one-token decode, operation for
+ * operation (summation orders, fused multiply-adds, its vectorised exp), so our logits are its
+ * logits bit for bit:
  *   rmsnorm.c    y = (x * 1/sqrt(mean(x^2) + eps)) * w, sum of squares in double as ggml
  *   rope.c       rotary embedding, adjacent pairs ("normal", llama) or halves (NeoX, qwen)
- *   softmax.c    in place, f32 exp, sum in double, one reciprocal scale as ggml_soft_max
+ *   softmax.c    in place, ggml's vectorised exp (vexp.h) in chunks of 8, sum in double
  *   swiglu.c     y = silu(g) * u
- *   attention.c  one query row of one head over F16 K/V rows in ascending order
+ *   attention.c  one query row of one head over an F16 K cache and a transposed F16 V cache
  *   matmul.c     rows of a quantized weight against activations quantized once per row
+ * simd: the caller's specd_cpu_has_avx2_f16c() (kernels/cpu/cpu_features.h), checked once, since
+ * CPUID traps to the hypervisor in a VM. Both paths give the same bits.
  */
 #ifndef SPECD_KERNELS_CPU_OPS_H
 #define SPECD_KERNELS_CPU_OPS_H
@@ -16,26 +20,23 @@
 
 #include "kernels/cpu/dtype.h"
 
-/* simd: the caller's specd_cpu_has_avx2_f16c() (kernels/cpu/cpu_features.h), checked once, since
- * CPUID traps to the hypervisor in a VM. Either path gives a row the same bits whatever the batch.
- */
-
 void specd_rmsnorm_f32(const float *x, const float *w, float *y, int64_t n, float eps);
 
 /* In place on n_heads heads of head_dim floats; the first n_rot dims of each head rotate. */
 void specd_rope_f32(float *x, int32_t n_heads, int32_t head_dim, int32_t n_rot, int32_t pos,
                     float freq_base, int neox);
 
-void specd_softmax_f32(float *x, int64_t n);
+void specd_softmax_f32(float *x, int64_t n, int simd);
 
-void specd_swiglu_f32(const float *g, const float *u, float *y, int64_t n);
+void specd_swiglu_f32(const float *g, const float *u, float *y, int64_t n, int simd);
 
-/* out[head_dim] = sum_j softmax_j(scale * q.k_j) v_j over the n_keys row indices in keys
- * (ascending), k_j = k + keys[j] * kv_stride halves. q and the probabilities are rounded to F16
- * before their products, as llama.cpp's F16 cache path does. scores: n_keys floats of scratch. */
-void specd_attention_row(const float *q, const uint16_t *k, const uint16_t *v, size_t kv_stride,
-                         const int32_t *keys, int32_t n_keys, int32_t head_dim, float scale,
-                         float *scores, float *out, int simd);
+/* out[head_dim] = sum_j softmax_j(scale * q.k_j) v_j over cache positions j < n_pos that
+ * visible marks (NULL: all). K row j is k + j * k_stride halves; V is transposed: dim d's values
+ * over positions are vt + d * vt_stride. q and the probabilities are rounded to F16 before their
+ * products, as llama.cpp's F16 cache path does. scores, probs: n_pos floats of scratch each. */
+void specd_attention_row(const float *q, const uint16_t *k, size_t k_stride, const uint16_t *vt,
+                         size_t vt_stride, const uint8_t *visible, int32_t n_pos, int32_t head_dim,
+                         float scale, float *scores, float *probs, float *out, int simd);
 
 /* Activation rows quantized to a weight's vec_dot_type: n_rows rows of n floats (stride ld_x) into
  * dst rows of specd_dtype_row_bytes(vdt, n) bytes. F32 copies. */

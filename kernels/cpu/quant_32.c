@@ -54,19 +54,34 @@ void specd_q4_0_from_float(const float *src, void *dst, int64_t n) {
     }
 }
 
+/* llama.cpp's x86 order for dot products of 32-element blocks: eight float lanes, lane i
+ * holding elements 4i..4i+3 of every block as one exact integer; per block
+ * lane[i] = fma(d_x * d_y, (float)int_i, lane[i]); at the end the lanes are summed as
+ * ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)). The AVX2 kernels (dtype_avx2.c, matmul.c) do the same
+ * operations in registers, so every path gives llama.cpp's bits. */
+static float lanes_sum(const float l[8]) {
+    return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
+}
+
+/* Element e of a Q4 block: low nibbles hold elements 0..15, high nibbles 16..31. */
+static int nibble(const uint8_t *qs, int e) {
+    return e < SPECD_QK / 2 ? qs[e] & 0xf : qs[e - SPECD_QK / 2] >> 4;
+}
+
 void specd_q4_0_vec_dot(int64_t n, float *s, const void *vx, const void *vy) {
     const specd_block_q4_0 *x = vx;
     const specd_block_q8_0 *y = vy;
-    float sum = 0.0f;
+    float lane[8] = {0};
     for (int64_t b = 0; b < n / SPECD_QK; b++) {
-        int sumi = 0;
-        for (int j = 0; j < SPECD_QK / 2; j++) {
-            sumi += ((x[b].qs[j] & 0xf) - 8) * y[b].qs[j];
-            sumi += ((x[b].qs[j] >> 4) - 8) * y[b].qs[j + SPECD_QK / 2];
+        const float d = specd_fp16_to_fp32(x[b].d) * specd_fp16_to_fp32(y[b].d);
+        for (int i = 0; i < 8; i++) {
+            int sumi = 0;
+            for (int e = 4 * i; e < 4 * i + 4; e++)
+                sumi += (nibble(x[b].qs, e) - 8) * y[b].qs[e];
+            lane[i] = fmaf(d, (float)sumi, lane[i]);
         }
-        sum += (float)sumi * specd_fp16_to_fp32(x[b].d) * specd_fp16_to_fp32(y[b].d);
     }
-    *s = sum;
+    *s = lanes_sum(lane);
 }
 
 /* --- Q4_1 ---------------------------------------------------------------------------------- */
@@ -105,18 +120,18 @@ void specd_q4_1_from_float(const float *src, void *dst, int64_t n) {
 void specd_q4_1_vec_dot(int64_t n, float *s, const void *vx, const void *vy) {
     const specd_block_q4_1 *x = vx;
     const specd_block_q8_1 *y = vy;
-    float sum = 0.0f;
+    float lane[8] = {0}, mins = 0.0f; /* the min terms go to one scalar, as in llama.cpp */
     for (int64_t b = 0; b < n / SPECD_QK; b++) {
-        int sumi = 0;
-        for (int j = 0; j < SPECD_QK / 2; j++) {
-            sumi += (x[b].qs[j] & 0xf) * y[b].qs[j];
-            sumi += (x[b].qs[j] >> 4) * y[b].qs[j + SPECD_QK / 2];
+        const float d = specd_fp16_to_fp32(x[b].d) * specd_fp16_to_fp32(y[b].d);
+        mins = fmaf(specd_fp16_to_fp32(x[b].m), specd_fp16_to_fp32(y[b].s), mins);
+        for (int i = 0; i < 8; i++) {
+            int sumi = 0;
+            for (int e = 4 * i; e < 4 * i + 4; e++)
+                sumi += nibble(x[b].qs, e) * y[b].qs[e];
+            lane[i] = fmaf(d, (float)sumi, lane[i]);
         }
-        const float dd = specd_fp16_to_fp32(x[b].d) * specd_fp16_to_fp32(y[b].d);
-        const float ms = specd_fp16_to_fp32(x[b].m) * specd_fp16_to_fp32(y[b].s);
-        sum += dd * (float)sumi + ms;
     }
-    *s = sum;
+    *s = lanes_sum(lane) + mins;
 }
 
 /* --- Q8_0 ---------------------------------------------------------------------------------- */
@@ -152,14 +167,17 @@ void specd_q8_0_from_float(const float *src, void *dst, int64_t n) {
 void specd_q8_0_vec_dot(int64_t n, float *s, const void *vx, const void *vy) {
     const specd_block_q8_0 *x = vx;
     const specd_block_q8_0 *y = vy;
-    float sum = 0.0f;
+    float lane[8] = {0};
     for (int64_t b = 0; b < n / SPECD_QK; b++) {
-        int sumi = 0;
-        for (int j = 0; j < SPECD_QK; j++)
-            sumi += x[b].qs[j] * y[b].qs[j];
-        sum += (float)sumi * (specd_fp16_to_fp32(x[b].d) * specd_fp16_to_fp32(y[b].d));
+        const float d = specd_fp16_to_fp32(x[b].d) * specd_fp16_to_fp32(y[b].d);
+        for (int i = 0; i < 8; i++) {
+            int sumi = 0;
+            for (int e = 4 * i; e < 4 * i + 4; e++)
+                sumi += x[b].qs[e] * y[b].qs[e];
+            lane[i] = fmaf(d, (float)sumi, lane[i]);
+        }
     }
-    *s = sum;
+    *s = lanes_sum(lane);
 }
 
 /* --- Q8_1 (activations for Q4_1) ----------------------------------------------------------- */

@@ -89,7 +89,7 @@ specd_status specd_context_create(const specd_model *model, const specd_context_
     c->xq_stride = max_xq_row(model);
     c->xq = grab(B, c->xq_stride, &total, &ok);
     c->scores = grab((size_t)p.n_threads * (size_t)p.n_ctx, sizeof(float), &total, &ok);
-    c->keys = grab((size_t)p.n_threads * (size_t)p.n_ctx, sizeof(int32_t), &total, &ok);
+    c->probs = grab((size_t)p.n_threads * (size_t)p.n_ctx, sizeof(float), &total, &ok);
     c->mark = grab(B > (size_t)p.n_seq ? B : (size_t)p.n_seq, 1, &total, &ok);
     c->out_rows = grab(B, sizeof(int32_t), &total, &ok);
     c->total_bytes = total;
@@ -126,7 +126,7 @@ void specd_context_destroy(specd_context *c) {
     specd_free(c->u);
     specd_free(c->xq);
     specd_free(c->scores);
-    specd_free(c->keys);
+    specd_free(c->probs);
     specd_free(c->mark);
     specd_free(c->out_rows);
     specd_free(c->lora_scratch);
@@ -179,14 +179,24 @@ specd_status specd_context_kv_truncate(specd_context *c, int32_t seq, int32_t n,
 
 void rt_kv_compact(specd_context *c, int32_t seq, int32_t from, int32_t n_rows,
                    const int32_t *rows) {
-    const size_t rb = c->kv_dim * sizeof(uint16_t);
+    const size_t rb = c->kv_dim * sizeof(uint16_t), n_ctx = (size_t)c->p.n_ctx;
+    int32_t first_move = 0;
+    while (first_move < n_rows && rows[first_move] == from + first_move)
+        first_move++;
+    if (first_move == n_rows) {
+        c->kv_len[seq] = from + n_rows;
+        return;
+    }
     for (int32_t l = 0; l < c->model->info.n_layer; l++) {
-        uint16_t *kc = rt_kv_k(c, seq, l), *vc = rt_kv_v(c, seq, l);
-        for (int32_t j = 0; j < n_rows; j++) {
+        uint16_t *kc = rt_kv_k(c, seq, l), *vt = rt_kv_vt(c, seq, l);
+        for (int32_t j = first_move; j < n_rows; j++) {
             const size_t dst = (size_t)(from + j), src = (size_t)rows[j];
-            if (dst == src) continue;
             memcpy(kc + dst * c->kv_dim, kc + src * c->kv_dim, rb);
-            memcpy(vc + dst * c->kv_dim, vc + src * c->kv_dim, rb);
+        }
+        for (size_t i = 0; i < c->kv_dim; i++) {
+            uint16_t *col = vt + i * n_ctx;
+            for (int32_t j = first_move; j < n_rows; j++)
+                col[from + j] = col[rows[j]];
         }
     }
     c->kv_len[seq] = from + n_rows;

@@ -68,18 +68,13 @@ static void lora_row(const specd_context *c, int32_t layer, int proj, float gate
     }
 }
 
-/* The cache rows token t sees, ascending, into keys; returns their count. */
-static int32_t visible_keys(const rt_token *t, int32_t *keys) {
-    int32_t n = 0;
-    if (!t->visible) {
-        const int32_t last = t->l0 + t->i;
-        for (int32_t j = 0; j <= last; j++)
-            keys[n++] = j;
-        return n;
-    }
-    const int32_t width = t->l0 + t->n_new;
-    for (int32_t j = 0; j < width; j++)
-        if (t->visible[j]) keys[n++] = j;
+/* The cache positions token t may see are [0, n): positions past its last visible one can be
+ * left out, since they add nothing (llama.cpp's masked padding contributes exact zeros). */
+static int32_t attended_positions(const rt_token *t) {
+    if (!t->visible) return t->l0 + t->i + 1;
+    int32_t n = t->l0 + t->n_new;
+    while (n > 0 && !t->visible[n - 1])
+        n--;
     return n;
 }
 
@@ -143,32 +138,28 @@ static void fwd_worker(void *arg, int ith, int nth) {
                            neox);
             const size_t row = (size_t)(t->l0 + t->i);
             uint16_t *kc = rt_kv_k(c, t->seq, l) + row * c->kv_dim;
-            uint16_t *vc = rt_kv_v(c, t->seq, l) + row * c->kv_dim;
+            uint16_t *vt = rt_kv_vt(c, t->seq, l) + row; /* V is stored transposed */
             for (int64_t i = 0; i < NKV; i++) {
                 kc[i] = specd_fp32_to_fp16(k[i]);
-                vc[i] = specd_fp32_to_fp16(v[i]);
+                vt[(size_t)i * (size_t)c->p.n_ctx] = specd_fp32_to_fp16(v[i]);
             }
         }
         specd_threadpool_barrier(pool);
         /* attention: (token, head) items dealt round-robin */
         {
-            int32_t *keys = c->keys + (size_t)ith * (size_t)c->p.n_ctx;
             float *scores = c->scores + (size_t)ith * (size_t)c->p.n_ctx;
+            float *probs = c->probs + (size_t)ith * (size_t)c->p.n_ctx;
             const int32_t group = in->n_head / in->n_head_kv;
-            int64_t last_tok = -1;
-            int32_t n_keys = 0;
+            const size_t n_ctx = (size_t)c->p.n_ctx;
             for (int64_t it = ith; it < n * in->n_head; it += nth) {
                 const int64_t r = it / in->n_head;
                 const int32_t h = (int32_t)(it % in->n_head);
                 const rt_token *t = &c->tok[r];
-                if (r != last_tok) {
-                    n_keys = visible_keys(t, keys);
-                    last_tok = r;
-                }
                 const int32_t kvh = h / group;
                 specd_attention_row(c->q + r * NQ + h * hd, rt_kv_k(c, t->seq, l) + kvh * hd,
-                                    rt_kv_v(c, t->seq, l) + kvh * hd, c->kv_dim, keys, n_keys,
-                                    (int32_t)hd, scale, scores, c->att + r * NQ + h * hd, c->simd);
+                                    c->kv_dim, rt_kv_vt(c, t->seq, l) + (size_t)kvh * hd * n_ctx,
+                                    n_ctx, t->visible, attended_positions(t), (int32_t)hd, scale,
+                                    scores, probs, c->att + r * NQ + h * hd, c->simd);
             }
         }
         specd_threadpool_barrier(pool);
@@ -194,7 +185,7 @@ static void fwd_worker(void *arg, int ith, int nth) {
             float *g = c->g + r * F, *u = c->u + r * F;
             lora_row(c, l, RT_GATE, c->tok[r].gate, c->xn + r * E, g, ith);
             lora_row(c, l, RT_UP, c->tok[r].gate, c->xn + r * E, u, ith);
-            specd_swiglu_f32(g, u, g, F);
+            specd_swiglu_f32(g, u, g, F, c->simd);
             quant_rows(c, &L->w[RT_DOWN], c->g, F, r, r + 1);
         }
         specd_threadpool_barrier(pool);

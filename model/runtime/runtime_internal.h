@@ -76,7 +76,9 @@ struct specd_context {
     float *lora_scratch;   /* n_threads x lora_rank_cap */
 
     size_t kv_dim;   /* n_head_kv * head_dim */
-    uint16_t *kv;    /* [seq][layer][K|V][n_ctx][kv_dim] F16 */
+    uint16_t *kv;    /* [seq][layer]: K [n_ctx][kv_dim] then V^T [kv_dim][n_ctx], F16 (V is
+                        transposed as in llama.cpp's cache, so attention's V dots run along
+                        positions in its order) */
     int32_t *kv_len; /* per sequence */
     size_t kv_bytes, total_bytes;
 
@@ -86,7 +88,7 @@ struct specd_context {
     void *xq;          /* quantized activation rows */
     size_t xq_stride;  /* bytes per row of xq (the largest vec_dot row) */
     float *scores;     /* n_threads x n_ctx */
-    int32_t *keys;     /* n_threads x n_ctx */
+    float *probs;      /* n_threads x n_ctx */
     uint8_t *mark;     /* max(n_batch, n_seq) flags for validation */
     int32_t *out_rows; /* n_batch */
 };
@@ -95,7 +97,7 @@ static inline uint16_t *rt_kv_k(const specd_context *c, int32_t seq, int32_t lay
     size_t per_layer = 2 * (size_t)c->p.n_ctx * c->kv_dim;
     return c->kv + ((size_t)seq * (size_t)c->model->info.n_layer + (size_t)layer) * per_layer;
 }
-static inline uint16_t *rt_kv_v(const specd_context *c, int32_t seq, int32_t layer) {
+static inline uint16_t *rt_kv_vt(const specd_context *c, int32_t seq, int32_t layer) {
     return rt_kv_k(c, seq, layer) + (size_t)c->p.n_ctx * c->kv_dim;
 }
 

@@ -2,7 +2,14 @@
 """Writes the runtime's llama.cpp goldens (offline; needs llama-cpp-python, e.g. /work/venv-llama).
 
   tests/data/runtime_logits_golden.txt   every position of a few prompts: top-32 ids and logits
-  tests/data/runtime_greedy_golden.txt   greedy continuations (one-token decodes after the prompt)
+  tests/data/runtime_greedy_golden.txt   greedy continuations of a few prompts
+
+Every token goes through llama.cpp one at a time (a one-token decode), prompt included. Why:
+llama.cpp evaluates a batch of prompt tokens with other kernels (llamafile's tinyBLAS GEMMs for
+the F16 attention products and the Q8_0 head) than a one-token decode (ggml's vec_dot), so its
+batched logits differ from its own decode logits (the files record by how much). Our kernels are
+batch-invariant, so they can equal one of the two; they equal the decode path, which is also the
+path every generated token takes.
 
 Both store the prompt token ids (tokenized here by llama.cpp), so the C tests need no tokenizer.
 Text format, one record per line, floats printed with 9 significant digits (exact for f32):
@@ -69,24 +76,24 @@ def main():
 
     llm = Llama(logits_all=True, **common)
     head = (f"# llama-cpp-python {llama_cpp_version}, model {os.path.basename(a.model)}, "
-            f"threads {a.threads}, flash_attn off, F16 KV cache\n")
+            f"threads {a.threads}, flash_attn off, F16 KV cache, one token per eval\n")
     lines = [head, "specd-logits-golden 1\n", f"top_k {TOP_K}\n", f"n_vocab {llm.n_vocab()}\n"]
     for k, text in enumerate(LOGIT_PROMPTS):
         toks = llm.tokenize(text.encode(), add_bos=False, special=True)
         llm.reset()
         llm.eval(toks)
-        scores = np.array(llm.scores[: len(toks)], dtype=np.float32)
-        # llama.cpp against itself: the same tokens one at a time (other kernels, other summation
-        # order). Its spread is the floor for any reimplementation's tolerance.
+        batch = np.array(llm.scores[: len(toks)], dtype=np.float32)
+        # the golden: the same tokens one at a time
         llm.reset()
         for t in toks:
             llm.eval([t])
-        seq = np.array(llm.scores[: len(toks)], dtype=np.float32)
+        scores = np.array(llm.scores[: len(toks)], dtype=np.float32)
+        seq = batch  # what follows reports llama.cpp's batched path against its decode path
         self_delta = max(float(np.abs(scores[p][np.argsort(-scores[p])[:TOP_K]] -
                                           seq[p][np.argsort(-scores[p])[:TOP_K]]).max())
                          for p in range(len(toks)))
         self_agree = int((scores.argmax(1) == seq.argmax(1)).sum())
-        lines.append(f"# llama.cpp batch vs one-token evals: max |delta| {self_delta:.4f}, "
+        lines.append(f"# llama.cpp one-token vs batched evals: max |delta| {self_delta:.4f}, "
                      f"top-1 agree {self_agree}/{len(toks)}\n")
         sys.stderr.write(lines[-1])
         lines.append(f"prompt {k} {len(toks)}\n")
@@ -104,7 +111,8 @@ def main():
     for k, text in enumerate(GREEDY_PROMPTS):
         toks = llm.tokenize(text.encode(), add_bos=False, special=True)
         llm.reset()
-        llm.eval(toks)
+        for t in toks:
+            llm.eval([t])
         out = []
         for _ in range(N_GEN):
             # only the last row has logits (logits_all off, as in plain generation)

@@ -1,12 +1,15 @@
 /* The runtime's CPU ops and thread pool, without a model: F16 conversion exact against the
  * hardware's (F16C) on every half and on random floats, RoPE against a double-precision rotation,
- * softmax, and the pool's run/barrier semantics. */
+ * softmax, the vectorised exp against libm, the AVX2 paths of exp, softmax, SwiGLU and attention
+ * bit for bit against their scalar forms, and the pool's run/barrier semantics. (That these forms
+ * equal llama.cpp's arithmetic is checked end to end by test_runtime_golden.) */
 #include "test_main.h"
 
 #include "common/threadpool.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/fp16.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/vexp.h"
 
 #include <math.h>
 #include <stdatomic.h>
@@ -75,7 +78,7 @@ static void test_rope(void **state) {
 static void test_softmax_and_norm(void **state) {
     (void)state;
     float x[5] = {1, 2, 3, -1000, 3};
-    specd_softmax_f32(x, 5);
+    specd_softmax_f32(x, 5, 0);
     double sum = 0;
     for (int i = 0; i < 5; i++)
         sum += x[i];
@@ -127,6 +130,81 @@ static void test_matmul_matches_vec_dot(void **state) {
     }
 }
 
+/* ggml's exp is within a few ulp of expf, and underflows and overflows as expf does. */
+static void test_vexp_accuracy(void **state) {
+    (void)state;
+    uint32_t s = 7;
+    for (int i = 0; i < 200000; i++) {
+        s = s * 1664525u + 1013904223u;
+        const float x = ((float)(s >> 8) / 16777216.0f - 0.5f) * 200.0f; /* [-100, 100) */
+        const float a = specd_vexp_lane(x), b = expf(x);
+        /* a few ulp: relative for normal results, absolute (subnormal ulps) below */
+        if (isinf(b))
+            assert_true(isinf(a));
+        else
+            assert_true(fabsf(a - b) <= (b >= 0x1p-126f ? 4e-7f * b : 0x1p-147f));
+    }
+    assert_true(specd_vexp_lane(-INFINITY) == 0.0f);
+    assert_true(specd_vexp_lane(-200.0f) == 0.0f);
+    assert_true(isinf(specd_vexp_lane(200.0f)));
+    assert_true(specd_vexp_lane(0.0f) == 1.0f);
+    const float sub = specd_vexp_lane(-100.0f); /* a subnormal result */
+    assert_true(sub > 0.0f && fabsf(sub - expf(-100.0f)) <= 1e-44f);
+}
+
+static float test_input(uint32_t *s, float range) {
+    *s = *s * 1664525u + 1013904223u;
+    return ((float)(*s >> 8) / 16777216.0f - 0.5f) * range;
+}
+
+/* Every AVX2 path against its scalar form, bit for bit (batch invariance and the llama.cpp match
+ * must not depend on the CPU's features). */
+static void test_simd_equals_scalar(void **state) {
+    (void)state;
+    if (!specd_cpu_has_avx2_f16c()) skip();
+    uint32_t s = 11;
+    enum { N = 1000, HD = 64, NPOS = 77 };
+    float a[N], b[N], u[N], ya[N], yb[N];
+    for (int i = 0; i < N; i++) {
+        a[i] = test_input(&s, 400.0f);
+        if (i % 97 == 0) a[i] = -INFINITY;
+        b[i] = a[i];
+        u[i] = test_input(&s, 4.0f);
+    }
+    for (int n = 1; n <= N; n += 37) { /* softmax over lengths with partial chunks */
+        memcpy(ya, a, sizeof ya);
+        memcpy(yb, a, sizeof yb);
+        ya[n - 1] = yb[n - 1] = 1.0f; /* one finite entry at least */
+        specd_softmax_f32(ya, n, 1);
+        specd_softmax_f32(yb, n, 0);
+        assert_memory_equal(ya, yb, sizeof(float) * (size_t)n);
+    }
+    for (int i = 0; i < N; i++)
+        b[i] = test_input(&s, 60.0f);
+    specd_swiglu_f32(b, u, ya, N - 3, 1);
+    specd_swiglu_f32(b, u, yb, N - 3, 0);
+    assert_memory_equal(ya, yb, sizeof(float) * (N - 3));
+    /* attention: K rows and a transposed V, causal and masked, n_pos not a multiple of 32 */
+    uint16_t k[NPOS * HD], vt[HD * NPOS];
+    float q[HD], sc[NPOS], pr[NPOS], oa[HD], ob[HD];
+    uint8_t vis[NPOS];
+    for (int i = 0; i < NPOS * HD; i++) {
+        k[i] = specd_fp32_to_fp16(test_input(&s, 2.0f));
+        vt[i] = specd_fp32_to_fp16(test_input(&s, 2.0f));
+    }
+    for (int d = 0; d < HD; d++)
+        q[d] = test_input(&s, 6.0f);
+    for (int j = 0; j < NPOS; j++)
+        vis[j] = (uint8_t)(j % 3 != 1);
+    for (int masked = 0; masked < 2; masked++)
+        for (int n_pos = 1; n_pos <= NPOS; n_pos += 19) {
+            const uint8_t *v = masked ? vis : NULL;
+            specd_attention_row(q, k, HD, vt, NPOS, v, n_pos, HD, 0.125f, sc, pr, oa, 1);
+            specd_attention_row(q, k, HD, vt, NPOS, v, n_pos, HD, 0.125f, sc, pr, ob, 0);
+            assert_memory_equal(oa, ob, sizeof oa);
+        }
+}
+
 typedef struct pool_arg {
     specd_threadpool *pool;
     _Atomic int hits[8];
@@ -173,6 +251,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_half_conversion),  cmocka_unit_test(test_rope),
         cmocka_unit_test(test_softmax_and_norm), cmocka_unit_test(test_matmul_matches_vec_dot),
+        cmocka_unit_test(test_vexp_accuracy),    cmocka_unit_test(test_simd_equals_scalar),
         cmocka_unit_test(test_threadpool),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

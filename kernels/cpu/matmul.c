@@ -42,6 +42,13 @@ static AVX2 inline float hsum8(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
+/* the first four bytes of a block (its fp16 scale fields), in the low lane */
+static AVX2 inline __m128i head32(const void *block) {
+    int32_t v;
+    memcpy(&v, block, sizeof v);
+    return _mm_cvtsi32_si128(v);
+}
+
 static AVX2 inline __m128 half4(uint16_t a, uint16_t b, uint16_t c, uint16_t d) {
     return _mm_cvtph_ps(_mm_setr_epi16((short)a, (short)b, (short)c, (short)d, 0, 0, 0, 0));
 }
@@ -77,8 +84,8 @@ static AVX2 void q4_1_2x1(int64_t nb, const specd_block_q4_1 *x0, const specd_bl
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
     float mins0 = 0.0f, mins1 = 0.0f;
     for (int64_t b = 0; b < nb; b++) {
-        const __m128 ys = half4(y[b].d, y[b].s, 0, 0);
-        const __m128 xs = half4(x0[b].d, x0[b].m, x1[b].d, x1[b].m);
+        const __m128 ys = _mm_cvtph_ps(head32(&y[b])); /* d s */
+        const __m128 xs = _mm_cvtph_ps(_mm_unpacklo_epi32(head32(&x0[b]), head32(&x1[b])));
         float f[4], g[4];
         _mm_storeu_ps(f, xs);
         _mm_storeu_ps(g, ys);
@@ -118,14 +125,18 @@ static AVX2 void q4_1_2x4(int64_t nb, const specd_block_q4_1 *x0, const specd_bl
     __m256 mins = a00; /* lanes: row 0 x act 0..3, row 1 x act 0..3 */
     const specd_block_q8_1 *y0 = y[0], *y1 = y[1], *y2 = y[2], *y3 = y[3];
     for (int64_t b = 0; b < nb; b++) {
-        const __m128 yd = half4(y0[b].d, y1[b].d, y2[b].d, y3[b].d);
-        const __m128 ys = half4(y0[b].s, y1[b].s, y2[b].s, y3[b].s);
-        const __m128 xs = half4(x0[b].d, x0[b].m, x1[b].d, x1[b].m);
-        const __m256 dd = _mm256_set_m128(_mm_mul_ps(_mm_shuffle_ps(xs, xs, 0xaa), yd),
-                                          _mm_mul_ps(_mm_shuffle_ps(xs, xs, 0x00), yd));
-        const __m256 xm =
-            _mm256_set_m128(_mm_shuffle_ps(xs, xs, 0xff), _mm_shuffle_ps(xs, xs, 0x55));
-        mins = _mm256_fmadd_ps(xm, _mm256_set_m128(ys, ys), mins);
+        /* the scales: d and m (or s) are the first four bytes of each block */
+        const __m128i y01 = _mm_unpacklo_epi32(head32(&y0[b]), head32(&y1[b]));
+        const __m128i y23 = _mm_unpacklo_epi32(head32(&y2[b]), head32(&y3[b]));
+        const __m256 yds = _mm256_cvtph_ps(_mm_unpacklo_epi64(y01, y23)); /* d0 s0 d1 s1 .. */
+        const __m256 xdm = _mm256_castps128_ps256(
+            _mm_cvtph_ps(_mm_unpacklo_epi32(head32(&x0[b]), head32(&x1[b])))); /* d0 m0 d1 m1 */
+        const __m256 dd = _mm256_mul_ps(
+            _mm256_permutevar8x32_ps(xdm, _mm256_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2)),
+            _mm256_permutevar8x32_ps(yds, _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6)));
+        mins = _mm256_fmadd_ps(
+            _mm256_permutevar8x32_ps(xdm, _mm256_setr_epi32(1, 1, 1, 1, 3, 3, 3, 3)),
+            _mm256_permutevar8x32_ps(yds, _mm256_setr_epi32(1, 3, 5, 7, 1, 3, 5, 7)), mins);
         const __m256i w0 = nibbles(x0[b].qs), w1 = nibbles(x1[b].qs);
 #define Q41_STEP(yv, i, acc0, acc1)                                                                \
     do {                                                                                           \
@@ -190,6 +201,22 @@ static AVX2 void q8_0_2x4(int64_t nb, const specd_block_q8_0 *x0, const specd_bl
     out1[3] = hsum8(a13);
 }
 
+/* Weight rows [t0, t1) against one activation row xr, into yr[t0..t1). */
+static void rows_for_one(const specd_dtype_traits *w_traits, int q41, const void *w, int64_t n_in,
+                         size_t wrb, int64_t t0, int64_t t1, const void *xr, float *yr) {
+    const int64_t nb = n_in / SPECD_QK;
+    int64_t o = t0;
+    for (; o + 2 <= t1; o += 2) {
+        const char *w0 = (const char *)w + (size_t)o * wrb, *w1 = w0 + wrb;
+        if (q41)
+            q4_1_2x1(nb, (const specd_block_q4_1 *)w0, (const specd_block_q4_1 *)w1, xr, yr + o);
+        else
+            q8_0_2x1(nb, (const specd_block_q8_0 *)w0, (const specd_block_q8_0 *)w1, xr, yr + o);
+    }
+    for (; o < t1; o++)
+        w_traits->vec_dot(n_in, &yr[o], (const char *)w + (size_t)o * wrb, xr);
+}
+
 /* The block [t0, t1) x [0, n_rows) through the tiles above; pairs outside the tiles go through
  * the traits' vec_dot, which computes the same bits. */
 static void matmul_tiled(const specd_dtype_traits *w_traits, uint32_t w_type, const void *w,
@@ -198,22 +225,15 @@ static void matmul_tiled(const specd_dtype_traits *w_traits, uint32_t w_type, co
     const int q41 = w_type == SPECD_DTYPE_Q4_1;
     const int64_t nb = n_in / SPECD_QK;
     const size_t wrb = (size_t)nb * (q41 ? sizeof(specd_block_q4_1) : sizeof(specd_block_q8_0));
-    if (n_rows == 1) {
-        int64_t o = t0;
-        for (; o + 2 <= t1; o += 2) {
-            const char *w0 = (const char *)w + (size_t)o * wrb, *w1 = w0 + wrb;
-            if (q41)
-                q4_1_2x1(nb, (const specd_block_q4_1 *)w0, (const specd_block_q4_1 *)w1, xq, y + o);
-            else
-                q8_0_2x1(nb, (const specd_block_q8_0 *)w0, (const specd_block_q8_0 *)w1, xq, y + o);
-        }
-        for (; o < t1; o++)
-            w_traits->vec_dot(n_in, &y[o], (const char *)w + (size_t)o * wrb, xq);
-        return;
-    }
     for (int64_t r0 = 0; r0 < n_rows; r0 += 4) {
-        /* a last group of fewer than four rows repeats its last row; the copies are not stored */
         const int64_t live = n_rows - r0 < 4 ? n_rows - r0 : 4;
+        if (live <= 2) { /* one or two rows left: row by row, as a decode (cheaper than padding) */
+            for (int64_t r = r0; r < n_rows; r++)
+                rows_for_one(w_traits, q41, w, n_in, wrb, t0, t1,
+                             (const char *)xq + (size_t)r * xq_row_bytes, y + r * ld_y);
+            break;
+        }
+        /* three rows left: a group of four whose last row repeats (the copy is not stored) */
         const void *yg[4];
         for (int i = 0; i < 4; i++)
             yg[i] = (const char *)xq + (size_t)(r0 + (i < live ? i : live - 1)) * xq_row_bytes;

@@ -3,7 +3,7 @@
 (offline). Why: the only real model here is a llama; the qwen2 (Q/K/V biases) and qwen3 (per-head
 Q/K RMSNorm, a head size other than n_embd / n_head) paths need a model llama.cpp can run too.
 
-  tests/data/arch_<arch>.gguf                deterministic random weights, ~0.3 MB
+  tests/data/arch_<arch>.gguf                deterministic random weights, 0.3-0.4 MB
   tests/data/arch_<arch>_logits_golden.txt   llama.cpp's logits for a fixed id sequence
 
 Two steps, because gguf-py and llama-cpp-python live in different environments here:
@@ -11,8 +11,8 @@ Two steps, because gguf-py and llama-cpp-python live in different environments h
   eval   (needs llama-cpp-python, e.g. /work/venv-llama)  writes the goldens
   all    runs write here, then eval under --llama-python (default /work/venv-llama/bin/python)
 
-The models mirror the default model's storage: block matrices Q4_1, token_embd Q8_0 and tied as
-the output head, norms and biases F32; a gpt2-style byte-level vocabulary of 512 tokens (256 byte
+The models mirror the default model's storage: block matrices Q4_1, token_embd Q8_0 (and the
+output head unless untied: Q4_1 output.weight), norms and biases F32; a gpt2-style byte-level vocabulary of 512 tokens (256 byte
 tokens, a few merges, 3 control tokens) that exists only so that llama.cpp loads the file: we
 feed token ids, never text. Weight scales are chosen so that activations and logits spread over
 a few units (a degenerate model, e.g. all logits equal, would match trivially).
@@ -30,17 +30,18 @@ import sys
 
 TOP_K = 32
 N_VOCAB = 512
-N_TOKENS = 48
+N_TOKENS = 96
 SEED = 20261122
 
-# arch -> hyperparameters; qwen3 also gets a head size other than n_embd / n_head (as Qwen3's
-# real models have), so its Q and attention-output matrices are not square.
+# arch -> hyperparameters. qwen3 also gets Qwen3's head size 128, other than n_embd / n_head (so
+# its Q and attention-output matrices are not square); qwen2 an untied output head (as Qwen2's
+# larger models have; the others tie it, as SmolLM2 and the small Qwens do).
 ARCHS = {
     "llama": dict(n_layer=2, n_embd=128, n_ff=256, n_head=2, n_head_kv=1, head_dim=64,
                   freq_base=100000.0, eps=1e-5),
     "qwen2": dict(n_layer=2, n_embd=128, n_ff=256, n_head=2, n_head_kv=1, head_dim=64,
-                  freq_base=1000000.0, eps=1e-6),
-    "qwen3": dict(n_layer=2, n_embd=128, n_ff=256, n_head=4, n_head_kv=2, head_dim=64,
+                  freq_base=1000000.0, eps=1e-6, untied=True),
+    "qwen3": dict(n_layer=2, n_embd=128, n_ff=256, n_head=4, n_head_kv=2, head_dim=128,
                   freq_base=1000000.0, eps=1e-6),
 }
 
@@ -127,6 +128,8 @@ def write_models(out_dir):
 
         mat("token_embd.weight", N_VOCAB, E, 0.1, Q80)  # small next to the blocks: no copy model
         vec("output_norm.weight", E, 1.0, 0.2)
+        if hp.get("untied"):
+            mat("output.weight", N_VOCAB, E, 0.1)
         for l in range(hp["n_layer"]):
             p = f"blk.{l}."
             vec(p + "attn_norm.weight", E, 1.0, 0.2)

@@ -21,6 +21,7 @@
 #include "kernels/cpu/dtype.h"
 
 #include <math.h>
+#include <unistd.h>
 
 enum { MAX_TOK = 256, TOP_K = 32 };
 
@@ -197,6 +198,75 @@ static void check_arch(const arch_case *ac) {
     specd_model_destroy(m);
 }
 
+/* The first occurrence of `find` in the file arch_<arch>.gguf, its bytes read into *buf. */
+static size_t locate(const char *arch, const char *find, char **buf, size_t *size) {
+    char name[64];
+    snprintf(name, sizeof name, "arch_%s.gguf", arch);
+    FILE *f = rt_test_data(name);
+    assert_int_equal(fseek(f, 0, SEEK_END), 0);
+    long n = ftell(f);
+    assert_true(n > 0);
+    rewind(f);
+    *buf = malloc((size_t)n);
+    assert_non_null(*buf);
+    assert_int_equal(fread(*buf, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    *size = (size_t)n;
+    const size_t len = strlen(find);
+    for (size_t i = 0; i + len <= *size; i++)
+        if (!memcmp(*buf + i, find, len)) return i;
+    fail_msg("%s not in %s", find, name);
+    return 0;
+}
+
+/* Loads the patched bytes from a temporary file: want status st with `needle` in the message. */
+static void expect_refused(const char *buf, size_t size, specd_status st, const char *needle) {
+    char path[] = "/tmp/specd_rt_archXXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, buf, size), (ssize_t)size);
+    close(fd);
+    specd_model *m = NULL;
+    specd_error err;
+    assert_int_equal(specd_model_create(path, &m, &err), st);
+    assert_null(m);
+    unlink(path);
+    if (!strstr(err.message, needle)) fail_msg("message '%s' lacks '%s'", err.message, needle);
+}
+
+/* A qwen2 file without one of its biases, a qwen3 file without a QK-norm weight or with one of the
+ * wrong size, and an unknown architecture are refused, naming what is wrong. */
+static void test_bad_arch_files(void **state) {
+    (void)state;
+    char *buf;
+    size_t size, at;
+    at = locate("qwen2", "blk.1.attn_v.bias", &buf, &size);
+    buf[at + strlen("blk.1.attn_v.bia")] = 'z';
+    expect_refused(buf, size, SPECD_E_FORMAT, "blk.1.attn_v.bias is missing");
+    free(buf);
+
+    at = locate("qwen3", "blk.0.attn_k_norm.weight", &buf, &size);
+    buf[at + strlen("blk.0.attn_k_norm.weigh")] = 'x';
+    expect_refused(buf, size, SPECD_E_FORMAT, "blk.0.attn_k_norm.weight is missing");
+    free(buf);
+
+    /* tensor info: name, n_dims (u32), ne[0] (u64, little-endian) ...: 128 -> 64 */
+    at = locate("qwen3", "blk.1.attn_q_norm.weight", &buf, &size);
+    at += strlen("blk.1.attn_q_norm.weight") + 4;
+    assert_int_equal((unsigned char)buf[at], 128);
+    buf[at] = 64;
+    expect_refused(buf, size, SPECD_E_FORMAT, "blk.1.attn_q_norm.weight");
+    free(buf);
+
+    /* general.architecture's value follows its key, type (u32) and length (u64) */
+    at = locate("qwen2", "general.architecture", &buf, &size);
+    at += strlen("general.architecture") + 4 + 8;
+    assert_memory_equal(buf + at, "qwen2", 5);
+    buf[at + 4] = '9';
+    expect_refused(buf, size, SPECD_E_UNSUPPORTED, "qwen9");
+    free(buf);
+}
+
 static void test_llama(void **state) {
     (void)state;
     check_arch(&cases[0]);
@@ -217,6 +287,7 @@ int main(void) {
         cmocka_unit_test(test_llama),
         cmocka_unit_test(test_qwen2),
         cmocka_unit_test(test_qwen3),
+        cmocka_unit_test(test_bad_arch_files),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -197,10 +197,21 @@ int cli_engine_open(cli_engine *e, const cli_options *o) {
         cli_engine_close(e);
         return 1;
     }
+    specd_spec_params sp = specd_spec_default_params();
+    sp.n_vocab = specd_model_get_info(e->model)->n_vocab;
+    sp.max_draft = o->max_draft;
+    sp.max_seqs = 1;
+    sp.target = e->model;
+    if (specd_spec_create(&sp, &e->spec, &err) != SPECD_OK) {
+        fprintf(stderr, "specd: %s\n", err.message);
+        cli_engine_close(e);
+        return 1;
+    }
     return 0;
 }
 
 void cli_engine_close(cli_engine *e) {
+    specd_spec_destroy(e->spec);
     specd_context_destroy(e->ctx);
     specd_tokenizer_destroy(e->tok);
     specd_model_destroy(e->model);

@@ -51,6 +51,8 @@ typedef struct cli_engine {
     specd_model *model;
     specd_tokenizer *tok;
     specd_context *ctx;
+    /* one spec for every run: its adaptive guard carries what it learned from run to run */
+    specd_spec *spec;
 } cli_engine;
 
 /* Prints a clear error to stderr and returns non-zero on failure. */

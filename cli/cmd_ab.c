@@ -257,6 +257,10 @@ int specd_cmd_ab(int argc, char **argv) {
                    r->mean_accepted, r->tpf, r->tps_plain, r->tps_spec,
                    r->tps_plain > 0 ? r->tps_spec / r->tps_plain : 0.0);
         }
+        if (o.adaptive)
+            printf("adaptive guard: turned drafting off %lld times; %lld of %lld speculative "
+                   "steps plain\n", (long long)all.seq.n_backoffs,
+                   (long long)all.seq.n_guard_plain, (long long)all.seq.n_steps);
         if (!lossless)
             printf("rule is lossless in distribution only: %d of %d prompts identical token for "
                    "token%s\n", n_identical, n, all.seq.lossy ? " (relaxed tau: LOSSY)" : "");

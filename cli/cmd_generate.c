@@ -28,8 +28,10 @@ static void print_summary(const cli_options *o, const cli_result *spec, const cl
     fprintf(stderr, "acceptance by position:");
     for (int i = 0; i < o->max_draft && s->drafted_at[i] > 0; i++)
         fprintf(stderr, " %.2f", (double)s->accepted_at[i] / (double)s->drafted_at[i]);
-    fprintf(stderr, "\ntokens per target forward %.2f; adaptive back-offs %lld\n", cli_tpf(spec),
-            (long long)s->n_backoffs);
+    fprintf(stderr, "\ntokens per target forward %.2f\n", cli_tpf(spec));
+    if (o->adaptive)
+        fprintf(stderr, "adaptive guard: turned drafting off %lld times; %lld of %lld steps plain\n",
+                (long long)s->n_backoffs, (long long)s->n_guard_plain, (long long)s->n_steps);
     if (!strcmp(o->policy, "isd") || !strcmp(o->policy, "risd")) {
         double rates[SPECD_MAX_DRAFT];
         int32_t n = specd_isd_accept_rates(s, rates, SPECD_MAX_DRAFT);

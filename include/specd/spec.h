@@ -59,7 +59,11 @@ typedef struct specd_seq_params {
     uint64_t seed;
     specd_accept_rule rule; /* default COUPLED (which is greedy at temperature 0) */
     float tau;    /* relaxed acceptance (ratio x (1 + tau)), REJECTION only; > 0 = lossy */
-    int adaptive; /* back off the draft length when speculation does not pay (default 1) */
+    /* the adaptive guard (default 1): per step, a cost model picks the draft length, or a plain
+     * step when speculation would not pay; it starts from what earlier sequences of this spec
+     * with the same policy and options learned. Changes how many proposals are made, never the
+     * tokens emitted. */
+    int adaptive;
     int32_t max_tokens; /* stop after this many emitted tokens (default 256) */
     const int32_t *stop_tokens; /* borrowed during open; ids that end the sequence (e.g. EOS) */
     int32_t n_stop_tokens;
@@ -111,7 +115,8 @@ typedef struct specd_seq_stats {
     int64_t n_accepted;       /* proposals accepted */
     int64_t accepted_at[SPECD_MAX_DRAFT]; /* accepted proposals by position in the draft */
     int64_t drafted_at[SPECD_MAX_DRAFT];  /* proposals by position in the draft */
-    int64_t n_backoffs;       /* times the adaptive guard shortened or paused drafting */
+    int64_t n_backoffs;       /* times the adaptive guard turned drafting off */
+    int64_t n_guard_plain;    /* steps the adaptive guard ran without proposals */
     int lossy;                /* 1 if any step used a relaxed rule */
     uint64_t propose_ns;      /* time inside the policy */
     uint64_t verify_ns;       /* time inside the acceptance engine */

@@ -23,6 +23,8 @@ typedef struct cli_options {
     int rule_given;
     float tau;
     int adaptive;
+    const char *verifier;     /* specd-verifier endpoint, or NULL = verify in-process */
+    int32_t verifier_timeout_ms;
 } cli_options;
 
 void cli_options_init(cli_options *o);

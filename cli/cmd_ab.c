@@ -261,6 +261,10 @@ int specd_cmd_ab(int argc, char **argv) {
             printf("adaptive guard: turned drafting off %lld times; %lld of %lld speculative "
                    "steps plain\n", (long long)all.seq.n_backoffs,
                    (long long)all.seq.n_guard_plain, (long long)all.seq.n_steps);
+        if (o.verifier)
+            printf("remote verifier %s: %lld drafting steps verified there, %lld in-process\n",
+                   o.verifier, (long long)all.seq.n_remote_verified,
+                   (long long)all.seq.n_remote_fallback);
         if (!lossless)
             printf("rule is lossless in distribution only: %d of %d prompts identical token for "
                    "token%s\n", n_identical, n, all.seq.lossy ? " (relaxed tau: LOSSY)" : "");

@@ -38,6 +38,10 @@ static void print_summary(const cli_options *o, const cli_result *spec, const cl
         fprintf(stderr, "paper 000 App. B eq. 5 from the measured per-position acceptance: TPF %.2f\n",
                 specd_isd_tpf_formula(rates, n));
     }
+    if (o->verifier)
+        fprintf(stderr, "remote verifier %s: %lld drafting steps verified there, %lld in-process "
+                        "(it did not answer)\n", o->verifier, (long long)s->n_remote_verified,
+                (long long)s->n_remote_fallback);
     double tps_spec = cli_decode_tps(spec), tps_plain = cli_decode_tps(plain);
     fprintf(stderr, "decode: speculative %.1f tok/s, plain %.1f tok/s, speedup %.2fx\n", tps_spec,
             tps_plain, tps_plain > 0 ? tps_spec / tps_plain : 0.0);

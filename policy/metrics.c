@@ -59,6 +59,8 @@ void specd_seq_stats_add(specd_seq_stats *a, const specd_seq_stats *b) {
     }
     a->n_backoffs += b->n_backoffs;
     a->n_guard_plain += b->n_guard_plain;
+    a->n_remote_verified += b->n_remote_verified;
+    a->n_remote_fallback += b->n_remote_fallback;
     a->lossy |= b->lossy;
     a->propose_ns += b->propose_ns;
     a->verify_ns += b->verify_ns;

@@ -8,6 +8,7 @@
 #include "common/status_internal.h"
 #include "policy/adaptive.h"
 #include "policy/builtin.h"
+#include "policy/remote_verify.h"
 
 #include <math.h>
 #include <string.h>
@@ -59,6 +60,7 @@ struct specd_spec {
     spec_seq *seqs;
     guard_prior priors[N_PRIORS];
     int32_t next_prior; /* round-robin replacement when all slots are taken */
+    specd_rverify *rv;  /* the remote verifier, or NULL */
 };
 
 static uint64_t prior_key(const specd_policy_ops *ops, const char *options) {
@@ -96,7 +98,8 @@ static void seq_learned(specd_spec *spec, const spec_seq *q) {
 }
 
 specd_spec_params specd_spec_default_params(void) {
-    specd_spec_params p = {.n_vocab = 0, .max_draft = 8, .max_seqs = 64};
+    specd_spec_params p = {.n_vocab = 0, .max_draft = 8, .max_seqs = 64,
+                           .verifier_timeout_ms = 1000};
     return p;
 }
 
@@ -131,7 +134,15 @@ specd_status specd_spec_create(const specd_spec_params *params, specd_spec **out
         return specd_fail(err, SPECD_E_NOMEM, "spec: out of memory");
     }
     s->params = *params;
+    s->params.verifier_endpoint = NULL; /* not kept: the client copied it */
     s->seqs = seqs;
+    if (params->verifier_endpoint) {
+        specd_status st = specd_rverify_create(params, &s->rv, err);
+        if (st != SPECD_OK) {
+            specd_spec_destroy(s);
+            return st;
+        }
+    }
     *out = s;
     return SPECD_OK;
 }
@@ -155,7 +166,8 @@ static void seq_release(spec_seq *q) {
 
 void specd_spec_destroy(specd_spec *spec) {
     if (!spec) return;
-    for (int32_t i = 0; i < spec->params.max_seqs; i++) seq_release(&spec->seqs[i]);
+    for (int32_t i = 0; i < spec->params.max_seqs && spec->seqs; i++) seq_release(&spec->seqs[i]);
+    specd_rverify_destroy(spec->rv);
     specd_free(spec->seqs);
     specd_free(spec);
 }
@@ -238,6 +250,10 @@ specd_status specd_spec_seq_open(specd_spec *spec, int32_t seq, const int32_t *p
                               (long long)i, prompt[i], sp->n_vocab);
     const specd_policy_ops *ops = resolve_policy(params, err);
     if (!ops) return err ? err->status : SPECD_E_INVALID_ARG;
+    if (spec->rv && !ops->propose)
+        return specd_fail(err, SPECD_E_UNSUPPORTED,
+                          "spec: policy %s verifies its own steps; a remote verifier needs a "
+                          "drafter-shaped policy", ops->name);
 
     spec_seq *q = &spec->seqs[seq];
     memset(q, 0, sizeof *q);
@@ -271,6 +287,11 @@ specd_status specd_spec_seq_open(specd_spec *spec, int32_t seq, const int32_t *p
         seq_release(q);
         return st;
     }
+    if (spec->rv &&
+        (st = specd_rverify_open(spec->rv, seq, prompt, n_prompt, params, err)) != SPECD_OK) {
+        seq_release(q);
+        return st;
+    }
     memcpy(q->history, prompt, (size_t)n_prompt * sizeof *prompt);
     q->n_history = q->n_prompt = n_prompt;
     if (params->n_stop_tokens > 0)
@@ -286,6 +307,7 @@ specd_status specd_spec_seq_open(specd_spec *spec, int32_t seq, const int32_t *p
 void specd_spec_seq_close(specd_spec *spec, int32_t seq) {
     if (!spec || seq < 0 || seq >= spec->params.max_seqs || !spec->seqs[seq].open) return;
     seq_learned(spec, &spec->seqs[seq]);
+    specd_rverify_close(spec->rv, seq);
     seq_release(&spec->seqs[seq]);
 }
 
@@ -313,6 +335,10 @@ const int32_t *specd_spec_seq_prompt(const specd_spec *spec, int32_t seq, int64_
     }
     if (n_prompt) *n_prompt = q->n_prompt;
     return q->history;
+}
+
+float *specd_spec_verifier_logits(const specd_spec *spec) {
+    return spec && spec->rv ? specd_rverify_logits(spec->rv) : NULL;
 }
 
 int32_t specd_spec_max_draft(const specd_spec *spec) { return spec ? spec->params.max_draft : 0; }
@@ -389,14 +415,28 @@ specd_status specd_spec_seq_layout(specd_spec *spec, int32_t seq, specd_step_lay
 }
 
 /* Drafter shape: verify [pending | drafts] rows; keep the pending row and accepted drafts. */
-static specd_status verify_chain(const specd_spec *spec, spec_seq *q, const float *logits,
+static specd_status verify_chain(specd_spec *spec, spec_seq *q, const float *logits,
                                  specd_step_outcome *out, specd_error *err) {
     int32_t n_vocab = spec->params.n_vocab;
     specd_sample_key key = {.seed = q->seed, .sequence = (uint32_t)q->id,
                             .position = (uint32_t)q->n_history};
     int32_t n_emitted, n_accepted = 0;
     int lossy = 0;
-    if (q->n_draft == 0) {
+    int remote = 0;
+    if (q->n_draft > 0 && spec->rv) {
+        int fatal;
+        specd_error e;
+        specd_status st = specd_rverify_chain(spec->rv, q->id, (uint64_t)q->stats.n_steps + 1,
+                                              q->draft, q->n_draft, logits, q->emitted,
+                                              &n_emitted, &n_accepted, &fatal, &e);
+        if (fatal) return specd_fail(err, st, "%s", e.message);
+        remote = st == SPECD_OK;
+        q->stats.n_remote_verified += remote;
+        q->stats.n_remote_fallback += !remote; /* same keyed decision, made here */
+    }
+    if (remote) {
+        /* decided by the daemon, which has appended the tokens to its history */
+    } else if (q->n_draft == 0) {
         SPECD_TRY(specd_sampler_sample(q->sampler, logits, n_vocab, key, &q->emitted[0], err));
         n_emitted = 1;
     } else {
@@ -409,6 +449,7 @@ static specd_status verify_chain(const specd_spec *spec, spec_seq *q, const floa
         n_accepted = res.n_accepted;
         lossy = res.lossy;
     }
+    if (spec->rv && !remote) specd_rverify_commit(spec->rv, q->id, q->emitted, n_emitted);
     for (int32_t i = 0; i <= n_accepted; i++) q->keep[i] = i;
     *out = (specd_step_outcome){.n_emitted = n_emitted, .emitted = q->emitted,
                                 .n_keep = n_accepted + 1, .keep = q->keep,

@@ -104,6 +104,9 @@ static void json_row(FILE *f, const ab_row *r, int lossless) {
     json_number(f, r->tps_spec);
     fprintf(f, ", \"speedup\": ");
     json_number(f, r->tps_plain > 0 ? r->tps_spec / r->tps_plain : 0.0);
+    fprintf(f, ", \"steps\": %lld, \"guard_backoffs\": %lld, \"guard_plain_steps\": %lld",
+            (long long)r->seq.n_steps, (long long)r->seq.n_backoffs,
+            (long long)r->seq.n_guard_plain);
     fprintf(f, ", \"tokens_plain\": %lld, \"tokens_spec\": %lld, \"lossless_rule\": %s, "
                "\"lossy\": %s, \"acceptance_by_position\": [",
             (long long)r->n_plain, (long long)r->n_spec, lossless ? "true" : "false",

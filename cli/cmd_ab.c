@@ -220,6 +220,8 @@ int specd_cmd_ab(int argc, char **argv) {
             all.ns_plain += rows[i].ns_plain;
             all.ns_spec += rows[i].ns_spec;
             all.tok_plain += rows[i].tok_plain;
+            all.n_plain += rows[i].n_plain;
+            all.n_spec += rows[i].n_spec;
             all.tok_spec += rows[i].tok_spec;
             all.steps_spec += rows[i].steps_spec;
             fprintf(stderr, "%s, acceptance %.2f, speedup %.2fx\n",

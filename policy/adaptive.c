@@ -98,7 +98,10 @@ static int32_t decide(specd_adaptive *g) {
             g->probe_left = SELF_PROBE_STEPS;
             return g->max_draft;
         }
-        double ratio = m->tok_self / m->ns_self * m->ns_plain;
+        /* more rows never cost less than one: a step measured cheaper than a plain one is load
+         * noise, so emitting about one token per step can never look like a gain */
+        double cost = m->ns_self > m->ns_plain ? m->ns_self : m->ns_plain;
+        double ratio = m->tok_self / cost * m->ns_plain;
         return ratio >= threshold ? pays(g, g->max_draft) : back_off(g);
     }
     if (m->w_prop <= 0) return 1; /* the cautious first probe: one proposal */

@@ -127,6 +127,13 @@ static void test_self_speculative_on_off(void **state) {
     for (int i = 0; i < 40; i++) on += step(&g, &fast) > 0;
     assert_int_equal(g.n_backoffs, 0);
     assert_int_equal(on, 39);
+    /* one token per step never pays, even when load noise makes policy steps look cheap */
+    specd_adaptive_init(&g, 1, 1, 2, NULL);
+    sim noisy = {.c0 = 1e6, .acc = 1, .c_self = 0.8e6};
+    on = 0;
+    for (int i = 0; i < 40; i++) on += step(&g, &noisy) > 0;
+    assert_int_equal(g.n_backoffs, 1);
+    assert_true(on <= 3 * 3); /* the first probe and two re-probes */
 }
 
 static void test_prior_seeds_next_sequence(void **state) {

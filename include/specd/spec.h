@@ -73,7 +73,9 @@ typedef struct specd_seq_params {
     /* the adaptive guard (default 1): per step, a cost model picks the draft length, or a plain
      * step when speculation would not pay; it starts from what earlier sequences of this spec
      * with the same policy and options learned. Changes how many proposals are made, never the
-     * tokens emitted. */
+     * tokens emitted (under greedy and coupled acceptance with a lossless policy; isd with an
+     * adapter on every row and tau > 0 are lossy, and rejection sampling agrees in distribution
+     * only, so there its choices show in the output). */
     int adaptive;
     int32_t max_tokens; /* stop after this many emitted tokens (default 256) */
     const int32_t *stop_tokens; /* borrowed during open; ids that end the sequence (e.g. EOS) */

@@ -3,7 +3,7 @@
 enum {
     REFRESH_EVERY = 48, /* policy steps between plain steps that keep c0 fresh */
     PROBE_MIN = 8,      /* plain steps before the first re-probe after a back-off */
-    PROBE_MAX = 256,
+    PROBE_MAX = 1024,
     SELF_PROBE_STEPS = 3, /* a self-speculative probe: its propose step and two more */
     SEED_WEIGHT = 4,    /* a new sequence weighs what earlier ones learned as this many steps */
     SEED_TRIES = 8
@@ -12,6 +12,10 @@ static const double EMA_FLOOR = 0.2;  /* the newest sample's least weight */
 static const double ACC_DECAY = 0.9;  /* per drafting step: acceptance follows the text */
 static const double ENTER = 1.04;     /* start drafting when expected to be 4% faster */
 static const double STAY = 1.0;       /* keep drafting while not expected to be slower */
+/* Probing may cost about this fraction of the time: a probe that cost x plain steps more than
+ * plain decoding of its tokens (a drafter catching up on the text since its last proposal, a
+ * self-speculative policy's wide steps) waits x / PROBE_SHARE plain steps before the next. */
+static const double PROBE_SHARE = 0.02;
 
 static void ema(double *avg, double *w, double x) {
     *w += 1.0;
@@ -61,6 +65,22 @@ double specd_adaptive_best_ratio(const specd_adaptive *g, int32_t *best_k) {
     return best;
 }
 
+static int32_t start_probe(specd_adaptive *g) {
+    g->probing = 1;
+    g->probe_excess = 0.0;
+    if (!g->self_spec) return 1;
+    g->probe_left = SELF_PROBE_STEPS;
+    return g->max_draft;
+}
+
+/* A probe's steps are done: space the next by what this one cost. */
+static void end_probe(specd_adaptive *g) {
+    g->probing = 0;
+    double wait = g->probe_excess / PROBE_SHARE;
+    if (wait > PROBE_MAX) wait = PROBE_MAX;
+    if (wait > g->m.probe_every) g->m.probe_every = (int32_t)wait;
+}
+
 /* Speculation does not pay: note the back-off, and probe now and then. */
 static int32_t back_off(specd_adaptive *g) {
     if (g->drafting || !g->judged) {
@@ -72,11 +92,7 @@ static int32_t back_off(specd_adaptive *g) {
     if (g->since_probe >= g->m.probe_every) {
         g->since_probe = 0;
         g->m.probe_every = g->m.probe_every < PROBE_MAX ? 2 * g->m.probe_every : PROBE_MAX;
-        if (g->self_spec) {
-            g->probe_left = SELF_PROBE_STEPS;
-            return g->max_draft;
-        }
-        return 1;
+        return start_probe(g);
     }
     return 0;
 }
@@ -94,17 +110,14 @@ static int32_t decide(specd_adaptive *g) {
     double threshold = g->drafting ? STAY : ENTER;
     if (g->self_spec) {
         if (g->probe_left > 0) return g->max_draft;
-        if (m->w_self <= 0 || m->ns_self <= 0) {
-            g->probe_left = SELF_PROBE_STEPS;
-            return g->max_draft;
-        }
+        if (m->w_self <= 0 || m->ns_self <= 0) return start_probe(g);
         /* more rows never cost less than one: a step measured cheaper than a plain one is load
          * noise, so emitting about one token per step can never look like a gain */
         double cost = m->ns_self > m->ns_plain ? m->ns_self : m->ns_plain;
         double ratio = m->tok_self / cost * m->ns_plain;
         return ratio >= threshold ? pays(g, g->max_draft) : back_off(g);
     }
-    if (m->w_prop <= 0) return 1; /* the cautious first probe: one proposal */
+    if (m->w_prop <= 0) return start_probe(g); /* the cautious first probe: one proposal */
     int32_t k;
     double ratio = specd_adaptive_best_ratio(g, &k);
     return ratio >= threshold ? pays(g, k) : back_off(g);
@@ -121,6 +134,11 @@ void specd_adaptive_observe(specd_adaptive *g, int32_t n_drafted, int32_t n_acce
     specd_adaptive_model *m = &g->m;
     double ns = (double)step_ns;
     int plain = g->step_k == 0 || (!g->self_spec && n_drafted <= 0);
+    if (g->probing && g->step_k > 0 && m->ns_plain > 0) {
+        double excess = (ns - m->ns_plain * (double)n_emitted) / m->ns_plain;
+        if (excess > 0) g->probe_excess += excess;
+        if (!g->self_spec || g->probe_left <= 1) end_probe(g);
+    }
     if (plain) {
         ema(&m->ns_plain, &m->w_plain, ns);
         g->since_plain = 0;

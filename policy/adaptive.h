@@ -10,7 +10,9 @@
  * on/off: the policy's measured tokens per second against plain steps.
  *
  * Start: a plain step first (c0), then a one-proposal probe (c1, and acceptance from a weak
- * prior), so the first judgement comes after two steps. A spec handle passes what one sequence
+ * prior), so the first judgement comes after two steps. Re-probes wait at least twice as long
+ * each time, and long enough that probing costs about 2% of the time (a probe's cost beyond
+ * plain decoding is measured). A spec handle passes what one sequence
  * learned (costs, acceptance, probe interval) to the next sequence with the same policy, which
  * starts from it and keeps adapting with its own evidence (older evidence is down-weighted).
  * All decisions are deterministic functions of the observations fed in (tests feed synthetic
@@ -40,6 +42,8 @@ typedef struct specd_adaptive {
     int32_t since_plain;  /* policy steps since the last plain step */
     int32_t since_probe;  /* plain steps since the last probe */
     int32_t probe_left;   /* self-speculative probe: policy steps still to run */
+    int probing;          /* the steps in flight are a probe */
+    double probe_excess;  /* its cost beyond plain decoding of its tokens, in plain steps */
     int64_t n_backoffs;   /* times the guard turned drafting off */
     int64_t n_plain_steps; /* steps the guard ran without proposals */
 } specd_adaptive;

@@ -63,6 +63,30 @@ static void test_expensive_drafter_backs_off_at_once(void **state) {
     assert_true(g.n_plain_steps >= 60);
 }
 
+/* A probe that costs far more than plain decoding of its tokens (a drafter catching up on the
+ * text since its last proposal) is repeated rarely: probing costs about 2% of the time. */
+static void test_costly_probes_are_spaced(void **state) {
+    (void)state;
+    specd_adaptive g;
+    specd_adaptive_init(&g, 1, 0, 8, NULL);
+    sim s = {.c0 = 1e6, .c1 = 11e6, .acc = 1}; /* a probe: 12 plain steps' time for 2 tokens */
+    assert_int_equal(step(&g, &s), 0);
+    assert_int_equal(step(&g, &s), 1);
+    int32_t probes = 0;
+    for (int i = 0; i < 400; i++) probes += step(&g, &s) > 0;
+    assert_int_equal(probes, 0);                /* (12 - 2) / 0.02 = 500 plain steps */
+    assert_int_equal(g.m.probe_every, 500);
+    /* cheaper probes: 0.2 plain steps extra -> 10 steps to the next, then the doubling */
+    specd_adaptive_init(&g, 1, 0, 8, NULL);
+    sim cheap = {.c0 = 1e6, .c1 = 2e5, .acc = 0};
+    step(&g, &cheap);
+    step(&g, &cheap);
+    assert_int_equal(g.m.probe_every, 10);
+    for (int i = 0; i < 10; i++) assert_int_equal(step(&g, &cheap), 0);
+    assert_int_equal(step(&g, &cheap), 1);
+    assert_int_equal(g.m.probe_every, 20);
+}
+
 static void test_poor_acceptance_backs_off(void **state) {
     (void)state;
     specd_adaptive g;
@@ -201,6 +225,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_starts_plain_then_probes_one),
         cmocka_unit_test(test_expensive_drafter_backs_off_at_once),
+        cmocka_unit_test(test_costly_probes_are_spaced),
         cmocka_unit_test(test_poor_acceptance_backs_off),
         cmocka_unit_test(test_good_drafter_keeps_drafting_with_refresh),
         cmocka_unit_test(test_recovers_when_acceptance_returns),

@@ -40,7 +40,9 @@ void specd_adaptive_init(specd_adaptive *g, int enabled, int self_spec, int32_t 
         g->m.acc_hit *= SEED_TRIES / g->m.acc_try;
         g->m.acc_try = SEED_TRIES;
     }
-    if (g->m.probe_every < PROBE_MIN) g->m.probe_every = PROBE_MIN;
+    /* acceptance follows the text, so a new sequence probes again as soon as what probing
+     * costs allows, rather than where the last sequence's doubling had got to */
+    g->m.probe_every = g->m.probe_wait > PROBE_MIN ? (int32_t)g->m.probe_wait : PROBE_MIN;
     if (g->m.probe_every > PROBE_MAX) g->m.probe_every = PROBE_MAX;
 }
 
@@ -78,6 +80,7 @@ static void end_probe(specd_adaptive *g) {
     g->probing = 0;
     double wait = g->probe_excess / PROBE_SHARE;
     if (wait > PROBE_MAX) wait = PROBE_MAX;
+    g->m.probe_wait = wait;
     if (wait > g->m.probe_every) g->m.probe_every = (int32_t)wait;
 }
 

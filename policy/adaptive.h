@@ -29,6 +29,7 @@ typedef struct specd_adaptive_model {
     double acc_hit, acc_try;  /* chain: proposals accepted / examined (decayed counts) */
     double ns_self, tok_self, w_self; /* self-speculative: a policy step's cost and tokens */
     int32_t probe_every;      /* plain steps between probes while speculation does not pay */
+    double probe_wait;        /* the least spacing the last probe's cost asks for */
 } specd_adaptive_model;
 
 typedef struct specd_adaptive {

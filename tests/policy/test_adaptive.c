@@ -164,10 +164,11 @@ static void test_prior_seeds_next_sequence(void **state) {
     (void)state;
     specd_adaptive g;
     specd_adaptive_init(&g, 1, 0, 8, NULL);
-    sim s = {.c0 = 1e6, .c1 = 1e6, .acc = 1};
+    /* a probe costs 4 plain steps for 2 tokens: (4 - 2) / 0.02 = 100 steps between probes */
+    sim s = {.c0 = 1e6, .c1 = 3e6, .acc = 1};
     for (int i = 0; i < 40; i++) step(&g, &s);
     specd_adaptive_model learned = g.m;
-    assert_true(learned.probe_every > 8);
+    assert_int_equal(learned.probe_every, 100);
     /* the next sequence starts judged: plain from its first step, no probe for a while */
     specd_adaptive next;
     specd_adaptive_init(&next, 1, 0, 8, &learned);
@@ -177,6 +178,14 @@ static void test_prior_seeds_next_sequence(void **state) {
     assert_int_equal(next.n_backoffs, 1);
     /* earlier evidence is down-weighted: the new sequence's own steps dominate soon */
     assert_true(next.m.w_plain <= 4 + 12);
+    /* cheap probes: a new sequence re-probes soon, whatever the last one's doubling reached */
+    specd_adaptive_init(&g, 1, 0, 8, NULL);
+    sim poor = {.c0 = 1e6, .c1 = 2e5, .acc = 0};
+    for (int i = 0; i < 60; i++) step(&g, &poor);
+    assert_true(g.m.probe_every >= 20);
+    learned = g.m;
+    specd_adaptive_init(&next, 1, 0, 8, &learned);
+    assert_int_equal(next.m.probe_every, 10);
     /* a good drafter's prior: the next sequence drafts from its first step */
     specd_adaptive_init(&g, 1, 0, 8, NULL);
     sim good = {.c0 = 1e6, .c1 = 5e4, .acc = 8};

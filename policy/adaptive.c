@@ -6,7 +6,8 @@ enum {
     PROBE_MAX = 1024,
     SELF_PROBE_STEPS = 3, /* a self-speculative probe: its propose step and two more */
     SEED_WEIGHT = 4,    /* a new sequence weighs what earlier ones learned as this many steps */
-    SEED_TRIES = 8
+    SEED_TRIES = 2,     /* acceptance follows the text: a new sequence mostly measures its own */
+    CHEAP_PROBE_WAIT = 50 /* a probe costing under one plain step more than plain decoding */
 };
 static const double EMA_FLOOR = 0.2;  /* the newest sample's least weight */
 static const double ACC_DECAY = 0.9;  /* per drafting step: acceptance follows the text */
@@ -44,6 +45,8 @@ void specd_adaptive_init(specd_adaptive *g, int enabled, int self_spec, int32_t 
      * costs allows, rather than where the last sequence's doubling had got to */
     g->m.probe_every = g->m.probe_wait > PROBE_MIN ? (int32_t)g->m.probe_wait : PROBE_MIN;
     if (g->m.probe_every > PROBE_MAX) g->m.probe_every = PROBE_MAX;
+    /* where probing is cheap, the new sequence's text gets a probe at once */
+    if (g->m.probe_wait < CHEAP_PROBE_WAIT) g->since_probe = g->m.probe_every;
 }
 
 double specd_adaptive_best_ratio(const specd_adaptive *g, int32_t *best_k) {
@@ -67,17 +70,22 @@ double specd_adaptive_best_ratio(const specd_adaptive *g, int32_t *best_k) {
     return best;
 }
 
-static int32_t start_probe(specd_adaptive *g) {
+static int32_t start_probe(specd_adaptive *g, int retry) {
     g->probing = 1;
+    g->probe_retry = retry;
+    g->since_probe = 0;
     g->probe_excess = 0.0;
     if (!g->self_spec) return 1;
     g->probe_left = SELF_PROBE_STEPS;
     return g->max_draft;
 }
 
-/* A probe's steps are done: space the next by what this one cost. */
+/* A probe's steps are done: space the next twice as far as the last, and by what this one
+ * cost. */
 static void end_probe(specd_adaptive *g) {
     g->probing = 0;
+    if (g->probe_retry)
+        g->m.probe_every = g->m.probe_every < PROBE_MAX / 2 ? 2 * g->m.probe_every : PROBE_MAX;
     double wait = g->probe_excess / PROBE_SHARE;
     if (wait > PROBE_MAX) wait = PROBE_MAX;
     g->m.probe_wait = wait;
@@ -86,17 +94,11 @@ static void end_probe(specd_adaptive *g) {
 
 /* Speculation does not pay: note the back-off, and probe now and then. */
 static int32_t back_off(specd_adaptive *g) {
-    if (g->drafting || !g->judged) {
-        g->n_backoffs++;
-        g->since_probe = 0;
-    }
+    if (g->drafting || !g->judged) g->n_backoffs++;
+    if (g->drafting) g->since_probe = 0;
     g->drafting = 0;
     g->judged = 1;
-    if (g->since_probe >= g->m.probe_every) {
-        g->since_probe = 0;
-        g->m.probe_every = g->m.probe_every < PROBE_MAX ? 2 * g->m.probe_every : PROBE_MAX;
-        return start_probe(g);
-    }
+    if (g->since_probe >= g->m.probe_every) return start_probe(g, 1);
     return 0;
 }
 
@@ -113,14 +115,14 @@ static int32_t decide(specd_adaptive *g) {
     double threshold = g->drafting ? STAY : ENTER;
     if (g->self_spec) {
         if (g->probe_left > 0) return g->max_draft;
-        if (m->w_self <= 0 || m->ns_self <= 0) return start_probe(g);
+        if (m->w_self <= 0 || m->ns_self <= 0) return start_probe(g, 0);
         /* more rows never cost less than one: a step measured cheaper than a plain one is load
          * noise, so emitting about one token per step can never look like a gain */
         double cost = m->ns_self > m->ns_plain ? m->ns_self : m->ns_plain;
         double ratio = m->tok_self / cost * m->ns_plain;
         return ratio >= threshold ? pays(g, g->max_draft) : back_off(g);
     }
-    if (m->w_prop <= 0) return start_probe(g); /* the cautious first probe: one proposal */
+    if (m->w_prop <= 0) return start_probe(g, 0); /* the cautious first probe: one proposal */
     int32_t k;
     double ratio = specd_adaptive_best_ratio(g, &k);
     return ratio >= threshold ? pays(g, k) : back_off(g);
@@ -137,7 +139,12 @@ void specd_adaptive_observe(specd_adaptive *g, int32_t n_drafted, int32_t n_acce
     specd_adaptive_model *m = &g->m;
     double ns = (double)step_ns;
     int plain = g->step_k == 0 || (!g->self_spec && n_drafted <= 0);
-    if (g->probing && g->step_k > 0 && m->ns_plain > 0) {
+    if (g->probing && g->step_k > 0 && !g->self_spec && n_drafted <= 0) {
+        /* the drafter had nothing to propose (an n-gram without a match): no probe happened,
+         * so the next step tries again */
+        g->probing = 0;
+        g->since_probe = g->m.probe_every;
+    } else if (g->probing && g->step_k > 0 && m->ns_plain > 0) {
         double excess = (ns - m->ns_plain * (double)n_emitted) / m->ns_plain;
         if (excess > 0) g->probe_excess += excess;
         if (!g->self_spec || g->probe_left <= 1) end_probe(g);

@@ -44,6 +44,7 @@ typedef struct specd_adaptive {
     int32_t since_probe;  /* plain steps since the last probe */
     int32_t probe_left;   /* self-speculative probe: policy steps still to run */
     int probing;          /* the steps in flight are a probe */
+    int probe_retry;      /* ... after a back-off (its interval doubles) */
     double probe_excess;  /* its cost beyond plain decoding of its tokens, in plain steps */
     int64_t n_backoffs;   /* times the guard turned drafting off */
     int64_t n_plain_steps; /* steps the guard ran without proposals */

@@ -87,6 +87,43 @@ static void test_costly_probes_are_spaced(void **state) {
     assert_int_equal(g.m.probe_every, 20);
 }
 
+/* An n-gram drafter without a match proposes nothing: that is no probe, so the guard asks again
+ * on the next step (free), and the probe interval does not grow. */
+static void test_probe_without_proposals_retries(void **state) {
+    (void)state;
+    specd_adaptive g;
+    specd_adaptive_init(&g, 1, 0, 8, NULL);
+    sim s = {.c0 = 1e6, .c1 = 4e5, .acc = 0};
+    for (int i = 0; i < 3; i++) step(&g, &s); /* plain, probe (rejected), judged off */
+    assert_int_equal(g.drafting, 0);
+    int32_t pe = g.m.probe_every;
+    for (int i = 0; i < pe - 1; i++) assert_int_equal(step(&g, &s), 0);
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal(specd_adaptive_budget(&g), 1); /* the re-probe... */
+        specd_adaptive_observe(&g, 0, 0, 1, 1000000);  /* ...found nothing to propose */
+    }
+    assert_int_equal(g.m.probe_every, pe);
+    assert_int_equal(step(&g, &s), 1); /* proposals at last: this one counts */
+    assert_int_equal(g.m.probe_every, 2 * pe);
+}
+
+/* What earlier sequences learned decides whether a new one probes at once: yes where probing is
+ * cheap (its text may suit the drafter), no where a probe costs several plain steps. */
+static void test_new_sequence_probes_when_cheap(void **state) {
+    (void)state;
+    specd_adaptive g, next;
+    specd_adaptive_init(&g, 1, 0, 8, NULL);
+    sim cheap = {.c0 = 1e6, .c1 = 4e5, .acc = 0};
+    for (int i = 0; i < 40; i++) step(&g, &cheap);
+    specd_adaptive_init(&next, 1, 0, 8, &g.m);
+    assert_int_equal(step(&next, &cheap), 1);
+    specd_adaptive_init(&g, 1, 0, 8, NULL);
+    sim costly = {.c0 = 1e6, .c1 = 5e6, .acc = 0};
+    for (int i = 0; i < 40; i++) step(&g, &costly);
+    specd_adaptive_init(&next, 1, 0, 8, &g.m);
+    for (int i = 0; i < 40; i++) assert_int_equal(step(&next, &costly), 0);
+}
+
 static void test_poor_acceptance_backs_off(void **state) {
     (void)state;
     specd_adaptive g;
@@ -235,6 +272,8 @@ int main(void) {
         cmocka_unit_test(test_starts_plain_then_probes_one),
         cmocka_unit_test(test_expensive_drafter_backs_off_at_once),
         cmocka_unit_test(test_costly_probes_are_spaced),
+        cmocka_unit_test(test_probe_without_proposals_retries),
+        cmocka_unit_test(test_new_sequence_probes_when_cheap),
         cmocka_unit_test(test_poor_acceptance_backs_off),
         cmocka_unit_test(test_good_drafter_keeps_drafting_with_refresh),
         cmocka_unit_test(test_recovers_when_acceptance_returns),

@@ -23,6 +23,7 @@ void cli_options_init(cli_options *o) {
     o->seed = 0;
     o->rule = SPECD_ACCEPT_COUPLED;
     o->adaptive = 1;
+    o->verifier_timeout_ms = 1000;
 }
 
 static int parse_float(const char *flag, const char *s, float lo, float hi, float *out) {
@@ -53,7 +54,8 @@ int cli_parse_shared(cli_options *o, int argc, char **argv, int *i) {
     const char *f = argv[*i];
     static const char *const with_value[] = {
         "-m", "--model", "--policy", "--policy-opts", "--draft-max", "-n", "-t", "--threads",
-        "--temp", "--top-k", "--top-p", "--min-p", "--seed", "--accept", "--tau"};
+        "--temp", "--top-k", "--top-p", "--min-p", "--seed", "--accept", "--tau", "--verifier",
+        "--verifier-timeout-ms"};
     int needs = 0;
     for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++)
         if (!strcmp(f, with_value[k])) needs = 1;
@@ -72,6 +74,7 @@ int cli_parse_shared(cli_options *o, int argc, char **argv, int *i) {
     if (!strcmp(f, "-m") || !strcmp(f, "--model")) return o->model = v, 1;
     if (!strcmp(f, "--policy")) return o->policy = v, 1;
     if (!strcmp(f, "--policy-opts")) return o->policy_opts = v, 1;
+    if (!strcmp(f, "--verifier")) return o->verifier = v, 1;
     if (!strcmp(f, "--temp")) return parse_float(f, v, 0.0f, 100.0f, &o->sampling.temperature);
     if (!strcmp(f, "--top-p")) return parse_float(f, v, 1e-6f, 1.0f, &o->sampling.top_p);
     if (!strcmp(f, "--min-p")) return parse_float(f, v, 0.0f, 0.999f, &o->sampling.min_p);
@@ -103,6 +106,8 @@ int cli_parse_shared(cli_options *o, int argc, char **argv, int *i) {
         if ((rc = parse_int(f, v, 1, SPECD_MAX_DRAFT, &n)) > 0) o->max_draft = (int32_t)n;
     } else if (!strcmp(f, "-n")) {
         if ((rc = parse_int(f, v, 1, 1 << 20, &n)) > 0) o->n_predict = (int32_t)n;
+    } else if (!strcmp(f, "--verifier-timeout-ms")) {
+        if ((rc = parse_int(f, v, 1, 60000, &n)) > 0) o->verifier_timeout_ms = (int32_t)n;
     } else if (!strcmp(f, "--top-k")) {
         if ((rc = parse_int(f, v, 0, 1 << 24, &n)) > 0) o->sampling.top_k = (int32_t)n;
     } else {
@@ -126,6 +131,9 @@ void cli_print_shared_help(FILE *out) {
             "  --accept RULE        greedy | coupled | rs (default coupled; greedy at T = 0)\n"
             "  --tau T              relaxed acceptance for rs (lossy; default 0)\n"
             "  --no-adaptive        keep drafting even when it does not pay\n"
+            "  --verifier EP        verify drafts in a specd-verifier daemon at EP (ipc://PATH);\n"
+            "                       steps it does not answer are verified here, same tokens\n"
+            "  --verifier-timeout-ms MS  per request (default 1000)\n"
             "  -t, --threads N      worker threads (default: online cores)\n");
 }
 
@@ -197,10 +205,23 @@ int cli_engine_open(cli_engine *e, const cli_options *o) {
         cli_engine_close(e);
         return 1;
     }
+    specd_spec_params sp = specd_spec_default_params();
+    sp.n_vocab = specd_model_get_info(e->model)->n_vocab;
+    sp.max_draft = o->max_draft;
+    sp.max_seqs = 1;
+    sp.target = e->model;
+    sp.verifier_endpoint = o->verifier;
+    sp.verifier_timeout_ms = o->verifier_timeout_ms;
+    if (specd_spec_create(&sp, &e->spec, &err) != SPECD_OK) {
+        fprintf(stderr, "specd: %s\n", err.message);
+        cli_engine_close(e);
+        return 1;
+    }
     return 0;
 }
 
 void cli_engine_close(cli_engine *e) {
+    specd_spec_destroy(e->spec);
     specd_context_destroy(e->ctx);
     specd_tokenizer_destroy(e->tok);
     specd_model_destroy(e->model);

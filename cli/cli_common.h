@@ -23,6 +23,8 @@ typedef struct cli_options {
     int rule_given;
     float tau;
     int adaptive;
+    const char *verifier;     /* specd-verifier endpoint, or NULL = verify in-process */
+    int32_t verifier_timeout_ms;
 } cli_options;
 
 void cli_options_init(cli_options *o);
@@ -51,6 +53,8 @@ typedef struct cli_engine {
     specd_model *model;
     specd_tokenizer *tok;
     specd_context *ctx;
+    /* one spec for every run: its adaptive guard carries what it learned from run to run */
+    specd_spec *spec;
 } cli_engine;
 
 /* Prints a clear error to stderr and returns non-zero on failure. */

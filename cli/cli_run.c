@@ -21,21 +21,14 @@ static void stream_tokens(const int32_t *tokens, int32_t n, void *user) {
 int cli_run(const cli_engine *e, const cli_options *o, const char *policy, const char *policy_opts,
             const int32_t *ids, int64_t n_ids, int stream, cli_result *out) {
     memset(out, 0, sizeof *out);
-    specd_spec_params sp = specd_spec_default_params();
-    sp.n_vocab = specd_model_get_info(e->model)->n_vocab;
-    sp.max_draft = o->max_draft;
-    sp.max_seqs = 1;
-    sp.target = e->model;
-    specd_spec *spec = NULL;
+    specd_spec *spec = e->spec;
     specd_error err;
     int32_t stop[8];
     char opts[8192];
     policy_opts = cli_policy_options(o, policy, policy_opts, opts, sizeof opts);
     specd_seq_params p = cli_seq_params(o, e, policy, policy_opts, stop);
-    if (specd_spec_create(&sp, &spec, &err) != SPECD_OK ||
-        specd_spec_seq_open(spec, 0, ids, n_ids, &p, &err) != SPECD_OK) {
+    if (specd_spec_seq_open(spec, 0, ids, n_ids, &p, &err) != SPECD_OK) {
         fprintf(stderr, "specd: %s\n", err.message);
-        specd_spec_destroy(spec);
         return 1;
     }
     stream_ctx sc = {.tok = e->tok};
@@ -43,7 +36,7 @@ int cli_run(const cli_engine *e, const cli_options *o, const char *policy, const
                                      &out->run, &err);
     if (st != SPECD_OK) {
         fprintf(stderr, "specd: generation failed: %s\n", err.message);
-        specd_spec_destroy(spec);
+        specd_spec_seq_close(spec, 0);
         return 1;
     }
     int64_t n;
@@ -51,13 +44,13 @@ int cli_run(const cli_engine *e, const cli_options *o, const char *policy, const
     out->tokens = malloc((size_t)(n ? n : 1) * sizeof *out->tokens);
     if (!out->tokens) {
         fprintf(stderr, "specd: out of memory\n");
-        specd_spec_destroy(spec);
+        specd_spec_seq_close(spec, 0);
         return 1;
     }
     memcpy(out->tokens, toks, (size_t)n * sizeof *toks);
     out->n_tokens = n;
     specd_spec_seq_stats(spec, 0, &out->seq, NULL);
-    specd_spec_destroy(spec);
+    specd_spec_seq_close(spec, 0);
     return 0;
 }
 

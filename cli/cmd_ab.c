@@ -104,6 +104,9 @@ static void json_row(FILE *f, const ab_row *r, int lossless) {
     json_number(f, r->tps_spec);
     fprintf(f, ", \"speedup\": ");
     json_number(f, r->tps_plain > 0 ? r->tps_spec / r->tps_plain : 0.0);
+    fprintf(f, ", \"steps\": %lld, \"guard_backoffs\": %lld, \"guard_plain_steps\": %lld",
+            (long long)r->seq.n_steps, (long long)r->seq.n_backoffs,
+            (long long)r->seq.n_guard_plain);
     fprintf(f, ", \"tokens_plain\": %lld, \"tokens_spec\": %lld, \"lossless_rule\": %s, "
                "\"lossy\": %s, \"acceptance_by_position\": [",
             (long long)r->n_plain, (long long)r->n_spec, lossless ? "true" : "false",
@@ -217,6 +220,8 @@ int specd_cmd_ab(int argc, char **argv) {
             all.ns_plain += rows[i].ns_plain;
             all.ns_spec += rows[i].ns_spec;
             all.tok_plain += rows[i].tok_plain;
+            all.n_plain += rows[i].n_plain;
+            all.n_spec += rows[i].n_spec;
             all.tok_spec += rows[i].tok_spec;
             all.steps_spec += rows[i].steps_spec;
             fprintf(stderr, "%s, acceptance %.2f, speedup %.2fx\n",
@@ -257,6 +262,14 @@ int specd_cmd_ab(int argc, char **argv) {
                    r->mean_accepted, r->tpf, r->tps_plain, r->tps_spec,
                    r->tps_plain > 0 ? r->tps_spec / r->tps_plain : 0.0);
         }
+        if (o.adaptive)
+            printf("adaptive guard: turned drafting off %lld times; %lld of %lld speculative "
+                   "steps plain\n", (long long)all.seq.n_backoffs,
+                   (long long)all.seq.n_guard_plain, (long long)all.seq.n_steps);
+        if (o.verifier)
+            printf("remote verifier %s: %lld drafting steps verified there, %lld in-process\n",
+                   o.verifier, (long long)all.seq.n_remote_verified,
+                   (long long)all.seq.n_remote_fallback);
         if (!lossless)
             printf("rule is lossless in distribution only: %d of %d prompts identical token for "
                    "token%s\n", n_identical, n, all.seq.lossy ? " (relaxed tau: LOSSY)" : "");

@@ -28,14 +28,20 @@ static void print_summary(const cli_options *o, const cli_result *spec, const cl
     fprintf(stderr, "acceptance by position:");
     for (int i = 0; i < o->max_draft && s->drafted_at[i] > 0; i++)
         fprintf(stderr, " %.2f", (double)s->accepted_at[i] / (double)s->drafted_at[i]);
-    fprintf(stderr, "\ntokens per target forward %.2f; adaptive back-offs %lld\n", cli_tpf(spec),
-            (long long)s->n_backoffs);
+    fprintf(stderr, "\ntokens per target forward %.2f\n", cli_tpf(spec));
+    if (o->adaptive)
+        fprintf(stderr, "adaptive guard: turned drafting off %lld times; %lld of %lld steps plain\n",
+                (long long)s->n_backoffs, (long long)s->n_guard_plain, (long long)s->n_steps);
     if (!strcmp(o->policy, "isd") || !strcmp(o->policy, "risd")) {
         double rates[SPECD_MAX_DRAFT];
         int32_t n = specd_isd_accept_rates(s, rates, SPECD_MAX_DRAFT);
         fprintf(stderr, "paper 000 App. B eq. 5 from the measured per-position acceptance: TPF %.2f\n",
                 specd_isd_tpf_formula(rates, n));
     }
+    if (o->verifier)
+        fprintf(stderr, "remote verifier %s: %lld drafting steps verified there, %lld in-process "
+                        "(it did not answer)\n", o->verifier, (long long)s->n_remote_verified,
+                (long long)s->n_remote_fallback);
     double tps_spec = cli_decode_tps(spec), tps_plain = cli_decode_tps(plain);
     fprintf(stderr, "decode: speculative %.1f tok/s, plain %.1f tok/s, speedup %.2fx\n", tps_spec,
             tps_plain, tps_plain > 0 ? tps_spec / tps_plain : 0.0);

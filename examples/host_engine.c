@@ -7,7 +7,11 @@
  * decoding of the same prompts with the same seed: coupled sampling makes them identical.
  *
  *   cc host_engine.c $(pkg-config --cflags --libs specd) -o host_engine
- *   ./host_engine MODEL.gguf [policy]        (policy: ngram by default)
+ *   ./host_engine MODEL.gguf [policy [VERIFIER]]   (policy: ngram by default)
+ *
+ * With VERIFIER (e.g. ipc:///run/user/0/specd/verifier.sock, a running specd-verifier) the same
+ * calls have the daemon decide the drafting steps; the engine writes the target's logits straight
+ * into the shared buffer it reads (specd_spec_verifier_logits).
  */
 #include <specd/specd.h>
 #include <specd/runtime.h>
@@ -37,7 +41,7 @@ static const char *const prompts[N_SEQ] = {
 
 /* Decodes every prompt under policy; outputs[s] receives N_GEN tokens. Returns target forwards. */
 static long run_engine(specd_model *model, specd_tokenizer *tok, const char *policy,
-                       int32_t outputs[N_SEQ][N_GEN]) {
+                       const char *verifier, int32_t outputs[N_SEQ][N_GEN]) {
     specd_error err;
     int32_t n_vocab = specd_model_get_info(model)->n_vocab;
 
@@ -54,8 +58,10 @@ static long run_engine(specd_model *model, specd_tokenizer *tok, const char *pol
     specd_spec_params sp = specd_spec_default_params();
     sp.n_vocab = n_vocab;
     sp.max_draft = MAX_DRAFT;
+    sp.verifier_endpoint = verifier; /* NULL: verify in-process */
     specd_spec *spec;
     CHECK(specd_spec_create(&sp, &spec, &err));
+    float *step_logits = specd_spec_verifier_logits(spec) ? specd_spec_verifier_logits(spec) : logits;
     for (int s = 0; s < N_SEQ; s++) {
         int32_t ids[256];
         size_t n;
@@ -86,23 +92,28 @@ static long run_engine(specd_model *model, specd_tokenizer *tok, const char *pol
             int32_t kv_before = specd_context_kv_len(ctx, s);
             specd_seq_batch b = {.seq = s, .n_tokens = lay.n_tokens, .tokens = lay.tokens,
                                  .pos = lay.pos, .visible = lay.visible};
-            specd_extend_out out = {.n_rows = lay.n_rows, .rows = lay.rows, .logits = logits};
+            specd_extend_out out = {.n_rows = lay.n_rows, .rows = lay.rows, .logits = step_logits};
             CHECK(specd_context_extend(ctx, &b, 1, &out, &err));
             forwards++;
             specd_step_outcome o;
-            CHECK(specd_spec_seq_verify(spec, s, logits, &o, &err));
+            CHECK(specd_spec_seq_verify(spec, s, step_logits, &o, &err));
             /* 4. the engine keeps the KV rows specd says were accepted */
             int32_t keep[MAX_DRAFT + 1];
             for (int i = 0; i < o.n_keep; i++) keep[i] = kv_before + o.keep[i];
             CHECK(specd_context_kv_keep(ctx, s, kv_before, o.n_keep, keep, &err));
         }
     }
+    int64_t remote = 0;
     for (int s = 0; s < N_SEQ; s++) {
+        specd_seq_stats st;
+        CHECK(specd_spec_seq_stats(spec, s, &st, &err));
+        remote += st.n_remote_verified;
         int64_t n;
         const int32_t *toks = specd_spec_seq_output(spec, s, &n);
         memset(outputs[s], 0, sizeof outputs[s]);
         memcpy(outputs[s], toks, sizeof(int32_t) * (size_t)(n < N_GEN ? n : N_GEN));
     }
+    if (verifier) printf("steps verified by specd-verifier: %lld\n", (long long)remote);
     specd_spec_destroy(spec);
     free(logits);
     specd_context_destroy(ctx);
@@ -111,7 +122,7 @@ static long run_engine(specd_model *model, specd_tokenizer *tok, const char *pol
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s MODEL.gguf [policy]\n", argv[0]);
+        fprintf(stderr, "usage: %s MODEL.gguf [policy [VERIFIER_ENDPOINT]]\n", argv[0]);
         return 2;
     }
     const char *policy = argc > 2 ? argv[2] : "ngram";
@@ -122,8 +133,8 @@ int main(int argc, char **argv) {
     CHECK(specd_tokenizer_create_from_gguf(specd_model_gguf(model), &tok, &err));
 
     static int32_t plain[N_SEQ][N_GEN], spec[N_SEQ][N_GEN];
-    long f_plain = run_engine(model, tok, "none", plain);
-    long f_spec = run_engine(model, tok, policy, spec);
+    long f_plain = run_engine(model, tok, "none", NULL, plain);
+    long f_spec = run_engine(model, tok, policy, argc > 3 ? argv[3] : NULL, spec);
     int same = !memcmp(plain, spec, sizeof plain);
     for (int s = 0; s < N_SEQ; s++) {
         char text[4096];

@@ -34,8 +34,10 @@ size_t specd_metrics_format(const specd_seq_stats *s, const char *extra_labels, 
     counter(&o, "num_accepted_tokens_total", "Proposed tokens accepted.", l, s->n_accepted);
     counter(&o, "num_emitted_tokens_total", "Tokens emitted.", l, s->n_emitted);
     counter(&o, "num_target_forwards_total", "Target forward passes (steps).", l, s->n_steps);
-    counter(&o, "num_backoffs_total", "Times the adaptive guard reduced drafting.", l,
+    counter(&o, "num_backoffs_total", "Times the adaptive guard turned drafting off.", l,
             s->n_backoffs);
+    counter(&o, "num_guard_plain_steps_total", "Steps the adaptive guard ran without proposals.",
+            l, s->n_guard_plain);
     put(&o, "# HELP specd_num_accepted_tokens_per_pos Accepted proposals by draft position.\n"
             "# TYPE specd_num_accepted_tokens_per_pos counter\n");
     for (int i = 0; i < SPECD_MAX_DRAFT && s->drafted_at[i] > 0; i++)
@@ -56,6 +58,9 @@ void specd_seq_stats_add(specd_seq_stats *a, const specd_seq_stats *b) {
         a->drafted_at[i] += b->drafted_at[i];
     }
     a->n_backoffs += b->n_backoffs;
+    a->n_guard_plain += b->n_guard_plain;
+    a->n_remote_verified += b->n_remote_verified;
+    a->n_remote_fallback += b->n_remote_fallback;
     a->lossy |= b->lossy;
     a->propose_ns += b->propose_ns;
     a->verify_ns += b->verify_ns;

@@ -51,14 +51,18 @@ specd_status specd_spec_run(specd_spec *spec, int32_t seq, specd_context *ctx, i
         int32_t kv_before = specd_context_kv_len(ctx, kv_seq);
         specd_seq_batch b = {.seq = kv_seq, .n_tokens = lay.n_tokens, .tokens = lay.tokens,
                              .pos = lay.pos, .visible = lay.visible, .lora_gate = lay.lora_gate};
-        specd_extend_out out = {.n_rows = lay.n_rows, .rows = lay.rows, .logits = logits};
+        /* a remote verifier reads the logits from its shared buffer: write them there */
+        float *shared = specd_spec_verifier_logits(spec);
+        float *step_logits =
+            shared && lay.n_rows <= specd_spec_max_draft(spec) + 1 ? shared : logits;
+        specd_extend_out out = {.n_rows = lay.n_rows, .rows = lay.rows, .logits = step_logits};
         uint64_t f0 = specd_now_ns();
         st = specd_context_extend(ctx, &b, 1, &out, err);
         stats->forward_ns += specd_now_ns() - f0;
         if (st != SPECD_OK) break;
         specd_step_outcome o;
         uint64_t v0 = specd_now_ns();
-        if ((st = specd_spec_seq_verify(spec, seq, logits, &o, err)) != SPECD_OK) break;
+        if ((st = specd_spec_seq_verify(spec, seq, step_logits, &o, err)) != SPECD_OK) break;
         uint64_t v1 = specd_now_ns();
         stats->verify_ns += v1 - v0;
         int32_t keep[SPECD_MAX_DRAFT + 1];

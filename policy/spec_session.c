@@ -8,6 +8,7 @@
 #include "common/status_internal.h"
 #include "policy/adaptive.h"
 #include "policy/builtin.h"
+#include "policy/remote_verify.h"
 
 #include <math.h>
 #include <string.h>
@@ -39,19 +40,66 @@ typedef struct spec_seq {
     int32_t *step_tokens, *step_pos, *step_rows; /* max_draft + 1 */
     int32_t *emitted, *keep;                     /* max_draft + 1 */
     float *accept_prob;                          /* max_draft */
-    uint64_t t_laid_out;
+    int plain_step;         /* self-speculative policy: the guard made this a plain step */
+    uint64_t t_step;        /* layout started (the guard times whole steps) */
 
     specd_adaptive guard;
+    uint64_t prior_key;     /* policy and options: which learned model this sequence feeds */
     specd_seq_stats stats;
 } spec_seq;
+
+/* What the adaptive guard learned per policy + options, seeding the next sequence. */
+enum { N_PRIORS = 16 };
+typedef struct guard_prior {
+    uint64_t key; /* 0 = free slot */
+    specd_adaptive_model model;
+} guard_prior;
 
 struct specd_spec {
     specd_spec_params params;
     spec_seq *seqs;
+    guard_prior priors[N_PRIORS];
+    int32_t next_prior; /* round-robin replacement when all slots are taken */
+    specd_rverify *rv;  /* the remote verifier, or NULL */
 };
 
+static uint64_t prior_key(const specd_policy_ops *ops, const char *options) {
+    uint64_t h = 1469598103934665603ULL ^ (uint64_t)(uintptr_t)ops;
+    h *= 1099511628211ULL;
+    for (const char *c = options ? options : ""; *c; c++) {
+        h ^= (uint8_t)*c;
+        h *= 1099511628211ULL;
+    }
+    return h ? h : 1;
+}
+
+static const specd_adaptive_model *prior_find(const specd_spec *spec, uint64_t key) {
+    for (int32_t i = 0; i < N_PRIORS; i++)
+        if (spec->priors[i].key == key) return &spec->priors[i].model;
+    return NULL;
+}
+
+static void prior_store(specd_spec *spec, uint64_t key, const specd_adaptive_model *m) {
+    int32_t slot = -1;
+    for (int32_t i = 0; i < N_PRIORS && slot < 0; i++)
+        if (spec->priors[i].key == key || spec->priors[i].key == 0) slot = i;
+    if (slot < 0) {
+        slot = spec->next_prior;
+        spec->next_prior = (spec->next_prior + 1) % N_PRIORS;
+    }
+    spec->priors[slot] = (guard_prior){.key = key, .model = *m};
+}
+
+/* Hands what the sequence's guard learned to the spec (only if it learned anything). */
+static void seq_learned(specd_spec *spec, const spec_seq *q) {
+    const specd_adaptive *g = &q->guard;
+    if (!q->open || !g->enabled || g->m.w_plain <= 0) return;
+    prior_store(spec, q->prior_key, &g->m);
+}
+
 specd_spec_params specd_spec_default_params(void) {
-    specd_spec_params p = {.n_vocab = 0, .max_draft = 8, .max_seqs = 64};
+    specd_spec_params p = {.n_vocab = 0, .max_draft = 8, .max_seqs = 64,
+                           .verifier_timeout_ms = 1000};
     return p;
 }
 
@@ -78,7 +126,7 @@ specd_status specd_spec_create(const specd_spec_params *params, specd_spec **out
     if (params->max_seqs < 1 || params->max_seqs > (1 << 20))
         return specd_fail(err, SPECD_E_INVALID_ARG, "spec: max_seqs %d is outside [1, 2^20]",
                           params->max_seqs);
-    specd_spec *s = specd_alloc(sizeof *s);
+    specd_spec *s = specd_alloc_array(1, sizeof *s); /* zeroed: no priors yet */
     spec_seq *seqs = specd_alloc_array((size_t)params->max_seqs, sizeof *seqs);
     if (!s || !seqs) {
         specd_free(s);
@@ -86,7 +134,15 @@ specd_status specd_spec_create(const specd_spec_params *params, specd_spec **out
         return specd_fail(err, SPECD_E_NOMEM, "spec: out of memory");
     }
     s->params = *params;
+    s->params.verifier_endpoint = NULL; /* not kept: the client copied it */
     s->seqs = seqs;
+    if (params->verifier_endpoint) {
+        specd_status st = specd_rverify_create(params, &s->rv, err);
+        if (st != SPECD_OK) {
+            specd_spec_destroy(s);
+            return st;
+        }
+    }
     *out = s;
     return SPECD_OK;
 }
@@ -110,7 +166,8 @@ static void seq_release(spec_seq *q) {
 
 void specd_spec_destroy(specd_spec *spec) {
     if (!spec) return;
-    for (int32_t i = 0; i < spec->params.max_seqs; i++) seq_release(&spec->seqs[i]);
+    for (int32_t i = 0; i < spec->params.max_seqs && spec->seqs; i++) seq_release(&spec->seqs[i]);
+    specd_rverify_destroy(spec->rv);
     specd_free(spec->seqs);
     specd_free(spec);
 }
@@ -193,6 +250,10 @@ specd_status specd_spec_seq_open(specd_spec *spec, int32_t seq, const int32_t *p
                               (long long)i, prompt[i], sp->n_vocab);
     const specd_policy_ops *ops = resolve_policy(params, err);
     if (!ops) return err ? err->status : SPECD_E_INVALID_ARG;
+    if (spec->rv && !ops->propose)
+        return specd_fail(err, SPECD_E_UNSUPPORTED,
+                          "spec: policy %s verifies its own steps; a remote verifier needs a "
+                          "drafter-shaped policy", ops->name);
 
     spec_seq *q = &spec->seqs[seq];
     memset(q, 0, sizeof *q);
@@ -226,18 +287,27 @@ specd_status specd_spec_seq_open(specd_spec *spec, int32_t seq, const int32_t *p
         seq_release(q);
         return st;
     }
+    if (spec->rv &&
+        (st = specd_rverify_open(spec->rv, seq, prompt, n_prompt, params, err)) != SPECD_OK) {
+        seq_release(q);
+        return st;
+    }
     memcpy(q->history, prompt, (size_t)n_prompt * sizeof *prompt);
     q->n_history = q->n_prompt = n_prompt;
     if (params->n_stop_tokens > 0)
         memcpy(q->stop, params->stop_tokens, (size_t)params->n_stop_tokens * sizeof(int32_t));
     q->n_stop = params->n_stop_tokens;
-    specd_adaptive_init(&q->guard, params->adaptive, sp->max_draft);
+    q->prior_key = prior_key(ops, params->policy_options);
+    specd_adaptive_init(&q->guard, params->adaptive, ops->propose == NULL, sp->max_draft,
+                        prior_find(spec, q->prior_key));
     q->open = 1;
     return SPECD_OK;
 }
 
 void specd_spec_seq_close(specd_spec *spec, int32_t seq) {
     if (!spec || seq < 0 || seq >= spec->params.max_seqs || !spec->seqs[seq].open) return;
+    seq_learned(spec, &spec->seqs[seq]);
+    specd_rverify_close(spec->rv, seq);
     seq_release(&spec->seqs[seq]);
 }
 
@@ -267,6 +337,10 @@ const int32_t *specd_spec_seq_prompt(const specd_spec *spec, int32_t seq, int64_
     return q->history;
 }
 
+float *specd_spec_verifier_logits(const specd_spec *spec) {
+    return spec && spec->rv ? specd_rverify_logits(spec->rv) : NULL;
+}
+
 int32_t specd_spec_max_draft(const specd_spec *spec) { return spec ? spec->params.max_draft : 0; }
 
 int32_t specd_spec_max_step_rows(const specd_spec *spec) {
@@ -279,13 +353,14 @@ specd_status specd_spec_seq_stats(const specd_spec *spec, int32_t seq, specd_seq
     SPECD_TRY(find_seq(spec, seq, &q, err));
     *out = q->stats;
     out->n_backoffs = q->guard.n_backoffs;
+    out->n_guard_plain = q->guard.n_plain_steps;
     return SPECD_OK;
 }
 
-static specd_status layout_chain(const specd_spec *spec, spec_seq *q, specd_step_layout *out,
-                                 specd_error *err) {
+/* [pending | up to k drafts] under causal attention; k = 0 is a plain step. */
+static specd_status layout_chain(const specd_spec *spec, spec_seq *q, int32_t k,
+                                 specd_step_layout *out, specd_error *err) {
     int64_t remaining = q->max_tokens - (q->n_history - q->n_prompt);
-    int32_t k = specd_adaptive_budget(&q->guard);
     if (k > remaining - 1) k = (int32_t)(remaining - 1);
     q->n_draft = 0;
     q->has_q = 0;
@@ -320,8 +395,13 @@ specd_status specd_spec_seq_layout(specd_spec *spec, int32_t seq, specd_step_lay
     SPECD_TRY(find_seq(spec, seq, &q, err));
     if (!out) return specd_fail(err, SPECD_E_INVALID_ARG, "spec: NULL layout");
     if (q->done) return specd_fail(err, SPECD_E_STATE, "spec: sequence %d has finished", seq);
-    if (q->ops->propose)
-        SPECD_TRY(layout_chain(spec, q, out, err));
+    q->t_step = specd_now_ns();
+    /* The guard governs both shapes: a drafter gets a draft length, a self-speculative policy
+     * either lays out its own step or the session makes it a plain one. */
+    int32_t k = specd_adaptive_budget(&q->guard);
+    q->plain_step = !q->ops->propose && k == 0;
+    if (q->ops->propose || q->plain_step)
+        SPECD_TRY(layout_chain(spec, q, k, out, err));
     else {
         SPECD_TRY(q->ops->layout(q->policy, q->history, q->n_history, out, err));
         int32_t most = specd_spec_max_step_rows(spec);
@@ -331,19 +411,32 @@ specd_status specd_spec_seq_layout(specd_spec *spec, int32_t seq, specd_step_lay
     }
     q->n_step_tokens = out->n_tokens;
     q->laid_out = 1;
-    q->t_laid_out = specd_now_ns();
     return SPECD_OK;
 }
 
 /* Drafter shape: verify [pending | drafts] rows; keep the pending row and accepted drafts. */
-static specd_status verify_chain(const specd_spec *spec, spec_seq *q, const float *logits,
+static specd_status verify_chain(specd_spec *spec, spec_seq *q, const float *logits,
                                  specd_step_outcome *out, specd_error *err) {
     int32_t n_vocab = spec->params.n_vocab;
     specd_sample_key key = {.seed = q->seed, .sequence = (uint32_t)q->id,
                             .position = (uint32_t)q->n_history};
     int32_t n_emitted, n_accepted = 0;
     int lossy = 0;
-    if (q->n_draft == 0) {
+    int remote = 0;
+    if (q->n_draft > 0 && spec->rv) {
+        int fatal;
+        specd_error e;
+        specd_status st = specd_rverify_chain(spec->rv, q->id, (uint64_t)q->stats.n_steps + 1,
+                                              q->draft, q->n_draft, logits, q->emitted,
+                                              &n_emitted, &n_accepted, &fatal, &e);
+        if (fatal) return specd_fail(err, st, "%s", e.message);
+        remote = st == SPECD_OK;
+        q->stats.n_remote_verified += remote;
+        q->stats.n_remote_fallback += !remote; /* same keyed decision, made here */
+    }
+    if (remote) {
+        /* decided by the daemon, which has appended the tokens to its history */
+    } else if (q->n_draft == 0) {
         SPECD_TRY(specd_sampler_sample(q->sampler, logits, n_vocab, key, &q->emitted[0], err));
         n_emitted = 1;
     } else {
@@ -356,6 +449,7 @@ static specd_status verify_chain(const specd_spec *spec, spec_seq *q, const floa
         n_accepted = res.n_accepted;
         lossy = res.lossy;
     }
+    if (spec->rv && !remote) specd_rverify_commit(spec->rv, q->id, q->emitted, n_emitted);
     for (int32_t i = 0; i <= n_accepted; i++) q->keep[i] = i;
     *out = (specd_step_outcome){.n_emitted = n_emitted, .emitted = q->emitted,
                                 .n_keep = n_accepted + 1, .keep = q->keep,
@@ -378,9 +472,8 @@ specd_status specd_spec_seq_verify(specd_spec *spec, int32_t seq, const float *l
     if (!q->laid_out)
         return specd_fail(err, SPECD_E_STATE, "spec: sequence %d has no step laid out", seq);
     uint64_t t0 = specd_now_ns();
-    uint64_t forward_ns = t0 - q->t_laid_out;
     specd_step_outcome o;
-    if (q->ops->propose)
+    if (q->ops->propose || q->plain_step)
         SPECD_TRY(verify_chain(spec, q, logits, &o, err));
     else
         SPECD_TRY(q->ops->verify(q->policy, logits, &o, err));
@@ -430,7 +523,8 @@ specd_status specd_spec_seq_verify(specd_spec *spec, int32_t seq, const float *l
     if (o.lossy) s->lossy = 1;
     uint64_t t1 = specd_now_ns();
     s->verify_ns += t1 - t0;
-    specd_adaptive_observe(&q->guard, o.n_drafted, n, forward_ns + (t1 - t0));
+    /* the whole step: proposing, the host's forward, verification */
+    specd_adaptive_observe(&q->guard, o.n_drafted, o.n_accepted, n, t1 - q->t_step);
     *out = o;
     return SPECD_OK;
 }

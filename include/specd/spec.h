@@ -42,11 +42,22 @@ typedef struct specd_spec_params {
     int32_t max_seqs;  /* sequence ids are 0..max_seqs-1 (default 64) */
     const struct specd_model *target; /* optional: the target when specd runs it (layerskip) */
     const char *target_path;          /* optional: its GGUF path */
+    /* Optional: drafts are verified by a specd-verifier daemon (specd/ipc.h) instead of
+     * in-process, with the same calls. The step's target logits reach it through a shared-memory
+     * buffer (hosts may write them there directly: specd_spec_verifier_logits). Plain steps, and
+     * any step the daemon does not answer within the timeout (dead, restarting), are decided
+     * in-process with the same keyed sampling and committed to it, so the output is the same
+     * either way. Drafter-shaped policies under the greedy or coupled rule only. */
+    const char *verifier_endpoint;    /* NULL = verify in-process; ipc://PATH, tcp://... (copied) */
+    int32_t verifier_timeout_ms;      /* per request, [1, 60000] (default 1000) */
+    uint64_t verifier_tokenizer_hash; /* must match the daemon's --tokenizer-hash (default 0) */
 } specd_spec_params;
 
 specd_spec_params specd_spec_default_params(void);
 
-/* Caller owns *out (specd_spec_destroy). */
+/* Caller owns *out (specd_spec_destroy). With a verifier_endpoint: SPECD_E_INVALID_ARG for a
+ * malformed endpoint, SPECD_E_MISMATCH when the daemon refuses our vocabulary or tokenizer; a
+ * daemon that is not up yet is not an error (steps are verified in-process until it is). */
 specd_status specd_spec_create(const specd_spec_params *params, specd_spec **out,
                                specd_error *err);
 void specd_spec_destroy(specd_spec *spec);
@@ -59,7 +70,13 @@ typedef struct specd_seq_params {
     uint64_t seed;
     specd_accept_rule rule; /* default COUPLED (which is greedy at temperature 0) */
     float tau;    /* relaxed acceptance (ratio x (1 + tau)), REJECTION only; > 0 = lossy */
-    int adaptive; /* back off the draft length when speculation does not pay (default 1) */
+    /* the adaptive guard (default 1): per step, a cost model picks the draft length, or a plain
+     * step when speculation would not pay; it starts from what earlier sequences of this spec
+     * with the same policy and options learned. Changes how many proposals are made, never the
+     * tokens emitted (under greedy and coupled acceptance with a lossless policy; isd with an
+     * adapter on every row and tau > 0 are lossy, and rejection sampling agrees in distribution
+     * only, so there its choices show in the output). */
+    int adaptive;
     int32_t max_tokens; /* stop after this many emitted tokens (default 256) */
     const int32_t *stop_tokens; /* borrowed during open; ids that end the sequence (e.g. EOS) */
     int32_t n_stop_tokens;
@@ -91,6 +108,10 @@ int specd_spec_seq_done(const specd_spec *spec, int32_t seq);
 /* The prompt given at open; borrowed until close. */
 const int32_t *specd_spec_seq_prompt(const specd_spec *spec, int32_t seq, int64_t *n_prompt);
 
+/* With a remote verifier: the shared buffer its logits travel in, (max_draft + 1) x n_vocab
+ * floats, owned by the spec. A host that writes a step's logits here saves a copy. Else NULL. */
+float *specd_spec_verifier_logits(const specd_spec *spec);
+
 /* The most proposals one step may carry (the spec's max_draft). */
 int32_t specd_spec_max_draft(const specd_spec *spec);
 /* The most rows a laid-out step may have, so the most logits rows a host must be able to return:
@@ -111,7 +132,10 @@ typedef struct specd_seq_stats {
     int64_t n_accepted;       /* proposals accepted */
     int64_t accepted_at[SPECD_MAX_DRAFT]; /* accepted proposals by position in the draft */
     int64_t drafted_at[SPECD_MAX_DRAFT];  /* proposals by position in the draft */
-    int64_t n_backoffs;       /* times the adaptive guard shortened or paused drafting */
+    int64_t n_backoffs;       /* times the adaptive guard turned drafting off */
+    int64_t n_guard_plain;    /* steps the adaptive guard ran without proposals */
+    int64_t n_remote_verified; /* drafting steps decided by the remote verifier */
+    int64_t n_remote_fallback; /* drafting steps it did not answer, decided in-process */
     int lossy;                /* 1 if any step used a relaxed rule */
     uint64_t propose_ns;      /* time inside the policy */
     uint64_t verify_ns;       /* time inside the acceptance engine */

@@ -47,6 +47,9 @@ static void generate(int p, const char *policy, const char *opts, float temperat
     params.sampling.temperature = temperature;
     params.seed = 1234;
     params.max_tokens = N_GEN;
+    /* the policies' own steps throughout: the guard's plain steps would hide what the adapter on
+     * clean rows changes, and its choices depend on timing */
+    params.adaptive = 0;
     if (specd_spec_seq_open(spec, 0, prompts[p], n_prompts[p], &params, &err) != SPECD_OK)
         fail_msg("open %s %s: %s", policy, opts ? opts : "", err.message);
     specd_run_stats rs;

@@ -13,7 +13,7 @@ enum { V = 16, M = 0 };
 
 static specd_spec *spec;
 
-static void open_seq(const char *opts) {
+static void open_seq_guarded(const char *opts, int adaptive) {
     specd_spec_params sp = specd_spec_default_params();
     sp.n_vocab = V;
     sp.max_draft = 4;
@@ -24,9 +24,13 @@ static void open_seq(const char *opts) {
     p.policy_options = opts;
     p.rule = SPECD_ACCEPT_GREEDY;
     p.max_tokens = 64;
+    p.adaptive = adaptive;
     static const int32_t prompt[3] = {1, 2, 3};
     if (specd_spec_seq_open(spec, 0, prompt, 3, &p, &err) != SPECD_OK) fail_msg("%s", err.message);
 }
+
+/* the policy's own layouts (the guard, tested in test_adaptive, would make some steps plain) */
+static void open_seq(const char *opts) { open_seq_guarded(opts, 0); }
 
 /* Lays out a step, checks it, answers with rows whose argmax is want[row]. */
 static specd_step_outcome step(int32_t n, const int32_t *tokens, int32_t first_pos,
@@ -96,6 +100,30 @@ static void test_mask_option(void **s) {
     specd_spec_destroy(spec);
 }
 
+/* The adaptive guard governs self-speculative policies too: with nothing learned its first step
+ * is a plain one-row step the session lays out itself (base weights, no masks), then the policy's
+ * own steps follow as a probe, starting with a propose step. Timing-independent: the guard judges
+ * only after the probe. */
+static void test_guard_plain_step(void **s) {
+    (void)s;
+    open_seq_guarded("n=3", 1);
+    specd_step_outcome o = step(1, (const int32_t[]){3}, 2, (const int32_t[]){5});
+    assert_int_equal(o.n_emitted, 1);
+    assert_int_equal(o.emitted[0], 5);
+    assert_int_equal(o.n_drafted, 0);
+    assert_int_equal(o.n_keep, 1);
+    o = step(3, (const int32_t[]){5, M, M}, 3, (const int32_t[]){6, 7, 8});
+    assert_int_equal(o.n_emitted, 1);
+    assert_int_equal(o.emitted[0], 6);
+    o = step(5, (const int32_t[]){6, 7, 8, M, M}, 4, (const int32_t[]){7, 8, 9, 1, 1});
+    assert_int_equal(o.n_accepted, 2);
+    int64_t n;
+    const int32_t *out = specd_spec_seq_output(spec, 0, &n);
+    assert_int_equal(n, 5);
+    assert_memory_equal(out, ((const int32_t[]){5, 6, 7, 8, 9}), 5 * sizeof(int32_t));
+    specd_spec_destroy(spec);
+}
+
 static void test_rows_must_fit(void **s) {
     (void)s;
     specd_spec_params sp = specd_spec_default_params();
@@ -123,6 +151,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_steps),
         cmocka_unit_test(test_mask_option),
+        cmocka_unit_test(test_guard_plain_step),
         cmocka_unit_test(test_rows_must_fit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

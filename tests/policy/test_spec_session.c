@@ -175,6 +175,7 @@ static void test_bad_keep_list_is_refused(void **s) {
     assert_int_equal(specd_spec_create(&sp, &spec, &err), SPECD_OK);
     specd_seq_params p = specd_seq_default_params();
     p.policy_ops = &bad_keep_ops;
+    p.adaptive = 0; /* the guard would make the first step a plain one */
     const int32_t prompt[] = {1, 2};
     assert_int_equal(specd_spec_seq_open(spec, 0, prompt, 2, &p, &err), SPECD_OK);
     specd_step_layout lay;

@@ -1,0 +1,160 @@
+#include "policy/remote_verify.h"
+
+#include "common/alloc.h"
+#include "common/log_internal.h"
+#include "common/status_internal.h"
+#include "specd/ipc.h"
+
+#include <string.h>
+
+struct specd_rverify {
+    specd_ipc_client *client;
+    specd_ipc_buffer *buf;
+    int32_t n_vocab, max_rows;
+    int was_down;
+    uint32_t ids[SPECD_MAX_DRAFT + 1];
+    specd_ipc_verify_result res;
+};
+
+void specd_rverify_destroy(specd_rverify *r) {
+    if (!r) return;
+    specd_ipc_client_destroy(r->client); /* before the buffer it borrows */
+    specd_ipc_buffer_destroy(r->buf);
+    specd_free(r);
+}
+
+specd_status specd_rverify_create(const specd_spec_params *sp, specd_rverify **out,
+                                  specd_error *err) {
+    if (sp->verifier_timeout_ms < 1 || sp->verifier_timeout_ms > 60000)
+        return specd_fail(err, SPECD_E_INVALID_ARG,
+                          "spec: verifier_timeout_ms %d is outside [1, 60000]",
+                          sp->verifier_timeout_ms);
+    specd_rverify *r = specd_alloc_array(1, sizeof *r);
+    if (!r) return specd_fail(err, SPECD_E_NOMEM, "spec: out of memory for the verifier client");
+    r->n_vocab = sp->n_vocab;
+    r->max_rows = sp->max_draft + 1;
+    specd_ipc_params p = specd_ipc_default_params();
+    p.endpoint = sp->verifier_endpoint;
+    p.name = "verifier";
+    p.timeout_ms = sp->verifier_timeout_ms;
+    p.retry_ms = 500;
+    size_t bytes = (size_t)r->max_rows * (size_t)sp->n_vocab * sizeof(float);
+    if (bytes + 4096 > p.max_frame) p.max_frame = bytes + 4096;
+    specd_ipc_fingerprint fp = {.vocab_size = (uint32_t)sp->n_vocab,
+                                .tokenizer_hash = sp->verifier_tokenizer_hash};
+    specd_error e;
+    specd_status st = specd_ipc_client_create(&p, SPECD_IPC_ROLE_VERIFIER, &fp, &r->client, &e);
+    if (st == SPECD_OK) st = specd_ipc_buffer_create(SPECD_IPC_BUFFER_SHM, bytes, 0, &r->buf, &e);
+    if (st != SPECD_OK) {
+        specd_rverify_destroy(r);
+        return specd_fail(err, st, "spec: verifier endpoint %s: %s",
+                          sp->verifier_endpoint ? sp->verifier_endpoint : "(default)", e.message);
+    }
+    /* Attaching connects. A daemon that is not up is fine (decided here until it is, and the
+     * buffer is shared on connect); one that refuses us is a setup error. */
+    st = specd_ipc_client_attach_buffer(r->client, r->buf, &e);
+    if (st == SPECD_E_MISMATCH || st == SPECD_E_INVALID_ARG || st == SPECD_E_UNSUPPORTED) {
+        specd_rverify_destroy(r);
+        return specd_fail(err, st, "spec: verifier at %s refused the session: %s",
+                          sp->verifier_endpoint ? sp->verifier_endpoint : "(default)", e.message);
+    }
+    if (st != SPECD_OK) {
+        specd_log(SPECD_LOG_WARN, "spec: verifier unavailable (%s); verifying in-process",
+                  e.message);
+        r->was_down = 1;
+    }
+    *out = r;
+    return SPECD_OK;
+}
+
+float *specd_rverify_logits(const specd_rverify *r) { return specd_ipc_buffer_data(r->buf); }
+
+specd_status specd_rverify_open(specd_rverify *r, int32_t seq, const int32_t *prompt,
+                                int64_t n_prompt, const specd_seq_params *p, specd_error *err) {
+    if (p->rule == SPECD_ACCEPT_REJECTION || p->tau != 0.0f)
+        return specd_fail(err, SPECD_E_UNSUPPORTED,
+                          "spec: a remote verifier decides under the greedy and coupled rules "
+                          "only (rejection sampling needs the draft distributions, which the "
+                          "verify request does not carry)");
+    if (p->sampling.n_bias > 0)
+        return specd_fail(err, SPECD_E_UNSUPPORTED,
+                          "spec: a remote verifier cannot apply a logit bias");
+    specd_ipc_seq_params sq = {
+        .seq_id = (uint64_t)seq,
+        .prompt = (const uint32_t *)prompt,
+        .n_prompt = (size_t)n_prompt,
+        .sampling = {.temperature = p->rule == SPECD_ACCEPT_GREEDY ? 0.0f
+                                                                   : p->sampling.temperature,
+                     .top_k = (uint32_t)p->sampling.top_k,
+                     .top_p = p->sampling.top_p,
+                     .min_p = p->sampling.min_p},
+        .seed = p->seed,
+        .max_draft = (uint32_t)(r->max_rows - 1),
+        .rule = p->rule == SPECD_ACCEPT_GREEDY ? SPECD_IPC_ACCEPT_GREEDY
+                                               : SPECD_IPC_ACCEPT_COUPLED};
+    specd_error e;
+    specd_status st = specd_ipc_client_open_seq(r->client, &sq, &e);
+    /* recorded by the client even when the daemon is down: opened there on reconnect */
+    if (st != SPECD_OK && st != SPECD_E_PEER && st != SPECD_E_TIMEOUT)
+        return specd_fail(err, st, "spec: verifier: %s", e.message);
+    return SPECD_OK;
+}
+
+void specd_rverify_close(specd_rverify *r, int32_t seq) {
+    if (r) specd_ipc_client_close_seq(r->client, (uint64_t)seq, NULL);
+}
+
+static void went_down(specd_rverify *r, const specd_error *e) {
+    if (!r->was_down)
+        specd_log(SPECD_LOG_WARN, "spec: verifier unavailable (%s); verifying in-process",
+                  e->message);
+    r->was_down = 1;
+}
+
+specd_status specd_rverify_chain(specd_rverify *r, int32_t seq, uint64_t step,
+                                 const int32_t *draft, int32_t k, const float *logits,
+                                 int32_t *emitted, int32_t *n_emitted, int32_t *n_accepted,
+                                 int *fatal, specd_error *err) {
+    *fatal = 0;
+    if (k < 1 || k + 1 > r->max_rows)
+        return specd_fail(err, SPECD_E_INTERNAL, "spec: %d drafts for the verifier", k);
+    float *data = specd_ipc_buffer_data(r->buf);
+    size_t row_bytes = (size_t)r->n_vocab * sizeof(float);
+    if (logits != data) memcpy(data, logits, (size_t)(k + 1) * row_bytes);
+    for (int32_t i = 0; i < k; i++) r->ids[i] = (uint32_t)draft[i];
+    specd_error e;
+    uint64_t pub;
+    specd_ipc_ref ref;
+    uint64_t shape[2] = {(uint64_t)k + 1, (uint64_t)r->n_vocab};
+    specd_status st = specd_ipc_buffer_publish(r->buf, NULL, &pub, &e);
+    if (st == SPECD_OK) st = specd_ipc_buffer_ref(r->buf, 0, 2, shape, SPECD_IPC_F32, pub, &ref, &e);
+    if (st == SPECD_OK)
+        st = specd_ipc_client_verify(r->client, (uint64_t)seq, step, r->ids, (size_t)k, &ref,
+                                     &r->res, &e);
+    if (st != SPECD_OK) {
+        went_down(r, &e);
+        return specd_fail(err, st, "spec: verifier: %s", e.message);
+    }
+    const specd_ipc_verify_result *v = &r->res;
+    int ok = v->accepted <= (uint32_t)k && v->n_emitted == (size_t)v->accepted + 1;
+    for (size_t i = 0; ok && i < v->n_emitted; i++)
+        ok = v->emitted[i] < (uint32_t)r->n_vocab && (i >= v->accepted || v->emitted[i] == r->ids[i]);
+    if (!ok) {
+        *fatal = 1; /* the client has appended it to its history: out of step with ours now */
+        return specd_fail(err, SPECD_E_PROTOCOL, "spec: verifier answered an impossible outcome "
+                          "(%u of %d drafts accepted, %zu tokens)", v->accepted, k, v->n_emitted);
+    }
+    if (r->was_down) specd_log(SPECD_LOG_WARN, "spec: verifier is back; verifying remotely");
+    r->was_down = 0;
+    for (size_t i = 0; i < v->n_emitted; i++) emitted[i] = (int32_t)v->emitted[i];
+    *n_emitted = (int32_t)v->n_emitted;
+    *n_accepted = (int32_t)v->accepted;
+    return SPECD_OK;
+}
+
+void specd_rverify_commit(specd_rverify *r, int32_t seq, const int32_t *tokens, int32_t n) {
+    for (int32_t i = 0; i < n && i <= SPECD_MAX_DRAFT; i++) r->ids[i] = (uint32_t)tokens[i];
+    specd_error e;
+    if (specd_ipc_client_commit(r->client, (uint64_t)seq, r->ids, (size_t)n, &e) != SPECD_OK)
+        went_down(r, &e);
+}

@@ -1,0 +1,286 @@
+/* The adaptive guard's decisions (policy/adaptive.h) under synthetic step timings: it starts with
+ * a plain step and a one-proposal probe, drafts when the cost model says it pays, backs off (and
+ * says so) when it does not, re-probes at doubling intervals, governs self-speculative policies
+ * on/off, and seeds a new sequence with what an earlier one learned. No clock is read here. */
+#include "test_main.h"
+
+#include "policy/adaptive.h"
+
+/* One step: ask for the budget, then report a step of that budget. A chain step with k
+ * proposals costs c0 + c1 * k ns and accepts the first `acc` of them. */
+typedef struct sim {
+    double c0, c1;  /* plain step cost, marginal cost of one proposal */
+    int32_t acc;    /* proposals accepted per drafting step (chain), tokens per step (self) */
+    double c_self;  /* a self-speculative policy step's cost */
+} sim;
+
+static int32_t step(specd_adaptive *g, const sim *s) {
+    int32_t k = specd_adaptive_budget(g);
+    if (k == 0) {
+        specd_adaptive_observe(g, 0, 0, 1, (uint64_t)s->c0);
+    } else if (g->self_spec) {
+        specd_adaptive_observe(g, 2, s->acc - 1, s->acc, (uint64_t)s->c_self);
+    } else {
+        int32_t a = s->acc < k ? s->acc : k;
+        specd_adaptive_observe(g, k, a, a + 1, (uint64_t)(s->c0 + s->c1 * k));
+    }
+    return k;
+}
+
+static void test_starts_plain_then_probes_one(void **state) {
+    (void)state;
+    specd_adaptive g;
+    specd_adaptive_init(&g, 1, 0, 8, NULL);
+    sim s = {.c0 = 1e6, .c1 = 1e5, .acc = 8};
+    assert_int_equal(step(&g, &s), 0); /* c0 first */
+    assert_int_equal(step(&g, &s), 1); /* the cautious probe */
+    /* the probe was accepted and proposals are cheap: a longer draft pays */
+    int32_t k = step(&g, &s);
+    assert_true(k > 1);
+    assert_int_equal(g.n_backoffs, 0);
+}
+
+static void test_expensive_drafter_backs_off_at_once(void **state) {
+    (void)state;
+    specd_adaptive g;
+    specd_adaptive_init(&g, 1, 0, 8, NULL);
+    /* a proposal costs as much as a plain step (a drafter as big as the target) */
+    sim s = {.c0 = 1e6, .c1 = 1e6, .acc = 1};
+    assert_int_equal(step(&g, &s), 0);
+    assert_int_equal(step(&g, &s), 1);
+    /* judged after the probe: even accepting everything, a step with k proposals costs k + 1
+     * plain steps for at most k + 1 tokens */
+    int32_t drafted = 0, probes = 0;
+    for (int i = 0; i < 64; i++) {
+        int32_t k = step(&g, &s);
+        drafted += k > 0;
+        probes += k == 1;
+    }
+    assert_int_equal(g.n_backoffs, 1);
+    assert_int_equal(drafted, probes);
+    /* re-probes at doubling intervals (8, 16, 32 plain steps): few in 64 steps */
+    assert_true(probes >= 1 && probes <= 3);
+    assert_true(g.n_plain_steps >= 60);
+}
+
+/* A probe that costs far more than plain decoding of its tokens (a drafter catching up on the
+ * text since its last proposal) is repeated rarely: probing costs about 2% of the time. */
+static void test_costly_probes_are_spaced(void **state) {
+    (void)state;
+    specd_adaptive g;
+    specd_adaptive_init(&g, 1, 0, 8, NULL);
+    sim s = {.c0 = 1e6, .c1 = 11e6, .acc = 1}; /* a probe: 12 plain steps' time for 2 tokens */
+    assert_int_equal(step(&g, &s), 0);
+    assert_int_equal(step(&g, &s), 1);
+    int32_t probes = 0;
+    for (int i = 0; i < 400; i++) probes += step(&g, &s) > 0;
+    assert_int_equal(probes, 0);                /* (12 - 2) / 0.02 = 500 plain steps */
+    assert_int_equal(g.m.probe_every, 500);
+    /* cheaper probes: 0.2 plain steps extra -> 10 steps to the next, then the doubling */
+    specd_adaptive_init(&g, 1, 0, 8, NULL);
+    sim cheap = {.c0 = 1e6, .c1 = 2e5, .acc = 0};
+    step(&g, &cheap);
+    step(&g, &cheap);
+    assert_int_equal(g.m.probe_every, 10);
+    for (int i = 0; i < 10; i++) assert_int_equal(step(&g, &cheap), 0);
+    assert_int_equal(step(&g, &cheap), 1);
+    assert_int_equal(g.m.probe_every, 20);
+}
+
+/* An n-gram drafter without a match proposes nothing: that is no probe, so the guard asks again
+ * on the next step (free), and the probe interval does not grow. */
+static void test_probe_without_proposals_retries(void **state) {
+    (void)state;
+    specd_adaptive g;
+    specd_adaptive_init(&g, 1, 0, 8, NULL);
+    sim s = {.c0 = 1e6, .c1 = 4e5, .acc = 0};
+    for (int i = 0; i < 3; i++) step(&g, &s); /* plain, probe (rejected), judged off */
+    assert_int_equal(g.drafting, 0);
+    int32_t pe = g.m.probe_every;
+    for (int i = 0; i < pe - 1; i++) assert_int_equal(step(&g, &s), 0);
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal(specd_adaptive_budget(&g), 1); /* the re-probe... */
+        specd_adaptive_observe(&g, 0, 0, 1, 1000000);  /* ...found nothing to propose */
+    }
+    assert_int_equal(g.m.probe_every, pe);
+    assert_int_equal(step(&g, &s), 1); /* proposals at last: this one counts */
+    assert_int_equal(g.m.probe_every, 2 * pe);
+}
+
+/* What earlier sequences learned decides whether a new one probes at once: yes where probing is
+ * cheap (its text may suit the drafter), no where a probe costs several plain steps. */
+static void test_new_sequence_probes_when_cheap(void **state) {
+    (void)state;
+    specd_adaptive g, next;
+    specd_adaptive_init(&g, 1, 0, 8, NULL);
+    sim cheap = {.c0 = 1e6, .c1 = 4e5, .acc = 0};
+    for (int i = 0; i < 40; i++) step(&g, &cheap);
+    specd_adaptive_init(&next, 1, 0, 8, &g.m);
+    assert_int_equal(step(&next, &cheap), 1);
+    specd_adaptive_init(&g, 1, 0, 8, NULL);
+    sim costly = {.c0 = 1e6, .c1 = 5e6, .acc = 0};
+    for (int i = 0; i < 40; i++) step(&g, &costly);
+    specd_adaptive_init(&next, 1, 0, 8, &g.m);
+    for (int i = 0; i < 40; i++) assert_int_equal(step(&next, &costly), 0);
+}
+
+static void test_poor_acceptance_backs_off(void **state) {
+    (void)state;
+    specd_adaptive g;
+    specd_adaptive_init(&g, 1, 0, 8, NULL);
+    /* cheap proposals but none accepted: a proposal adds 20% to the step for nothing */
+    sim s = {.c0 = 1e6, .c1 = 2e5, .acc = 0};
+    int32_t drafted = 0;
+    for (int i = 0; i < 40; i++) drafted += step(&g, &s) > 0;
+    assert_int_equal(g.drafting, 0);
+    assert_true(g.n_backoffs >= 1);
+    assert_true(drafted <= 3);
+}
+
+static void test_good_drafter_keeps_drafting_with_refresh(void **state) {
+    (void)state;
+    specd_adaptive g;
+    specd_adaptive_init(&g, 1, 0, 6, NULL);
+    sim s = {.c0 = 1e6, .c1 = 5e4, .acc = 6};
+    int32_t plain = 0, full = 0;
+    for (int i = 0; i < 200; i++) {
+        int32_t k = step(&g, &s);
+        plain += k == 0;
+        full += k == 6;
+    }
+    assert_int_equal(g.n_backoffs, 0);
+    assert_true(full >= 190);
+    /* the first step and a refresh of the plain timing every 48 drafting steps */
+    assert_true(plain >= 4 && plain <= 6);
+}
+
+static void test_recovers_when_acceptance_returns(void **state) {
+    (void)state;
+    specd_adaptive g;
+    specd_adaptive_init(&g, 1, 0, 8, NULL);
+    sim bad = {.c0 = 1e6, .c1 = 1e5, .acc = 0};
+    for (int i = 0; i < 30; i++) step(&g, &bad);
+    assert_int_equal(g.drafting, 0);
+    /* the text turns repetitive: a re-probe is accepted and drafting resumes */
+    sim good = {.c0 = 1e6, .c1 = 1e5, .acc = 8};
+    int resumed = 0;
+    for (int i = 0; i < 80 && !resumed; i++) resumed = step(&g, &good) > 1;
+    assert_true(resumed);
+    assert_int_equal(g.drafting, 1);
+}
+
+static void test_self_speculative_on_off(void **state) {
+    (void)state;
+    specd_adaptive g;
+    /* a policy step costs 1.6 plain steps and emits 1 token: off after the probe */
+    specd_adaptive_init(&g, 1, 1, 2, NULL);
+    sim slow = {.c0 = 1e6, .acc = 1, .c_self = 1.6e6};
+    assert_int_equal(step(&g, &slow), 0);
+    for (int i = 0; i < 3; i++) assert_true(step(&g, &slow) > 0); /* the probe */
+    int32_t on = 0;
+    for (int i = 0; i < 40; i++) on += step(&g, &slow) > 0;
+    assert_int_equal(g.n_backoffs, 1);
+    assert_true(on <= 2 * 3); /* at most two re-probes of three steps */
+    /* emitting 2 tokens per 1.3 plain steps pays: always on */
+    specd_adaptive_init(&g, 1, 1, 2, NULL);
+    sim fast = {.c0 = 1e6, .acc = 2, .c_self = 1.3e6};
+    on = 0;
+    for (int i = 0; i < 40; i++) on += step(&g, &fast) > 0;
+    assert_int_equal(g.n_backoffs, 0);
+    assert_int_equal(on, 39);
+    /* one token per step never pays, even when load noise makes policy steps look cheap */
+    specd_adaptive_init(&g, 1, 1, 2, NULL);
+    sim noisy = {.c0 = 1e6, .acc = 1, .c_self = 0.8e6};
+    on = 0;
+    for (int i = 0; i < 40; i++) on += step(&g, &noisy) > 0;
+    assert_int_equal(g.n_backoffs, 1);
+    assert_true(on <= 3 * 3); /* the first probe and two re-probes */
+}
+
+static void test_prior_seeds_next_sequence(void **state) {
+    (void)state;
+    specd_adaptive g;
+    specd_adaptive_init(&g, 1, 0, 8, NULL);
+    /* a probe costs 4 plain steps for 2 tokens: (4 - 2) / 0.02 = 100 steps between probes */
+    sim s = {.c0 = 1e6, .c1 = 3e6, .acc = 1};
+    for (int i = 0; i < 40; i++) step(&g, &s);
+    specd_adaptive_model learned = g.m;
+    assert_int_equal(learned.probe_every, 100);
+    /* the next sequence starts judged: plain from its first step, no probe for a while */
+    specd_adaptive next;
+    specd_adaptive_init(&next, 1, 0, 8, &learned);
+    int32_t drafted = 0;
+    for (int i = 0; i < 12; i++) drafted += step(&next, &s) > 0;
+    assert_int_equal(drafted, 0);
+    assert_int_equal(next.n_backoffs, 1);
+    /* earlier evidence is down-weighted: the new sequence's own steps dominate soon */
+    assert_true(next.m.w_plain <= 4 + 12);
+    /* cheap probes: a new sequence re-probes soon, whatever the last one's doubling reached */
+    specd_adaptive_init(&g, 1, 0, 8, NULL);
+    sim poor = {.c0 = 1e6, .c1 = 2e5, .acc = 0};
+    for (int i = 0; i < 60; i++) step(&g, &poor);
+    assert_true(g.m.probe_every >= 20);
+    learned = g.m;
+    specd_adaptive_init(&next, 1, 0, 8, &learned);
+    assert_int_equal(next.m.probe_every, 10);
+    /* a good drafter's prior: the next sequence drafts from its first step */
+    specd_adaptive_init(&g, 1, 0, 8, NULL);
+    sim good = {.c0 = 1e6, .c1 = 5e4, .acc = 8};
+    for (int i = 0; i < 10; i++) step(&g, &good);
+    learned = g.m;
+    specd_adaptive_init(&next, 1, 0, 8, &learned);
+    assert_true(step(&next, &good) > 1);
+}
+
+static void test_disabled_always_full(void **state) {
+    (void)state;
+    specd_adaptive g;
+    specd_adaptive_init(&g, 0, 0, 5, NULL);
+    sim s = {.c0 = 1e6, .c1 = 1e7, .acc = 0};
+    for (int i = 0; i < 20; i++) assert_int_equal(step(&g, &s), 5);
+    assert_int_equal(g.n_backoffs, 0);
+}
+
+static void test_cost_model_ratio(void **state) {
+    (void)state;
+    specd_adaptive g;
+    specd_adaptive_init(&g, 1, 0, 4, NULL);
+    int32_t k = -1;
+    assert_true(specd_adaptive_best_ratio(&g, &k) == 0.0); /* nothing known */
+    assert_int_equal(k, 0);
+    /* c0 = 1, c1 = 0.5, acceptance (9 + 0.5) / (10 + 2) -> rate of k: E(k) / (1 + k / 2) */
+    g.m.ns_plain = 1.0;
+    g.m.w_plain = 1;
+    g.m.ns_prop = 0.5;
+    g.m.w_prop = 1;
+    g.m.acc_hit = 9;
+    g.m.acc_try = 10;
+    double a = 9.5 / 12.0, best = 0;
+    int32_t want = 0;
+    for (int32_t i = 1; i <= 4; i++) {
+        double e = 0, p = 1;
+        for (int32_t j = 0; j <= i; j++, p *= a) e += p;
+        if (e / (1.0 + 0.5 * i) > best) best = e / (1.0 + 0.5 * i), want = i;
+    }
+    double r = specd_adaptive_best_ratio(&g, &k);
+    assert_int_equal(k, want);
+    assert_true(r > best - 1e-9 && r < best + 1e-9);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_starts_plain_then_probes_one),
+        cmocka_unit_test(test_expensive_drafter_backs_off_at_once),
+        cmocka_unit_test(test_costly_probes_are_spaced),
+        cmocka_unit_test(test_probe_without_proposals_retries),
+        cmocka_unit_test(test_new_sequence_probes_when_cheap),
+        cmocka_unit_test(test_poor_acceptance_backs_off),
+        cmocka_unit_test(test_good_drafter_keeps_drafting_with_refresh),
+        cmocka_unit_test(test_recovers_when_acceptance_returns),
+        cmocka_unit_test(test_self_speculative_on_off),
+        cmocka_unit_test(test_prior_seeds_next_sequence),
+        cmocka_unit_test(test_disabled_always_full),
+        cmocka_unit_test(test_cost_model_ratio),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,259 @@
+/* The host API with a remote verifier (specd_spec_params.verifier_endpoint): a real specd-verifier
+ * process over a real ZeroMQ ipc:// socket decides the drafting steps of a host-driven session,
+ * and the output is token-identical to in-process verification, also when the daemon is killed
+ * mid-sequence (steps are then decided in-process) and restarted (it verifies again). Bad setups
+ * are refused with a message. The "target" is a deterministic function of (position, token), so
+ * the host loop needs no model. */
+#include "test_main.h"
+
+#include "ipc/daemon_util.h"
+#include "specd/spec.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+enum { V = TEST_VOCAB, MAX_DRAFT = 4, N_TOKENS = 48 };
+
+static const char *verifier_bin;
+static char dir[64], ep[128];
+static pid_t d; /* the daemon, 0 when none runs (killed by the teardown if a test fails) */
+
+static int teardown(void **s) {
+    (void)s;
+    if (d > 0) daemon_stop(d, SIGKILL);
+    d = 0;
+    return 0;
+}
+
+/* The toy target's logits for the token after `token` at position `pos`. */
+static void target_row(int32_t pos, int32_t token, float *row) {
+    uint32_t h = (uint32_t)pos * 2654435761u ^ (uint32_t)token * 40503u;
+    for (int32_t x = 0; x < V; x++) {
+        uint32_t y = (h ^ (uint32_t)x * 2246822519u) * 3266489917u;
+        row[x] = (float)(y >> 22) * 0.01f; /* [0, 10.24) */
+    }
+    row[h % (uint32_t)V] += 8.0f; /* a likely token, so sampled steps accept some drafts too */
+}
+
+static int32_t argmax(const float *row) {
+    int32_t best = 0;
+    for (int32_t x = 1; x < V; x++)
+        if (row[x] > row[best]) best = x;
+    return best;
+}
+
+/* A host drafter: the toy target's argmax chain, with every third proposal made wrong, so steps
+ * see both acceptances and rejections. */
+static float scratch_row[V];
+static specd_status toy_create(const specd_policy_env *env, const char *o, void **st,
+                               specd_error *err) {
+    (void)env, (void)o, (void)err;
+    *st = NULL;
+    return SPECD_OK;
+}
+static void toy_destroy(void *st) { (void)st; }
+static specd_status toy_propose(void *st, const int32_t *history, int64_t n, int32_t max_draft,
+                                int32_t *draft, int32_t *n_draft, float *q, int *has_q,
+                                specd_error *err) {
+    (void)st, (void)q, (void)err;
+    int32_t tok = history[n - 1];
+    for (int32_t i = 0; i < max_draft; i++) {
+        target_row((int32_t)(n - 1 + i), tok, scratch_row);
+        tok = argmax(scratch_row);
+        if ((n + i) % 3 == 0) tok = (tok + 1) % V;
+        draft[i] = tok;
+    }
+    *n_draft = max_draft;
+    *has_q = 0;
+    return SPECD_OK;
+}
+static const specd_policy_ops toy_ops = {.abi_version = SPECD_POLICY_ABI_VERSION,
+                                         .name = "toy", .create = toy_create,
+                                         .destroy = toy_destroy, .propose = toy_propose};
+
+static float logits_local[(MAX_DRAFT + 1) * (size_t)V];
+
+static specd_seq_params seq_params(float temperature) {
+    specd_seq_params p = specd_seq_default_params();
+    p.policy_ops = &toy_ops;
+    p.sampling.temperature = temperature;
+    p.sampling.top_k = 50;
+    p.seed = 7;
+    p.max_tokens = N_TOKENS;
+    p.adaptive = 0; /* every step drafts: every step is a remote verification */
+    return p;
+}
+
+/* One step of the host loop: the toy target's logits for the laid-out rows, written where the
+ * verifier reads them when there is one. */
+static specd_status host_step(specd_spec *spec, specd_step_outcome *o, specd_error *err) {
+    specd_step_layout lay;
+    specd_status st = specd_spec_seq_layout(spec, 0, &lay, err);
+    if (st != SPECD_OK) return st;
+    float *out = specd_spec_verifier_logits(spec);
+    if (!out) out = logits_local;
+    for (int32_t r = 0; r < lay.n_rows; r++)
+        target_row(lay.pos[lay.rows[r]], lay.tokens[lay.rows[r]], out + (size_t)r * V);
+    return specd_spec_seq_verify(spec, 0, out, o, err);
+}
+
+static const int32_t prompt[] = {11, 22, 33, 44};
+
+/* Runs the sequence to the end; kill_at >= 0: kill -9 the daemon before that step, restart it
+ * 6 steps later. Returns the output (static storage) and the stats. */
+static int64_t run(specd_spec *spec, float temperature, int kill_at, pid_t *daemon,
+                   int32_t *out, specd_seq_stats *stats) {
+    specd_error err;
+    specd_seq_params p = seq_params(temperature);
+    if (specd_spec_seq_open(spec, 0, prompt, 4, &p, &err) != SPECD_OK) fail_msg("%s", err.message);
+    specd_step_outcome o;
+    for (int step = 0; !specd_spec_seq_done(spec, 0); step++) {
+        if (step == kill_at) {
+            assert_int_equal(daemon_stop(*daemon, SIGKILL), 128 + SIGKILL);
+            *daemon = 0;
+        }
+        if (kill_at >= 0 && step == kill_at + 6) {
+            *daemon = daemon_start(verifier_bin, ep, NULL);
+            assert_true(daemon_wait_ready(ep, SPECD_IPC_ROLE_VERIFIER));
+            sleep_ms(600); /* past the client's reconnect back-off */
+        }
+        if (host_step(spec, &o, &err) != SPECD_OK) fail_msg("step %d: %s", step, err.message);
+    }
+    int64_t n;
+    const int32_t *toks = specd_spec_seq_output(spec, 0, &n);
+    memcpy(out, toks, (size_t)n * sizeof *toks);
+    assert_int_equal(specd_spec_seq_stats(spec, 0, stats, &err), SPECD_OK);
+    specd_spec_seq_close(spec, 0);
+    return n;
+}
+
+static specd_spec *make_spec(const char *endpoint, uint64_t hash, specd_status want) {
+    specd_spec_params sp = specd_spec_default_params();
+    sp.n_vocab = V;
+    sp.max_draft = MAX_DRAFT;
+    sp.max_seqs = 2;
+    sp.verifier_endpoint = endpoint;
+    sp.verifier_timeout_ms = 300;
+    sp.verifier_tokenizer_hash = hash;
+    specd_spec *spec = NULL;
+    specd_error err;
+    specd_status st = specd_spec_create(&sp, &spec, &err);
+    if (st != want) fail_msg("spec_create: %d (want %d): %s", st, want, err.message);
+    return spec;
+}
+
+static void test_identical_to_in_process(void **s) {
+    (void)s;
+    d = daemon_start(verifier_bin, ep, NULL);
+    assert_true(daemon_wait_ready(ep, SPECD_IPC_ROLE_VERIFIER));
+    specd_spec *local = make_spec(NULL, 0, SPECD_OK);
+    specd_spec *remote = make_spec(ep, TEST_TOKHASH, SPECD_OK);
+    assert_null(specd_spec_verifier_logits(local));
+    assert_non_null(specd_spec_verifier_logits(remote));
+    static int32_t a[N_TOKENS], b[N_TOKENS];
+    const float temps[] = {0.0f, 0.8f};
+    for (int t = 0; t < 2; t++) {
+        specd_seq_stats sa, sb;
+        int64_t na = run(local, temps[t], -1, NULL, a, &sa);
+        int64_t nb = run(remote, temps[t], -1, &d, b, &sb);
+        assert_int_equal(na, N_TOKENS);
+        assert_int_equal(nb, na);
+        assert_memory_equal(a, b, (size_t)na * sizeof *a);
+        assert_int_equal(sa.n_remote_verified, 0);
+        assert_int_equal(sb.n_remote_verified, sb.n_drafts); /* all decided by the daemon */
+        assert_int_equal(sb.n_remote_fallback, 0);
+        assert_true(sb.n_drafts > 5);
+        /* same decisions, so the same acceptance: some accepted, some rejected */
+        assert_int_equal(sb.n_accepted, sa.n_accepted);
+        assert_true(sb.n_accepted > 0 && sb.n_accepted < sb.n_draft_tokens);
+    }
+    specd_spec_destroy(local);
+    specd_spec_destroy(remote);
+    assert_int_equal(daemon_stop(d, SIGTERM), 0);
+    d = 0;
+}
+
+static void test_daemon_killed_and_restarted(void **s) {
+    (void)s;
+    d = daemon_start(verifier_bin, ep, NULL);
+    assert_true(daemon_wait_ready(ep, SPECD_IPC_ROLE_VERIFIER));
+    specd_spec *local = make_spec(NULL, 0, SPECD_OK);
+    specd_spec *remote = make_spec(ep, TEST_TOKHASH, SPECD_OK);
+    static int32_t a[N_TOKENS], b[N_TOKENS];
+    specd_seq_stats sa, sb;
+    int64_t na = run(local, 0.8f, -1, NULL, a, &sa);
+    int64_t nb = run(remote, 0.8f, 4, &d, b, &sb);
+    assert_int_equal(nb, na);
+    assert_memory_equal(a, b, (size_t)na * sizeof *a);
+    assert_true(sb.n_remote_fallback >= 1);      /* decided here while it was down */
+    assert_true(sb.n_remote_verified >= 4 + 1);  /* before the kill and after the restart */
+    assert_int_equal(sb.n_remote_verified + sb.n_remote_fallback, sb.n_drafts);
+    specd_spec_destroy(local);
+    specd_spec_destroy(remote);
+    if (d) assert_int_equal(daemon_stop(d, SIGTERM), 0);
+    d = 0;
+}
+
+static void test_bad_setups_are_refused(void **s) {
+    (void)s;
+    make_spec("foo://nowhere", 0, SPECD_E_INVALID_ARG);
+    make_spec("tcp://127.0.0.1:1", 0, SPECD_E_INVALID_ARG); /* tcp needs CURVE keys */
+    specd_spec_params sp = specd_spec_default_params();
+    sp.n_vocab = V;
+    sp.verifier_endpoint = ep;
+    sp.verifier_timeout_ms = 0;
+    specd_spec *spec = NULL;
+    specd_error err;
+    assert_int_equal(specd_spec_create(&sp, &spec, &err), SPECD_E_INVALID_ARG);
+    assert_non_null(strstr(err.message, "verifier_timeout_ms"));
+
+    d = daemon_start(verifier_bin, ep, NULL);
+    assert_true(daemon_wait_ready(ep, SPECD_IPC_ROLE_VERIFIER));
+    /* the daemon serves another tokenizer */
+    make_spec(ep, 0x1234, SPECD_E_MISMATCH);
+    spec = make_spec(ep, TEST_TOKHASH, SPECD_OK);
+    specd_seq_params p = seq_params(0.8f);
+    p.rule = SPECD_ACCEPT_REJECTION;
+    assert_int_equal(specd_spec_seq_open(spec, 0, prompt, 4, &p, &err), SPECD_E_UNSUPPORTED);
+    assert_non_null(strstr(err.message, "rule"));
+    p = seq_params(0.8f);
+    p.policy_ops = NULL;
+    p.policy = "isd";
+    assert_int_equal(specd_spec_seq_open(spec, 0, prompt, 4, &p, &err), SPECD_E_UNSUPPORTED);
+    assert_non_null(strstr(err.message, "isd"));
+    specd_spec_destroy(spec);
+    assert_int_equal(daemon_stop(d, SIGTERM), 0);
+    d = 0;
+
+    /* no daemon yet is not an error: verified in-process */
+    spec = make_spec(ep, TEST_TOKHASH, SPECD_OK);
+    static int32_t out[N_TOKENS];
+    specd_seq_stats st;
+    assert_int_equal(run(spec, 0.0f, -1, NULL, out, &st), N_TOKENS);
+    assert_int_equal(st.n_remote_verified, 0);
+    assert_int_equal(st.n_remote_fallback, st.n_drafts);
+    specd_spec_destroy(spec);
+}
+
+int main(int argc, char **argv) {
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s VERIFIER\n", argv[0]);
+        return 2;
+    }
+    verifier_bin = argv[1];
+    snprintf(dir, sizeof dir, "/tmp/specd-rvt.%ld", (long)getpid());
+    if (mkdir(dir, 0700) != 0) return 1;
+    snprintf(ep, sizeof ep, "ipc://%s/verifier.sock", dir);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_identical_to_in_process, teardown),
+        cmocka_unit_test_teardown(test_daemon_killed_and_restarted, teardown),
+        cmocka_unit_test_teardown(test_bad_setups_are_refused, teardown),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    char sock[160];
+    snprintf(sock, sizeof sock, "%s/verifier.sock", dir);
+    unlink(sock);
+    rmdir(dir);
+    return rc;
+}

@@ -51,7 +51,7 @@ static AVX2 inline __m256 load_f16x8(const uint16_t *p) {
 }
 
 /* n a multiple of 32 */
-static AVX2 float dot_f16_avx2(const uint16_t *x, const float *y, int32_t n) {
+static AVX2 inline float dot_f16_avx2(const uint16_t *x, const float *y, int32_t n) {
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     for (int32_t i = 0; i < n; i += 32) {
         a0 = _mm256_fmadd_ps(load_f16x8(x + i), _mm256_loadu_ps(y + i), a0);
@@ -64,7 +64,7 @@ static AVX2 float dot_f16_avx2(const uint16_t *x, const float *y, int32_t n) {
 
 /* any n: whole groups of 32 from memory, a last partial group through zero-padded copies (the
  * cache beyond n may hold anything, and 0 * inf would not be 0) */
-static AVX2 float dot_f16_any_avx2(const uint16_t *x, const float *y, int32_t n) {
+static AVX2 inline float dot_f16_any_avx2(const uint16_t *x, const float *y, int32_t n) {
     const int32_t n32 = n & ~31;
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     for (int32_t i = 0; i < n32; i += 32) {
@@ -85,43 +85,60 @@ static AVX2 float dot_f16_any_avx2(const uint16_t *x, const float *y, int32_t n)
     }
     return reduce_4x8_avx2(a0, a1, a2, a3);
 }
+/* The row's scores in one AVX2 loop (no call per key): scores[j] = dot(K_j, qh) * scale, or -inf
+ * where masked. */
+static AVX2 void scores_avx2(const uint16_t *k, size_t k_stride, const float *qh,
+                             const uint8_t *visible, int32_t n_pos, int32_t head_dim, float scale,
+                             float *scores) {
+    for (int32_t j = 0; j < n_pos; j++) {
+        if (visible && !visible[j]) {
+            scores[j] = -INFINITY;
+            continue;
+        }
+        scores[j] = dot_f16_avx2(k + (size_t)j * k_stride, qh, head_dim) * scale;
+    }
+}
+
+/* x rounded to F16 and back, eight at a time */
+static AVX2 void round_f16_avx2(const float *x, float *y, int32_t n) {
+    int32_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(x + i),
+                                                                _MM_FROUND_TO_NEAREST_INT)));
+    for (; i < n; i++)
+        y[i] = specd_fp16_to_fp32(specd_fp32_to_fp16(x[i]));
+}
+
+static AVX2 void mix_avx2(const uint16_t *vt, size_t vt_stride, const float *probs, int32_t n_pos,
+                          int32_t head_dim, float *out) {
+    for (int32_t d = 0; d < head_dim; d++)
+        out[d] = dot_f16_any_avx2(vt + (size_t)d * vt_stride, probs, n_pos);
+}
 #endif
 
 void specd_attention_row(const float *q, const uint16_t *k, size_t k_stride, const uint16_t *vt,
                          size_t vt_stride, const uint8_t *visible, int32_t n_pos, int32_t head_dim,
                          float scale, float *scores, float *probs, float *out, int simd) {
     float qh[512]; /* head_dim <= 512, checked at model load */
+#if defined(__x86_64__)
+    if (simd && head_dim % 32 == 0) {
+        round_f16_avx2(q, qh, head_dim);
+        scores_avx2(k, k_stride, qh, visible, n_pos, head_dim, scale, scores);
+        specd_softmax_f32(scores, n_pos, simd);
+        round_f16_avx2(scores, probs, n_pos);
+        mix_avx2(vt, vt_stride, probs, n_pos, head_dim, out);
+        return;
+    }
+#endif
     for (int32_t d = 0; d < head_dim; d++)
         qh[d] = specd_fp16_to_fp32(specd_fp32_to_fp16(q[d]));
-#if defined(__x86_64__)
-    const int vec = simd && head_dim % 32 == 0;
-#else
-    const int vec = 0;
-    (void)simd;
-#endif
-    for (int32_t j = 0; j < n_pos; j++) {
-        if (visible && !visible[j]) {
-            scores[j] = -INFINITY;
-            continue;
-        }
-        const uint16_t *kr = k + (size_t)j * k_stride;
-        float s;
-#if defined(__x86_64__)
-        s = vec ? dot_f16_avx2(kr, qh, head_dim) : dot_f16_scalar(kr, qh, head_dim);
-#else
-        s = dot_f16_scalar(kr, qh, head_dim);
-#endif
-        scores[j] = s * scale;
-    }
+    for (int32_t j = 0; j < n_pos; j++)
+        scores[j] = visible && !visible[j]
+                        ? -INFINITY
+                        : dot_f16_scalar(k + (size_t)j * k_stride, qh, head_dim) * scale;
     specd_softmax_f32(scores, n_pos, simd);
     for (int32_t j = 0; j < n_pos; j++)
         probs[j] = specd_fp16_to_fp32(specd_fp32_to_fp16(scores[j]));
-    for (int32_t d = 0; d < head_dim; d++) {
-        const uint16_t *vr = vt + (size_t)d * vt_stride;
-#if defined(__x86_64__)
-        out[d] = simd ? dot_f16_any_avx2(vr, probs, n_pos) : dot_f16_scalar(vr, probs, n_pos);
-#else
-        out[d] = dot_f16_scalar(vr, probs, n_pos);
-#endif
-    }
+    for (int32_t d = 0; d < head_dim; d++)
+        out[d] = dot_f16_scalar(vt + (size_t)d * vt_stride, probs, n_pos);
 }

@@ -50,41 +50,32 @@ static AVX2 inline __m256 load_f16x8(const uint16_t *p) {
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
 }
 
-/* n a multiple of 32 */
+/* ggml_vec_dot_f16 for any n: whole groups of 32 from memory, a last partial group through
+ * zero-padded copies (missing elements count as zero, as llama.cpp's masked padding does; the
+ * cache beyond n may hold anything, and 0 * inf would not be 0) */
 static AVX2 inline float dot_f16_avx2(const uint16_t *x, const float *y, int32_t n) {
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    uint16_t xt[32];
+    float yt[32];
     for (int32_t i = 0; i < n; i += 32) {
-        a0 = _mm256_fmadd_ps(load_f16x8(x + i), _mm256_loadu_ps(y + i), a0);
-        a1 = _mm256_fmadd_ps(load_f16x8(x + i + 8), _mm256_loadu_ps(y + i + 8), a1);
-        a2 = _mm256_fmadd_ps(load_f16x8(x + i + 16), _mm256_loadu_ps(y + i + 16), a2);
-        a3 = _mm256_fmadd_ps(load_f16x8(x + i + 24), _mm256_loadu_ps(y + i + 24), a3);
+        const uint16_t *xs = x + i;
+        const float *ys = y + i;
+        if (n - i < 32) {
+            memset(xt, 0, sizeof xt);
+            memset(yt, 0, sizeof yt);
+            memcpy(xt, xs, (size_t)(n - i) * sizeof *xt);
+            memcpy(yt, ys, (size_t)(n - i) * sizeof *yt);
+            xs = xt;
+            ys = yt;
+        }
+        a0 = _mm256_fmadd_ps(load_f16x8(xs), _mm256_loadu_ps(ys), a0);
+        a1 = _mm256_fmadd_ps(load_f16x8(xs + 8), _mm256_loadu_ps(ys + 8), a1);
+        a2 = _mm256_fmadd_ps(load_f16x8(xs + 16), _mm256_loadu_ps(ys + 16), a2);
+        a3 = _mm256_fmadd_ps(load_f16x8(xs + 24), _mm256_loadu_ps(ys + 24), a3);
     }
     return reduce_4x8_avx2(a0, a1, a2, a3);
 }
 
-/* any n: whole groups of 32 from memory, a last partial group through zero-padded copies (the
- * cache beyond n may hold anything, and 0 * inf would not be 0) */
-static AVX2 inline float dot_f16_any_avx2(const uint16_t *x, const float *y, int32_t n) {
-    const int32_t n32 = n & ~31;
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    for (int32_t i = 0; i < n32; i += 32) {
-        a0 = _mm256_fmadd_ps(load_f16x8(x + i), _mm256_loadu_ps(y + i), a0);
-        a1 = _mm256_fmadd_ps(load_f16x8(x + i + 8), _mm256_loadu_ps(y + i + 8), a1);
-        a2 = _mm256_fmadd_ps(load_f16x8(x + i + 16), _mm256_loadu_ps(y + i + 16), a2);
-        a3 = _mm256_fmadd_ps(load_f16x8(x + i + 24), _mm256_loadu_ps(y + i + 24), a3);
-    }
-    if (n32 < n) {
-        uint16_t xt[32] = {0};
-        float yt[32] = {0};
-        memcpy(xt, x + n32, (size_t)(n - n32) * sizeof *xt);
-        memcpy(yt, y + n32, (size_t)(n - n32) * sizeof *yt);
-        a0 = _mm256_fmadd_ps(load_f16x8(xt), _mm256_loadu_ps(yt), a0);
-        a1 = _mm256_fmadd_ps(load_f16x8(xt + 8), _mm256_loadu_ps(yt + 8), a1);
-        a2 = _mm256_fmadd_ps(load_f16x8(xt + 16), _mm256_loadu_ps(yt + 16), a2);
-        a3 = _mm256_fmadd_ps(load_f16x8(xt + 24), _mm256_loadu_ps(yt + 24), a3);
-    }
-    return reduce_4x8_avx2(a0, a1, a2, a3);
-}
 /* The row's scores in one AVX2 loop (no call per key): scores[j] = dot(K_j, qh) * scale, or -inf
  * where masked. */
 static AVX2 void scores_avx2(const uint16_t *k, size_t k_stride, const float *qh,
@@ -112,7 +103,7 @@ static AVX2 void round_f16_avx2(const float *x, float *y, int32_t n) {
 static AVX2 void mix_avx2(const uint16_t *vt, size_t vt_stride, const float *probs, int32_t n_pos,
                           int32_t head_dim, float *out) {
     for (int32_t d = 0; d < head_dim; d++)
-        out[d] = dot_f16_any_avx2(vt + (size_t)d * vt_stride, probs, n_pos);
+        out[d] = dot_f16_avx2(vt + (size_t)d * vt_stride, probs, n_pos);
 }
 #endif
 
@@ -121,7 +112,7 @@ void specd_attention_row(const float *q, const uint16_t *k, size_t k_stride, con
                          float scale, float *scores, float *probs, float *out, int simd) {
     float qh[512]; /* head_dim <= 512, checked at model load */
 #if defined(__x86_64__)
-    if (simd && head_dim % 32 == 0) {
+    if (simd) {
         round_f16_avx2(q, qh, head_dim);
         scores_avx2(k, k_stride, qh, visible, n_pos, head_dim, scale, scores);
         specd_softmax_f32(scores, n_pos, simd);

@@ -9,6 +9,7 @@
  * input; weights may use the full int8 range. */
 #include "kernels/cpu/dtype_internal.h"
 #include "kernels/cpu/fp16.h"
+#include "kernels/cpu/lanes_avx2.h"
 #include "kernels/cpu/quant_blocks.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -23,14 +24,6 @@ static AVX2 inline int hsum_i32(__m256i v) {
     s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
     s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
     return _mm_cvtsi128_si32(s);
-}
-
-/* Lane-wise float sum in a fixed order: ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)). */
-static AVX2 inline float hsum_f32(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
 }
 
 /* The 32 nibbles of a Q4_0/Q4_1 block in element order: low nibbles then high nibbles. */
@@ -71,7 +64,7 @@ AVX2 void specd_q4_0_vec_dot_avx2(int64_t n, float *s, const void *vx, const voi
         const __m256i p = partial_i8(xq, _mm256_loadu_si256((const __m256i *)y[b].qs));
         acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(p), acc);
     }
-    *s = hsum_f32(acc);
+    *s = specd_lanes_sum_avx2(acc);
 }
 
 AVX2 void specd_q4_1_vec_dot_avx2(int64_t n, float *s, const void *vx, const void *vy) {
@@ -86,7 +79,7 @@ AVX2 void specd_q4_1_vec_dot_avx2(int64_t n, float *s, const void *vx, const voi
             partial_u4(unpack_nibbles(x[b].qs), _mm256_loadu_si256((const __m256i *)y[b].qs));
         acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(p), acc);
     }
-    *s = hsum_f32(acc) + mins;
+    *s = specd_lanes_sum_avx2(acc) + mins;
 }
 
 AVX2 void specd_q8_0_vec_dot_avx2(int64_t n, float *s, const void *vx, const void *vy) {
@@ -99,7 +92,7 @@ AVX2 void specd_q8_0_vec_dot_avx2(int64_t n, float *s, const void *vx, const voi
                                      _mm256_loadu_si256((const __m256i *)y[b].qs));
         acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(p), acc);
     }
-    *s = hsum_f32(acc);
+    *s = specd_lanes_sum_avx2(acc);
 }
 
 /* 32 floats to int8 with scale id, round half to even, in element order; the int32 sum of the
@@ -314,7 +307,7 @@ AVX2 void specd_q6_k_vec_dot_avx2(int64_t n, float *s, const void *vx, const voi
     for (; i + 8 <= n; i += 8)                                                                     \
         acc[0] = _mm256_fmadd_ps(load_x(i), load_y(i), acc[0]);                                    \
     float sum =                                                                                    \
-        hsum_f32(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));     \
+        specd_lanes_sum_avx2(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));     \
     for (; i < n; i++)                                                                             \
         sum += scalar_x(i) * scalar_y(i);                                                          \
     *s = sum;

@@ -1,5 +1,6 @@
 #include "kernels/cpu/ops.h"
 
+#include "kernels/cpu/lanes_avx2.h"
 #include "kernels/cpu/quant_blocks.h"
 
 #include <math.h>
@@ -34,13 +35,6 @@ void specd_quantize_rows(const specd_dtype_traits *vdt_traits, uint32_t vdt, con
  * ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)) and the scalar added. A tile only shares loads and scale
  * conversions between its pairs, so the result is independent of the tile shape and batch. */
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
-
-static AVX2 inline float hsum8(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
 
 /* the first four bytes of a block (its fp16 scale fields), in the low lane */
 static AVX2 inline __m128i head32(const void *block) {
@@ -95,8 +89,8 @@ static AVX2 void q4_1_2x1(int64_t nb, const specd_block_q4_1 *x0, const specd_bl
         acc0 = _mm256_fmadd_ps(_mm256_set1_ps(f[0] * g[0]), partial_u4(nibbles(x0[b].qs), yq), acc0);
         acc1 = _mm256_fmadd_ps(_mm256_set1_ps(f[2] * g[0]), partial_u4(nibbles(x1[b].qs), yq), acc1);
     }
-    out[0] = hsum8(acc0) + mins0;
-    out[1] = hsum8(acc1) + mins1;
+    out[0] = specd_lanes_sum_avx2(acc0) + mins0;
+    out[1] = specd_lanes_sum_avx2(acc1) + mins1;
 }
 
 static AVX2 void q8_0_2x1(int64_t nb, const specd_block_q8_0 *x0, const specd_block_q8_0 *x1,
@@ -112,8 +106,8 @@ static AVX2 void q8_0_2x1(int64_t nb, const specd_block_q8_0 *x0, const specd_bl
         acc1 = _mm256_fmadd_ps(_mm256_set1_ps(half1(x1[b].d) * yd),
                                partial_s8(_mm256_sign_epi8(w1, w1), _mm256_sign_epi8(yq, w1)), acc1);
     }
-    out[0] = hsum8(acc0);
-    out[1] = hsum8(acc1);
+    out[0] = specd_lanes_sum_avx2(acc0);
+    out[1] = specd_lanes_sum_avx2(acc1);
 }
 
 /* two weight rows against four activation rows (an extend); the eight accumulators are named
@@ -154,14 +148,14 @@ static AVX2 void q4_1_2x4(int64_t nb, const specd_block_q4_1 *x0, const specd_bl
     }
     float m[8];
     _mm256_storeu_ps(m, mins);
-    out0[0] = hsum8(a00) + m[0];
-    out0[1] = hsum8(a01) + m[1];
-    out0[2] = hsum8(a02) + m[2];
-    out0[3] = hsum8(a03) + m[3];
-    out1[0] = hsum8(a10) + m[4];
-    out1[1] = hsum8(a11) + m[5];
-    out1[2] = hsum8(a12) + m[6];
-    out1[3] = hsum8(a13) + m[7];
+    out0[0] = specd_lanes_sum_avx2(a00) + m[0];
+    out0[1] = specd_lanes_sum_avx2(a01) + m[1];
+    out0[2] = specd_lanes_sum_avx2(a02) + m[2];
+    out0[3] = specd_lanes_sum_avx2(a03) + m[3];
+    out1[0] = specd_lanes_sum_avx2(a10) + m[4];
+    out1[1] = specd_lanes_sum_avx2(a11) + m[5];
+    out1[2] = specd_lanes_sum_avx2(a12) + m[6];
+    out1[3] = specd_lanes_sum_avx2(a13) + m[7];
 }
 
 static AVX2 void q8_0_2x4(int64_t nb, const specd_block_q8_0 *x0, const specd_block_q8_0 *x1,
@@ -191,14 +185,14 @@ static AVX2 void q8_0_2x4(int64_t nb, const specd_block_q8_0 *x0, const specd_bl
         Q80_STEP(y3, 3, a03, a13);
 #undef Q80_STEP
     }
-    out0[0] = hsum8(a00);
-    out0[1] = hsum8(a01);
-    out0[2] = hsum8(a02);
-    out0[3] = hsum8(a03);
-    out1[0] = hsum8(a10);
-    out1[1] = hsum8(a11);
-    out1[2] = hsum8(a12);
-    out1[3] = hsum8(a13);
+    out0[0] = specd_lanes_sum_avx2(a00);
+    out0[1] = specd_lanes_sum_avx2(a01);
+    out0[2] = specd_lanes_sum_avx2(a02);
+    out0[3] = specd_lanes_sum_avx2(a03);
+    out1[0] = specd_lanes_sum_avx2(a10);
+    out1[1] = specd_lanes_sum_avx2(a11);
+    out1[2] = specd_lanes_sum_avx2(a12);
+    out1[3] = specd_lanes_sum_avx2(a13);
 }
 
 /* Weight rows [t0, t1) against one activation row xr, into yr[t0..t1). */

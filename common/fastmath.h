@@ -14,28 +14,18 @@
 #ifndef SPECD_COMMON_FASTMATH_H
 #define SPECD_COMMON_FASTMATH_H
 
-#include <stdint.h>
-#include <string.h>
+#include "common/float_bits.h"
 
-static inline uint32_t specd_f2u(float x) {
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    return u;
-}
-static inline float specd_u2f(uint32_t u) {
-    float x;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
+#include <stdint.h>
 
 /* ln(x) for positive normal finite x (callers guarantee it; sub-normals and 0 are not handled).
  * x = 2^e * m with m in [sqrt(1/2), sqrt(2)); ln m = 2 atanh(s), s = (m-1)/(m+1), |s| < 0.1716,
  * series to s^9 (truncation < 3e-10 relative); e*ln2 is split in a 15-bit head (exact product) and
  * a tail, as in fdlibm. */
 static inline float specd_fast_log(float x) {
-    uint32_t b = specd_f2u(x);
+    uint32_t b = specd_f32_bits(x);
     int32_t e = (int32_t)((b >> 23) & 0xffu) - 127;
-    float m = specd_u2f((b & 0x007fffffu) | 0x3f800000u);
+    float m = specd_f32_from_bits((b & 0x007fffffu) | 0x3f800000u);
     if (m > 1.41421356f) {
         m = m * 0.5f;
         e = e + 1;
@@ -71,7 +61,7 @@ static inline float specd_fast_exp_neg(float x) {
     p = p * r + 1.0f;
     p = p * r + 1.0f;
     int32_t ni = (int32_t)n;
-    float e = specd_u2f(specd_f2u(p) + ((uint32_t)ni << 23));
+    float e = specd_f32_from_bits(specd_f32_bits(p) + ((uint32_t)ni << 23));
     return keep ? e : 0.0f;
 }
 

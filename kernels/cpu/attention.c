@@ -50,28 +50,23 @@ static AVX2 inline __m256 load_f16x8(const uint16_t *p) {
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
 }
 
-/* ggml_vec_dot_f16 for any n: whole groups of 32 from memory, a last partial group through
- * zero-padded copies (missing elements count as zero, as llama.cpp's masked padding does; the
- * cache beyond n may hold anything, and 0 * inf would not be 0) */
+/* ggml_vec_dot_f16 for any n, y readable and zero up to n rounded up to 32 (missing elements
+ * count as zero, as llama.cpp's masked padding does). x is read only below n: a last partial group
+ * goes through a zero-padded copy, since the cache beyond n may hold anything and 0 * inf is not 0. */
 static AVX2 inline float dot_f16_avx2(const uint16_t *x, const float *y, int32_t n) {
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     uint16_t xt[32];
-    float yt[32];
     for (int32_t i = 0; i < n; i += 32) {
         const uint16_t *xs = x + i;
-        const float *ys = y + i;
         if (n - i < 32) {
             memset(xt, 0, sizeof xt);
-            memset(yt, 0, sizeof yt);
             memcpy(xt, xs, (size_t)(n - i) * sizeof *xt);
-            memcpy(yt, ys, (size_t)(n - i) * sizeof *yt);
             xs = xt;
-            ys = yt;
         }
-        a0 = _mm256_fmadd_ps(load_f16x8(xs), _mm256_loadu_ps(ys), a0);
-        a1 = _mm256_fmadd_ps(load_f16x8(xs + 8), _mm256_loadu_ps(ys + 8), a1);
-        a2 = _mm256_fmadd_ps(load_f16x8(xs + 16), _mm256_loadu_ps(ys + 16), a2);
-        a3 = _mm256_fmadd_ps(load_f16x8(xs + 24), _mm256_loadu_ps(ys + 24), a3);
+        a0 = _mm256_fmadd_ps(load_f16x8(xs), _mm256_loadu_ps(y + i), a0);
+        a1 = _mm256_fmadd_ps(load_f16x8(xs + 8), _mm256_loadu_ps(y + i + 8), a1);
+        a2 = _mm256_fmadd_ps(load_f16x8(xs + 16), _mm256_loadu_ps(y + i + 16), a2);
+        a3 = _mm256_fmadd_ps(load_f16x8(xs + 24), _mm256_loadu_ps(y + i + 24), a3);
     }
     return reduce_4x8_avx2(a0, a1, a2, a3);
 }
@@ -117,6 +112,8 @@ void specd_attention_row(const float *q, const uint16_t *k, size_t k_stride, con
         scores_avx2(k, k_stride, qh, visible, n_pos, head_dim, scale, scores);
         specd_softmax_f32(scores, n_pos, simd);
         round_f16_avx2(scores, probs, n_pos);
+        for (int32_t j = n_pos; j % 32; j++)
+            probs[j] = 0.0f;
         mix_avx2(vt, vt_stride, probs, n_pos, head_dim, out);
         return;
     }

@@ -3,20 +3,9 @@
 #ifndef SPECD_KERNELS_CPU_FP16_H
 #define SPECD_KERNELS_CPU_FP16_H
 
+#include "common/float_bits.h"
+
 #include <stdint.h>
-#include <string.h>
-
-static inline uint32_t specd_f32_bits(float f) {
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
-static inline float specd_f32_from_bits(uint32_t u) {
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
 
 static inline float specd_fp16_to_fp32(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;

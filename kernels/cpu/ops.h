@@ -22,9 +22,14 @@
 
 void specd_rmsnorm_f32(const float *x, const float *w, float *y, int64_t n, float eps);
 
-/* In place on n_heads heads of head_dim floats; the first n_rot dims of each head rotate. */
-void specd_rope_f32(float *x, int32_t n_heads, int32_t head_dim, int32_t n_rot, int32_t pos,
-                    float freq_base, int neox);
+/* The rotation angles of position pos: n_rot / 2 cosines and sines (the same for every layer and
+ * head, so a token computes them once). */
+void specd_rope_angles(int32_t pos, int32_t n_rot, float freq_base, float *cos_out,
+                       float *sin_out);
+/* In place on n_heads heads of head_dim floats; the first n_rot dims of each head rotate by the
+ * angles of specd_rope_angles. */
+void specd_rope_f32(float *x, int32_t n_heads, int32_t head_dim, int32_t n_rot, const float *cs,
+                    const float *sn, int neox);
 
 void specd_softmax_f32(float *x, int64_t n, int simd);
 
@@ -33,7 +38,8 @@ void specd_swiglu_f32(const float *g, const float *u, float *y, int64_t n, int s
 /* out[head_dim] = sum_j softmax_j(scale * q.k_j) v_j over cache positions j < n_pos that
  * visible marks (NULL: all). K row j is k + j * k_stride halves; V is transposed: dim d's values
  * over positions are vt + d * vt_stride. q and the probabilities are rounded to F16 before their
- * products, as llama.cpp's F16 cache path does. scores, probs: n_pos floats of scratch each. */
+ * products, as llama.cpp's F16 cache path does. scores: n_pos floats of scratch, probs: n_pos
+ * rounded up to a multiple of 32. */
 void specd_attention_row(const float *q, const uint16_t *k, size_t k_stride, const uint16_t *vt,
                          size_t vt_stride, const uint8_t *visible, int32_t n_pos, int32_t head_dim,
                          float scale, float *scores, float *probs, float *out, int simd);

@@ -77,6 +77,9 @@ specd_status specd_context_create(const specd_model *model, const specd_context_
     const size_t B = (size_t)p.n_batch, E = (size_t)in->n_embd;
     const size_t NQ = (size_t)in->n_head * (size_t)in->head_dim, F = (size_t)in->n_ff;
     c->tok = grab(B, sizeof(rt_token), &total, &ok);
+    const size_t half_rot = (size_t)in->n_rot / 2;
+    c->rope_cos = grab(B * half_rot + 1, sizeof(float), &total, &ok);
+    c->rope_sin = grab(B * half_rot + 1, sizeof(float), &total, &ok);
     c->x = grab(B * E, sizeof(float), &total, &ok);
     c->xn = grab(B * E, sizeof(float), &total, &ok);
     c->tmp = grab(B * E, sizeof(float), &total, &ok);
@@ -89,7 +92,8 @@ specd_status specd_context_create(const specd_model *model, const specd_context_
     c->xq_stride = max_xq_row(model);
     c->xq = grab(B, c->xq_stride, &total, &ok);
     c->scores = grab((size_t)p.n_threads * (size_t)p.n_ctx, sizeof(float), &total, &ok);
-    c->probs = grab((size_t)p.n_threads * (size_t)p.n_ctx, sizeof(float), &total, &ok);
+    c->probs_stride = ((size_t)p.n_ctx + 31) & ~(size_t)31; /* attention pads to 32 */
+    c->probs = grab((size_t)p.n_threads * c->probs_stride, sizeof(float), &total, &ok);
     c->mark = grab(B > (size_t)p.n_seq ? B : (size_t)p.n_seq, 1, &total, &ok);
     c->out_rows = grab(B, sizeof(int32_t), &total, &ok);
     c->total_bytes = total;
@@ -115,6 +119,8 @@ void specd_context_destroy(specd_context *c) {
     specd_free(c->kv);
     specd_free(c->kv_len);
     specd_free(c->tok);
+    specd_free(c->rope_cos);
+    specd_free(c->rope_sin);
     specd_free(c->x);
     specd_free(c->xn);
     specd_free(c->tmp);

@@ -68,16 +68,6 @@ static void lora_row(const specd_context *c, int32_t layer, int proj, float gate
     }
 }
 
-/* The cache positions token t may see are [0, n): positions past its last visible one can be
- * left out, since they add nothing (llama.cpp's masked padding contributes exact zeros). */
-static int32_t attended_positions(const rt_token *t) {
-    if (!t->visible) return t->l0 + t->i + 1;
-    int32_t n = t->l0 + t->n_new;
-    while (n > 0 && !t->visible[n - 1])
-        n--;
-    return n;
-}
-
 static void fwd_worker(void *arg, int ith, int nth) {
     fwd_job *job = arg;
     specd_context *c = job->c;
@@ -97,6 +87,8 @@ static void fwd_worker(void *arg, int ith, int nth) {
         /* token ids were validated against n_vocab */
         te->traits->to_float((const char *)te->data + (size_t)c->tok[r].token * row, c->x + r * E,
                              E);
+        specd_rope_angles(c->tok[r].pos, in->n_rot, in->rope_freq_base,
+                          c->rope_cos + r * (in->n_rot / 2), c->rope_sin + r * (in->n_rot / 2));
     }
     const int32_t n_layers = c->p.n_layers > 0 ? c->p.n_layers : in->n_layer;
     for (int32_t l = 0; l < n_layers; l++) {
@@ -133,9 +125,10 @@ static void fwd_worker(void *arg, int ith, int nth) {
                 for (int32_t h = 0; h < in->n_head_kv; h++)
                     specd_rmsnorm_f32(k + h * hd, L->k_norm, k + h * hd, hd, in->rms_eps);
             }
-            specd_rope_f32(q, in->n_head, (int32_t)hd, in->n_rot, t->pos, in->rope_freq_base, neox);
-            specd_rope_f32(k, in->n_head_kv, (int32_t)hd, in->n_rot, t->pos, in->rope_freq_base,
-                           neox);
+            const float *cs = c->rope_cos + r * (in->n_rot / 2);
+            const float *sn = c->rope_sin + r * (in->n_rot / 2);
+            specd_rope_f32(q, in->n_head, (int32_t)hd, in->n_rot, cs, sn, neox);
+            specd_rope_f32(k, in->n_head_kv, (int32_t)hd, in->n_rot, cs, sn, neox);
             const size_t row = (size_t)(t->l0 + t->i);
             uint16_t *kc = rt_kv_k(c, t->seq, l) + row * c->kv_dim;
             uint16_t *vt = rt_kv_vt(c, t->seq, l) + row; /* V is stored transposed */
@@ -148,7 +141,7 @@ static void fwd_worker(void *arg, int ith, int nth) {
         /* attention: (token, head) items dealt round-robin */
         {
             float *scores = c->scores + (size_t)ith * (size_t)c->p.n_ctx;
-            float *probs = c->probs + (size_t)ith * (size_t)c->p.n_ctx;
+            float *probs = c->probs + (size_t)ith * c->probs_stride;
             const int32_t group = in->n_head / in->n_head_kv;
             const size_t n_ctx = (size_t)c->p.n_ctx;
             for (int64_t it = ith; it < n * in->n_head; it += nth) {
@@ -158,7 +151,7 @@ static void fwd_worker(void *arg, int ith, int nth) {
                 const int32_t kvh = h / group;
                 specd_attention_row(c->q + r * NQ + h * hd, rt_kv_k(c, t->seq, l) + kvh * hd,
                                     c->kv_dim, rt_kv_vt(c, t->seq, l) + (size_t)kvh * hd * n_ctx,
-                                    n_ctx, t->visible, attended_positions(t), (int32_t)hd, scale,
+                                    n_ctx, t->visible, t->n_pos, (int32_t)hd, scale,
                                     scores, probs, c->att + r * NQ + h * hd, c->simd);
             }
         }
@@ -319,6 +312,13 @@ specd_status specd_context_extend(specd_context *c, const specd_seq_batch *seqs,
             t->pos = s->pos ? s->pos[i] : l0 + i;
             t->gate = s->lora_gate ? s->lora_gate[i] : 0.0f;
             t->visible = s->visible ? s->visible + (size_t)i * (size_t)(l0 + s->n_tokens) : NULL;
+            /* positions past the last visible one add nothing (validated: one is visible) */
+            t->n_pos = l0 + i + 1;
+            if (t->visible) {
+                t->n_pos = l0 + s->n_tokens;
+                while (!t->visible[t->n_pos - 1])
+                    t->n_pos--;
+            }
         }
     }
     fwd_job job = {.c = c, .n_tok = n_tok};

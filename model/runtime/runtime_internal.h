@@ -63,6 +63,7 @@ typedef struct rt_token {
     int32_t pos;
     float gate;             /* LoRA gate, 0 = none */
     const uint8_t *visible; /* its visibility row (l0 + n_new bytes) or NULL = causal */
+    int32_t n_pos;          /* cache positions attention covers: through its last visible one */
 } rt_token;
 
 struct specd_context {
@@ -85,10 +86,12 @@ struct specd_context {
     /* scratch for n_batch tokens */
     rt_token *tok;
     float *x, *xn, *q, *k, *v, *att, *tmp, *g, *u;
+    float *rope_cos, *rope_sin; /* per token: n_rot / 2 angles, the same in every layer */
     void *xq;          /* quantized activation rows */
     size_t xq_stride;  /* bytes per row of xq (the largest vec_dot row) */
     float *scores;     /* n_threads x n_ctx */
-    float *probs;      /* n_threads x n_ctx */
+    float *probs;        /* n_threads x probs_stride */
+    size_t probs_stride; /* n_ctx rounded up to 32 */
     uint8_t *mark;     /* max(n_batch, n_seq) flags for validation */
     int32_t *out_rows; /* n_batch */
 };

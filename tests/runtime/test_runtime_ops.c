@@ -57,13 +57,16 @@ static void test_rope(void **state) {
     float x[NH * HD], y[NH * HD];
     for (int i = 0; i < NH * HD; i++)
         x[i] = sinf((float)i * 0.37f) + 0.1f;
+    float cs[HD / 2], sn[HD / 2];
     memcpy(y, x, sizeof x);
-    specd_rope_f32(y, NH, HD, HD, 0, 10000.0f, 0);
+    specd_rope_angles(0, HD, 10000.0f, cs, sn);
+    specd_rope_f32(y, NH, HD, HD, cs, sn, 0);
     assert_memory_equal(x, y, sizeof x); /* position 0 rotates by nothing */
     for (int neox = 0; neox < 2; neox++) {
         const int pos = 37;
         memcpy(y, x, sizeof x);
-        specd_rope_f32(y, NH, HD, HD, pos, 100000.0f, neox);
+        specd_rope_angles(pos, HD, 100000.0f, cs, sn);
+        specd_rope_f32(y, NH, HD, HD, cs, sn, neox);
         for (int h = 0; h < NH; h++)
             for (int i = 0; i < HD / 2; i++) {
                 int a = neox ? i : 2 * i, b = neox ? i + HD / 2 : 2 * i + 1;
@@ -186,7 +189,7 @@ static void test_simd_equals_scalar(void **state) {
     assert_memory_equal(ya, yb, sizeof(float) * (N - 3));
     /* attention: K rows and a transposed V, causal and masked, n_pos not a multiple of 32 */
     uint16_t k[NPOS * HD], vt[HD * NPOS];
-    float q[HD], sc[NPOS], pr[NPOS], oa[HD], ob[HD];
+    float q[HD], sc[NPOS], pr[(NPOS + 31) / 32 * 32], oa[HD], ob[HD];
     uint8_t vis[NPOS];
     for (int i = 0; i < NPOS * HD; i++) {
         k[i] = specd_fp32_to_fp16(test_input(&s, 2.0f));

@@ -225,8 +225,8 @@ static specd_status out_of_range(specd_error *err, const char *key, int neg, uin
 
 specd_status specd_gguf_get_u32(const specd_gguf *g, const char *key, uint32_t *out,
                                 specd_error *err) {
-    int neg;
-    uint64_t mag;
+    int neg = 0;
+    uint64_t mag = 0;
     SPECD_TRY(get_int(g, key, &neg, &mag, err));
     if (neg || mag > UINT32_MAX) return out_of_range(err, key, neg, mag, "u32");
     if (out) *out = (uint32_t)mag;
@@ -235,8 +235,8 @@ specd_status specd_gguf_get_u32(const specd_gguf *g, const char *key, uint32_t *
 
 specd_status specd_gguf_get_i64(const specd_gguf *g, const char *key, int64_t *out,
                                 specd_error *err) {
-    int neg;
-    uint64_t mag;
+    int neg = 0;
+    uint64_t mag = 0;
     SPECD_TRY(get_int(g, key, &neg, &mag, err));
     if (mag > (uint64_t)INT64_MAX + (neg ? 1 : 0)) return out_of_range(err, key, neg, mag, "i64");
     if (out) *out = neg ? (int64_t)(0 - mag) : (int64_t)mag;
@@ -245,8 +245,8 @@ specd_status specd_gguf_get_i64(const specd_gguf *g, const char *key, int64_t *o
 
 specd_status specd_gguf_get_u64(const specd_gguf *g, const char *key, uint64_t *out,
                                 specd_error *err) {
-    int neg;
-    uint64_t mag;
+    int neg = 0;
+    uint64_t mag = 0;
     SPECD_TRY(get_int(g, key, &neg, &mag, err));
     if (neg) return out_of_range(err, key, neg, mag, "u64");
     if (out) *out = mag;

@@ -143,7 +143,7 @@ static specd_status parse_kv(cursor *c, int64_t i, specd_gguf_kv *kv, specd_erro
     specd_gguf_printable(kv->key, key, sizeof key);
     if (kv->key.len == 0)
         return specd_fail(err, SPECD_E_FORMAT, "key %lld: empty name", (long long)i);
-    uint32_t type;
+    uint32_t type = 0;
     snprintf(what, sizeof what, "type of key %lld", (long long)i);
     SPECD_TRY(read_u32(c, &type, err, what));
     kv->type = (specd_gguf_type)type;
@@ -254,7 +254,7 @@ static specd_status parse_tensor_info(cursor *c, int64_t i, specd_gguf_tensor *t
     for (int d = 0; d < GGUF_MAX_DIMS; d++)
         t->ne[d] = 1;
     for (uint32_t d = 0; d < t->n_dims; d++) {
-        uint64_t ne;
+        uint64_t ne = 0;
         st = read_u64(c, &ne, err, "tensor dimension");
         if (st != SPECD_OK) return specd_fail(err, st, "tensor '%s': truncated header", name);
         if (ne == 0 || ne > (uint64_t)INT64_MAX)
@@ -352,7 +352,7 @@ specd_status specd_gguf_parse(specd_gguf *g, specd_error *err) {
         return specd_fail(err, SPECD_E_UNSUPPORTED, "big-endian GGUF is not supported");
     if (g->version != 2 && g->version != 3)
         return specd_fail(err, SPECD_E_FORMAT, "unknown GGUF version %u (need 2 or 3)", g->version);
-    uint64_t n_tensors, n_kv;
+    uint64_t n_tensors = 0, n_kv = 0;
     SPECD_TRY(read_u64(&c, &n_tensors, err, "tensor count"));
     SPECD_TRY(read_u64(&c, &n_kv, err, "metadata key count"));
     /* smallest key/value: 8-byte name length + 1-byte name + type + 1-byte value */

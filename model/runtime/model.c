@@ -135,7 +135,7 @@ static specd_status read_hparams(specd_model *m, specd_error *err) {
                           MAX_LAYERS);
     int32_t hd_default = in->n_embd % in->n_head == 0 ? in->n_embd / in->n_head : 0;
     SPECD_TRY(key_i32(m, arch, "attention.key_length", 1, hd_default, &in->head_dim, err));
-    int32_t vlen;
+    int32_t vlen = 0;
     SPECD_TRY(key_i32(m, arch, "attention.value_length", 1, in->head_dim, &vlen, err));
     if (in->head_dim <= 0 || in->head_dim > MAX_HEAD_DIM || in->head_dim % 2 ||
         vlen != in->head_dim)

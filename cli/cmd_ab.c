@@ -2,6 +2,7 @@
  * lossless rules (greedy, coupled) the outputs must be token-identical: any divergence prints the
  * prompt and the first differing position and the command exits 1. Under rejection sampling the
  * outputs agree only in distribution, so agreement is reported instead. */
+#include "cli/ab_report.h"
 #include "cli/cli_run.h"
 #include "cli/commands.h"
 #include "cli/json_out.h"
@@ -10,22 +11,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct ab_row {
-    char *prompt;
-    int identical;
-    int64_t first_diff; /* -1 when identical */
-    int64_t n_plain, n_spec;
-    specd_seq_stats seq;
-    double acceptance, mean_accepted, tpf, tps_plain, tps_spec;
-    uint64_t ns_plain, ns_spec;
-    int64_t tok_plain, tok_spec, steps_spec;
-} ab_row;
-
 static void usage(FILE *out) {
     fprintf(out, "usage: specd ab --policy NAME --prompts FILE [options]\n\n"
                  "  --prompts FILE       one prompt per line (examples/prompts.txt is the default set)\n"
                  "  --json OUT           write per-prompt and overall figures as JSON\n"
-                 "  --metrics OUT        write the speculative counters in Prometheus text format\n");
+                 "  --metrics OUT        write the speculative counters in Prometheus text format\n"
+                 "  --report OUT.html    write a self-contained HTML report (setup, identity per\n"
+                 "                       prompt with the first divergence in context, charts)\n");
     cli_print_shared_help(out);
 }
 
@@ -165,7 +157,7 @@ int specd_cmd_ab(int argc, char **argv) {
     cli_options o;
     cli_options_init(&o);
     o.policy = NULL;
-    const char *prompts_path = NULL, *json_path = NULL, *metrics_path = NULL;
+    const char *prompts_path = NULL, *json_path = NULL, *metrics_path = NULL, *report_path = NULL;
     for (int i = 1; i < argc; i++) {
         int rc = cli_parse_shared(&o, argc, argv, &i);
         if (rc < 0) return 2;
@@ -173,6 +165,7 @@ int specd_cmd_ab(int argc, char **argv) {
         if (!strcmp(argv[i], "--prompts") && i + 1 < argc) prompts_path = argv[++i];
         else if (!strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
         else if (!strcmp(argv[i], "--metrics") && i + 1 < argc) metrics_path = argv[++i];
+        else if (!strcmp(argv[i], "--report") && i + 1 < argc) report_path = argv[++i];
         else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             usage(stdout);
             return 0;
@@ -216,6 +209,12 @@ int specd_cmd_ab(int argc, char **argv) {
         if (!rc) rc = cli_run(&e, &o, o.policy, o.policy_opts, ids, n_ids, 0, &spec);
         if (!rc) {
             fill_row(&rows[i], &plain, &spec);
+            if (report_path &&
+                ab_row_keep_text(&rows[i], e.tok, plain.tokens, plain.n_tokens, spec.tokens,
+                                 spec.n_tokens)) {
+                fprintf(stderr, "specd ab: out of memory keeping the report's text\n");
+                rc = 1;
+            }
             specd_seq_stats_add(&all.seq, &spec.seq);
             all.ns_plain += rows[i].ns_plain;
             all.ns_spec += rows[i].ns_spec;
@@ -275,8 +274,20 @@ int specd_cmd_ab(int argc, char **argv) {
                    "token%s\n", n_identical, n, all.seq.lossy ? " (relaxed tau: LOSSY)" : "");
         if (json_path) rc |= write_json(json_path, &o, rows, n, &all, lossless);
         if (metrics_path) rc |= write_metrics(metrics_path, &o, &all.seq);
+        if (report_path) {
+            char model_buf[4096];
+            ab_setup setup = {.options = &o,
+                              .model_path = o.model ? o.model
+                                                    : cli_default_model(model_buf, sizeof model_buf),
+                              .prompts_path = prompts_path,
+                              .lossless = lossless};
+            rc |= ab_report_write(report_path, &setup, rows, n, &all);
+        }
     }
-    for (int i = 0; i < n; i++) free(prompts[i]);
+    for (int i = 0; i < n; i++) {
+        if (rows) ab_row_free_text(&rows[i]);
+        free(prompts[i]);
+    }
     free(prompts);
     free(rows);
     cli_engine_close(&e);

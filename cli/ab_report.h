@@ -1,0 +1,42 @@
+/* specd ab's figures per prompt, and the self-contained HTML page (--report) a person reads: the
+ * run's setup, the identity verdict per prompt with the first divergence in context, and inline
+ * SVG charts of speedup and TPF per prompt and of acceptance by draft position. */
+#ifndef SPECD_CLI_AB_REPORT_H
+#define SPECD_CLI_AB_REPORT_H
+
+#include "cli/cli_common.h"
+#include "specd/spec_runtime.h"
+
+typedef struct ab_row {
+    char *prompt;
+    int identical;
+    int64_t first_diff; /* -1 when identical */
+    int64_t n_plain, n_spec;
+    specd_seq_stats seq;
+    double acceptance, mean_accepted, tpf, tps_plain, tps_spec;
+    uint64_t ns_plain, ns_spec;
+    int64_t tok_plain, tok_spec, steps_spec;
+    /* Output text (owned, NUL-terminated, NULL when not kept): the plain output's opening, and
+     * at a divergence the text before it and each side's next tokens. */
+    char *output_head;
+    char *context_before, *context_plain, *context_spec;
+} ab_row;
+
+/* Fills row's text fields from the two runs' tokens (rendered with special tokens shown). Returns
+ * non-zero when out of memory. */
+int ab_row_keep_text(ab_row *row, const specd_tokenizer *tok, const int32_t *plain,
+                     int64_t n_plain, const int32_t *spec, int64_t n_spec);
+void ab_row_free_text(ab_row *row);
+
+typedef struct ab_setup {
+    const cli_options *options;
+    const char *model_path;
+    const char *prompts_path;
+    int lossless; /* the rule promises token-identical output */
+} ab_setup;
+
+/* Writes the page to path. Returns non-zero after printing an error when it cannot be written. */
+int ab_report_write(const char *path, const ab_setup *setup, const ab_row *rows, int n,
+                    const ab_row *overall);
+
+#endif

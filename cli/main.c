@@ -11,7 +11,7 @@ typedef struct command {
 } command;
 
 static const command commands[] = {
-    {"version", specd_cmd_version, "print the library version"},
+    {"version", specd_cmd_version, "print the library version and the CPU kernel path"},
     {"inspect", specd_cmd_inspect, "show a GGUF model's metadata, tokenizer and tensors"},
     {"generate", specd_cmd_generate, "generate text, plainly or with a speculative policy"},
     {"ab", specd_cmd_ab, "A/B: plain vs speculative on a prompt set, proving identical output"},

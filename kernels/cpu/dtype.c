@@ -1,6 +1,8 @@
 /* Type tables: the scalar reference table and the fastest one this CPU runs (AVX2/FMA kernels
  * where they exist, chosen at run time; the rest shared with the reference). */
 #include "kernels/cpu/dtype.h"
+
+#include "kernels/cpu/cpu_dispatch.h"
 #include "kernels/cpu/dtype_internal.h"
 #include "kernels/cpu/quant_blocks.h"
 
@@ -64,13 +66,9 @@ static int type_index(uint32_t type) {
 }
 
 int specd_cpu_has_avx2(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    /* libgcc/compiler-rt fill the feature bits in a constructor; calling __builtin_cpu_init here
-     * again would race with other threads doing the same */
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-#else
-    return 0;
-#endif
+    specd_cpu_path path;
+    specd_cpu_path_get(&path, NULL, 0); /* a refused SPECD_CPU_PATH fails context creation */
+    return path >= SPECD_CPU_AVX2;
 }
 
 const specd_dtype_traits *specd_dtype_traits_scalar(uint32_t type) {

@@ -22,7 +22,8 @@ SPECD_KERNEL_DECL(q4_k)
 SPECD_KERNEL_DECL(q6_k)
 SPECD_KERNEL_DECL(q8_k)
 
-/* AVX2/FMA versions (dtype_avx2.c); only call them when specd_cpu_has_avx2() */
+/* AVX2/FMA versions (dtype_avx2.c); only call them when specd_cpu_has_avx2(): the CPU path in
+ * use (cpu_dispatch.h) is AVX2 or better */
 void specd_f32_vec_dot_avx2(int64_t n, float *s, const void *x, const void *y);
 void specd_f16_vec_dot_avx2(int64_t n, float *s, const void *x, const void *y);
 void specd_bf16_vec_dot_avx2(int64_t n, float *s, const void *x, const void *y);

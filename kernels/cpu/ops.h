@@ -9,8 +9,9 @@
  *   swiglu.c     y = silu(g) * u
  *   attention.c  one query row of one head over an F16 K cache and a transposed F16 V cache
  *   matmul.c     rows of a quantized weight against activations quantized once per row
- * simd: the caller's specd_cpu_has_avx2_f16c() (kernels/cpu/cpu_features.h), checked once, since
- * CPUID traps to the hypervisor in a VM. Both paths give the same bits.
+ * simd: the specd_cpu_path in use (kernels/cpu/cpu_dispatch.h): 0 scalar, 1 AVX2, 2 AVX-512
+ * (AVX2 wherever an op has no AVX-512 kernel); checked once, since CPUID traps to the hypervisor in
+ * a VM. Every path gives the same bits.
  */
 #ifndef SPECD_KERNELS_CPU_OPS_H
 #define SPECD_KERNELS_CPU_OPS_H

@@ -2,7 +2,7 @@
 
 #include "common/alloc.h"
 #include "common/status_internal.h"
-#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/cpu_dispatch.h"
 
 #include <string.h>
 
@@ -56,14 +56,16 @@ specd_status specd_context_create(const specd_model *model, const specd_context_
     if (p.n_layers < 0 || p.n_layers > in->n_layer)
         return specd_fail(err, SPECD_E_INVALID_ARG, "context: n_layers %d not in 0..%d",
                           p.n_layers, in->n_layer);
+    specd_cpu_path path;
+    char path_err[160];
+    if (!specd_cpu_path_get(&path, path_err, sizeof path_err))
+        return specd_fail(err, SPECD_E_INVALID_ARG, "context: %s", path_err);
     specd_context *c = specd_alloc_array(1, sizeof *c);
     if (!c) return specd_fail(err, SPECD_E_NOMEM, "context: out of memory");
     c->model = model;
     c->p = p;
     c->n_threads = p.n_threads;
-#if defined(__x86_64__)
-    c->simd = specd_cpu_has_avx2_f16c();
-#endif
+    c->simd = (int)path;
     c->kv_dim = (size_t)in->n_head_kv * (size_t)in->head_dim;
     int ok = 1;
     size_t total = sizeof *c;

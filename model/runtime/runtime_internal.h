@@ -71,7 +71,7 @@ struct specd_context {
     specd_context_params p;
     specd_threadpool *pool;
     int n_threads;
-    int simd; /* specd_cpu_has_avx2_f16c(), read once */
+    int simd; /* the specd_cpu_path in use (kernels/cpu/cpu_dispatch.h), read once */
     const specd_lora *lora;
     int32_t lora_rank_cap; /* per-thread LoRA scratch capacity */
     float *lora_scratch;   /* n_threads x lora_rank_cap */

@@ -1,8 +1,11 @@
 /* Batch invariance on the real model: every row's logits (and hidden state) are bitwise identical
  * whether the row is decoded alone on one thread or computed inside extends of any size, mixed
  * with other sequences, under an explicit (causal) visibility matrix and explicit positions, with
- * 1, 2 or 3 threads. 240 rows per configuration. */
+ * 1, 2 or 3 threads. 240 rows per configuration. ctest runs it once per CPU path
+ * (SPECD_CPU_PATH=avx512, avx2); a path this CPU lacks is skipped (exit 77) with a message. */
 #include "rt_test_util.h"
+
+#include "kernels/cpu/cpu_dispatch.h"
 
 #include <string.h>
 
@@ -123,6 +126,13 @@ static void test_batch_invariance(void **state) {
 }
 
 int main(void) {
+    specd_cpu_path path;
+    char msg[160];
+    if (!specd_cpu_path_get(&path, msg, sizeof msg)) {
+        fprintf(stderr, "%s: skipped\n", msg);
+        return SPECD_TEST_SKIP;
+    }
+    fprintf(stderr, "cpu path: %s\n", specd_cpu_path_name(path));
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_batch_invariance),
     };

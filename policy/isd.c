@@ -32,7 +32,8 @@ typedef struct isd_state {
     int32_t stride, m;   /* N and N - 1 */
     int32_t mask_id, n_vocab;
     specd_sample_key key;
-    specd_lora *lora;
+    specd_lora *lora;        /* loaded when specd runs the target, else NULL */
+    char *adapter;           /* the adapter's directory, or NULL: gated rows need it */
     specd_accept *accept;
     specd_sampler *target;   /* the keyed sample of the propose step's free token */
     specd_sampler *argmax;   /* argmax proposals (biased logits) */
@@ -55,6 +56,7 @@ static void isd_destroy(void *state) {
     isd_state *s = state;
     if (!s) return;
     specd_lora_destroy(s->lora);
+    specd_free(s->adapter);
     specd_accept_destroy(s->accept);
     specd_sampler_destroy(s->target);
     specd_sampler_destroy(s->argmax);
@@ -115,10 +117,6 @@ static specd_status isd_create_common(const specd_policy_env *env, const char *o
         return specd_fail(err, SPECD_E_INVALID_ARG,
                           "policy %s: n=%d needs %d rows per step, more than 2 * max_draft + 1 = %d",
                           name, stride, 2 * stride - 1, 2 * env->max_draft + 1);
-    if (adapter[0] && !env->target)
-        return specd_fail(err, SPECD_E_INVALID_ARG,
-                          "policy %s: adapter= needs the target model (run it on specd's runtime)",
-                          name);
     int32_t mask_id = 0;
     SPECD_TRY(pick_mask(env, name, mask, &mask_id, err));
 
@@ -170,7 +168,17 @@ static specd_status isd_create_common(const specd_policy_env *env, const char *o
         isd_destroy(s);
         return st;
     }
-    if (adapter[0] && (st = specd_lora_create(env->target, adapter, &s->lora, err)) != SPECD_OK) {
+    /* a host that runs its own target loads the adapter itself from the layout's lora_path */
+    if (adapter[0]) {
+        size_t len = strlen(adapter) + 1;
+        if (!(s->adapter = specd_alloc(len))) {
+            isd_destroy(s);
+            return specd_fail(err, SPECD_E_NOMEM, "policy %s: out of memory", name);
+        }
+        memcpy(s->adapter, adapter, len);
+    }
+    if (adapter[0] && env->target &&
+        (st = specd_lora_create(env->target, adapter, &s->lora, err)) != SPECD_OK) {
         isd_destroy(s);
         if (err) {
             char why[sizeof err->message];
@@ -217,8 +225,9 @@ static specd_status isd_layout(void *state, const int32_t *history, int64_t n_hi
         s->gate[i] = (!s->residual || i >= s->n_clean) ? 1.0f : 0.0f;
     }
     *out = (specd_step_layout){.n_tokens = s->n_tokens, .tokens = s->tokens, .pos = s->pos,
-                               .visible = NULL, .lora_gate = s->lora ? s->gate : NULL,
-                               .lora = s->lora, .n_rows = s->n_tokens, .rows = s->rows};
+                               .visible = NULL, .lora_gate = s->adapter ? s->gate : NULL,
+                               .lora = s->lora, .n_rows = s->n_tokens, .rows = s->rows,
+                               .lora_path = s->adapter};
     return SPECD_OK;
 }
 

@@ -6,62 +6,12 @@
 #include "common/alloc.h"
 #include "common/clock.h"
 #include "common/status_internal.h"
-#include "policy/adaptive.h"
 #include "policy/builtin.h"
-#include "policy/remote_verify.h"
+#include "policy/spec_internal.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
-
-typedef struct spec_seq {
-    int open;
-    int done;
-    int32_t id;
-    const specd_policy_ops *ops;
-    void *policy;
-    specd_accept *accept;   /* verification under the sequence's rule and transform */
-    specd_sampler *sampler; /* plain steps: the same keyed sample the engine uses */
-    specd_accept_rule rule;
-    uint64_t seed;
-    int32_t max_tokens;
-    int32_t *stop;
-    int32_t n_stop;
-
-    int32_t *history;       /* prompt + output */
-    int64_t n_history, n_prompt, cap_history;
-
-    /* the step in flight */
-    int laid_out;
-    int32_t n_step_tokens; /* rows of the step in flight */
-    int32_t n_draft;
-    int32_t *draft;         /* max_draft */
-    float *q;               /* max_draft x n_vocab, drafter shape only */
-    int has_q;
-    int32_t *step_tokens, *step_pos, *step_rows; /* max_draft + 1 */
-    int32_t *emitted, *keep;                     /* max_draft + 1 */
-    float *accept_prob;                          /* max_draft */
-    int plain_step;         /* self-speculative policy: the guard made this a plain step */
-    uint64_t t_step;        /* layout started (the guard times whole steps) */
-
-    specd_adaptive guard;
-    uint64_t prior_key;     /* policy and options: which learned model this sequence feeds */
-    specd_seq_stats stats;
-} spec_seq;
-
-/* What the adaptive guard learned per policy + options, seeding the next sequence. */
-enum { N_PRIORS = 16 };
-typedef struct guard_prior {
-    uint64_t key; /* 0 = free slot */
-    specd_adaptive_model model;
-} guard_prior;
-
-struct specd_spec {
-    specd_spec_params params;
-    spec_seq *seqs;
-    guard_prior priors[N_PRIORS];
-    int32_t next_prior; /* round-robin replacement when all slots are taken */
-    specd_rverify *rv;  /* the remote verifier, or NULL */
-};
 
 static uint64_t prior_key(const specd_policy_ops *ops, const char *options) {
     uint64_t h = 1469598103934665603ULL ^ (uint64_t)(uintptr_t)ops;
@@ -97,6 +47,21 @@ static void seq_learned(specd_spec *spec, const spec_seq *q) {
     prior_store(spec, q->prior_key, &g->m);
 }
 
+static uint64_t mix64(uint64_t x) { /* splitmix64's finaliser */
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+specd_sample_key specd_stream_sample_key(uint64_t seed, uint64_t stream, uint32_t position) {
+    uint64_t hi = stream >> 32;
+    specd_sample_key k = {.seed = hi ? mix64(seed ^ mix64(hi)) : seed,
+                          .sequence = (uint32_t)stream, .position = position};
+    return k;
+}
+
 specd_spec_params specd_spec_default_params(void) {
     specd_spec_params p = {.n_vocab = 0, .max_draft = 8, .max_seqs = 64,
                            .verifier_timeout_ms = 1000};
@@ -111,6 +76,7 @@ specd_seq_params specd_seq_default_params(void) {
     p.rule = SPECD_ACCEPT_COUPLED;
     p.adaptive = 1;
     p.max_tokens = 256;
+    p.stream_key = SPECD_STREAM_KEY_SLOT;
     return p;
 }
 
@@ -136,6 +102,16 @@ specd_status specd_spec_create(const specd_spec_params *params, specd_spec **out
     s->params = *params;
     s->params.verifier_endpoint = NULL; /* not kept: the client copied it */
     s->seqs = seqs;
+    size_t n = (size_t)params->max_seqs;
+    s->batch = specd_alloc_array(n, sizeof *s->batch);
+    s->batch_gen = specd_alloc_array(n, sizeof *s->batch_gen);
+    s->batch_ids = specd_alloc_array(n, sizeof *s->batch_ids);
+    s->batch_out = specd_alloc_array(n, sizeof *s->batch_out);
+    s->batch_status = specd_alloc_array(n, sizeof *s->batch_status);
+    if (!s->batch || !s->batch_gen || !s->batch_ids || !s->batch_out || !s->batch_status) {
+        specd_spec_destroy(s);
+        return specd_fail(err, SPECD_E_NOMEM, "spec: out of memory");
+    }
     if (params->verifier_endpoint) {
         specd_status st = specd_rverify_create(params, &s->rv, err);
         if (st != SPECD_OK) {
@@ -152,6 +128,7 @@ static void seq_release(spec_seq *q) {
     specd_accept_destroy(q->accept);
     specd_sampler_destroy(q->sampler);
     specd_free(q->stop);
+    specd_free(q->bias_banned);
     specd_free(q->history);
     specd_free(q->draft);
     specd_free(q->q);
@@ -168,12 +145,18 @@ void specd_spec_destroy(specd_spec *spec) {
     if (!spec) return;
     for (int32_t i = 0; i < spec->params.max_seqs && spec->seqs; i++) seq_release(&spec->seqs[i]);
     specd_rverify_destroy(spec->rv);
+    specd_logits_scratch_free(&spec->scratch);
+    specd_free(spec->batch);
+    specd_free(spec->batch_gen);
+    specd_free(spec->batch_ids);
+    specd_free(spec->batch_out);
+    specd_free(spec->batch_status);
     specd_free(spec->seqs);
     specd_free(spec);
 }
 
-static specd_status find_seq(const specd_spec *spec, int32_t seq, spec_seq **out,
-                             specd_error *err) {
+specd_status specd_spec_find_seq(const specd_spec *spec, int32_t seq, spec_seq **out,
+                                 specd_error *err) {
     if (!spec) return specd_fail(err, SPECD_E_INVALID_ARG, "spec: NULL handle");
     if (seq < 0 || seq >= spec->params.max_seqs || !spec->seqs[seq].open)
         return specd_fail(err, SPECD_E_INVALID_ARG, "spec: sequence %d is not open", seq);
@@ -224,6 +207,30 @@ static specd_status seq_alloc(spec_seq *q, const specd_spec_params *sp, int64_t 
     return ok ? SPECD_OK : SPECD_E_NOMEM;
 }
 
+/* What the logits intake needs to make masked tokens unreachable under q's transform. */
+static specd_status mask_rule_init(spec_seq *q, const specd_seq_params *p) {
+    specd_mask_rule *m = &q->mask;
+    m->temperature = p->rule == SPECD_ACCEPT_GREEDY ? 0.0f : p->sampling.temperature;
+    int32_t n_banned = 0;
+    for (size_t i = 0; i < p->sampling.n_bias; i++) {
+        float b = p->sampling.bias[i].bias;
+        if (b == -INFINITY) n_banned++;
+        else if (isfinite(b)) {
+            m->bias_min = b < m->bias_min ? b : m->bias_min;
+            m->bias_max = b > m->bias_max ? b : m->bias_max;
+        }
+    }
+    if (n_banned > 0) {
+        q->bias_banned = specd_alloc_array((size_t)n_banned, sizeof(int32_t));
+        if (!q->bias_banned) return SPECD_E_NOMEM;
+        for (size_t i = 0; i < p->sampling.n_bias; i++)
+            if (p->sampling.bias[i].bias == -INFINITY)
+                q->bias_banned[m->n_banned++] = p->sampling.bias[i].token;
+        m->banned = q->bias_banned;
+    }
+    return SPECD_OK;
+}
+
 specd_status specd_spec_seq_open(specd_spec *spec, int32_t seq, const int32_t *prompt,
                                  int64_t n_prompt, const specd_seq_params *params,
                                  specd_error *err) {
@@ -255,14 +262,25 @@ specd_status specd_spec_seq_open(specd_spec *spec, int32_t seq, const int32_t *p
                           "spec: policy %s verifies its own steps; a remote verifier needs a "
                           "drafter-shaped policy", ops->name);
 
+    uint64_t stream = params->stream_key == SPECD_STREAM_KEY_SLOT ? (uint64_t)seq
+                                                                  : params->stream_key;
+    if (spec->rv && stream != (uint64_t)seq)
+        return specd_fail(err, SPECD_E_UNSUPPORTED,
+                          "spec: a remote verifier keys sampling on the sequence id; stream key "
+                          "%llu needs the verify protocol to carry it",
+                          (unsigned long long)stream);
+
     spec_seq *q = &spec->seqs[seq];
     memset(q, 0, sizeof *q);
     q->ops = ops;
     q->id = seq;
     q->rule = params->rule;
     q->seed = params->seed;
+    q->stream_key = stream;
+    q->key = specd_stream_sample_key(params->seed, stream, 0);
     q->max_tokens = params->max_tokens;
     specd_status st = seq_alloc(q, sp, n_prompt, params);
+    if (st == SPECD_OK) st = mask_rule_init(q, params);
     if (st != SPECD_OK) {
         seq_release(q);
         return specd_fail(err, st, "spec: out of memory opening sequence %d", seq);
@@ -279,7 +297,7 @@ specd_status specd_spec_seq_open(specd_spec *spec, int32_t seq, const int32_t *p
     specd_policy_env env = {.n_vocab = sp->n_vocab, .max_draft = sp->max_draft,
                             .target = sp->target, .target_path = sp->target_path,
                             .sampling = params->sampling, .rule = params->rule,
-                            .tau = params->tau, .seed = params->seed, .seq_key = (uint32_t)seq};
+                            .tau = params->tau, .seed = q->key.seed, .seq_key = q->key.sequence};
     if ((st = specd_accept_create(&ap, &q->accept, err)) != SPECD_OK ||
         (st = specd_sampler_create(&plain, sp->n_vocab, &q->sampler, err)) != SPECD_OK ||
         (st = ops->create(&env, params->policy_options, &q->policy, err)) != SPECD_OK) {
@@ -313,13 +331,13 @@ void specd_spec_seq_close(specd_spec *spec, int32_t seq) {
 
 int specd_spec_seq_done(const specd_spec *spec, int32_t seq) {
     spec_seq *q = NULL;
-    if (find_seq(spec, seq, &q, NULL) != SPECD_OK) return 1;
+    if (specd_spec_find_seq(spec, seq, &q, NULL) != SPECD_OK) return 1;
     return q->done;
 }
 
 const int32_t *specd_spec_seq_output(const specd_spec *spec, int32_t seq, int64_t *n_out) {
     spec_seq *q = NULL;
-    if (find_seq(spec, seq, &q, NULL) != SPECD_OK) {
+    if (specd_spec_find_seq(spec, seq, &q, NULL) != SPECD_OK) {
         if (n_out) *n_out = 0;
         return NULL;
     }
@@ -329,7 +347,7 @@ const int32_t *specd_spec_seq_output(const specd_spec *spec, int32_t seq, int64_
 
 const int32_t *specd_spec_seq_prompt(const specd_spec *spec, int32_t seq, int64_t *n_prompt) {
     spec_seq *q = NULL;
-    if (find_seq(spec, seq, &q, NULL) != SPECD_OK) {
+    if (specd_spec_find_seq(spec, seq, &q, NULL) != SPECD_OK) {
         if (n_prompt) *n_prompt = 0;
         return NULL;
     }
@@ -350,7 +368,7 @@ int32_t specd_spec_max_step_rows(const specd_spec *spec) {
 specd_status specd_spec_seq_stats(const specd_spec *spec, int32_t seq, specd_seq_stats *out,
                                   specd_error *err) {
     spec_seq *q = NULL;
-    SPECD_TRY(find_seq(spec, seq, &q, err));
+    SPECD_TRY(specd_spec_find_seq(spec, seq, &q, err));
     *out = q->stats;
     out->n_backoffs = q->guard.n_backoffs;
     out->n_guard_plain = q->guard.n_plain_steps;
@@ -389,13 +407,13 @@ static specd_status layout_chain(const specd_spec *spec, spec_seq *q, int32_t k,
     return SPECD_OK;
 }
 
-specd_status specd_spec_seq_layout(specd_spec *spec, int32_t seq, specd_step_layout *out,
-                                   specd_error *err) {
-    spec_seq *q = NULL;
-    SPECD_TRY(find_seq(spec, seq, &q, err));
-    if (!out) return specd_fail(err, SPECD_E_INVALID_ARG, "spec: NULL layout");
-    if (q->done) return specd_fail(err, SPECD_E_STATE, "spec: sequence %d has finished", seq);
+specd_status specd_spec_seq_layout_step(specd_spec *spec, spec_seq *q, specd_step_layout *out,
+                                        specd_error *err) {
+    if (q->done) return specd_fail(err, SPECD_E_STATE, "spec: sequence %d has finished", q->id);
+    q->laid_out = 0;
+    q->step_gen++;
     q->t_step = specd_now_ns();
+    memset(out, 0, sizeof *out); /* fields a v1 policy does not know stay NULL */
     /* The guard governs both shapes: a drafter gets a draft length, a self-speculative policy
      * either lays out its own step or the session makes it a plain one. */
     int32_t k = specd_adaptive_budget(&q->guard);
@@ -410,16 +428,25 @@ specd_status specd_spec_seq_layout(specd_spec *spec, int32_t seq, specd_step_lay
                               q->ops->name, out->n_tokens, out->n_rows, most);
     }
     q->n_step_tokens = out->n_tokens;
+    q->n_step_rows = out->n_rows;
     q->laid_out = 1;
     return SPECD_OK;
+}
+
+specd_status specd_spec_seq_layout(specd_spec *spec, int32_t seq, specd_step_layout *out,
+                                   specd_error *err) {
+    spec_seq *q = NULL;
+    SPECD_TRY(specd_spec_find_seq(spec, seq, &q, err));
+    if (!out) return specd_fail(err, SPECD_E_INVALID_ARG, "spec: NULL layout");
+    return specd_spec_seq_layout_step(spec, q, out, err);
 }
 
 /* Drafter shape: verify [pending | drafts] rows; keep the pending row and accepted drafts. */
 static specd_status verify_chain(specd_spec *spec, spec_seq *q, const float *logits,
                                  specd_step_outcome *out, specd_error *err) {
     int32_t n_vocab = spec->params.n_vocab;
-    specd_sample_key key = {.seed = q->seed, .sequence = (uint32_t)q->id,
-                            .position = (uint32_t)q->n_history};
+    specd_sample_key key = q->key;
+    key.position = (uint32_t)q->n_history;
     int32_t n_emitted, n_accepted = 0;
     int lossy = 0;
     int remote = 0;
@@ -464,14 +491,17 @@ static int is_stop(const spec_seq *q, int32_t token) {
     return 0;
 }
 
-specd_status specd_spec_seq_verify(specd_spec *spec, int32_t seq, const float *logits,
-                                   specd_step_outcome *out, specd_error *err) {
-    spec_seq *q = NULL;
-    SPECD_TRY(find_seq(spec, seq, &q, err));
-    if (!logits || !out) return specd_fail(err, SPECD_E_INVALID_ARG, "spec: NULL argument");
+specd_status specd_spec_seq_verify_step(specd_spec *spec, spec_seq *q, const specd_logits *lg,
+                                        int32_t row0, specd_step_outcome *out, specd_error *err) {
     if (!q->laid_out)
-        return specd_fail(err, SPECD_E_STATE, "spec: sequence %d has no step laid out", seq);
+        return specd_fail(err, SPECD_E_STATE, "spec: sequence %d has no step laid out", q->id);
     uint64_t t0 = specd_now_ns();
+    char what[32];
+    snprintf(what, sizeof what, "sequence %d", (int)q->id);
+    const float *logits;
+    SPECD_TRY(specd_logits_intake(&spec->scratch, specd_spec_max_step_rows(spec),
+                                  spec->params.n_vocab, lg, row0, q->n_step_rows, &q->mask, what,
+                                  &logits, err));
     specd_step_outcome o;
     if (q->ops->propose || q->plain_step)
         SPECD_TRY(verify_chain(spec, q, logits, &o, err));
@@ -521,10 +551,31 @@ specd_status specd_spec_seq_verify(specd_spec *spec, int32_t seq, const float *l
         }
     }
     if (o.lossy) s->lossy = 1;
-    uint64_t t1 = specd_now_ns();
-    s->verify_ns += t1 - t0;
-    /* the whole step: proposing, the host's forward, verification */
-    specd_adaptive_observe(&q->guard, o.n_drafted, o.n_accepted, n, t1 - q->t_step);
+    s->verify_ns += specd_now_ns() - t0;
     *out = o;
     return SPECD_OK;
+}
+
+specd_status specd_spec_seq_verify_logits(specd_spec *spec, int32_t seq,
+                                          const specd_logits *logits, specd_step_outcome *out,
+                                          specd_error *err) {
+    spec_seq *q = NULL;
+    SPECD_TRY(specd_spec_find_seq(spec, seq, &q, err));
+    if (!logits || !out) return specd_fail(err, SPECD_E_INVALID_ARG, "spec: NULL argument");
+    SPECD_TRY(specd_spec_seq_verify_step(spec, q, logits, 0, out, err));
+    /* one sequence's step: its wall clock from layout to here is its cost */
+    specd_adaptive_observe(&q->guard, out->n_drafted, out->n_accepted, out->n_emitted,
+                           specd_now_ns() - q->t_step);
+    return SPECD_OK;
+}
+
+specd_status specd_spec_seq_verify(specd_spec *spec, int32_t seq, const float *logits,
+                                   specd_step_outcome *out, specd_error *err) {
+    spec_seq *q = NULL;
+    SPECD_TRY(specd_spec_find_seq(spec, seq, &q, err));
+    if (!logits) return specd_fail(err, SPECD_E_INVALID_ARG, "spec: NULL argument");
+    specd_logits lg = {.data = logits, .row_stride = spec->params.n_vocab,
+                       .n_rows = q->n_step_rows, .dtype = SPECD_DTYPE_F32,
+                       .device = SPECD_DEVICE_HOST};
+    return specd_spec_seq_verify_logits(spec, seq, &lg, out, err);
 }

@@ -64,6 +64,12 @@ typedef struct specd_step_layout {
     const struct specd_lora *lora; /* the adapter gated rows use (owned by the policy), or NULL */
     int32_t n_rows;           /* rows whose logits the policy needs back */
     const int32_t *rows;      /* n_rows indices into the step's tokens */
+    /* ABI v2 (appended, so v1 policies that fill the fields above still fit; the session zeroes
+     * the struct before a policy's layout): the adapter's PEFT directory (owned by the policy),
+     * or NULL. A host that runs its own target loads it and applies it to exactly the rows whose
+     * lora_gate is non-zero; a layout with a lora_gate needs it (base weights give other
+     * logits). */
+    const char *lora_path;
 } specd_step_layout;
 
 /* What one verified step decided. Arrays are owned by the policy (or session) state. */

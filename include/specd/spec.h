@@ -62,12 +62,18 @@ specd_status specd_spec_create(const specd_spec_params *params, specd_spec **out
                                specd_error *err);
 void specd_spec_destroy(specd_spec *spec);
 
+#define SPECD_STREAM_KEY_SLOT UINT64_MAX
+
 typedef struct specd_seq_params {
     const char *policy;                 /* registry name (default "none") */
     const specd_policy_ops *policy_ops; /* or the host's own policy; overrides `policy` */
     const char *policy_options;         /* "key=value,..." for the policy; may be NULL */
     specd_sampling_params sampling;     /* the one transform for sampling and verification */
     uint64_t seed;
+    /* What keys the sequence's sampling besides the seed (specd_stream_sample_key): give each
+     * request its own, stable across the slots and batches it runs in, and its tokens never
+     * depend on them. SPECD_STREAM_KEY_SLOT (the default) keys on the sequence id, as v1 did. */
+    uint64_t stream_key;
     specd_accept_rule rule; /* default COUPLED (which is greedy at temperature 0) */
     float tau;    /* relaxed acceptance (ratio x (1 + tau)), REJECTION only; > 0 = lossy */
     /* the adaptive guard (default 1): per step, a cost model picks the draft length, or a plain
@@ -96,9 +102,10 @@ void specd_spec_seq_close(specd_spec *spec, int32_t seq);
 specd_status specd_spec_seq_layout(specd_spec *spec, int32_t seq, specd_step_layout *out,
                                    specd_error *err);
 
-/* Verifies the step laid out last: logits holds layout.n_rows rows of n_vocab floats. NaN/Inf
- * logits are SPECD_E_NUMERIC and change nothing (the host may retry the step). *out is owned by
- * the spec and valid until the next call for seq. */
+/* Verifies the step laid out last: logits holds layout.n_rows rows of n_vocab floats on the host
+ * (specd_spec_seq_verify_logits in specd/spec_batch.h takes other dtypes, strides and devices).
+ * -inf (or -FLT_MAX) means banned; NaN/+inf logits are SPECD_E_NUMERIC and change nothing (the
+ * host may retry the step). *out is owned by the spec and valid until the next call for seq. */
 specd_status specd_spec_seq_verify(specd_spec *spec, int32_t seq, const float *logits,
                                    specd_step_outcome *out, specd_error *err);
 

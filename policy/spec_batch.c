@@ -1,0 +1,95 @@
+/* Batched steps (specd/spec_batch.h): the per-sequence step of spec_session.c over many
+ * sequences, their rows packed into one logits block. */
+#include "specd/spec_batch.h"
+
+#include "common/clock.h"
+#include "common/status_internal.h"
+#include "policy/spec_internal.h"
+
+#include <string.h>
+
+specd_status specd_spec_batch_layout(specd_spec *spec, const int32_t *seqs, int32_t n_seqs,
+                                     specd_batch *out, specd_error *err) {
+    if (!spec || !seqs || !out) return specd_fail(err, SPECD_E_INVALID_ARG, "spec: NULL argument");
+    if (n_seqs < 1 || n_seqs > spec->params.max_seqs)
+        return specd_fail(err, SPECD_E_INVALID_ARG, "spec: batch of %d sequences (1..%d)",
+                          n_seqs, spec->params.max_seqs);
+    for (int32_t i = 0; i < n_seqs; i++) {
+        spec_seq *q;
+        SPECD_TRY(specd_spec_find_seq(spec, seqs[i], &q, err));
+        if (q->done)
+            return specd_fail(err, SPECD_E_STATE, "spec: sequence %d has finished", seqs[i]);
+        for (int32_t j = 0; j < i; j++)
+            if (seqs[j] == seqs[i])
+                return specd_fail(err, SPECD_E_INVALID_ARG,
+                                  "spec: sequence %d is listed twice in the batch", seqs[i]);
+    }
+    spec->n_batch = 0;
+    int32_t n_tokens = 0, n_rows = 0;
+    int needs_lora = 0;
+    for (int32_t i = 0; i < n_seqs; i++) {
+        spec_seq *q = &spec->seqs[seqs[i]];
+        specd_batch_seq *b = &spec->batch[i];
+        specd_status st = specd_spec_seq_layout_step(spec, q, &b->layout, err);
+        if (st != SPECD_OK) {
+            for (int32_t j = 0; j <= i; j++) spec->seqs[seqs[j]].laid_out = 0;
+            return st;
+        }
+        b->seq = seqs[i];
+        b->token_offset = n_tokens;
+        b->row_offset = n_rows;
+        n_tokens += b->layout.n_tokens;
+        n_rows += b->layout.n_rows;
+        needs_lora |= b->layout.lora_gate != NULL;
+        spec->batch_gen[i] = q->step_gen;
+        spec->batch_ids[i] = seqs[i];
+    }
+    spec->n_batch = n_seqs;
+    *out = (specd_batch){.n_seqs = n_seqs, .seqs = spec->batch, .n_tokens = n_tokens,
+                         .n_rows = n_rows, .needs_lora = needs_lora};
+    return SPECD_OK;
+}
+
+specd_status specd_spec_batch_verify(specd_spec *spec, const specd_logits *logits,
+                                     specd_batch_result *out, specd_error *err) {
+    if (!spec || !logits || !out)
+        return specd_fail(err, SPECD_E_INVALID_ARG, "spec: NULL argument");
+    int32_t n = spec->n_batch;
+    if (n == 0) return specd_fail(err, SPECD_E_STATE, "spec: no batch laid out");
+    const specd_batch_seq *last = &spec->batch[n - 1];
+    if (logits->n_rows < last->row_offset + last->layout.n_rows)
+        return specd_fail(err, SPECD_E_INVALID_ARG,
+                          "spec: the batch needs %d logits rows, the block has %d",
+                          last->row_offset + last->layout.n_rows, logits->n_rows);
+    specd_status first = SPECD_OK;
+    int32_t n_failed = 0;
+    for (int32_t i = 0; i < n; i++) {
+        const specd_batch_seq *b = &spec->batch[i];
+        spec_seq *q = &spec->seqs[b->seq];
+        specd_status st;
+        specd_error e;
+        if (!q->open || !q->laid_out || q->step_gen != spec->batch_gen[i])
+            st = specd_fail(&e, SPECD_E_STATE,
+                            "spec: sequence %d of the batch was verified, laid out again or "
+                            "closed since", b->seq);
+        else
+            st = specd_spec_seq_verify_step(spec, q, logits, b->row_offset,
+                                            &spec->batch_out[i], &e);
+        spec->batch_status[i] = st;
+        if (st == SPECD_OK) {
+            const specd_step_outcome *o = &spec->batch_out[i];
+            specd_adaptive_observe(&q->guard, o->n_drafted, o->n_accepted, o->n_emitted,
+                                   specd_now_ns() - q->t_step);
+        } else {
+            n_failed++;
+            if (first == SPECD_OK) {
+                first = st;
+                if (err) *err = e;
+            }
+        }
+    }
+    *out = (specd_batch_result){.n_seqs = n, .seq = spec->batch_ids,
+                                .outcome = spec->batch_out, .status = spec->batch_status,
+                                .n_failed = n_failed};
+    return first;
+}

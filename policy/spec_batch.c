@@ -25,6 +25,7 @@ specd_status specd_spec_batch_layout(specd_spec *spec, const int32_t *seqs, int3
                                   "spec: sequence %d is listed twice in the batch", seqs[i]);
     }
     spec->n_batch = 0;
+    spec->batch_t0 = specd_now_ns();
     int32_t n_tokens = 0, n_rows = 0;
     int needs_lora = 0;
     for (int32_t i = 0; i < n_seqs; i++) {
@@ -48,6 +49,28 @@ specd_status specd_spec_batch_layout(specd_spec *spec, const int32_t *seqs, int3
     *out = (specd_batch){.n_seqs = n_seqs, .seqs = spec->batch, .n_tokens = n_tokens,
                          .n_rows = n_rows, .needs_lora = needs_lora};
     return SPECD_OK;
+}
+
+/* Feeds each verified sequence's guard its share of the batch's cost (policy/batch_cost.h). */
+static void observe_batch(specd_spec *spec) {
+    int32_t n = spec->n_batch, rows = 0;
+    uint64_t own = 0;
+    for (int32_t i = 0; i < n; i++) {
+        rows += spec->batch[i].layout.n_rows;
+        own += spec->seqs[spec->batch[i].seq].own_ns;
+    }
+    uint64_t wall = specd_now_ns() - spec->batch_t0;
+    double forward = wall > own ? (double)(wall - own) : 0.0; /* the host's part */
+    specd_batch_cost_observe(&spec->cost, rows, forward);
+    for (int32_t i = 0; i < n; i++) {
+        if (spec->batch_status[i] != SPECD_OK) continue;
+        spec_seq *q = &spec->seqs[spec->batch[i].seq];
+        const specd_step_outcome *o = &spec->batch_out[i];
+        double share = specd_batch_cost_share(&spec->cost, n, spec->batch[i].layout.n_rows,
+                                              rows, forward);
+        specd_adaptive_observe(&q->guard, o->n_drafted, o->n_accepted, o->n_emitted,
+                               (uint64_t)share + q->own_ns);
+    }
 }
 
 specd_status specd_spec_batch_verify(specd_spec *spec, const specd_logits *logits,
@@ -76,11 +99,7 @@ specd_status specd_spec_batch_verify(specd_spec *spec, const specd_logits *logit
             st = specd_spec_seq_verify_step(spec, q, logits, b->row_offset,
                                             &spec->batch_out[i], &e);
         spec->batch_status[i] = st;
-        if (st == SPECD_OK) {
-            const specd_step_outcome *o = &spec->batch_out[i];
-            specd_adaptive_observe(&q->guard, o->n_drafted, o->n_accepted, o->n_emitted,
-                                   specd_now_ns() - q->t_step);
-        } else {
+        if (st != SPECD_OK) {
             n_failed++;
             if (first == SPECD_OK) {
                 first = st;
@@ -88,6 +107,7 @@ specd_status specd_spec_batch_verify(specd_spec *spec, const specd_logits *logit
             }
         }
     }
+    observe_batch(spec);
     *out = (specd_batch_result){.n_seqs = n, .seq = spec->batch_ids,
                                 .outcome = spec->batch_out, .status = spec->batch_status,
                                 .n_failed = n_failed};

@@ -4,6 +4,7 @@
 #define SPECD_POLICY_SPEC_INTERNAL_H
 
 #include "policy/adaptive.h"
+#include "policy/batch_cost.h"
 #include "policy/remote_verify.h"
 #include "policy/spec_logits.h"
 #include "specd/spec_batch.h"
@@ -43,6 +44,7 @@ typedef struct spec_seq {
     float *accept_prob;                          /* max_draft */
     int plain_step;         /* self-speculative policy: the guard made this a plain step */
     uint64_t t_step;        /* layout started (the guard times whole steps) */
+    uint64_t own_ns;        /* the step's time inside specd: layout (proposing) and verify */
 
     specd_adaptive guard;
     uint64_t prior_key;     /* policy and options: which learned model this sequence feeds */
@@ -71,6 +73,8 @@ struct specd_spec {
     int32_t *batch_ids;
     specd_step_outcome *batch_out;
     specd_status *batch_status;
+    uint64_t batch_t0;        /* the batch's layout started */
+    specd_batch_cost cost;    /* what batched forwards cost: the guard's currency */
 };
 
 

@@ -430,6 +430,7 @@ specd_status specd_spec_seq_layout_step(specd_spec *spec, spec_seq *q, specd_ste
     q->n_step_tokens = out->n_tokens;
     q->n_step_rows = out->n_rows;
     q->laid_out = 1;
+    q->own_ns = specd_now_ns() - q->t_step;
     return SPECD_OK;
 }
 
@@ -551,7 +552,9 @@ specd_status specd_spec_seq_verify_step(specd_spec *spec, spec_seq *q, const spe
         }
     }
     if (o.lossy) s->lossy = 1;
-    s->verify_ns += specd_now_ns() - t0;
+    uint64_t dt = specd_now_ns() - t0;
+    s->verify_ns += dt;
+    q->own_ns += dt;
     *out = o;
     return SPECD_OK;
 }

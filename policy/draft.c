@@ -127,17 +127,47 @@ specd_status specd_drafter_propose(specd_drafter *d, const int32_t *history, int
 }
 
 /* --- the draft policy ---------------------------------------------------------------------- */
-static specd_status draft_create(const specd_policy_env *env, const char *options, void **state,
-                                 specd_error *err) {
-    char path[1024] = "";
-    int32_t k = env->max_draft < 4 ? env->max_draft : 4, sample = 0;
-    const specd_option_spec ints[] = {{"k", &k, 1, env->max_draft}, {"sample", &sample, 0, 1}};
-    const specd_option_str strs[] = {{"model", path, (int32_t)sizeof path}};
+static specd_status draft_options(const specd_policy_env *env, const char *options, char *path,
+                                  int32_t path_size, int32_t *k, int32_t *sample,
+                                  specd_error *err) {
+    *k = env->max_draft < 4 ? env->max_draft : 4;
+    *sample = 0;
+    const specd_option_spec ints[] = {{"k", k, 1, env->max_draft}, {"sample", sample, 0, 1}};
+    const specd_option_str strs[] = {{"model", path, path_size}};
     SPECD_TRY(specd_options_parse("draft", options, ints, 2, strs, 1, err));
     if (!path[0])
         return specd_fail(err, SPECD_E_INVALID_ARG,
                           "policy draft: needs model=PATH, a GGUF with the target's vocabulary");
-    return specd_drafter_create(env, NULL, path, 0, k, sample, (specd_drafter **)state, err);
+    return SPECD_OK;
+}
+
+/* The draft model, loaded once per spec and shared by its sequences (policy ABI 2). */
+static specd_status draft_shared_create(const specd_policy_env *env, const char *options,
+                                        void **shared, specd_error *err) {
+    char path[1024] = "";
+    int32_t k, sample;
+    SPECD_TRY(draft_options(env, options, path, (int32_t)sizeof path, &k, &sample, err));
+    specd_gguf *g = NULL;
+    specd_status st = specd_gguf_create(path, &g, err);
+    if (st == SPECD_OK && env->target)
+        st = specd_vocab_compat_check(specd_model_gguf(env->target), g, err);
+    specd_gguf_destroy(g);
+    specd_model *m = NULL;
+    if (st == SPECD_OK) st = specd_model_create(path, &m, err);
+    if (st == SPECD_OK) *shared = m;
+    return st;
+}
+
+static void draft_shared_destroy(void *shared) { specd_model_destroy(shared); }
+
+static specd_status draft_create(const specd_policy_env *env, const char *options, void **state,
+                                 specd_error *err) {
+    char path[1024] = "";
+    int32_t k, sample;
+    SPECD_TRY(draft_options(env, options, path, (int32_t)sizeof path, &k, &sample, err));
+    /* without a spec's shared model (a caller creating the policy directly) it loads its own */
+    return specd_drafter_create(env, env->shared, path, 0, k, sample, (specd_drafter **)state,
+                                err);
 }
 
 static specd_status layerskip_create(const specd_policy_env *env, const char *options,
@@ -171,6 +201,9 @@ const specd_policy_ops specd_policy_draft = {
     .create = draft_create,
     .destroy = drafter_destroy,
     .propose = drafter_propose,
+    .flags = SPECD_POLICY_NEEDS_Q,
+    .shared_create = draft_shared_create,
+    .shared_destroy = draft_shared_destroy,
 };
 
 const specd_policy_ops specd_policy_layerskip = {
@@ -180,4 +213,5 @@ const specd_policy_ops specd_policy_layerskip = {
     .create = layerskip_create,
     .destroy = drafter_destroy,
     .propose = drafter_propose,
+    .flags = SPECD_POLICY_NEEDS_Q,
 };

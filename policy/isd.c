@@ -33,6 +33,7 @@ typedef struct isd_state {
     int32_t mask_id, n_vocab;
     specd_sample_key key;
     specd_lora *lora;        /* loaded when specd runs the target, else NULL */
+    int own_lora;            /* 1: loaded for this sequence; 0: the spec's shared one */
     char *adapter;           /* the adapter's directory, or NULL: gated rows need it */
     specd_accept *accept;
     specd_sampler *target;   /* the keyed sample of the propose step's free token */
@@ -55,7 +56,7 @@ typedef struct isd_state {
 static void isd_destroy(void *state) {
     isd_state *s = state;
     if (!s) return;
-    specd_lora_destroy(s->lora);
+    if (s->own_lora) specd_lora_destroy(s->lora);
     specd_free(s->adapter);
     specd_accept_destroy(s->accept);
     specd_sampler_destroy(s->target);
@@ -177,8 +178,10 @@ static specd_status isd_create_common(const specd_policy_env *env, const char *o
         }
         memcpy(s->adapter, adapter, len);
     }
-    if (adapter[0] && env->target &&
-        (st = specd_lora_create(env->target, adapter, &s->lora, err)) != SPECD_OK) {
+    if (adapter[0] && env->target && env->shared) {
+        s->lora = env->shared; /* loaded once for the spec (policy ABI 2) */
+    } else if (adapter[0] && env->target &&
+               (st = specd_lora_create(env->target, adapter, &s->lora, err)) != SPECD_OK) {
         isd_destroy(s);
         if (err) {
             char why[sizeof err->message];
@@ -188,11 +191,50 @@ static specd_status isd_create_common(const specd_policy_env *env, const char *o
         }
         return st;
     }
+    s->own_lora = s->lora && s->lora != env->shared;
     for (size_t i = 0; i < rows; i++) s->rows[i] = (int32_t)i;
     s->expect_n = -1;
     *state = s;
     return SPECD_OK;
 }
+
+/* The adapter, loaded once per spec and shared by its sequences (policy ABI 2); NULL when there
+ * is none or specd does not run the target (the host applies it from the layout's lora_path). */
+static specd_status shared_create_common(const specd_policy_env *env, const char *options,
+                                        void **shared, const char *name, specd_error *err) {
+    char adapter[4096] = "", ignored[16];
+    int32_t n, mask;
+    const specd_option_spec ints[] = {{"n", &n, 2, SPECD_MAX_DRAFT + 1},
+                                      {"mask", &mask, 0, INT32_MAX}};
+    const specd_option_str strs[] = {{"propose", ignored, (int32_t)sizeof ignored},
+                                     {"adapter", adapter, (int32_t)sizeof adapter}};
+    *shared = NULL;
+    /* bad options are reported by create, with the policy's own name */
+    if (specd_options_parse("isd", options, ints, 2, strs, 2, NULL) != SPECD_OK) return SPECD_OK;
+    if (!adapter[0] || !env->target) return SPECD_OK;
+    specd_lora *lora = NULL;
+    specd_status st = specd_lora_create(env->target, adapter, &lora, err);
+    if (st == SPECD_OK) *shared = lora;
+    else if (err) {
+        char why[sizeof err->message];
+        memcpy(why, err->message, sizeof why);
+        why[sizeof why - 1] = '\0';
+        specd_fail(err, st, "policy %s: adapter=%s: %s", name, adapter, why);
+    }
+    return st;
+}
+
+static specd_status isd_shared_create(const specd_policy_env *env, const char *options,
+                                      void **shared, specd_error *err) {
+    return shared_create_common(env, options, shared, "isd", err);
+}
+
+static specd_status risd_shared_create(const specd_policy_env *env, const char *options,
+                                       void **shared, specd_error *err) {
+    return shared_create_common(env, options, shared, "risd", err);
+}
+
+static void isd_shared_destroy(void *shared) { specd_lora_destroy(shared); }
 
 static specd_status isd_create(const specd_policy_env *env, const char *options, void **state,
                                specd_error *err) {
@@ -306,6 +348,8 @@ static void isd_rollback(void *state, int64_t n_history) {
 
 const specd_policy_ops specd_policy_isd = {
     .abi_version = SPECD_POLICY_ABI_VERSION,
+    .shared_create = isd_shared_create,
+    .shared_destroy = isd_shared_destroy,
     .name = "isd",
     .options_help = ISD_HELP "; the adapter runs on every row (not lossless)",
     .create = isd_create,
@@ -317,6 +361,8 @@ const specd_policy_ops specd_policy_isd = {
 
 const specd_policy_ops specd_policy_risd = {
     .abi_version = SPECD_POLICY_ABI_VERSION,
+    .shared_create = risd_shared_create,
+    .shared_destroy = isd_shared_destroy,
     .name = "risd",
     .options_help = ISD_HELP "; the adapter runs on mask rows only (lossless)",
     .create = risd_create,

@@ -58,6 +58,19 @@ typedef struct guard_prior {
     specd_adaptive_model model;
 } guard_prior;
 
+/* Per-model policy state shared by a spec's sequences (policy ABI 2). */
+enum { N_SHARED = 16 };
+typedef struct policy_shared {
+    const specd_policy_ops *ops; /* NULL = free slot */
+    char *options;
+    void *state;
+} policy_shared;
+
+/* The ABI 2 slots of ops, or zeroes for an ABI 1 policy (whose struct ends before them). */
+static inline uint32_t specd_policy_flags(const specd_policy_ops *ops) {
+    return ops->abi_version >= 2 ? ops->flags : SPECD_POLICY_NEEDS_Q; /* v1 may write q */
+}
+
 struct specd_spec {
     specd_spec_params params;
     spec_seq *seqs;
@@ -75,6 +88,7 @@ struct specd_spec {
     specd_status *batch_status;
     uint64_t batch_t0;        /* the batch's layout started */
     specd_batch_cost cost;    /* what batched forwards cost: the guard's currency */
+    policy_shared shared[N_SHARED];
 };
 
 

@@ -146,6 +146,11 @@ void specd_spec_destroy(specd_spec *spec) {
     for (int32_t i = 0; i < spec->params.max_seqs && spec->seqs; i++) seq_release(&spec->seqs[i]);
     specd_rverify_destroy(spec->rv);
     specd_logits_scratch_free(&spec->scratch);
+    for (int32_t i = 0; i < N_SHARED; i++)
+        if (spec->shared[i].ops) {
+            spec->shared[i].ops->shared_destroy(spec->shared[i].state);
+            specd_free(spec->shared[i].options);
+        }
     specd_free(spec->batch);
     specd_free(spec->batch_gen);
     specd_free(spec->batch_ids);
@@ -173,10 +178,12 @@ static const specd_policy_ops *resolve_policy(const specd_seq_params *p, specd_e
     }
     int drafter = ops->propose != NULL;
     int self_spec = ops->layout != NULL && ops->verify != NULL;
-    if (ops->abi_version != SPECD_POLICY_ABI_VERSION || !ops->create || !ops->destroy ||
-        drafter == self_spec) {
+    int v2 = ops->abi_version >= 2;
+    if (ops->abi_version < 1 || ops->abi_version > SPECD_POLICY_ABI_VERSION || !ops->create ||
+        !ops->destroy || drafter == self_spec ||
+        (v2 && (ops->shared_create != NULL) != (ops->shared_destroy != NULL))) {
         specd_fail(err, SPECD_E_MISMATCH,
-                   "spec: policy '%s' has ABI %u (want %u) or lacks required slots",
+                   "spec: policy '%s' has ABI %u (want 1..%u) or lacks required slots",
                    ops->name ? ops->name : "?", ops->abi_version, SPECD_POLICY_ABI_VERSION);
         return NULL;
     }
@@ -197,14 +204,51 @@ static specd_status seq_alloc(spec_seq *q, const specd_spec_params *sp, int64_t 
     q->keep = specd_alloc_array((size_t)k1, sizeof(int32_t));
     q->accept_prob = specd_alloc_array((size_t)sp->max_draft, sizeof(float));
     size_t q_floats;
-    if (q->ops->propose && specd_mul_ok((size_t)sp->max_draft, (size_t)sp->n_vocab, &q_floats) &&
+    int needs_q = q->ops->propose && (specd_policy_flags(q->ops) & SPECD_POLICY_NEEDS_Q);
+    if (needs_q && specd_mul_ok((size_t)sp->max_draft, (size_t)sp->n_vocab, &q_floats) &&
         specd_mul_ok(q_floats, sizeof(float), &q_floats))
         q->q = specd_alloc(q_floats); /* written by the policy before it is read: not zeroed */
     if (p->n_stop_tokens > 0) q->stop = specd_alloc_array((size_t)p->n_stop_tokens, sizeof(int32_t));
     int ok = q->history && q->draft && q->step_tokens && q->step_pos && q->step_rows &&
-             q->emitted && q->keep && q->accept_prob && (!q->ops->propose || q->q) &&
+             q->emitted && q->keep && q->accept_prob && (!needs_q || q->q) &&
              (p->n_stop_tokens <= 0 || q->stop);
     return ok ? SPECD_OK : SPECD_E_NOMEM;
+}
+
+/* The spec's shared state for (ops, options), made on first use (policy ABI 2). */
+static specd_status shared_state(specd_spec *spec, const specd_policy_ops *ops,
+                                 const specd_policy_env *env, const char *options, void **out,
+                                 specd_error *err) {
+    *out = NULL;
+    if (ops->abi_version < 2 || !ops->shared_create) return SPECD_OK;
+    const char *opts = options ? options : "";
+    int32_t free_slot = -1;
+    for (int32_t i = 0; i < N_SHARED; i++) {
+        policy_shared *s = &spec->shared[i];
+        if (!s->ops) {
+            if (free_slot < 0) free_slot = i;
+        } else if (s->ops == ops && !strcmp(s->options, opts)) {
+            *out = s->state;
+            return SPECD_OK;
+        }
+    }
+    if (free_slot < 0)
+        return specd_fail(err, SPECD_E_UNSUPPORTED,
+                          "spec: more than %d policy/options pairs with shared state in one spec",
+                          N_SHARED);
+    size_t len = strlen(opts) + 1;
+    char *copy = specd_alloc(len);
+    if (!copy) return specd_fail(err, SPECD_E_NOMEM, "spec: out of memory");
+    memcpy(copy, opts, len);
+    void *state = NULL;
+    specd_status st = ops->shared_create(env, options, &state, err);
+    if (st != SPECD_OK) {
+        specd_free(copy);
+        return st;
+    }
+    spec->shared[free_slot] = (policy_shared){.ops = ops, .options = copy, .state = state};
+    *out = state;
+    return SPECD_OK;
 }
 
 /* What the logits intake needs to make masked tokens unreachable under q's transform. */
@@ -297,9 +341,11 @@ specd_status specd_spec_seq_open(specd_spec *spec, int32_t seq, const int32_t *p
     specd_policy_env env = {.n_vocab = sp->n_vocab, .max_draft = sp->max_draft,
                             .target = sp->target, .target_path = sp->target_path,
                             .sampling = params->sampling, .rule = params->rule,
-                            .tau = params->tau, .seed = q->key.seed, .seq_key = q->key.sequence};
+                            .tau = params->tau, .seed = q->key.seed, .seq_key = q->key.sequence,
+                            .user = params->policy_user};
     if ((st = specd_accept_create(&ap, &q->accept, err)) != SPECD_OK ||
         (st = specd_sampler_create(&plain, sp->n_vocab, &q->sampler, err)) != SPECD_OK ||
+        (st = shared_state(spec, ops, &env, params->policy_options, &env.shared, err)) != SPECD_OK ||
         (st = ops->create(&env, params->policy_options, &q->policy, err)) != SPECD_OK) {
         q->ops = NULL; /* create failed or never ran: nothing for destroy */
         seq_release(q);

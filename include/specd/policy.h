@@ -4,6 +4,16 @@
  * and llama_sampler_i do). Each slot says whether it is required. Callers go through the session
  * (specd/spec.h), which skips NULL optional slots.
  *
+ * Versions. The session reads the slots of the version a policy declares and no further, as
+ * sqlite3_module's iVersion: a policy compiled against ABI 1 (abi_version = 1, the struct ending
+ * at `rollback`) still loads; the slots after it (marked "ABI 2") are read only when
+ * abi_version >= 2. A version newer than the library's is refused (SPECD_E_MISMATCH). Structs
+ * the session hands to a policy (specd_policy_env, specd_step_layout) only grow at their end, and
+ * the session zeroes what a policy of an older version does not know.
+ * ABI 2 adds: per-model shared state created once per spec (shared_create / shared_destroy;
+ * env.shared), the host's user pointer (env.user), and flags (SPECD_POLICY_NEEDS_Q: the session
+ * allocates q only for policies that set it).
+ *
  * Two shapes fit:
  *  - Drafter policies (draft model, n-gram, layer-skip) implement `propose`: given the sequence so
  *    far, suggest up to max_draft tokens (and optionally the distributions q they were sampled
@@ -33,7 +43,10 @@
 extern "C" {
 #endif
 
-#define SPECD_POLICY_ABI_VERSION 1u
+#define SPECD_POLICY_ABI_VERSION 2u
+
+/* specd_policy_ops.flags (ABI 2) */
+#define SPECD_POLICY_NEEDS_Q 1u /* propose may write draft distributions q (sampled drafts) */
 
 struct specd_model;
 struct specd_lora;
@@ -50,7 +63,13 @@ typedef struct specd_policy_env {
     specd_accept_rule rule;
     float tau;
     uint64_t seed;
-    uint32_t seq_key;                /* the sequence id in the sampling key */
+    uint32_t seq_key;                /* the sampling key's sequence word (specd_stream_sample_key;
+                                      * seed above is already the stream's) */
+    /* ABI 2 */
+    void *shared;  /* what shared_create made for this spec, policy and options; else NULL (also
+                    * when a caller creates the policy outside a spec: create must then make what
+                    * it needs itself) */
+    void *user;    /* the host's pointer (specd_seq_params.policy_user), opaque to specd */
 } specd_policy_env;
 
 /* The target's step, as laid out by a self-speculative policy. Arrays are owned by the policy
@@ -112,6 +131,16 @@ typedef struct specd_policy_ops {
     void (*advance)(void *state, const int32_t *history, int64_t n_history);
     /* optional: forget everything after history[0..n_history) */
     void (*rollback)(void *state, int64_t n_history);
+
+    /* ---- ABI 2 (read only when abi_version >= 2) ---- */
+    uint32_t flags; /* SPECD_POLICY_* */
+    /* optional: state every sequence of one spec with the same policy and options shares (a
+     * draft model's weights, an adapter), made on the first such open and released by
+     * shared_destroy when the spec is destroyed. env is the first sequence's (its per-sequence
+     * fields mean nothing here); *shared is handed to create as env.shared. */
+    specd_status (*shared_create)(const specd_policy_env *env, const char *options,
+                                  void **shared, specd_error *err);
+    void (*shared_destroy)(void *shared); /* required with shared_create */
 } specd_policy_ops;
 
 /* --- registry ------------------------------------------------------------------------------ */

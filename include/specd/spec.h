@@ -68,6 +68,7 @@ typedef struct specd_seq_params {
     const char *policy;                 /* registry name (default "none") */
     const specd_policy_ops *policy_ops; /* or the host's own policy; overrides `policy` */
     const char *policy_options;         /* "key=value,..." for the policy; may be NULL */
+    void *policy_user;                  /* handed to the policy as env.user (policy ABI 2) */
     specd_sampling_params sampling;     /* the one transform for sampling and verification */
     uint64_t seed;
     /* What keys the sequence's sampling besides the seed (specd_stream_sample_key): give each

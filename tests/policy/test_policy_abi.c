@@ -1,0 +1,178 @@
+/* Policy ABI versions (specd/policy.h): a policy compiled against ABI 1 (a struct that ends at
+ * `rollback`, allocated to exactly that size so a read past it is caught by ASan) loads and runs
+ * through the ABI 2 session and still gets q; an ABI 2 policy's shared state is made once per
+ * spec and options, handed to every sequence with the host's user pointer, and released with the
+ * spec; q is allocated only for policies that ask for it; unknown versions are refused. */
+#include "test_main.h"
+
+#include "specd/spec.h"
+
+#include <string.h>
+
+enum { V = 32 };
+
+/* ABI 1's struct, as a policy built against specd 0.1 lays it out. */
+typedef struct policy_ops_v1 {
+    uint32_t abi_version;
+    const char *name;
+    const char *options_help;
+    specd_status (*create)(const specd_policy_env *, const char *, void **, specd_error *);
+    void (*destroy)(void *);
+    specd_status (*propose)(void *, const int32_t *, int64_t, int32_t, int32_t *, int32_t *,
+                            float *, int *, specd_error *);
+    specd_status (*layout)(void *, const int32_t *, int64_t, specd_step_layout *, specd_error *);
+    specd_status (*verify)(void *, const float *, specd_step_outcome *, specd_error *);
+    void (*advance)(void *, const int32_t *, int64_t);
+    void (*rollback)(void *, int64_t);
+} policy_ops_v1;
+
+static int saw_q, n_shared_created, n_shared_destroyed, n_created;
+static void *last_shared, *last_user;
+
+static specd_status toy_create(const specd_policy_env *e, const char *o, void **st,
+                               specd_error *err) {
+    (void)o, (void)err;
+    n_created++;
+    last_shared = e->shared;
+    last_user = e->user;
+    *st = NULL;
+    return SPECD_OK;
+}
+static void toy_destroy(void *st) { (void)st; }
+/* Proposes the next two tokens of the counting sequence the target below follows. */
+static specd_status toy_propose(void *st, const int32_t *h, int64_t n, int32_t max_draft,
+                                int32_t *draft, int32_t *n_draft, float *q, int *has_q,
+                                specd_error *err) {
+    (void)st, (void)err;
+    saw_q = q != NULL;
+    int32_t k = max_draft < 2 ? max_draft : 2;
+    for (int32_t i = 0; i < k; i++) draft[i] = (h[n - 1] + 1 + i) % V;
+    *n_draft = k;
+    *has_q = 0;
+    return SPECD_OK;
+}
+
+static specd_status toy_shared_create(const specd_policy_env *e, const char *o, void **shared,
+                                      specd_error *err) {
+    (void)e, (void)o, (void)err;
+    n_shared_created++;
+    *shared = malloc(16);
+    return SPECD_OK;
+}
+static void toy_shared_destroy(void *shared) {
+    n_shared_destroyed++;
+    free(shared);
+}
+
+/* Greedy decoding of a target that always prefers the next id: outputs 3, 4, 5, ... */
+static void decode(specd_spec *spec, int32_t seq, int32_t n_steps) {
+    specd_error err;
+    for (int32_t s = 0; s < n_steps; s++) {
+        specd_step_layout lay;
+        assert_int_equal(specd_spec_seq_layout(spec, seq, &lay, &err), SPECD_OK);
+        float logits[9 * V];
+        for (int32_t i = 0; i < lay.n_rows; i++)
+            for (int32_t x = 0; x < V; x++)
+                logits[i * V + x] = x == (lay.tokens[lay.rows[i]] + 1) % V ? 1.0f : 0.0f;
+        specd_step_outcome o;
+        assert_int_equal(specd_spec_seq_verify(spec, seq, logits, &o, &err), SPECD_OK);
+        assert_int_equal(o.n_accepted, o.n_drafted); /* the toy drafts are always right */
+    }
+    int64_t n;
+    const int32_t *out = specd_spec_seq_output(spec, seq, &n);
+    for (int64_t i = 0; i < n; i++) assert_int_equal(out[i], (3 + i) % V);
+}
+
+static specd_spec *make_spec(void) {
+    specd_spec_params sp = specd_spec_default_params();
+    sp.n_vocab = V;
+    sp.max_draft = 4;
+    specd_spec *spec;
+    assert_int_equal(specd_spec_create(&sp, &spec, NULL), SPECD_OK);
+    return spec;
+}
+
+static specd_seq_params params_for(const specd_policy_ops *ops) {
+    specd_seq_params p = specd_seq_default_params();
+    p.policy_ops = ops;
+    p.sampling.temperature = 0.0f;
+    p.adaptive = 0;
+    p.max_tokens = 30;
+    return p;
+}
+
+static void test_v1_policy_loads(void **s) {
+    (void)s;
+    policy_ops_v1 *v1 = malloc(sizeof *v1); /* exactly ABI 1's size */
+    *v1 = (policy_ops_v1){.abi_version = 1, .name = "toy-v1", .create = toy_create,
+                          .destroy = toy_destroy, .propose = toy_propose};
+    specd_spec *spec = make_spec();
+    specd_seq_params p = params_for((const specd_policy_ops *)(const void *)v1);
+    const int32_t prompt[] = {1, 2};
+    specd_error err;
+    assert_int_equal(specd_spec_seq_open(spec, 0, prompt, 2, &p, &err), SPECD_OK);
+    decode(spec, 0, 5);
+    assert_true(saw_q); /* an ABI 1 drafter may write q: it gets the buffer */
+    assert_null(last_shared);
+    specd_spec_destroy(spec);
+    free(v1);
+}
+
+static void test_v2_shared_state_and_user(void **s) {
+    (void)s;
+    const specd_policy_ops v2 = {.abi_version = SPECD_POLICY_ABI_VERSION, .name = "toy-v2",
+                                 .create = toy_create, .destroy = toy_destroy,
+                                 .propose = toy_propose, .shared_create = toy_shared_create,
+                                 .shared_destroy = toy_shared_destroy};
+    n_shared_created = n_shared_destroyed = n_created = 0;
+    specd_spec *spec = make_spec();
+    const int32_t prompt[] = {1, 2};
+    void *shared_a = NULL;
+    int user = 0;
+    for (int32_t seq = 0; seq < 4; seq++) {
+        specd_seq_params p = params_for(&v2);
+        p.policy_options = seq < 3 ? "a=1" : "b=2";
+        p.policy_user = &user;
+        assert_int_equal(specd_spec_seq_open(spec, seq, prompt, 2, &p, NULL), SPECD_OK);
+        assert_ptr_equal(last_user, &user);
+        assert_non_null(last_shared);
+        if (seq == 0) shared_a = last_shared;
+        if (seq < 3) assert_ptr_equal(last_shared, shared_a); /* made once, shared */
+        else assert_ptr_not_equal(last_shared, shared_a);   /* other options, other state */
+        decode(spec, seq, 3);
+        assert_false(saw_q); /* no SPECD_POLICY_NEEDS_Q: no q buffer */
+    }
+    assert_int_equal(n_created, 4);
+    assert_int_equal(n_shared_created, 2);
+    specd_spec_seq_close(spec, 0);
+    assert_int_equal(n_shared_destroyed, 0); /* the spec owns it */
+    specd_spec_destroy(spec);
+    assert_int_equal(n_shared_destroyed, 2);
+}
+
+static void test_bad_versions_refused(void **s) {
+    (void)s;
+    specd_policy_ops ops = {.abi_version = SPECD_POLICY_ABI_VERSION + 1, .name = "future",
+                            .create = toy_create, .destroy = toy_destroy,
+                            .propose = toy_propose};
+    specd_spec *spec = make_spec();
+    specd_seq_params p = params_for(&ops);
+    const int32_t prompt[] = {1};
+    specd_error err;
+    assert_int_equal(specd_spec_seq_open(spec, 0, prompt, 1, &p, &err), SPECD_E_MISMATCH);
+    ops.abi_version = 0;
+    assert_int_equal(specd_spec_seq_open(spec, 0, prompt, 1, &p, &err), SPECD_E_MISMATCH);
+    ops.abi_version = 2;
+    ops.shared_create = toy_shared_create; /* without shared_destroy */
+    assert_int_equal(specd_spec_seq_open(spec, 0, prompt, 1, &p, &err), SPECD_E_MISMATCH);
+    specd_spec_destroy(spec);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_v1_policy_loads),
+        cmocka_unit_test(test_v2_shared_state_and_user),
+        cmocka_unit_test(test_bad_versions_refused),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,4 +1,4 @@
-#include "policy/batch_cost.h"
+#include "session/batch_cost.h"
 
 #include <string.h>
 

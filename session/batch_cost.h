@@ -11,8 +11,8 @@
  * share of a plain batched step (a / n + b), not with a single sequence's forward. While the rows
  * per batch have not varied enough to separate a from b, the time is shared in proportion to rows
  * (a = 0: the cautious reading, every row costs the same). */
-#ifndef SPECD_POLICY_BATCH_COST_H
-#define SPECD_POLICY_BATCH_COST_H
+#ifndef SPECD_SESSION_BATCH_COST_H
+#define SPECD_SESSION_BATCH_COST_H
 
 #include <stdint.h>
 

@@ -4,7 +4,7 @@
 
 #include "common/clock.h"
 #include "common/status_internal.h"
-#include "policy/spec_internal.h"
+#include "session/spec_internal.h"
 
 #include <string.h>
 
@@ -51,7 +51,7 @@ specd_status specd_spec_batch_layout(specd_spec *spec, const int32_t *seqs, int3
     return SPECD_OK;
 }
 
-/* Feeds each verified sequence's guard its share of the batch's cost (policy/batch_cost.h). */
+/* Feeds each verified sequence's guard its share of the batch's cost (session/batch_cost.h). */
 static void observe_batch(specd_spec *spec) {
     int32_t n = spec->n_batch, rows = 0;
     uint64_t own = 0;

@@ -1,12 +1,12 @@
 /* The spec session's state, shared by its files: spec_session.c (sequences, the per-sequence
  * step) and spec_batch.c (batched steps, specd/spec_batch.h). Not a public header. */
-#ifndef SPECD_POLICY_SPEC_INTERNAL_H
-#define SPECD_POLICY_SPEC_INTERNAL_H
+#ifndef SPECD_SESSION_SPEC_INTERNAL_H
+#define SPECD_SESSION_SPEC_INTERNAL_H
 
-#include "policy/adaptive.h"
-#include "policy/batch_cost.h"
+#include "session/adaptive.h"
+#include "session/batch_cost.h"
 #include "policy/remote_verify.h"
-#include "policy/spec_logits.h"
+#include "session/spec_logits.h"
 #include "specd/spec_batch.h"
 
 typedef struct spec_seq {
@@ -21,7 +21,7 @@ typedef struct spec_seq {
     uint64_t seed;
     uint64_t stream_key;    /* the caller's, or the sequence id */
     specd_sample_key key;   /* seed and sequence words every sampling decision uses */
-    specd_mask_rule mask;   /* how masked logits become unreachable (policy/spec_logits.h) */
+    specd_mask_rule mask;   /* how masked logits become unreachable (session/spec_logits.h) */
     int32_t *bias_banned;   /* tokens the bias bans, for mask.banned */
     int32_t max_tokens;
     int32_t *stop;

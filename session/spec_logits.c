@@ -1,5 +1,5 @@
-/* Logits intake: dtype, stride, device and masks (policy/spec_logits.h). */
-#include "policy/spec_logits.h"
+/* Logits intake: dtype, stride, device and masks (session/spec_logits.h). */
+#include "session/spec_logits.h"
 
 #include "common/alloc.h"
 #include "common/status_internal.h"
@@ -95,7 +95,7 @@ static specd_status check_row(const float *l, int32_t n, float lowest, const cha
     return SPECD_OK;
 }
 
-/* The floor of policy/spec_logits.h, checked in float arithmetic as the engine computes. */
+/* The floor of session/spec_logits.h, checked in float arithmetic as the engine computes. */
 static int floor_ok(float f, float umin, const specd_mask_rule *r) {
     float hi = f + r->bias_max, lo = umin + r->bias_min;
     if (!isfinite(f) || !isfinite(hi) || !isfinite(lo)) return 0;

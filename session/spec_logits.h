@@ -14,8 +14,8 @@
  * Gumbel argmax (Gumbel noise spans less than 20), nor the greedy argmax, nor a top-k/top-p/min-p
  * cut with any mass; so it is never sampled and never accepted, as if it were banned. A row whose
  * every token is masked or banned by the bias is SPECD_E_NUMERIC. NaN and +inf stay errors. */
-#ifndef SPECD_POLICY_SPEC_LOGITS_H
-#define SPECD_POLICY_SPEC_LOGITS_H
+#ifndef SPECD_SESSION_SPEC_LOGITS_H
+#define SPECD_SESSION_SPEC_LOGITS_H
 
 #include "specd/spec_batch.h"
 

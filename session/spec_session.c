@@ -7,7 +7,7 @@
 #include "common/clock.h"
 #include "common/status_internal.h"
 #include "policy/builtin.h"
-#include "policy/spec_internal.h"
+#include "session/spec_internal.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* The batched-step cost model (policy/batch_cost.h) and the adaptive guard fed by it: the fit
+/* The batched-step cost model (session/batch_cost.h) and the adaptive guard fed by it: the fit
  * recovers a forward's fixed and per-row costs, shares add up to the batch's time, and a guard
  * judges drafting by what its rows add to the batch, not by the batch's wall clock: on a
  * compute-bound machine (every row costs the same) weak drafts stay off although each sequence's
@@ -6,8 +6,8 @@
  * dominates) they pay and are used. Synthetic timings; no clock is read. */
 #include "test_main.h"
 
-#include "policy/adaptive.h"
-#include "policy/batch_cost.h"
+#include "session/adaptive.h"
+#include "session/batch_cost.h"
 
 #include <math.h>
 

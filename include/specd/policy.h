@@ -33,6 +33,8 @@
 #ifndef SPECD_POLICY_H
 #define SPECD_POLICY_H
 
+#include "specd/api.h"
+
 #include <stdint.h>
 
 #include "specd/accept.h"
@@ -146,10 +148,10 @@ typedef struct specd_policy_ops {
 /* --- registry ------------------------------------------------------------------------------ */
 /* Built-in policies (a host passes its own ops to the session directly, so the registry stays
  * constant). NULL when no policy has that name. */
-const specd_policy_ops *specd_policy_find(const char *name);
+SPECD_API const specd_policy_ops *specd_policy_find(const char *name);
 /* Number of registered policies and the i-th (for listings). */
-int32_t specd_policy_count(void);
-const specd_policy_ops *specd_policy_at(int32_t i);
+SPECD_API int32_t specd_policy_count(void);
+SPECD_API const specd_policy_ops *specd_policy_at(int32_t i);
 
 #ifdef __cplusplus
 }

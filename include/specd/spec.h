@@ -23,6 +23,8 @@
 #ifndef SPECD_SPEC_H
 #define SPECD_SPEC_H
 
+#include "specd/api.h"
+
 #include <stdint.h>
 
 #include "specd/accept.h"
@@ -53,14 +55,14 @@ typedef struct specd_spec_params {
     uint64_t verifier_tokenizer_hash; /* must match the daemon's --tokenizer-hash (default 0) */
 } specd_spec_params;
 
-specd_spec_params specd_spec_default_params(void);
+SPECD_API specd_spec_params specd_spec_default_params(void);
 
 /* Caller owns *out (specd_spec_destroy). With a verifier_endpoint: SPECD_E_INVALID_ARG for a
  * malformed endpoint, SPECD_E_MISMATCH when the daemon refuses our vocabulary or tokenizer; a
  * daemon that is not up yet is not an error (steps are verified in-process until it is). */
-specd_status specd_spec_create(const specd_spec_params *params, specd_spec **out,
+SPECD_API specd_status specd_spec_create(const specd_spec_params *params, specd_spec **out,
                                specd_error *err);
-void specd_spec_destroy(specd_spec *spec);
+SPECD_API void specd_spec_destroy(specd_spec *spec);
 
 #define SPECD_STREAM_KEY_SLOT UINT64_MAX
 
@@ -89,46 +91,46 @@ typedef struct specd_seq_params {
     int32_t n_stop_tokens;
 } specd_seq_params;
 
-specd_seq_params specd_seq_default_params(void);
+SPECD_API specd_seq_params specd_seq_default_params(void);
 
 /* Opens sequence seq with its prompt (n_prompt >= 1 ids < n_vocab). The prompt is copied. */
-specd_status specd_spec_seq_open(specd_spec *spec, int32_t seq, const int32_t *prompt,
+SPECD_API specd_status specd_spec_seq_open(specd_spec *spec, int32_t seq, const int32_t *prompt,
                                  int64_t n_prompt, const specd_seq_params *params,
                                  specd_error *err);
 /* Releases the sequence's state; a closed or unknown seq is a no-op. */
-void specd_spec_seq_close(specd_spec *spec, int32_t seq);
+SPECD_API void specd_spec_seq_close(specd_spec *spec, int32_t seq);
 
 /* The target's next step for seq. *out is owned by the spec and valid until the next call for
  * seq. SPECD_E_STATE when the sequence has finished (max_tokens or a stop token). */
-specd_status specd_spec_seq_layout(specd_spec *spec, int32_t seq, specd_step_layout *out,
+SPECD_API specd_status specd_spec_seq_layout(specd_spec *spec, int32_t seq, specd_step_layout *out,
                                    specd_error *err);
 
 /* Verifies the step laid out last: logits holds layout.n_rows rows of n_vocab floats on the host
  * (specd_spec_seq_verify_logits in specd/spec_batch.h takes other dtypes, strides and devices).
  * -inf (or -FLT_MAX) means banned; NaN/+inf logits are SPECD_E_NUMERIC and change nothing (the
  * host may retry the step). *out is owned by the spec and valid until the next call for seq. */
-specd_status specd_spec_seq_verify(specd_spec *spec, int32_t seq, const float *logits,
+SPECD_API specd_status specd_spec_seq_verify(specd_spec *spec, int32_t seq, const float *logits,
                                    specd_step_outcome *out, specd_error *err);
 
 /* 1 once the sequence has emitted max_tokens or a stop token. */
-int specd_spec_seq_done(const specd_spec *spec, int32_t seq);
+SPECD_API int specd_spec_seq_done(const specd_spec *spec, int32_t seq);
 
 /* The prompt given at open; borrowed until close. */
-const int32_t *specd_spec_seq_prompt(const specd_spec *spec, int32_t seq, int64_t *n_prompt);
+SPECD_API const int32_t *specd_spec_seq_prompt(const specd_spec *spec, int32_t seq, int64_t *n_prompt);
 
 /* With a remote verifier: the shared buffer its logits travel in, (max_draft + 1) x n_vocab
  * floats, owned by the spec. A host that writes a step's logits here saves a copy. Else NULL. */
-float *specd_spec_verifier_logits(const specd_spec *spec);
+SPECD_API float *specd_spec_verifier_logits(const specd_spec *spec);
 
 /* The most proposals one step may carry (the spec's max_draft). */
-int32_t specd_spec_max_draft(const specd_spec *spec);
+SPECD_API int32_t specd_spec_max_draft(const specd_spec *spec);
 /* The most rows a laid-out step may have, so the most logits rows a host must be able to return:
  * 2 * max_draft + 1 (a self-speculative step carries up to max_draft filled proposals and
  * max_draft + 1 mask rows after the pending token; a drafter step needs only max_draft + 1). */
-int32_t specd_spec_max_step_rows(const specd_spec *spec);
+SPECD_API int32_t specd_spec_max_step_rows(const specd_spec *spec);
 
 /* The tokens emitted so far (not the prompt); borrowed until the next step or close. */
-const int32_t *specd_spec_seq_output(const specd_spec *spec, int32_t seq, int64_t *n_out);
+SPECD_API const int32_t *specd_spec_seq_output(const specd_spec *spec, int32_t seq, int64_t *n_out);
 
 #define SPECD_MAX_DRAFT 64
 
@@ -149,7 +151,7 @@ typedef struct specd_seq_stats {
     uint64_t verify_ns;       /* time inside the acceptance engine */
 } specd_seq_stats;
 
-specd_status specd_spec_seq_stats(const specd_spec *spec, int32_t seq, specd_seq_stats *out,
+SPECD_API specd_status specd_spec_seq_stats(const specd_spec *spec, int32_t seq, specd_seq_stats *out,
                                   specd_error *err);
 
 #ifdef __cplusplus

@@ -38,6 +38,8 @@
 #ifndef SPECD_SPEC_BATCH_H
 #define SPECD_SPEC_BATCH_H
 
+#include "specd/api.h"
+
 #include <stdint.h>
 
 #include "specd/spec.h"
@@ -93,7 +95,7 @@ typedef struct specd_batch {
 /* Lays out the next step of seqs[0..n_seqs) (distinct, open, not done; 1 <= n_seqs <=
  * max_seqs). On failure (err names the sequence) no sequence of the list is left laid out and
  * *out is untouched. */
-specd_status specd_spec_batch_layout(specd_spec *spec, const int32_t *seqs, int32_t n_seqs,
+SPECD_API specd_status specd_spec_batch_layout(specd_spec *spec, const int32_t *seqs, int32_t n_seqs,
                                      specd_batch *out, specd_error *err);
 
 typedef struct specd_batch_result {
@@ -111,13 +113,13 @@ typedef struct specd_batch_result {
  * report SPECD_E_STATE). Returns SPECD_OK when every sequence was verified, else the first
  * failure's status with err naming the sequence and row; *out is filled either way (unless the
  * arguments themselves are bad: no batch, NULL or undersized logits). */
-specd_status specd_spec_batch_verify(specd_spec *spec, const specd_logits *logits,
+SPECD_API specd_status specd_spec_batch_verify(specd_spec *spec, const specd_logits *logits,
                                      specd_batch_result *out, specd_error *err);
 
 /* Verifies one laid-out sequence from a logits block whose row 0 is the sequence's first scored
  * row (block rows beyond the step's n_rows are not read). What specd_spec_seq_verify does for
  * host f32 rows, for any dtype, stride and device. */
-specd_status specd_spec_seq_verify_logits(specd_spec *spec, int32_t seq,
+SPECD_API specd_status specd_spec_seq_verify_logits(specd_spec *spec, int32_t seq,
                                           const specd_logits *logits, specd_step_outcome *out,
                                           specd_error *err);
 
@@ -126,7 +128,7 @@ specd_status specd_spec_seq_verify_logits(specd_spec *spec, int32_t seq,
  * itself can reproduce specd's tokens with specd_sampler_sample). The Philox key is the seed
  * itself when stream < 2^32 (v1's keys: stream = sequence id), else a 64-bit mix of seed and
  * stream >> 32; the counter's sequence word is stream & 0xffffffff. */
-specd_sample_key specd_stream_sample_key(uint64_t seed, uint64_t stream, uint32_t position);
+SPECD_API specd_sample_key specd_stream_sample_key(uint64_t seed, uint64_t stream, uint32_t position);
 
 #ifdef __cplusplus
 }

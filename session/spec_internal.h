@@ -39,9 +39,13 @@ typedef struct spec_seq {
     int32_t *draft;         /* max_draft */
     float *q;               /* max_draft x n_vocab, drafter shape only */
     int has_q;
-    int32_t *step_tokens, *step_pos, *step_rows; /* max_draft + 1 */
-    int32_t *emitted, *keep;                     /* max_draft + 1 */
+    int32_t *step_tokens, *step_pos, *step_rows; /* max_step_rows */
+    int32_t *emitted, *keep;                     /* max_step_rows */
     float *accept_prob;                          /* max_draft */
+    /* tree proposals (policy ABI 2 propose_tree): max_step_rows - 1 nodes */
+    int tree;               /* the step in flight verifies a tree (not a chain) */
+    int32_t *tree_parent, *tree_path;
+    uint8_t *visible;       /* the tree step's visibility rows, (cap_history + rows) per row */
     int plain_step;         /* self-speculative policy: the guard made this a plain step */
     uint64_t t_step;        /* layout started (the guard times whole steps) */
     uint64_t own_ns;        /* the step's time inside specd: layout (proposing) and verify */
@@ -69,6 +73,9 @@ typedef struct policy_shared {
 /* The ABI 2 slots of ops, or zeroes for an ABI 1 policy (whose struct ends before them). */
 static inline uint32_t specd_policy_flags(const specd_policy_ops *ops) {
     return ops->abi_version >= 2 ? ops->flags : SPECD_POLICY_NEEDS_Q; /* v1 may write q */
+}
+static inline int specd_policy_has_tree(const specd_policy_ops *ops) {
+    return ops->abi_version >= 2 && ops->propose_tree != NULL;
 }
 
 struct specd_spec {

@@ -138,6 +138,9 @@ static void seq_release(spec_seq *q) {
     specd_free(q->emitted);
     specd_free(q->keep);
     specd_free(q->accept_prob);
+    specd_free(q->tree_parent);
+    specd_free(q->tree_path);
+    specd_free(q->visible);
     memset(q, 0, sizeof *q);
 }
 
@@ -192,20 +195,28 @@ static const specd_policy_ops *resolve_policy(const specd_seq_params *p, specd_e
 
 static specd_status seq_alloc(spec_seq *q, const specd_spec_params *sp, int64_t n_prompt,
                               const specd_seq_params *p) {
-    int32_t k1 = sp->max_draft + 1;
+    int32_t k1 = 2 * sp->max_draft + 1; /* the most rows a step may have */
+    int tree = specd_policy_has_tree(q->ops);
+    int32_t n_drafts = tree ? k1 - 1 : sp->max_draft; /* proposals: tree nodes or a chain */
     int64_t cap = n_prompt + p->max_tokens + k1;
     q->cap_history = cap;
     q->history = specd_alloc_array((size_t)cap, sizeof *q->history);
-    q->draft = specd_alloc_array((size_t)sp->max_draft, sizeof *q->draft);
+    q->draft = specd_alloc_array((size_t)n_drafts, sizeof *q->draft);
     q->step_tokens = specd_alloc_array((size_t)k1, sizeof(int32_t));
     q->step_pos = specd_alloc_array((size_t)k1, sizeof(int32_t));
     q->step_rows = specd_alloc_array((size_t)k1, sizeof(int32_t));
     q->emitted = specd_alloc_array((size_t)k1, sizeof(int32_t));
     q->keep = specd_alloc_array((size_t)k1, sizeof(int32_t));
     q->accept_prob = specd_alloc_array((size_t)sp->max_draft, sizeof(float));
+    if (tree) {
+        q->tree_parent = specd_alloc_array((size_t)k1, sizeof(int32_t));
+        q->tree_path = specd_alloc_array((size_t)k1, sizeof(int32_t));
+        q->visible = specd_alloc_array((size_t)(cap + k1) * (size_t)k1, 1);
+        if (!q->tree_parent || !q->tree_path || !q->visible) return SPECD_E_NOMEM;
+    }
     size_t q_floats;
     int needs_q = q->ops->propose && (specd_policy_flags(q->ops) & SPECD_POLICY_NEEDS_Q);
-    if (needs_q && specd_mul_ok((size_t)sp->max_draft, (size_t)sp->n_vocab, &q_floats) &&
+    if (needs_q && specd_mul_ok((size_t)n_drafts, (size_t)sp->n_vocab, &q_floats) &&
         specd_mul_ok(q_floats, sizeof(float), &q_floats))
         q->q = specd_alloc(q_floats); /* written by the policy before it is read: not zeroed */
     if (p->n_stop_tokens > 0) q->stop = specd_alloc_array((size_t)p->n_stop_tokens, sizeof(int32_t));
@@ -333,7 +344,7 @@ specd_status specd_spec_seq_open(specd_spec *spec, int32_t seq, const int32_t *p
     specd_accept_params ap = specd_accept_default_params();
     ap.rule = params->rule;
     ap.sampling = params->sampling;
-    ap.max_k = sp->max_draft;
+    ap.max_k = specd_policy_has_tree(ops) ? 2 * sp->max_draft : sp->max_draft;
     ap.max_vocab = sp->n_vocab;
     ap.relaxed_tau = params->tau;
     specd_sampling_params plain = params->sampling;
@@ -421,6 +432,55 @@ specd_status specd_spec_seq_stats(const specd_spec *spec, int32_t seq, specd_seq
     return SPECD_OK;
 }
 
+/* A tree of proposals from propose_tree: [pending | nodes], each node seeing the cache, the
+ * pending token and its ancestors, at the position of its depth. A chain-shaped tree is laid out
+ * (and verified) as a chain. */
+static specd_status layout_tree(const specd_spec *spec, spec_seq *q, int32_t k,
+                                specd_step_layout *out, specd_error *err) {
+    int32_t max_nodes = specd_spec_max_step_rows(spec) - 1, n = 0;
+    uint64_t t0 = specd_now_ns();
+    SPECD_TRY(q->ops->propose_tree(q->policy, q->history, q->n_history, max_nodes, k,
+                                   q->tree_parent, q->draft, &n, q->q, &q->has_q, err));
+    q->stats.propose_ns += specd_now_ns() - t0;
+    if (n < 0 || n > max_nodes)
+        return specd_fail(err, SPECD_E_INTERNAL, "policy %s proposed %d nodes (max %d)",
+                          q->ops->name, n, max_nodes);
+    int chain = 1;
+    const int32_t cached = (int32_t)(q->n_history - 1), width = cached + n + 1;
+    for (int32_t i = 0; i < n; i++) {
+        int32_t par = q->tree_parent[i];
+        if (par < -1 || par >= i || q->draft[i] < 0 || q->draft[i] >= spec->params.n_vocab)
+            return specd_fail(err, SPECD_E_INTERNAL,
+                              "policy %s: node %d has parent %d, token %d (not a tree over the "
+                              "vocabulary)", q->ops->name, i, par, q->draft[i]);
+        int32_t depth = par < 0 ? 1 : q->step_pos[1 + par] - cached + 1;
+        if (depth > k)
+            return specd_fail(err, SPECD_E_INTERNAL, "policy %s: node %d is deeper than %d",
+                              q->ops->name, i, k);
+        chain &= par == i - 1;
+        q->step_tokens[1 + i] = q->draft[i];
+        q->step_pos[1 + i] = cached + depth;
+    }
+    q->n_draft = n;
+    q->tree = n > 0 && !chain;
+    q->step_tokens[0] = q->history[q->n_history - 1];
+    q->step_pos[0] = cached;
+    for (int32_t i = 0; i <= n; i++) q->step_rows[i] = i;
+    *out = (specd_step_layout){.n_tokens = n + 1, .tokens = q->step_tokens, .pos = q->step_pos,
+                               .n_rows = n + 1, .rows = q->step_rows};
+    if (!q->tree) return SPECD_OK;
+    /* row r sees the cache, then itself and its ancestors among the step's tokens */
+    memset(q->visible, 0, (size_t)width * (size_t)(n + 1));
+    for (int32_t r = 0; r <= n; r++) {
+        uint8_t *row = q->visible + (size_t)r * (size_t)width;
+        memset(row, 1, (size_t)cached);
+        row[cached] = 1;
+        for (int32_t a = r - 1; a >= 0; a = q->tree_parent[a]) row[cached + 1 + a] = 1;
+    }
+    out->visible = q->visible;
+    return SPECD_OK;
+}
+
 /* [pending | up to k drafts] under causal attention; k = 0 is a plain step. */
 static specd_status layout_chain(const specd_spec *spec, spec_seq *q, int32_t k,
                                  specd_step_layout *out, specd_error *err) {
@@ -428,6 +488,8 @@ static specd_status layout_chain(const specd_spec *spec, spec_seq *q, int32_t k,
     if (k > remaining - 1) k = (int32_t)(remaining - 1);
     q->n_draft = 0;
     q->has_q = 0;
+    q->tree = 0;
+    if (k > 0 && specd_policy_has_tree(q->ops)) return layout_tree(spec, q, k, out, err);
     if (k > 0) {
         uint64_t t0 = specd_now_ns();
         SPECD_TRY(q->ops->propose(q->policy, q->history, q->n_history, k, q->draft, &q->n_draft,
@@ -497,7 +559,7 @@ static specd_status verify_chain(specd_spec *spec, spec_seq *q, const float *log
     int32_t n_emitted, n_accepted = 0;
     int lossy = 0;
     int remote = 0;
-    if (q->n_draft > 0 && spec->rv) {
+    if (q->n_draft > 0 && spec->rv && !q->tree) { /* the verify protocol carries chains */
         int fatal;
         specd_error e;
         specd_status st = specd_rverify_chain(spec->rv, q->id, (uint64_t)q->stats.n_steps + 1,
@@ -510,6 +572,15 @@ static specd_status verify_chain(specd_spec *spec, spec_seq *q, const float *log
     }
     if (remote) {
         /* decided by the daemon, which has appended the tokens to its history */
+    } else if (q->tree) {
+        specd_tree_input in = {.n_nodes = q->n_draft, .parent = q->tree_parent, .token = q->draft,
+                               .draft_probs = q->has_q ? q->q : NULL, .q_vocab = n_vocab,
+                               .target_logits = logits, .n_vocab = n_vocab, .key = key};
+        specd_tree_result res = {.path = q->tree_path, .tokens = q->emitted};
+        SPECD_TRY(specd_accept_tree(q->accept, &in, &res, err));
+        n_emitted = res.n_emitted;
+        n_accepted = res.n_accepted;
+        lossy = res.lossy;
     } else if (q->n_draft == 0) {
         SPECD_TRY(specd_sampler_sample(q->sampler, logits, n_vocab, key, &q->emitted[0], err));
         n_emitted = 1;
@@ -524,7 +595,8 @@ static specd_status verify_chain(specd_spec *spec, spec_seq *q, const float *log
         lossy = res.lossy;
     }
     if (spec->rv && !remote) specd_rverify_commit(spec->rv, q->id, q->emitted, n_emitted);
-    for (int32_t i = 0; i <= n_accepted; i++) q->keep[i] = i;
+    q->keep[0] = 0;
+    for (int32_t i = 1; i <= n_accepted; i++) q->keep[i] = q->tree ? 1 + q->tree_path[i - 1] : i;
     *out = (specd_step_outcome){.n_emitted = n_emitted, .emitted = q->emitted,
                                 .n_keep = n_accepted + 1, .keep = q->keep,
                                 .n_drafted = q->n_draft, .n_accepted = n_accepted,

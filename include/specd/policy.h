@@ -10,7 +10,7 @@
  * abi_version >= 2. A version newer than the library's is refused (SPECD_E_MISMATCH). Structs
  * the session hands to a policy (specd_policy_env, specd_step_layout) only grow at their end, and
  * the session zeroes what a policy of an older version does not know.
- * ABI 2 adds: per-model shared state created once per spec (shared_create / shared_destroy;
+ * ABI 2 adds: tree-shaped proposals (propose_tree), per-model shared state created once per spec (shared_create / shared_destroy;
  * env.shared), the host's user pointer (env.user), and flags (SPECD_POLICY_NEEDS_Q: the session
  * allocates q only for policies that set it).
  *
@@ -143,6 +143,18 @@ typedef struct specd_policy_ops {
     specd_status (*shared_create)(const specd_policy_env *env, const char *options,
                                   void **shared, specd_error *err);
     void (*shared_destroy)(void *shared); /* required with shared_create */
+    /* optional, drafter shape: a tree of proposals, called instead of propose. Writes
+     * *n_nodes <= max_nodes nodes in topological order: parent[i] is -1 (a child of the pending
+     * token) or an earlier node, token[i] its id; no node deeper than max_depth (children of the
+     * pending token have depth 1). With q (SPECD_POLICY_NEEDS_Q) and a sampling policy, node i's
+     * distribution goes to q[i * n_vocab ...] (*has_q = 1). The session lays the tree out as one
+     * step (each node sees its ancestors; positions by depth) and verifies it with the
+     * acceptance engine's tree rule (specd/accept.h); a tree that is a chain is verified as one.
+     * *n_nodes = 0 is a plain step. */
+    specd_status (*propose_tree)(void *state, const int32_t *history, int64_t n_history,
+                                 int32_t max_nodes, int32_t max_depth, int32_t *parent,
+                                 int32_t *token, int32_t *n_nodes, float *q, int *has_q,
+                                 specd_error *err);
 } specd_policy_ops;
 
 /* --- registry ------------------------------------------------------------------------------ */

@@ -17,7 +17,7 @@
 #include <math.h>
 #include <string.h>
 
-enum { N_GEN = 20, N_POL = 6, MAX_PROMPT = 64, N_SLOTS = 8, MAX_DRAFT = 4, PADDED = 49216 };
+enum { N_GEN = 20, N_POL = 7, MAX_PROMPT = 64, N_SLOTS = 8, MAX_DRAFT = 4, PADDED = 49216 };
 
 enum { N_PROMPTS = 10 };
 static int32_t prompts[N_PROMPTS][MAX_PROMPT];
@@ -25,8 +25,10 @@ static int64_t n_prompts[N_PROMPTS];
 static specd_model *model;
 static specd_context *ctx;
 static int32_t n_vocab;
-static char draft_opts[1200], risd_opts[1200];
-static const char *policies[N_POL] = {"none", "ngram", "draft", "layerskip", "isd", "risd"};
+static char draft_opts[1200], risd_opts[1200], tree_opts[1200];
+/* "draft" twice: a chain (k=3), and a tree (branch=3: chains from the root's 3 best tokens) */
+static const char *policies[N_POL] = {"none", "ngram", "draft", "layerskip", "isd", "risd",
+                                      "draft"};
 static const char *options[N_POL];
 
 typedef enum { LOGITS_F32, LOGITS_BF16_PADDED, LOGITS_BF16_AS_F32 } logits_mode;
@@ -151,6 +153,11 @@ static void run_batch(request *reqs, int n, logits_mode mode, int expect_drafts)
         specd_seq_stats st;
         assert_int_equal(specd_spec_seq_stats(spec, reqs[i].slot, &st, &err), SPECD_OK);
         if (reqs[i].policy > 0 && expect_drafts) assert_true(st.n_draft_tokens > 0);
+        /* the tree really branched: more nodes per drafting step than a chain of k = 3 */
+        if (reqs[i].policy == 6 && expect_drafts) {
+            assert_true(st.n_draft_tokens > 3 * st.n_drafts);
+            assert_true(st.n_accepted > 0);
+        }
     }
     free(conv);
     free(logits);
@@ -164,7 +171,8 @@ static void assert_same(const request *a, const request *b, const char *what) {
                      a->out[i], b->out[i]);
 }
 
-/* Every policy in one batch, each in another slot than alone, equals its solo run. */
+/* Every policy in one batch, each in another slot than alone, equals its solo run; and (the
+ * tree) a draft policy proposing a tree of chains is token-identical to plain decoding. */
 static void test_mixed_batch_equals_solo(void **s) {
     (void)s;
     request batch[N_POL];
@@ -178,6 +186,10 @@ static void test_mixed_batch_equals_solo(void **s) {
         solo.slot = 0;
         run_batch(&solo, 1, LOGITS_F32, 1);
         assert_same(&batch[i], &solo, "batch vs solo (another slot)");
+        request plain = solo;
+        plain.policy = 0;
+        run_batch(&plain, 1, LOGITS_F32, 0);
+        assert_same(&solo, &plain, "policy vs plain decoding");
         /* the stream key really keys the sampling: another one changes the tokens */
         request other = solo;
         other.stream ^= 0x5a5a5a5a5a5aULL;
@@ -219,6 +231,8 @@ int main(void) {
     options[3] = "layers=10,k=3";
     options[4] = "n=3";
     options[5] = risd_opts;
+    snprintf(tree_opts, sizeof tree_opts, "model=%s,k=3,branch=3", path);
+    options[6] = tree_opts;
     specd_context_params cp = specd_context_default_params();
     cp.n_seq = N_SLOTS;
     cp.n_ctx = 256;

@@ -113,11 +113,14 @@ static specd_status isd_create_common(const specd_policy_env *env, const char *o
     else
         return specd_fail(err, SPECD_E_INVALID_ARG,
                           "policy %s: propose=%s (want argmax or sample)", name, propose);
-    /* hosts size a step's logits for 2 * max_draft + 1 rows (specd_spec_max_step_rows) */
-    if (2 * stride - 1 > 2 * env->max_draft + 1)
+    /* hosts size a step's logits for specd_spec_max_step_rows (env.max_step_rows; 0 from a
+     * caller that predates it: 2 * max_draft + 1) */
+    int32_t most = env->max_step_rows > 0 ? env->max_step_rows : 2 * env->max_draft + 1;
+    if (2 * stride - 1 > most)
         return specd_fail(err, SPECD_E_INVALID_ARG,
-                          "policy %s: n=%d needs %d rows per step, more than 2 * max_draft + 1 = %d",
-                          name, stride, 2 * stride - 1, 2 * env->max_draft + 1);
+                          "policy %s: n=%d needs %d rows per step, more than the step's %d "
+                          "(2 * max_draft + 1 unless max_step_rows says more)",
+                          name, stride, 2 * stride - 1, most);
     int32_t mask_id = 0;
     SPECD_TRY(pick_mask(env, name, mask, &mask_id, err));
 

@@ -75,12 +75,16 @@ static void observe_batch(specd_spec *spec) {
 
 specd_status specd_spec_batch_verify(specd_spec *spec, const specd_logits *logits,
                                      specd_batch_result *out, specd_error *err) {
-    if (!spec || !logits || !out)
-        return specd_fail(err, SPECD_E_INVALID_ARG, "spec: NULL argument");
+    static const specd_logits none = {0};
+    if (!logits) logits = &none; /* allowed when every step is commit-only */
+    if (!spec || !out) return specd_fail(err, SPECD_E_INVALID_ARG, "spec: NULL argument");
     int32_t n = spec->n_batch;
     if (n == 0) return specd_fail(err, SPECD_E_STATE, "spec: no batch laid out");
     const specd_batch_seq *last = &spec->batch[n - 1];
-    if (logits->n_rows < last->row_offset + last->layout.n_rows)
+    int32_t need = last->row_offset + last->layout.n_rows;
+    if (need > 0 && !logits->data)
+        return specd_fail(err, SPECD_E_INVALID_ARG, "spec: NULL logits for %d rows", need);
+    if (logits->n_rows < need)
         return specd_fail(err, SPECD_E_INVALID_ARG,
                           "spec: the batch needs %d logits rows, the block has %d",
                           last->row_offset + last->layout.n_rows, logits->n_rows);

@@ -89,6 +89,12 @@ specd_status specd_spec_create(const specd_spec_params *params, specd_spec **out
     if (params->max_draft < 1 || params->max_draft > SPECD_MAX_DRAFT)
         return specd_fail(err, SPECD_E_INVALID_ARG, "spec: max_draft %d is outside [1, %d]",
                           params->max_draft, SPECD_MAX_DRAFT);
+    if (params->max_step_rows != 0 &&
+        (params->max_step_rows < 2 * params->max_draft + 1 ||
+         params->max_step_rows > SPECD_MAX_STEP_ROWS))
+        return specd_fail(err, SPECD_E_INVALID_ARG,
+                          "spec: max_step_rows %d is outside [2 * max_draft + 1, %d]",
+                          params->max_step_rows, SPECD_MAX_STEP_ROWS);
     if (params->max_seqs < 1 || params->max_seqs > (1 << 20))
         return specd_fail(err, SPECD_E_INVALID_ARG, "spec: max_seqs %d is outside [1, 2^20]",
                           params->max_seqs);
@@ -101,6 +107,7 @@ specd_status specd_spec_create(const specd_spec_params *params, specd_spec **out
     }
     s->params = *params;
     s->params.verifier_endpoint = NULL; /* not kept: the client copied it */
+    if (!s->params.max_step_rows) s->params.max_step_rows = 2 * params->max_draft + 1;
     s->seqs = seqs;
     size_t n = (size_t)params->max_seqs;
     s->batch = specd_alloc_array(n, sizeof *s->batch);
@@ -195,7 +202,7 @@ static const specd_policy_ops *resolve_policy(const specd_seq_params *p, specd_e
 
 static specd_status seq_alloc(spec_seq *q, const specd_spec_params *sp, int64_t n_prompt,
                               const specd_seq_params *p) {
-    int32_t k1 = 2 * sp->max_draft + 1; /* the most rows a step may have */
+    int32_t k1 = sp->max_step_rows; /* the most rows a step may have */
     int tree = specd_policy_has_tree(q->ops);
     int32_t n_drafts = tree ? k1 - 1 : sp->max_draft; /* proposals: tree nodes or a chain */
     int64_t cap = n_prompt + p->max_tokens + k1;
@@ -353,7 +360,7 @@ specd_status specd_spec_seq_open(specd_spec *spec, int32_t seq, const int32_t *p
                             .target = sp->target, .target_path = sp->target_path,
                             .sampling = params->sampling, .rule = params->rule,
                             .tau = params->tau, .seed = q->key.seed, .seq_key = q->key.sequence,
-                            .user = params->policy_user};
+                            .user = params->policy_user, .max_step_rows = sp->max_step_rows};
     if ((st = specd_accept_create(&ap, &q->accept, err)) != SPECD_OK ||
         (st = specd_sampler_create(&plain, sp->n_vocab, &q->sampler, err)) != SPECD_OK ||
         (st = shared_state(spec, ops, &env, params->policy_options, &env.shared, err)) != SPECD_OK ||
@@ -419,7 +426,7 @@ float *specd_spec_verifier_logits(const specd_spec *spec) {
 int32_t specd_spec_max_draft(const specd_spec *spec) { return spec ? spec->params.max_draft : 0; }
 
 int32_t specd_spec_max_step_rows(const specd_spec *spec) {
-    return spec ? 2 * spec->params.max_draft + 1 : 0;
+    return spec ? spec->params.max_step_rows : 0;
 }
 
 specd_status specd_spec_seq_stats(const specd_spec *spec, int32_t seq, specd_seq_stats *out,
@@ -531,7 +538,9 @@ specd_status specd_spec_seq_layout_step(specd_spec *spec, spec_seq *q, specd_ste
     else {
         SPECD_TRY(q->ops->layout(q->policy, q->history, q->n_history, out, err));
         int32_t most = specd_spec_max_step_rows(spec);
-        if (out->n_tokens < 1 || out->n_tokens > most || out->n_rows < 1 || out->n_rows > most)
+        int32_t least = specd_policy_flags(q->ops) & SPECD_POLICY_MAY_EMIT_NONE ? 0 : 1;
+        if (out->n_tokens < 1 || out->n_tokens > most || out->n_rows < least ||
+            out->n_rows > most)
             return specd_fail(err, SPECD_E_INTERNAL, "policy %s laid out %d rows, %d scored (max %d)",
                               q->ops->name, out->n_tokens, out->n_rows, most);
     }
@@ -617,20 +626,23 @@ specd_status specd_spec_seq_verify_step(specd_spec *spec, spec_seq *q, const spe
     uint64_t t0 = specd_now_ns();
     char what[32];
     snprintf(what, sizeof what, "sequence %d", (int)q->id);
-    const float *logits;
-    SPECD_TRY(specd_logits_intake(&spec->scratch, specd_spec_max_step_rows(spec),
-                                  spec->params.n_vocab, lg, row0, q->n_step_rows, &q->mask, what,
-                                  &logits, err));
+    const float *logits = NULL; /* a commit-only step scores no rows */
+    if (q->n_step_rows > 0)
+        SPECD_TRY(specd_logits_intake(&spec->scratch, specd_spec_max_step_rows(spec),
+                                      spec->params.n_vocab, lg, row0, q->n_step_rows, &q->mask,
+                                      what, &logits, err));
     specd_step_outcome o;
     if (q->ops->propose || q->plain_step)
         SPECD_TRY(verify_chain(spec, q, logits, &o, err));
     else
         SPECD_TRY(q->ops->verify(q->policy, logits, &o, err));
-    if (o.n_emitted < 1 || o.n_emitted > spec->params.max_draft + 1)
+    int32_t most = specd_spec_max_step_rows(spec);
+    int may_emit_none = specd_policy_flags(q->ops) & SPECD_POLICY_MAY_EMIT_NONE;
+    if (o.n_emitted < (may_emit_none ? 0 : 1) || o.n_emitted > most)
         return specd_fail(err, SPECD_E_INTERNAL, "policy %s emitted %d tokens", q->ops->name,
                           o.n_emitted);
-    /* hosts copy the keep list into max_draft + 1 slots and index the step's rows with it */
-    if (o.n_keep < 0 || o.n_keep > spec->params.max_draft + 1 || o.n_keep > q->n_step_tokens)
+    /* hosts copy the keep list into max_step_rows slots and index the step's rows with it */
+    if (o.n_keep < 0 || o.n_keep > most || o.n_keep > q->n_step_tokens)
         return specd_fail(err, SPECD_E_INTERNAL, "policy %s kept %d of %d rows", q->ops->name,
                           o.n_keep, q->n_step_tokens);
     for (int32_t i = 0; i < o.n_keep; i++)
@@ -660,6 +672,10 @@ specd_status specd_spec_seq_verify_step(specd_spec *spec, spec_seq *q, const spe
     specd_seq_stats *s = &q->stats;
     s->n_steps++;
     s->n_emitted += n;
+    s->n_rows += q->n_step_rows;
+    s->n_tokens_run += q->n_step_tokens;
+    s->n_empty_steps += n == 0;
+    s->n_commit_steps += q->n_step_rows == 0;
     if (o.n_drafted > 0) {
         s->n_drafts++;
         s->n_draft_tokens += o.n_drafted;
@@ -682,7 +698,8 @@ specd_status specd_spec_seq_verify_logits(specd_spec *spec, int32_t seq,
                                           specd_error *err) {
     spec_seq *q = NULL;
     SPECD_TRY(specd_spec_find_seq(spec, seq, &q, err));
-    if (!logits || !out) return specd_fail(err, SPECD_E_INVALID_ARG, "spec: NULL argument");
+    if ((!logits && q->n_step_rows > 0) || !out)
+        return specd_fail(err, SPECD_E_INVALID_ARG, "spec: NULL argument");
     SPECD_TRY(specd_spec_seq_verify_step(spec, q, logits, 0, out, err));
     /* one sequence's step: its wall clock from layout to here is its cost */
     specd_adaptive_observe(&q->guard, out->n_drafted, out->n_accepted, out->n_emitted,
@@ -694,7 +711,8 @@ specd_status specd_spec_seq_verify(specd_spec *spec, int32_t seq, const float *l
                                    specd_step_outcome *out, specd_error *err) {
     spec_seq *q = NULL;
     SPECD_TRY(specd_spec_find_seq(spec, seq, &q, err));
-    if (!logits) return specd_fail(err, SPECD_E_INVALID_ARG, "spec: NULL argument");
+    if (!logits && q->n_step_rows > 0)
+        return specd_fail(err, SPECD_E_INVALID_ARG, "spec: NULL argument");
     specd_logits lg = {.data = logits, .row_stride = spec->params.n_vocab,
                        .n_rows = q->n_step_rows, .dtype = SPECD_DTYPE_F32,
                        .device = SPECD_DEVICE_HOST};

@@ -49,6 +49,10 @@ extern "C" {
 
 /* specd_policy_ops.flags (ABI 2) */
 #define SPECD_POLICY_NEEDS_Q 1u /* propose may write draft distributions q (sampled drafts) */
+/* verify may emit nothing (a block policy filling private state out of order), and layout may
+ * score no rows (a commit-only step: the host runs the tokens to commit their KV, and verify gets
+ * no logits) */
+#define SPECD_POLICY_MAY_EMIT_NONE 2u
 
 struct specd_model;
 struct specd_lora;
@@ -72,6 +76,7 @@ typedef struct specd_policy_env {
                     * when a caller creates the policy outside a spec: create must then make what
                     * it needs itself) */
     void *user;    /* the host's pointer (specd_seq_params.policy_user), opaque to specd */
+    int32_t max_step_rows; /* the most rows a step may have (specd_spec_max_step_rows) */
 } specd_policy_env;
 
 /* The target's step, as laid out by a self-speculative policy. Arrays are owned by the policy

@@ -53,7 +53,13 @@ typedef struct specd_spec_params {
     const char *verifier_endpoint;    /* NULL = verify in-process; ipc://PATH, tcp://... (copied) */
     int32_t verifier_timeout_ms;      /* per request, [1, 60000] (default 1000) */
     uint64_t verifier_tokenizer_hash; /* must match the daemon's --tokenizer-hash (default 0) */
+    /* The most rows one step may have (what a host sizes its logits and keep lists for):
+     * 0 = 2 * max_draft + 1; more for policies whose steps are wider than their drafts (block
+     * diffusion, MRP), up to SPECD_MAX_STEP_ROWS. */
+    int32_t max_step_rows;
 } specd_spec_params;
+
+#define SPECD_MAX_STEP_ROWS 4096
 
 SPECD_API specd_spec_params specd_spec_default_params(void);
 
@@ -124,8 +130,9 @@ SPECD_API float *specd_spec_verifier_logits(const specd_spec *spec);
 
 /* The most proposals one step may carry (the spec's max_draft). */
 SPECD_API int32_t specd_spec_max_draft(const specd_spec *spec);
-/* The most rows a laid-out step may have, so the most logits rows a host must be able to return:
- * 2 * max_draft + 1 (a self-speculative step carries up to max_draft filled proposals and
+/* The most rows a laid-out step may have, so the most logits rows a host must be able to return
+ * for one sequence, and the longest emitted and keep lists: specd_spec_params.max_step_rows, by
+ * default 2 * max_draft + 1 (a self-speculative step carries up to max_draft filled proposals and
  * max_draft + 1 mask rows after the pending token; a drafter step needs only max_draft + 1). */
 SPECD_API int32_t specd_spec_max_step_rows(const specd_spec *spec);
 
@@ -146,6 +153,12 @@ typedef struct specd_seq_stats {
     int64_t n_guard_plain;    /* steps the adaptive guard ran without proposals */
     int64_t n_remote_verified; /* drafting steps decided by the remote verifier */
     int64_t n_remote_fallback; /* drafting steps it did not answer, decided in-process */
+    /* the target's work (NFE: n_steps forwards of the target; tokens per forward =
+     * n_emitted / n_steps, counted up to the first stop token, after which nothing is emitted) */
+    int64_t n_rows;           /* logits rows scored */
+    int64_t n_tokens_run;     /* tokens the target ran (the steps' widths) */
+    int64_t n_empty_steps;    /* steps that emitted nothing (policy ABI 2 MAY_EMIT_NONE) */
+    int64_t n_commit_steps;   /* steps that scored no rows (commit-only) */
     int lossy;                /* 1 if any step used a relaxed rule */
     uint64_t propose_ns;      /* time inside the policy */
     uint64_t verify_ns;       /* time inside the acceptance engine */

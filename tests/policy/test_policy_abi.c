@@ -2,10 +2,13 @@
  * `rollback`, allocated to exactly that size so a read past it is caught by ASan) loads and runs
  * through the ABI 2 session and still gets q; an ABI 2 policy's shared state is made once per
  * spec and options, handed to every sequence with the host's user pointer, and released with the
- * spec; q is allocated only for policies that ask for it; unknown versions are refused. */
+ * spec; q is allocated only for policies that ask for it; unknown versions are refused. A block
+ * policy (SPECD_POLICY_MAY_EMIT_NONE) runs steps wider than 2 * max_draft + 1 rows
+ * (max_step_rows), steps that emit nothing, and commit-only steps that score no rows; the
+ * statistics count them. */
 #include "test_main.h"
 
-#include "specd/spec.h"
+#include "specd/spec_batch.h"
 
 #include <string.h>
 
@@ -168,11 +171,102 @@ static void test_bad_versions_refused(void **s) {
     specd_spec_destroy(spec);
 }
 
+/* A toy block policy: a "fill" step of 8 rows that emits nothing, then a commit-only step of 4
+ * tokens that emits 3 and keeps every row. */
+static int32_t blk_tokens[8], blk_pos[8], blk_rows[8], blk_keep[8], blk_emit[3];
+static int blk_phase;
+static specd_status blk_layout(void *st, const int32_t *h, int64_t n, specd_step_layout *out,
+                               specd_error *err) {
+    (void)st, (void)err;
+    int32_t width = blk_phase == 0 ? 8 : 4;
+    for (int32_t i = 0; i < width; i++) {
+        blk_tokens[i] = (h[n - 1] + i) % V;
+        blk_pos[i] = (int32_t)n - 1 + i;
+        blk_rows[i] = i;
+    }
+    *out = (specd_step_layout){.n_tokens = width, .tokens = blk_tokens, .pos = blk_pos,
+                               .n_rows = blk_phase == 0 ? 8 : 0, .rows = blk_rows};
+    return SPECD_OK;
+}
+static specd_status blk_verify(void *st, const float *logits, specd_step_outcome *out,
+                               specd_error *err) {
+    (void)st, (void)err;
+    if (blk_phase == 0) {
+        assert_non_null(logits);
+        *out = (specd_step_outcome){.n_emitted = 0, .emitted = blk_emit, .n_keep = 0,
+                                    .keep = blk_keep};
+    } else {
+        assert_null(logits); /* commit-only: no rows scored */
+        for (int32_t i = 0; i < 4; i++) blk_keep[i] = i;
+        for (int32_t i = 0; i < 3; i++) blk_emit[i] = 7 + i;
+        *out = (specd_step_outcome){.n_emitted = 3, .emitted = blk_emit, .n_keep = 4,
+                                    .keep = blk_keep};
+    }
+    blk_phase ^= 1;
+    return SPECD_OK;
+}
+
+static void test_block_steps(void **s) {
+    (void)s;
+    specd_policy_ops blk = {.abi_version = SPECD_POLICY_ABI_VERSION, .name = "toy-block",
+                            .create = toy_create, .destroy = toy_destroy, .layout = blk_layout,
+                            .verify = blk_verify, .flags = SPECD_POLICY_MAY_EMIT_NONE};
+    specd_spec_params sp = specd_spec_default_params();
+    sp.n_vocab = V;
+    sp.max_draft = 2;
+    specd_spec *spec;
+    specd_error err;
+    sp.max_step_rows = 4; /* below 2 * max_draft + 1 */
+    assert_int_equal(specd_spec_create(&sp, &spec, &err), SPECD_E_INVALID_ARG);
+    sp.max_step_rows = 16; /* a fill step of 8 rows is wider than 2 * 2 + 1 */
+    assert_int_equal(specd_spec_create(&sp, &spec, &err), SPECD_OK);
+    assert_int_equal(specd_spec_max_step_rows(spec), 16);
+    specd_seq_params p = params_for(&blk);
+    const int32_t prompt[] = {1, 2};
+    assert_int_equal(specd_spec_seq_open(spec, 0, prompt, 2, &p, &err), SPECD_OK);
+    blk_phase = 0;
+    static float logits[16 * V];
+    for (int step = 0; step < 4; step++) {
+        specd_batch batch;
+        const int32_t seq = 0;
+        assert_int_equal(specd_spec_batch_layout(spec, &seq, 1, &batch, &err), SPECD_OK);
+        assert_int_equal(batch.n_rows, step % 2 == 0 ? 8 : 0);
+        specd_logits lg = {.data = logits, .row_stride = V, .n_rows = batch.n_rows,
+                           .dtype = SPECD_DTYPE_F32};
+        specd_batch_result res;
+        if (specd_spec_batch_verify(spec, batch.n_rows ? &lg : NULL, &res, &err) != SPECD_OK)
+            fail_msg("verify: %s", err.message);
+        assert_int_equal(res.outcome[0].n_emitted, step % 2 == 0 ? 0 : 3);
+    }
+    specd_seq_stats st;
+    assert_int_equal(specd_spec_seq_stats(spec, 0, &st, &err), SPECD_OK);
+    assert_int_equal(st.n_steps, 4);
+    assert_int_equal(st.n_emitted, 6);
+    assert_int_equal(st.n_empty_steps, 2);
+    assert_int_equal(st.n_commit_steps, 2);
+    assert_int_equal(st.n_rows, 16);
+    assert_int_equal(st.n_tokens_run, 24);
+    specd_spec_destroy(spec);
+
+    /* without the flag, an empty step is a policy bug */
+    blk.flags = 0;
+    sp.max_step_rows = 16;
+    assert_int_equal(specd_spec_create(&sp, &spec, &err), SPECD_OK);
+    assert_int_equal(specd_spec_seq_open(spec, 0, prompt, 2, &p, &err), SPECD_OK);
+    blk_phase = 0;
+    specd_step_layout lay;
+    specd_step_outcome o;
+    assert_int_equal(specd_spec_seq_layout(spec, 0, &lay, &err), SPECD_OK);
+    assert_int_equal(specd_spec_seq_verify(spec, 0, logits, &o, &err), SPECD_E_INTERNAL);
+    specd_spec_destroy(spec);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_v1_policy_loads),
         cmocka_unit_test(test_v2_shared_state_and_user),
         cmocka_unit_test(test_bad_versions_refused),
+        cmocka_unit_test(test_block_steps),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -27,7 +27,7 @@ specd_status specd_spec_batch_layout(specd_spec *spec, const int32_t *seqs, int3
     spec->n_batch = 0;
     spec->batch_t0 = specd_now_ns();
     int32_t n_tokens = 0, n_rows = 0;
-    int needs_lora = 0;
+    int needs_lora = 0, needs_hidden = 0;
     for (int32_t i = 0; i < n_seqs; i++) {
         spec_seq *q = &spec->seqs[seqs[i]];
         specd_batch_seq *b = &spec->batch[i];
@@ -42,12 +42,15 @@ specd_status specd_spec_batch_layout(specd_spec *spec, const int32_t *seqs, int3
         n_tokens += b->layout.n_tokens;
         n_rows += b->layout.n_rows;
         needs_lora |= b->layout.lora_gate != NULL;
+        needs_hidden |= (specd_policy_flags(q->ops) & SPECD_POLICY_WANTS_HIDDEN) && !q->plain_step &&
+                        b->layout.n_rows > 0;
         spec->batch_gen[i] = q->step_gen;
         spec->batch_ids[i] = seqs[i];
     }
     spec->n_batch = n_seqs;
     *out = (specd_batch){.n_seqs = n_seqs, .seqs = spec->batch, .n_tokens = n_tokens,
-                         .n_rows = n_rows, .needs_lora = needs_lora};
+                         .n_rows = n_rows, .needs_lora = needs_lora,
+                         .needs_hidden = needs_hidden};
     return SPECD_OK;
 }
 
@@ -75,6 +78,12 @@ static void observe_batch(specd_spec *spec) {
 
 specd_status specd_spec_batch_verify(specd_spec *spec, const specd_logits *logits,
                                      specd_batch_result *out, specd_error *err) {
+    return specd_spec_batch_verify_hidden(spec, logits, NULL, out, err);
+}
+
+specd_status specd_spec_batch_verify_hidden(specd_spec *spec, const specd_logits *logits,
+                                            const specd_logits *hidden, specd_batch_result *out,
+                                            specd_error *err) {
     static const specd_logits none = {0};
     if (!logits) logits = &none; /* allowed when every step is commit-only */
     if (!spec || !out) return specd_fail(err, SPECD_E_INVALID_ARG, "spec: NULL argument");
@@ -100,7 +109,7 @@ specd_status specd_spec_batch_verify(specd_spec *spec, const specd_logits *logit
                             "spec: sequence %d of the batch was verified, laid out again or "
                             "closed since", b->seq);
         else
-            st = specd_spec_seq_verify_step(spec, q, logits, b->row_offset,
+            st = specd_spec_seq_verify_step(spec, q, logits, hidden, b->row_offset,
                                             &spec->batch_out[i], &e);
         spec->batch_status[i] = st;
         if (st != SPECD_OK) {

@@ -85,6 +85,7 @@ struct specd_spec {
     int32_t next_prior; /* round-robin replacement when all slots are taken */
     specd_rverify *rv;  /* the remote verifier, or NULL */
     specd_logits_scratch scratch; /* logits converted for the acceptance engine */
+    specd_logits_scratch hidden_scratch; /* hidden states converted for policies */
 
     /* the batch laid out last (specd/spec_batch.h), max_seqs entries each */
     int32_t n_batch;    /* 0 = none */
@@ -104,7 +105,8 @@ specd_status specd_spec_seq_layout_step(specd_spec *spec, spec_seq *q, specd_ste
                                         specd_error *err);
 /* Verifies q's laid-out step from rows (rows[0] at row0 of logits). */
 specd_status specd_spec_seq_verify_step(specd_spec *spec, spec_seq *q, const specd_logits *logits,
-                                        int32_t row0, specd_step_outcome *out, specd_error *err);
+                                        const specd_logits *hidden, int32_t row0,
+                                        specd_step_outcome *out, specd_error *err);
 specd_status specd_spec_find_seq(const specd_spec *spec, int32_t seq, spec_seq **out,
                                  specd_error *err);
 

@@ -149,7 +149,7 @@ specd_status specd_logits_intake(specd_logits_scratch *s, int32_t max_rows, int3
         return specd_fail(err, SPECD_E_INVALID_ARG,
                           "spec: %s needs logits rows [%d, %d) but the block has %d", what,
                           (int)row0, (int)(row0 + n_rows), (int)lg->n_rows);
-    const float lowest = specd_dtype_lowest(lg->dtype);
+    const float lowest = rule ? specd_dtype_lowest(lg->dtype) : -INFINITY;
     const char *src = lg->data;
     size_t es = dtype_size(lg->dtype), src_stride = (size_t)lg->row_stride;
     if (lg->device == SPECD_DEVICE_CUDA) {
@@ -170,6 +170,8 @@ specd_status specd_logits_intake(specd_logits_scratch *s, int32_t max_rows, int3
                                 r, &n_masked, &umin, err));
             any_masked |= n_masked > 0;
         }
+        if (any_masked && !rule)
+            return specd_fail(err, SPECD_E_NUMERIC, "spec: %s holds -inf", what);
         if (!any_masked) {
             *rows = (const float *)src;
             return SPECD_OK;
@@ -191,6 +193,9 @@ specd_status specd_logits_intake(specd_logits_scratch *s, int32_t max_rows, int3
         int32_t n_masked;
         float umin;
         SPECD_TRY(check_row(dst, n_vocab, lowest, what, r, &n_masked, &umin, err));
+        if (n_masked > 0 && !rule)
+            return specd_fail(err, SPECD_E_NUMERIC, "spec: %s, row %d holds -inf", what,
+                              (int)r);
         if (n_masked > 0)
             SPECD_TRY(clamp_row(dst, n_vocab, lowest, n_masked, umin, rule, what, r, err));
     }

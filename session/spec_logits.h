@@ -41,7 +41,8 @@ void specd_logits_scratch_free(specd_logits_scratch *s);
 
 /* Reads rows [row0, row0 + n_rows) of lg (n_rows <= max_rows) and points *rows at n_rows
  * finite f32 rows of n_vocab: lg's own memory when it already is that, else the scratch. what
- * names the caller in messages ("sequence 3"). */
+ * names the caller in messages ("sequence 3"). rule NULL: not logits (hidden states): nothing is
+ * a mask, and -inf is an error like NaN. */
 specd_status specd_logits_intake(specd_logits_scratch *s, int32_t max_rows, int32_t n_vocab,
                                  const specd_logits *lg, int32_t row0, int32_t n_rows,
                                  const specd_mask_rule *rule, const char *what,

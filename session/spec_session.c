@@ -95,6 +95,8 @@ specd_status specd_spec_create(const specd_spec_params *params, specd_spec **out
         return specd_fail(err, SPECD_E_INVALID_ARG,
                           "spec: max_step_rows %d is outside [2 * max_draft + 1, %d]",
                           params->max_step_rows, SPECD_MAX_STEP_ROWS);
+    if (params->n_embd < 0 || params->n_embd > (1 << 20))
+        return specd_fail(err, SPECD_E_INVALID_ARG, "spec: n_embd %d is invalid", params->n_embd);
     if (params->max_seqs < 1 || params->max_seqs > (1 << 20))
         return specd_fail(err, SPECD_E_INVALID_ARG, "spec: max_seqs %d is outside [1, 2^20]",
                           params->max_seqs);
@@ -156,6 +158,7 @@ void specd_spec_destroy(specd_spec *spec) {
     for (int32_t i = 0; i < spec->params.max_seqs && spec->seqs; i++) seq_release(&spec->seqs[i]);
     specd_rverify_destroy(spec->rv);
     specd_logits_scratch_free(&spec->scratch);
+    specd_logits_scratch_free(&spec->hidden_scratch);
     for (int32_t i = 0; i < N_SHARED; i++)
         if (spec->shared[i].ops) {
             spec->shared[i].ops->shared_destroy(spec->shared[i].state);
@@ -191,7 +194,8 @@ static const specd_policy_ops *resolve_policy(const specd_seq_params *p, specd_e
     int v2 = ops->abi_version >= 2;
     if (ops->abi_version < 1 || ops->abi_version > SPECD_POLICY_ABI_VERSION || !ops->create ||
         !ops->destroy || drafter == self_spec ||
-        (v2 && (ops->shared_create != NULL) != (ops->shared_destroy != NULL))) {
+        (v2 && (ops->shared_create != NULL) != (ops->shared_destroy != NULL)) ||
+        (v2 && (ops->flags & SPECD_POLICY_WANTS_HIDDEN) && (!self_spec || !ops->verify_hidden))) {
         specd_fail(err, SPECD_E_MISMATCH,
                    "spec: policy '%s' has ABI %u (want 1..%u) or lacks required slots",
                    ops->name ? ops->name : "?", ops->abi_version, SPECD_POLICY_ABI_VERSION);
@@ -319,6 +323,10 @@ specd_status specd_spec_seq_open(specd_spec *spec, int32_t seq, const int32_t *p
                               (long long)i, prompt[i], sp->n_vocab);
     const specd_policy_ops *ops = resolve_policy(params, err);
     if (!ops) return err ? err->status : SPECD_E_INVALID_ARG;
+    if (ops->abi_version >= 2 && (ops->flags & SPECD_POLICY_WANTS_HIDDEN) && sp->n_embd < 1)
+        return specd_fail(err, SPECD_E_INVALID_ARG,
+                          "spec: policy %s verifies with hidden states: set "
+                          "specd_spec_params.n_embd", ops->name);
     if (spec->rv && !ops->propose)
         return specd_fail(err, SPECD_E_UNSUPPORTED,
                           "spec: policy %s verifies its own steps; a remote verifier needs a "
@@ -620,7 +628,8 @@ static int is_stop(const spec_seq *q, int32_t token) {
 }
 
 specd_status specd_spec_seq_verify_step(specd_spec *spec, spec_seq *q, const specd_logits *lg,
-                                        int32_t row0, specd_step_outcome *out, specd_error *err) {
+                                        const specd_logits *hidden, int32_t row0,
+                                        specd_step_outcome *out, specd_error *err) {
     if (!q->laid_out)
         return specd_fail(err, SPECD_E_STATE, "spec: sequence %d has no step laid out", q->id);
     uint64_t t0 = specd_now_ns();
@@ -631,9 +640,23 @@ specd_status specd_spec_seq_verify_step(specd_spec *spec, spec_seq *q, const spe
         SPECD_TRY(specd_logits_intake(&spec->scratch, specd_spec_max_step_rows(spec),
                                       spec->params.n_vocab, lg, row0, q->n_step_rows, &q->mask,
                                       what, &logits, err));
+    const float *hid = NULL;
+    int wants_hidden = specd_policy_flags(q->ops) & SPECD_POLICY_WANTS_HIDDEN;
+    if (wants_hidden && q->n_step_rows > 0 && !q->plain_step) {
+        if (!hidden)
+            return specd_fail(err, SPECD_E_INVALID_ARG,
+                              "spec: sequence %d: policy %s verifies with hidden states and "
+                              "none were given", q->id, q->ops->name);
+        snprintf(what, sizeof what, "sequence %d hidden", (int)q->id);
+        SPECD_TRY(specd_logits_intake(&spec->hidden_scratch, specd_spec_max_step_rows(spec),
+                                      spec->params.n_embd, hidden, row0, q->n_step_rows, NULL,
+                                      what, &hid, err));
+    }
     specd_step_outcome o;
     if (q->ops->propose || q->plain_step)
         SPECD_TRY(verify_chain(spec, q, logits, &o, err));
+    else if (wants_hidden)
+        SPECD_TRY(q->ops->verify_hidden(q->policy, logits, hid, spec->params.n_embd, &o, err));
     else
         SPECD_TRY(q->ops->verify(q->policy, logits, &o, err));
     int32_t most = specd_spec_max_step_rows(spec);
@@ -700,7 +723,7 @@ specd_status specd_spec_seq_verify_logits(specd_spec *spec, int32_t seq,
     SPECD_TRY(specd_spec_find_seq(spec, seq, &q, err));
     if ((!logits && q->n_step_rows > 0) || !out)
         return specd_fail(err, SPECD_E_INVALID_ARG, "spec: NULL argument");
-    SPECD_TRY(specd_spec_seq_verify_step(spec, q, logits, 0, out, err));
+    SPECD_TRY(specd_spec_seq_verify_step(spec, q, logits, NULL, 0, out, err));
     /* one sequence's step: its wall clock from layout to here is its cost */
     specd_adaptive_observe(&q->guard, out->n_drafted, out->n_accepted, out->n_emitted,
                            specd_now_ns() - q->t_step);

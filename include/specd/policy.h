@@ -53,6 +53,9 @@ extern "C" {
  * score no rows (a commit-only step: the host runs the tokens to commit their KV, and verify gets
  * no logits) */
 #define SPECD_POLICY_MAY_EMIT_NONE 2u
+/* verify needs the target's final hidden states of the scored rows (residual heads, MRP):
+ * verify_hidden is called instead of verify; the spec needs n_embd */
+#define SPECD_POLICY_WANTS_HIDDEN 4u
 
 struct specd_model;
 struct specd_lora;
@@ -160,6 +163,11 @@ typedef struct specd_policy_ops {
                                  int32_t max_nodes, int32_t max_depth, int32_t *parent,
                                  int32_t *token, int32_t *n_nodes, float *q, int *has_q,
                                  specd_error *err);
+    /* required with SPECD_POLICY_WANTS_HIDDEN (self-speculative shape): verify with the scored
+     * rows' logits and their final hidden states (after the output norm), n_rows x n_embd f32 in
+     * the same row order */
+    specd_status (*verify_hidden)(void *state, const float *logits, const float *hidden,
+                                  int32_t n_embd, specd_step_outcome *out, specd_error *err);
 } specd_policy_ops;
 
 /* --- registry ------------------------------------------------------------------------------ */

@@ -57,6 +57,9 @@ typedef struct specd_spec_params {
      * 0 = 2 * max_draft + 1; more for policies whose steps are wider than their drafts (block
      * diffusion, MRP), up to SPECD_MAX_STEP_ROWS. */
     int32_t max_step_rows;
+    /* The target's hidden size: needed (> 0) by policies that verify with hidden states
+     * (SPECD_POLICY_WANTS_HIDDEN); 0 = unknown. */
+    int32_t n_embd;
 } specd_spec_params;
 
 #define SPECD_MAX_STEP_ROWS 4096

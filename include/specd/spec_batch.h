@@ -90,6 +90,10 @@ typedef struct specd_batch {
      * not the ones the policy verifies against. A host that cannot must not run the batch (close
      * those sequences or open them with a policy that needs no adapter). */
     int needs_lora;
+    /* 1 when some step's policy verifies with hidden states: the host passes the final hidden
+     * states (after the output norm) of the same rows, in the same order, to
+     * specd_spec_batch_verify_hidden. */
+    int needs_hidden;
 } specd_batch;
 
 /* Lays out the next step of seqs[0..n_seqs) (distinct, open, not done; 1 <= n_seqs <=
@@ -115,6 +119,14 @@ typedef struct specd_batch_result {
  * arguments themselves are bad: no batch, NULL or undersized logits). */
 SPECD_API specd_status specd_spec_batch_verify(specd_spec *spec, const specd_logits *logits,
                                      specd_batch_result *out, specd_error *err);
+
+/* specd_spec_batch_verify with the scored rows' final hidden states beside their logits (a
+ * block of n_rows x n_embd, any dtype, stride >= n_embd, host or CUDA; every value finite), for
+ * batches whose needs_hidden is set. hidden may be NULL when it is not; a sequence that needs it
+ * and gets none reports SPECD_E_INVALID_ARG. */
+SPECD_API specd_status specd_spec_batch_verify_hidden(specd_spec *spec, const specd_logits *logits,
+                                                      const specd_logits *hidden,
+                                                      specd_batch_result *out, specd_error *err);
 
 /* Verifies one laid-out sequence from a logits block whose row 0 is the sequence's first scored
  * row (block rows beyond the step's n_rows are not read). What specd_spec_seq_verify does for

@@ -8,6 +8,7 @@
  * statistics count them. */
 #include "test_main.h"
 
+#include "kernels/cpu/fp16.h"
 #include "specd/spec_batch.h"
 
 #include <string.h>
@@ -261,12 +262,87 @@ static void test_block_steps(void **s) {
     specd_spec_destroy(spec);
 }
 
+/* A toy policy that verifies with hidden states: it emits the token whose id is the rounded
+ * first hidden value of its last row (so the test sees exactly what arrived). */
+enum { E = 12 };
+static int32_t hid_tokens[2] = {0, 0}, hid_pos[2], hid_rows[2] = {0, 1}, hid_keep[1] = {0};
+static int32_t hid_emit[1];
+static specd_status hid_layout(void *st, const int32_t *h, int64_t n, specd_step_layout *out,
+                               specd_error *err) {
+    (void)st, (void)err;
+    hid_tokens[0] = h[n - 1];
+    hid_pos[0] = (int32_t)n - 1;
+    hid_pos[1] = (int32_t)n;
+    *out = (specd_step_layout){.n_tokens = 2, .tokens = hid_tokens, .pos = hid_pos, .n_rows = 2,
+                               .rows = hid_rows};
+    return SPECD_OK;
+}
+static specd_status hid_verify_plain(void *st, const float *logits, specd_step_outcome *out,
+                                     specd_error *err) {
+    (void)st, (void)logits, (void)out, (void)err;
+    fail_msg("verify without hidden states was called");
+    return SPECD_E_INTERNAL;
+}
+static specd_status hid_verify(void *st, const float *logits, const float *hidden, int32_t n_embd,
+                               specd_step_outcome *out, specd_error *err) {
+    (void)st, (void)logits, (void)err;
+    assert_int_equal(n_embd, E);
+    hid_emit[0] = (int32_t)(hidden[n_embd] + 0.5f); /* row 1, first value */
+    *out = (specd_step_outcome){.n_emitted = 1, .emitted = hid_emit, .n_keep = 1,
+                                .keep = hid_keep};
+    return SPECD_OK;
+}
+
+static void test_hidden_rows_reach_verify(void **s) {
+    (void)s;
+    const specd_policy_ops hid = {.abi_version = SPECD_POLICY_ABI_VERSION, .name = "toy-hidden",
+                                  .create = toy_create, .destroy = toy_destroy,
+                                  .layout = hid_layout, .verify = hid_verify_plain,
+                                  .flags = SPECD_POLICY_WANTS_HIDDEN, .verify_hidden = hid_verify};
+    specd_spec_params sp = specd_spec_default_params();
+    sp.n_vocab = V;
+    specd_spec *spec;
+    specd_error err;
+    assert_int_equal(specd_spec_create(&sp, &spec, &err), SPECD_OK);
+    specd_seq_params p = params_for(&hid);
+    const int32_t prompt[] = {1, 2};
+    assert_int_equal(specd_spec_seq_open(spec, 0, prompt, 2, &p, &err), SPECD_E_INVALID_ARG);
+    specd_spec_destroy(spec);
+    sp.n_embd = E;
+    assert_int_equal(specd_spec_create(&sp, &spec, &err), SPECD_OK);
+    assert_int_equal(specd_spec_seq_open(spec, 0, prompt, 2, &p, &err), SPECD_OK);
+    static float logits[2 * V];
+    uint16_t hidden[2 * 16]; /* bf16, padded stride 16 */
+    for (int step = 0; step < 3; step++) {
+        specd_batch batch;
+        const int32_t seq = 0;
+        assert_int_equal(specd_spec_batch_layout(spec, &seq, 1, &batch, &err), SPECD_OK);
+        assert_true(batch.needs_hidden);
+        specd_logits lg = {.data = logits, .row_stride = V, .n_rows = 2};
+        specd_batch_result res;
+        /* none given: that sequence reports it and stays laid out */
+        assert_int_equal(specd_spec_batch_verify(spec, &lg, &res, &err), SPECD_E_INVALID_ARG);
+        assert_int_equal(res.n_failed, 1);
+        for (int i = 0; i < 2 * 16; i++) hidden[i] = 0x7fc0u; /* NaN: padding, never read */
+        for (int r = 0; r < 2; r++)
+            for (int x = 0; x < E; x++)
+                hidden[r * 16 + x] = specd_fp32_to_bf16((float)(r == 1 && x == 0 ? 5 + step : 0));
+        specd_logits hl = {.data = hidden, .row_stride = 16, .n_rows = 2,
+                           .dtype = SPECD_DTYPE_BF16};
+        if (specd_spec_batch_verify_hidden(spec, &lg, &hl, &res, &err) != SPECD_OK)
+            fail_msg("verify: %s", err.message);
+        assert_int_equal(res.outcome[0].emitted[0], 5 + step);
+    }
+    specd_spec_destroy(spec);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_v1_policy_loads),
         cmocka_unit_test(test_v2_shared_state_and_user),
         cmocka_unit_test(test_bad_versions_refused),
         cmocka_unit_test(test_block_steps),
+        cmocka_unit_test(test_hidden_rows_reach_verify),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,21 +1,24 @@
-/* A host engine that owns its target model and lets specd speculate for it.
+/* A host engine that owns its target model and lets specd speculate for it (host API v2,
+ * specd/spec_batch.h).
  *
  * The engine runs the target (here specd's own CPU runtime stands in for vLLM, llama.cpp or your
- * engine's forward) and hands its logits to specd by pointer; specd's policy proposes tokens and
- * its acceptance engine decides which the target accepts. Several sequences are decoded
- * round-robin, each with its own KV cache slot. The speculative outputs are checked against plain
- * decoding of the same prompts with the same seed: coupled sampling makes them identical.
+ * engine's forward): each step it asks specd to lay out the next step of every active request,
+ * runs ONE forward over all of them, and hands the scored rows back as one logits block. specd's
+ * policies propose tokens and its acceptance engine decides which the target accepts. Each
+ * request carries its own stream key, so its tokens do not depend on its slot or its neighbours.
+ * The speculative outputs are checked against plain decoding of the same requests: coupled
+ * sampling makes them identical.
  *
  *   cc host_engine.c $(pkg-config --cflags --libs specd) -o host_engine
- *   ./host_engine MODEL.gguf [policy [VERIFIER]]   (policy: ngram by default)
+ *   ./host_engine MODEL.gguf [policy [OPTIONS]]   (policy: ngram by default)
  *
- * With VERIFIER (e.g. ipc:///run/user/0/specd/verifier.sock, a running specd-verifier) the same
- * calls have the daemon decide the drafting steps; the engine writes the target's logits straight
- * into the shared buffer it reads (specd_spec_verifier_logits).
+ * Self-speculative policies with an adapter (e.g. risd adapter=DIR) gate some rows onto a LoRA:
+ * the layout names it (lora_path) and marks the rows (lora_gate); this engine loads the adapter
+ * itself from that path, as a foreign engine would, and applies it to exactly those rows.
  */
 #include <specd/specd.h>
 #include <specd/runtime.h>
-#include <specd/spec.h>
+#include <specd/spec_batch.h>
 #include <specd/tokenizer.h>
 
 #include <stdio.h>
@@ -39,37 +42,61 @@ static const char *const prompts[N_SEQ] = {
         }                                                                                          \
     } while (0)
 
-/* Decodes every prompt under policy; outputs[s] receives N_GEN tokens. Returns target forwards. */
+/* The engine's adapters, loaded from the paths layouts name (one at a time in this engine). */
+typedef struct adapters {
+    char path[4096];
+    specd_lora *lora;
+} adapters;
+
+static const specd_lora *adapter_for(adapters *a, const specd_model *model, const char *path) {
+    specd_error err;
+    if (!a->lora || strcmp(a->path, path)) {
+        specd_lora_destroy(a->lora);
+        a->lora = NULL;
+        snprintf(a->path, sizeof a->path, "%s", path);
+        CHECK(specd_lora_create(model, path, &a->lora, &err));
+    }
+    return a->lora;
+}
+
+/* Decodes every prompt under policy; outputs[s] receives N_GEN tokens. Returns the sequences'
+ * steps (each sequence's share of the batched forwards); *forwards gets the forwards. */
 static long run_engine(specd_model *model, specd_tokenizer *tok, const char *policy,
-                       const char *verifier, int32_t outputs[N_SEQ][N_GEN]) {
+                       const char *options, int32_t outputs[N_SEQ][N_GEN], long *forwards) {
     specd_error err;
     int32_t n_vocab = specd_model_get_info(model)->n_vocab;
 
-    /* The engine's own state: one KV slot per sequence, a logits buffer for one step. */
-    specd_context_params cp = specd_context_default_params();
-    cp.n_seq = N_SEQ;
-    cp.n_ctx = 512;
-    cp.n_batch = 64;
-    specd_context *ctx;
-    CHECK(specd_context_create(model, &cp, &ctx, &err));
-    float *logits = malloc(sizeof(float) * (size_t)(MAX_DRAFT + 1) * (size_t)n_vocab);
-
-    /* specd: one spec handle for the engine, one sequence per request. */
+    /* specd: one spec handle for the engine, one sequence per request (the id is the slot). */
     specd_spec_params sp = specd_spec_default_params();
     sp.n_vocab = n_vocab;
     sp.max_draft = MAX_DRAFT;
-    sp.verifier_endpoint = verifier; /* NULL: verify in-process */
+    sp.max_seqs = N_SEQ;
     specd_spec *spec;
     CHECK(specd_spec_create(&sp, &spec, &err));
-    float *step_logits = specd_spec_verifier_logits(spec) ? specd_spec_verifier_logits(spec) : logits;
+    /* a step of one sequence scores at most this many rows: size the logits block for them all */
+    int32_t max_rows = N_SEQ * specd_spec_max_step_rows(spec);
+
+    /* The engine's own state: one KV slot per sequence, one forward over all of them. */
+    specd_context_params cp = specd_context_default_params();
+    cp.n_seq = N_SEQ;
+    cp.n_ctx = 512;
+    cp.n_batch = max_rows;
+    specd_context *ctx;
+    CHECK(specd_context_create(model, &cp, &ctx, &err));
+    float *logits = malloc(sizeof(float) * (size_t)max_rows * (size_t)n_vocab);
+    int32_t *rows = malloc(sizeof(int32_t) * (size_t)max_rows);
+    adapters ad = {{0}, NULL};
+
     for (int s = 0; s < N_SEQ; s++) {
         int32_t ids[256];
         size_t n;
         CHECK(specd_tokenizer_encode(tok, prompts[s], strlen(prompts[s]), 0, ids, 256, &n, &err));
         specd_seq_params p = specd_seq_default_params();
         p.policy = policy;
+        p.policy_options = options;
         p.sampling.temperature = 0.7f;
         p.seed = 2024;
+        p.stream_key = 0xfeed0000u + (uint64_t)s; /* the request's id, not its slot */
         p.max_tokens = N_GEN;
         p.adaptive = 0;
         CHECK(specd_spec_seq_open(spec, s, ids, (int64_t)n, &p, &err));
@@ -80,52 +107,80 @@ static long run_engine(specd_model *model, specd_tokenizer *tok, const char *pol
         }
     }
 
-    long forwards = 0;
-    for (int active = N_SEQ; active > 0;) {
-        active = 0;
-        for (int s = 0; s < N_SEQ; s++) {
-            if (specd_spec_seq_done(spec, s)) continue;
-            active++;
-            /* 1. specd lays out the step; 2. the engine runs its target; 3. specd verifies */
-            specd_step_layout lay;
-            CHECK(specd_spec_seq_layout(spec, s, &lay, &err));
-            int32_t kv_before = specd_context_kv_len(ctx, s);
-            specd_seq_batch b = {.seq = s, .n_tokens = lay.n_tokens, .tokens = lay.tokens,
-                                 .pos = lay.pos, .visible = lay.visible};
-            specd_extend_out out = {.n_rows = lay.n_rows, .rows = lay.rows, .logits = step_logits};
-            CHECK(specd_context_extend(ctx, &b, 1, &out, &err));
-            forwards++;
-            specd_step_outcome o;
-            CHECK(specd_spec_seq_verify(spec, s, step_logits, &o, &err));
-            /* 4. the engine keeps the KV rows specd says were accepted */
-            int32_t keep[MAX_DRAFT + 1];
-            for (int i = 0; i < o.n_keep; i++) keep[i] = kv_before + o.keep[i];
-            CHECK(specd_context_kv_keep(ctx, s, kv_before, o.n_keep, keep, &err));
+    *forwards = 0;
+    for (;;) {
+        int32_t active[N_SEQ], n_active = 0;
+        for (int s = 0; s < N_SEQ; s++)
+            if (!specd_spec_seq_done(spec, s)) active[n_active++] = s;
+        if (n_active == 0) break;
+        /* 1. specd lays out the next step of every active sequence */
+        specd_batch batch;
+        CHECK(specd_spec_batch_layout(spec, active, n_active, &batch, &err));
+        /* 2. the engine runs one forward over all of them */
+        specd_seq_batch sb[N_SEQ];
+        int32_t kv_before[N_SEQ];
+        const specd_lora *lora = NULL;
+        for (int32_t i = 0; i < batch.n_seqs; i++) {
+            const specd_batch_seq *b = &batch.seqs[i];
+            const specd_step_layout *l = &b->layout;
+            sb[i] = (specd_seq_batch){.seq = b->seq, .n_tokens = l->n_tokens,
+                                      .tokens = l->tokens, .pos = l->pos, .visible = l->visible,
+                                      .lora_gate = l->lora_gate};
+            if (l->lora_gate) { /* these rows run with the adapter the layout names */
+                if (!l->lora_path) {
+                    fprintf(stderr, "policy %s gates rows onto an adapter it does not name\n",
+                            policy);
+                    exit(1);
+                }
+                lora = adapter_for(&ad, model, l->lora_path);
+            }
+            for (int32_t j = 0; j < l->n_rows; j++)
+                rows[b->row_offset + j] = b->token_offset + l->rows[j];
+            kv_before[i] = specd_context_kv_len(ctx, b->seq);
+        }
+        CHECK(specd_context_set_lora(ctx, lora, &err));
+        specd_extend_out out = {.n_rows = batch.n_rows, .rows = rows, .logits = logits};
+        CHECK(specd_context_extend(ctx, sb, batch.n_seqs, &out, &err));
+        (*forwards)++;
+        /* 3. specd verifies every sequence from the one logits block */
+        specd_logits lg = {.data = logits, .row_stride = n_vocab, .n_rows = batch.n_rows,
+                           .dtype = SPECD_DTYPE_F32, .device = SPECD_DEVICE_HOST};
+        specd_batch_result res;
+        CHECK(specd_spec_batch_verify(spec, &lg, &res, &err));
+        /* 4. the engine keeps the KV rows specd says were accepted */
+        for (int32_t i = 0; i < res.n_seqs; i++) {
+            const specd_step_outcome *o = &res.outcome[i];
+            int32_t keep[2 * MAX_DRAFT + 1];
+            for (int32_t j = 0; j < o->n_keep; j++) keep[j] = kv_before[i] + o->keep[j];
+            CHECK(specd_context_kv_keep(ctx, res.seq[i], kv_before[i], o->n_keep, keep, &err));
         }
     }
-    int64_t remote = 0;
+    long steps = 0;
     for (int s = 0; s < N_SEQ; s++) {
         specd_seq_stats st;
         CHECK(specd_spec_seq_stats(spec, s, &st, &err));
-        remote += st.n_remote_verified;
+        steps += (long)st.n_steps;
         int64_t n;
         const int32_t *toks = specd_spec_seq_output(spec, s, &n);
         memset(outputs[s], 0, sizeof outputs[s]);
         memcpy(outputs[s], toks, sizeof(int32_t) * (size_t)(n < N_GEN ? n : N_GEN));
     }
-    if (verifier) printf("steps verified by specd-verifier: %lld\n", (long long)remote);
     specd_spec_destroy(spec);
+    specd_context_set_lora(ctx, NULL, NULL);
+    specd_lora_destroy(ad.lora);
+    free(rows);
     free(logits);
     specd_context_destroy(ctx);
-    return forwards;
+    return steps;
 }
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s MODEL.gguf [policy [VERIFIER_ENDPOINT]]\n", argv[0]);
+        fprintf(stderr, "usage: %s MODEL.gguf [policy [OPTIONS]]\n", argv[0]);
         return 2;
     }
     const char *policy = argc > 2 ? argv[2] : "ngram";
+    const char *options = argc > 3 ? argv[3] : NULL;
     specd_error err;
     specd_model *model;
     specd_tokenizer *tok;
@@ -133,8 +188,9 @@ int main(int argc, char **argv) {
     CHECK(specd_tokenizer_create_from_gguf(specd_model_gguf(model), &tok, &err));
 
     static int32_t plain[N_SEQ][N_GEN], spec[N_SEQ][N_GEN];
-    long f_plain = run_engine(model, tok, "none", NULL, plain);
-    long f_spec = run_engine(model, tok, policy, argc > 3 ? argv[3] : NULL, spec);
+    long fw_plain, fw_spec;
+    long f_plain = run_engine(model, tok, "none", NULL, plain, &fw_plain);
+    long f_spec = run_engine(model, tok, policy, options, spec, &fw_spec);
     int same = !memcmp(plain, spec, sizeof plain);
     for (int s = 0; s < N_SEQ; s++) {
         char text[4096];
@@ -143,7 +199,8 @@ int main(int argc, char **argv) {
         text[n] = '\0';
         printf("[%d] %s%s\n", s, prompts[s], text);
     }
-    printf("target forwards: plain %ld, %s %ld; outputs identical: %s\n", f_plain, policy, f_spec,
+    printf("sequence steps: plain %ld, %s %ld; batched forwards: plain %ld, %s %ld; outputs "
+           "identical: %s\n", f_plain, policy, f_spec, fw_plain, policy, fw_spec,
            same ? "yes" : "NO");
     specd_tokenizer_destroy(tok);
     specd_model_destroy(model);

@@ -16,5 +16,14 @@ void specd_drafter_destroy(specd_drafter *d);
 specd_status specd_drafter_propose(specd_drafter *d, const int32_t *history, int64_t n,
                                    int32_t max_draft, int32_t *draft, int32_t *n_draft, float *q,
                                    int *has_q, specd_error *err);
+/* Tree proposals (policy ABI 2 propose_tree): with branch > 1 the root's `branch` best tokens
+ * (the drafter's own choice first, then the next highest logits) each start a greedy chain; the
+ * first chain is as deep as the chain proposal, the others share the rest of max_nodes. With
+ * branch 1 it is the chain proposal. */
+void specd_drafter_set_branch(specd_drafter *d, int32_t branch);
+specd_status specd_drafter_propose_tree(specd_drafter *d, const int32_t *history, int64_t n,
+                                        int32_t max_nodes, int32_t max_depth, int32_t *parent,
+                                        int32_t *token, int32_t *n_nodes, float *q, int *has_q,
+                                        specd_error *err);
 
 #endif

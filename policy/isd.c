@@ -32,7 +32,9 @@ typedef struct isd_state {
     int32_t stride, m;   /* N and N - 1 */
     int32_t mask_id, n_vocab;
     specd_sample_key key;
-    specd_lora *lora;
+    specd_lora *lora;        /* loaded when specd runs the target, else NULL */
+    int own_lora;            /* 1: loaded for this sequence; 0: the spec's shared one */
+    char *adapter;           /* the adapter's directory, or NULL: gated rows need it */
     specd_accept *accept;
     specd_sampler *target;   /* the keyed sample of the propose step's free token */
     specd_sampler *argmax;   /* argmax proposals (biased logits) */
@@ -54,7 +56,8 @@ typedef struct isd_state {
 static void isd_destroy(void *state) {
     isd_state *s = state;
     if (!s) return;
-    specd_lora_destroy(s->lora);
+    if (s->own_lora) specd_lora_destroy(s->lora);
+    specd_free(s->adapter);
     specd_accept_destroy(s->accept);
     specd_sampler_destroy(s->target);
     specd_sampler_destroy(s->argmax);
@@ -110,15 +113,14 @@ static specd_status isd_create_common(const specd_policy_env *env, const char *o
     else
         return specd_fail(err, SPECD_E_INVALID_ARG,
                           "policy %s: propose=%s (want argmax or sample)", name, propose);
-    /* hosts size a step's logits for 2 * max_draft + 1 rows (specd_spec_max_step_rows) */
-    if (2 * stride - 1 > 2 * env->max_draft + 1)
+    /* hosts size a step's logits for specd_spec_max_step_rows (env.max_step_rows; 0 from a
+     * caller that predates it: 2 * max_draft + 1) */
+    int32_t most = env->max_step_rows > 0 ? env->max_step_rows : 2 * env->max_draft + 1;
+    if (2 * stride - 1 > most)
         return specd_fail(err, SPECD_E_INVALID_ARG,
-                          "policy %s: n=%d needs %d rows per step, more than 2 * max_draft + 1 = %d",
-                          name, stride, 2 * stride - 1, 2 * env->max_draft + 1);
-    if (adapter[0] && !env->target)
-        return specd_fail(err, SPECD_E_INVALID_ARG,
-                          "policy %s: adapter= needs the target model (run it on specd's runtime)",
-                          name);
+                          "policy %s: n=%d needs %d rows per step, more than the step's %d "
+                          "(2 * max_draft + 1 unless max_step_rows says more)",
+                          name, stride, 2 * stride - 1, most);
     int32_t mask_id = 0;
     SPECD_TRY(pick_mask(env, name, mask, &mask_id, err));
 
@@ -170,7 +172,19 @@ static specd_status isd_create_common(const specd_policy_env *env, const char *o
         isd_destroy(s);
         return st;
     }
-    if (adapter[0] && (st = specd_lora_create(env->target, adapter, &s->lora, err)) != SPECD_OK) {
+    /* a host that runs its own target loads the adapter itself from the layout's lora_path */
+    if (adapter[0]) {
+        size_t len = strlen(adapter) + 1;
+        if (!(s->adapter = specd_alloc(len))) {
+            isd_destroy(s);
+            return specd_fail(err, SPECD_E_NOMEM, "policy %s: out of memory", name);
+        }
+        memcpy(s->adapter, adapter, len);
+    }
+    if (adapter[0] && env->target && env->shared) {
+        s->lora = env->shared; /* loaded once for the spec (policy ABI 2) */
+    } else if (adapter[0] && env->target &&
+               (st = specd_lora_create(env->target, adapter, &s->lora, err)) != SPECD_OK) {
         isd_destroy(s);
         if (err) {
             char why[sizeof err->message];
@@ -180,11 +194,50 @@ static specd_status isd_create_common(const specd_policy_env *env, const char *o
         }
         return st;
     }
+    s->own_lora = s->lora && s->lora != env->shared;
     for (size_t i = 0; i < rows; i++) s->rows[i] = (int32_t)i;
     s->expect_n = -1;
     *state = s;
     return SPECD_OK;
 }
+
+/* The adapter, loaded once per spec and shared by its sequences (policy ABI 2); NULL when there
+ * is none or specd does not run the target (the host applies it from the layout's lora_path). */
+static specd_status shared_create_common(const specd_policy_env *env, const char *options,
+                                        void **shared, const char *name, specd_error *err) {
+    char adapter[4096] = "", ignored[16];
+    int32_t n, mask;
+    const specd_option_spec ints[] = {{"n", &n, 2, SPECD_MAX_DRAFT + 1},
+                                      {"mask", &mask, 0, INT32_MAX}};
+    const specd_option_str strs[] = {{"propose", ignored, (int32_t)sizeof ignored},
+                                     {"adapter", adapter, (int32_t)sizeof adapter}};
+    *shared = NULL;
+    /* bad options are reported by create, with the policy's own name */
+    if (specd_options_parse("isd", options, ints, 2, strs, 2, NULL) != SPECD_OK) return SPECD_OK;
+    if (!adapter[0] || !env->target) return SPECD_OK;
+    specd_lora *lora = NULL;
+    specd_status st = specd_lora_create(env->target, adapter, &lora, err);
+    if (st == SPECD_OK) *shared = lora;
+    else if (err) {
+        char why[sizeof err->message];
+        memcpy(why, err->message, sizeof why);
+        why[sizeof why - 1] = '\0';
+        specd_fail(err, st, "policy %s: adapter=%s: %s", name, adapter, why);
+    }
+    return st;
+}
+
+static specd_status isd_shared_create(const specd_policy_env *env, const char *options,
+                                      void **shared, specd_error *err) {
+    return shared_create_common(env, options, shared, "isd", err);
+}
+
+static specd_status risd_shared_create(const specd_policy_env *env, const char *options,
+                                       void **shared, specd_error *err) {
+    return shared_create_common(env, options, shared, "risd", err);
+}
+
+static void isd_shared_destroy(void *shared) { specd_lora_destroy(shared); }
 
 static specd_status isd_create(const specd_policy_env *env, const char *options, void **state,
                                specd_error *err) {
@@ -217,8 +270,9 @@ static specd_status isd_layout(void *state, const int32_t *history, int64_t n_hi
         s->gate[i] = (!s->residual || i >= s->n_clean) ? 1.0f : 0.0f;
     }
     *out = (specd_step_layout){.n_tokens = s->n_tokens, .tokens = s->tokens, .pos = s->pos,
-                               .visible = NULL, .lora_gate = s->lora ? s->gate : NULL,
-                               .lora = s->lora, .n_rows = s->n_tokens, .rows = s->rows};
+                               .visible = NULL, .lora_gate = s->adapter ? s->gate : NULL,
+                               .lora = s->lora, .n_rows = s->n_tokens, .rows = s->rows,
+                               .lora_path = s->adapter};
     return SPECD_OK;
 }
 
@@ -297,6 +351,8 @@ static void isd_rollback(void *state, int64_t n_history) {
 
 const specd_policy_ops specd_policy_isd = {
     .abi_version = SPECD_POLICY_ABI_VERSION,
+    .shared_create = isd_shared_create,
+    .shared_destroy = isd_shared_destroy,
     .name = "isd",
     .options_help = ISD_HELP "; the adapter runs on every row (not lossless)",
     .create = isd_create,
@@ -308,6 +364,8 @@ const specd_policy_ops specd_policy_isd = {
 
 const specd_policy_ops specd_policy_risd = {
     .abi_version = SPECD_POLICY_ABI_VERSION,
+    .shared_create = risd_shared_create,
+    .shared_destroy = isd_shared_destroy,
     .name = "risd",
     .options_help = ISD_HELP "; the adapter runs on mask rows only (lossless)",
     .create = risd_create,

@@ -30,6 +30,8 @@
 #ifndef SPECD_ACCEPT_H
 #define SPECD_ACCEPT_H
 
+#include "specd/api.h"
+
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -57,15 +59,15 @@ typedef struct specd_accept_params {
 } specd_accept_params;
 
 /* COUPLED, default sampling, max_k 16, max_vocab 0 (must be set), tau 0. */
-specd_accept_params specd_accept_default_params(void);
+SPECD_API specd_accept_params specd_accept_default_params(void);
 
 typedef struct specd_accept specd_accept;
 
 /* *out: caller owns; release with specd_accept_destroy. Fails on a bad rule, max_k, max_vocab,
  * sampling params, or tau < 0 / non-finite / > 0 with a rule other than REJECTION. */
-specd_status specd_accept_create(const specd_accept_params *params, specd_accept **out,
+SPECD_API specd_status specd_accept_create(const specd_accept_params *params, specd_accept **out,
                                  specd_error *err);
-void specd_accept_destroy(specd_accept *acc);
+SPECD_API void specd_accept_destroy(specd_accept *acc);
 
 /* ---- chain: k draft tokens ------------------------------------------------------------------ */
 typedef struct specd_chain_input {
@@ -88,7 +90,7 @@ typedef struct specd_chain_result {
     bool lossy;           /* produced with relaxed_tau > 0 */
 } specd_chain_result;
 
-specd_status specd_accept_chain(specd_accept *acc, const specd_chain_input *in,
+SPECD_API specd_status specd_accept_chain(specd_accept *acc, const specd_chain_input *in,
                                 specd_chain_result *out, specd_error *err);
 
 /* ---- tree / multi-draft ------------------------------------------------------------------- */
@@ -118,7 +120,7 @@ typedef struct specd_tree_result {
     bool lossy;
 } specd_tree_result;
 
-specd_status specd_accept_tree(specd_accept *acc, const specd_tree_input *in,
+SPECD_API specd_status specd_accept_tree(specd_accept *acc, const specd_tree_input *in,
                                specd_tree_result *out, specd_error *err);
 
 /* ---- position-wise (diffusion blocks, MRP speculative mode, paper 002 section 3.3) ------------ */
@@ -140,7 +142,7 @@ typedef struct specd_positionwise_result {
     int32_t n_accepted;   /* number of ones in accept */
 } specd_positionwise_result;
 
-specd_status specd_accept_positionwise(specd_accept *acc, const specd_positionwise_input *in,
+SPECD_API specd_status specd_accept_positionwise(specd_accept *acc, const specd_positionwise_input *in,
                                        specd_positionwise_result *out, specd_error *err);
 
 #ifdef __cplusplus

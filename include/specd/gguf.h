@@ -25,6 +25,8 @@
 #ifndef SPECD_GGUF_H
 #define SPECD_GGUF_H
 
+#include "specd/api.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -70,71 +72,71 @@ typedef struct specd_gguf_tensor {
 
 /* Maps and validates the file at path. On success *out is a new reader (caller owns; release with
  * specd_gguf_destroy). */
-specd_status specd_gguf_create(const char *path, specd_gguf **out, specd_error *err);
+SPECD_API specd_status specd_gguf_create(const char *path, specd_gguf **out, specd_error *err);
 
 /* Same over bytes already in memory (fuzzing, tests); the bytes are borrowed and must outlive the
  * reader. */
-specd_status specd_gguf_create_from_memory(const void *data, size_t size, specd_gguf **out,
+SPECD_API specd_status specd_gguf_create_from_memory(const void *data, size_t size, specd_gguf **out,
                                            specd_error *err);
 
 /* Releases the reader and its mapping; NULL is a no-op. */
-void specd_gguf_destroy(specd_gguf *gguf);
+SPECD_API void specd_gguf_destroy(specd_gguf *gguf);
 
-uint32_t specd_gguf_version(const specd_gguf *gguf);
-size_t specd_gguf_alignment(const specd_gguf *gguf);
+SPECD_API uint32_t specd_gguf_version(const specd_gguf *gguf);
+SPECD_API size_t specd_gguf_alignment(const specd_gguf *gguf);
 /* Byte offset of the data section from the start of the file. */
-uint64_t specd_gguf_data_offset(const specd_gguf *gguf);
+SPECD_API uint64_t specd_gguf_data_offset(const specd_gguf *gguf);
 
 /* Short names for display: "u32", "string", "array"...; "?" for an unknown value. Never NULL. */
-const char *specd_gguf_type_name(specd_gguf_type type);
+SPECD_API const char *specd_gguf_type_name(specd_gguf_type type);
 /* ggml's name of a tensor type id ("Q4_1", "Q5_K"...), supported by specd or not; "unknown" for
  * ids ggml does not define. Never NULL. */
-const char *specd_gguf_tensor_type_name(uint32_t type);
+SPECD_API const char *specd_gguf_tensor_type_name(uint32_t type);
 
 /* --- metadata ------------------------------------------------------------------------------ */
-int64_t specd_gguf_key_count(const specd_gguf *gguf);
+SPECD_API int64_t specd_gguf_key_count(const specd_gguf *gguf);
 /* Keys are numbered in file order. key_name of an index out of range is {NULL, 0}, key_type is
  * SPECD_GGUF_INVALID. */
 /* Index of key, or -1 when absent. */
-int64_t specd_gguf_key_find(const specd_gguf *gguf, const char *key);
-specd_gguf_str specd_gguf_key_name(const specd_gguf *gguf, int64_t index);
-specd_gguf_type specd_gguf_key_type(const specd_gguf *gguf, int64_t index);
+SPECD_API int64_t specd_gguf_key_find(const specd_gguf *gguf, const char *key);
+SPECD_API specd_gguf_str specd_gguf_key_name(const specd_gguf *gguf, int64_t index);
+SPECD_API specd_gguf_type specd_gguf_key_type(const specd_gguf *gguf, int64_t index);
 
 /* Typed getters by key name. Integer getters accept any integer type whose value fits; a missing
  * key is SPECD_E_FORMAT with the key named, a type that cannot convert is SPECD_E_FORMAT too. */
-specd_status specd_gguf_get_u32(const specd_gguf *gguf, const char *key, uint32_t *out,
+SPECD_API specd_status specd_gguf_get_u32(const specd_gguf *gguf, const char *key, uint32_t *out,
                                 specd_error *err);
-specd_status specd_gguf_get_i64(const specd_gguf *gguf, const char *key, int64_t *out,
+SPECD_API specd_status specd_gguf_get_i64(const specd_gguf *gguf, const char *key, int64_t *out,
                                 specd_error *err);
-specd_status specd_gguf_get_u64(const specd_gguf *gguf, const char *key, uint64_t *out,
+SPECD_API specd_status specd_gguf_get_u64(const specd_gguf *gguf, const char *key, uint64_t *out,
                                 specd_error *err);
 /* Floating getters accept F32 and F64 (get_f32 refuses an F64 outside float's range). */
-specd_status specd_gguf_get_f32(const specd_gguf *gguf, const char *key, float *out,
+SPECD_API specd_status specd_gguf_get_f32(const specd_gguf *gguf, const char *key, float *out,
                                 specd_error *err);
-specd_status specd_gguf_get_f64(const specd_gguf *gguf, const char *key, double *out,
+SPECD_API specd_status specd_gguf_get_f64(const specd_gguf *gguf, const char *key, double *out,
                                 specd_error *err);
-specd_status specd_gguf_get_bool(const specd_gguf *gguf, const char *key, int *out,
+SPECD_API specd_status specd_gguf_get_bool(const specd_gguf *gguf, const char *key, int *out,
                                  specd_error *err);
-specd_status specd_gguf_get_str(const specd_gguf *gguf, const char *key, specd_gguf_str *out,
+SPECD_API specd_status specd_gguf_get_str(const specd_gguf *gguf, const char *key, specd_gguf_str *out,
                                 specd_error *err);
 
 /* Arrays: element type and count, then elements. For numeric arrays *data points at the raw
  * little-endian elements (possibly unaligned: copy with memcpy); for string arrays at the raw
  * encoded strings (read them with specd_gguf_get_array_str). Any output may be NULL. */
-specd_status specd_gguf_get_array(const specd_gguf *gguf, const char *key,
+SPECD_API specd_status specd_gguf_get_array(const specd_gguf *gguf, const char *key,
                                   specd_gguf_type *elem_type, uint64_t *count, const void **data,
                                   specd_error *err);
 /* Element i of a string array (validated and indexed at create time, so O(1)). i out of range
  * is SPECD_E_INVALID_ARG; a key that is not an array of strings is SPECD_E_FORMAT. */
-specd_status specd_gguf_get_array_str(const specd_gguf *gguf, const char *key, uint64_t i,
+SPECD_API specd_status specd_gguf_get_array_str(const specd_gguf *gguf, const char *key, uint64_t i,
                                       specd_gguf_str *out, specd_error *err);
 
 /* --- tensors ------------------------------------------------------------------------------- */
-int64_t specd_gguf_tensor_count(const specd_gguf *gguf);
+SPECD_API int64_t specd_gguf_tensor_count(const specd_gguf *gguf);
 /* NULL when index is out of range. */
-const specd_gguf_tensor *specd_gguf_tensor_at(const specd_gguf *gguf, int64_t index);
+SPECD_API const specd_gguf_tensor *specd_gguf_tensor_at(const specd_gguf *gguf, int64_t index);
 /* NULL when there is no tensor of that name. */
-const specd_gguf_tensor *specd_gguf_tensor_find(const specd_gguf *gguf, const char *name);
+SPECD_API const specd_gguf_tensor *specd_gguf_tensor_find(const specd_gguf *gguf, const char *name);
 
 #ifdef __cplusplus
 }

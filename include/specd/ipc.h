@@ -21,6 +21,8 @@
 #ifndef SPECD_IPC_H
 #define SPECD_IPC_H
 
+#include "specd/api.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -58,11 +60,11 @@ typedef struct specd_ipc_params {
     const char *curve_secret;
 } specd_ipc_params;
 
-specd_ipc_params specd_ipc_default_params(void);
+SPECD_API specd_ipc_params specd_ipc_default_params(void);
 
 /* Writes the default endpoint for `name` into out (cap bytes), creating the private runtime
  * directory if needed. Fails if the directory exists but is not ours or not mode 0700. */
-specd_status specd_ipc_default_endpoint(const char *name, char *out, size_t cap, specd_error *err);
+SPECD_API specd_status specd_ipc_default_endpoint(const char *name, char *out, size_t cap, specd_error *err);
 
 typedef struct specd_ipc_sampling {
     float temperature;
@@ -101,47 +103,47 @@ typedef struct specd_ipc_client specd_ipc_client;
 
 /* Makes a client for a peer of the given role. Does not connect yet: the first request does
  * (so a client can be created while the daemon is still starting). Caller owns *out. */
-specd_status specd_ipc_client_create(const specd_ipc_params *params, specd_ipc_role peer,
+SPECD_API specd_status specd_ipc_client_create(const specd_ipc_params *params, specd_ipc_role peer,
                                      const specd_ipc_fingerprint *model, specd_ipc_client **out,
                                      specd_error *err);
-void specd_ipc_client_destroy(specd_ipc_client *client);
+SPECD_API void specd_ipc_client_destroy(specd_ipc_client *client);
 
 /* Connects and says Hello now if not connected (honours retry_ms). SPECD_E_MISMATCH when the
  * daemon refuses our version, schema or model; the message carries its reason. */
-specd_status specd_ipc_client_connect(specd_ipc_client *client, specd_error *err);
+SPECD_API specd_status specd_ipc_client_connect(specd_ipc_client *client, specd_error *err);
 /* 1 while the last exchange succeeded. */
-int specd_ipc_client_connected(const specd_ipc_client *client);
+SPECD_API int specd_ipc_client_connected(const specd_ipc_client *client);
 /* Times the client (re)established a session, counting the first. */
-uint64_t specd_ipc_client_sessions(const specd_ipc_client *client);
+SPECD_API uint64_t specd_ipc_client_sessions(const specd_ipc_client *client);
 
 /* Opens a sequence here and on the daemon. The client records it even when the daemon is down,
  * so it is opened there on reconnect. */
-specd_status specd_ipc_client_open_seq(specd_ipc_client *client, const specd_ipc_seq_params *p,
+SPECD_API specd_status specd_ipc_client_open_seq(specd_ipc_client *client, const specd_ipc_seq_params *p,
                                        specd_error *err);
-specd_status specd_ipc_client_close_seq(specd_ipc_client *client, uint64_t seq_id,
+SPECD_API specd_status specd_ipc_client_close_seq(specd_ipc_client *client, uint64_t seq_id,
                                         specd_error *err);
 
 /* Appends tokens to the sequence's history (always) and sends them to the daemon. A failure to
  * reach the daemon is reported but the history keeps the tokens: they reach it on reconnect. */
-specd_status specd_ipc_client_commit(specd_ipc_client *client, uint64_t seq_id,
+SPECD_API specd_status specd_ipc_client_commit(specd_ipc_client *client, uint64_t seq_id,
                                      const uint32_t *tokens, size_t n, specd_error *err);
 
 /* Asks the drafter for a draft after committing `commit` (piggybacked, may be n_commit = 0).
  * Writes at most cap tokens to draft and their count to *n_draft. */
-specd_status specd_ipc_client_propose(specd_ipc_client *client, uint64_t seq_id, uint64_t step,
+SPECD_API specd_status specd_ipc_client_propose(specd_ipc_client *client, uint64_t seq_id, uint64_t step,
                                       const uint32_t *commit, size_t n_commit, uint32_t *draft,
                                       size_t cap, size_t *n_draft, specd_error *err);
 
 /* Length and FNV-1a hash (over little-endian u32 ids) of what the daemon holds for a sequence. */
-specd_status specd_ipc_client_seq_info(specd_ipc_client *client, uint64_t seq_id, uint64_t *length,
+SPECD_API specd_status specd_ipc_client_seq_info(specd_ipc_client *client, uint64_t seq_id, uint64_t *length,
                                        uint64_t *tokens_hash, specd_error *err);
 /* Length and hash of the client's own history for a sequence (prompt + commits). */
-specd_status specd_ipc_client_history(const specd_ipc_client *client, uint64_t seq_id,
+SPECD_API specd_status specd_ipc_client_history(const specd_ipc_client *client, uint64_t seq_id,
                                       uint64_t *length, uint64_t *tokens_hash, specd_error *err);
 
-specd_status specd_ipc_client_stats(specd_ipc_client *client, specd_ipc_stats *out,
+SPECD_API specd_status specd_ipc_client_stats(specd_ipc_client *client, specd_ipc_stats *out,
                                     specd_error *err);
-specd_status specd_ipc_client_ping(specd_ipc_client *client, specd_error *err);
+SPECD_API specd_status specd_ipc_client_ping(specd_ipc_client *client, specd_error *err);
 
 /* ---- shared buffers ----------------------------------------------------------------------
  * One API over two kinds. SHM: a POSIX shared-memory segment, pre-faulted, whose name exists only
@@ -180,30 +182,30 @@ typedef struct specd_ipc_buffer specd_ipc_buffer;
 /* Makes a buffer of `bytes` data bytes. cuda_device is used for SPECD_IPC_BUFFER_CUDA only;
  * SPECD_E_UNSUPPORTED there when specd was built without CUDA or no device is present.
  * Caller owns *out. */
-specd_status specd_ipc_buffer_create(specd_ipc_buffer_kind kind, size_t bytes, int cuda_device,
+SPECD_API specd_status specd_ipc_buffer_create(specd_ipc_buffer_kind kind, size_t bytes, int cuda_device,
                                      specd_ipc_buffer **out, specd_error *err);
 /* Unmaps/frees; peers keep their own mapping (SHM) until they detach. NULL is a no-op. */
-void specd_ipc_buffer_destroy(specd_ipc_buffer *buf);
+SPECD_API void specd_ipc_buffer_destroy(specd_ipc_buffer *buf);
 /* Host pointer (SHM) or device pointer (CUDA) to the data; borrowed from buf. */
-void *specd_ipc_buffer_data(const specd_ipc_buffer *buf);
-size_t specd_ipc_buffer_size(const specd_ipc_buffer *buf);
-uint64_t specd_ipc_buffer_id(const specd_ipc_buffer *buf);
-specd_ipc_buffer_kind specd_ipc_buffer_kind_of(const specd_ipc_buffer *buf);
+SPECD_API void *specd_ipc_buffer_data(const specd_ipc_buffer *buf);
+SPECD_API size_t specd_ipc_buffer_size(const specd_ipc_buffer *buf);
+SPECD_API uint64_t specd_ipc_buffer_id(const specd_ipc_buffer *buf);
+SPECD_API specd_ipc_buffer_kind specd_ipc_buffer_kind_of(const specd_ipc_buffer *buf);
 /* Declares the content written (for CUDA: records the interprocess event on cuda_stream, a
  * cudaStream_t or NULL for the default stream) and returns the sequence number that references
  * to this content must carry. Earlier sequence numbers become stale. */
-specd_status specd_ipc_buffer_publish(specd_ipc_buffer *buf, void *cuda_stream, uint64_t *seq,
+SPECD_API specd_status specd_ipc_buffer_publish(specd_ipc_buffer *buf, void *cuda_stream, uint64_t *seq,
                                       specd_error *err);
 /* Fills a reference to a row-major tensor at offset in buf's current content. */
-specd_status specd_ipc_buffer_ref(const specd_ipc_buffer *buf, uint64_t offset, uint32_t rank,
+SPECD_API specd_status specd_ipc_buffer_ref(const specd_ipc_buffer *buf, uint64_t offset, uint32_t rank,
                                   const uint64_t *shape, specd_ipc_dtype dtype, uint64_t seq,
                                   specd_ipc_ref *out, specd_error *err);
 
 /* Shares buf with the daemon (the client keeps a borrowed pointer: buf must outlive the client
  * or be detached first). Re-shared automatically on reconnect. */
-specd_status specd_ipc_client_attach_buffer(specd_ipc_client *client, specd_ipc_buffer *buf,
+SPECD_API specd_status specd_ipc_client_attach_buffer(specd_ipc_client *client, specd_ipc_buffer *buf,
                                             specd_error *err);
-specd_status specd_ipc_client_detach_buffer(specd_ipc_client *client, uint64_t buffer_id,
+SPECD_API specd_status specd_ipc_client_detach_buffer(specd_ipc_client *client, uint64_t buffer_id,
                                             specd_error *err);
 
 #define SPECD_IPC_MAX_DRAFT 256u
@@ -221,7 +223,7 @@ typedef struct specd_ipc_verify_result {
  * (f32, shape [n_draft + 1, vocab], on the host for the CPU engine). On success the emitted
  * tokens are appended to the sequence's history here and on the verifier (no Commit needed);
  * tokens the host emits without the verifier (its fallback) go through specd_ipc_client_commit. */
-specd_status specd_ipc_client_verify(specd_ipc_client *client, uint64_t seq_id, uint64_t step,
+SPECD_API specd_status specd_ipc_client_verify(specd_ipc_client *client, uint64_t seq_id, uint64_t step,
                                      const uint32_t *draft, size_t n_draft,
                                      const specd_ipc_ref *target_logits,
                                      specd_ipc_verify_result *out, specd_error *err);

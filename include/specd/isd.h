@@ -21,6 +21,8 @@
 #ifndef SPECD_ISD_H
 #define SPECD_ISD_H
 
+#include "specd/api.h"
+
 #include <stdint.h>
 
 #include "specd/spec.h"
@@ -36,19 +38,19 @@ extern "C" {
 
 /* Paper 000 eq. (5): TPF = (2 + p + ... + p^(N-2)) / (2 - p^(N-1)) for a uniform per-token
  * acceptance p in [0, 1] and stride N >= 2. Returns 0 for arguments outside those ranges. */
-double specd_isd_tpf_uniform(double p, int32_t stride);
+SPECD_API double specd_isd_tpf_uniform(double p, int32_t stride);
 
 /* The same renewal argument (one propose step, then stride steps until the first rejection) with
  * a conditional acceptance per position: accept[i] = P(proposal i accepted | proposals 0..i-1
  * accepted), i < n = N - 1. With s_j = accept[0] * ... * accept[j-1] (s_0 = 1), S = s_n:
  *     TPF = (1 - S + s_0 + s_1 + ... + s_n) / (2 - S)
  * which is eq. (5) when every accept[i] = p. Returns 0 when n < 1 or a rate is outside [0, 1]. */
-double specd_isd_tpf_formula(const double *accept, int32_t n);
+SPECD_API double specd_isd_tpf_formula(const double *accept, int32_t n);
 
 /* Conditional acceptance per position from a sequence's stats (accepted_at / drafted_at, where
  * a position is reached only when every earlier proposal of the step was accepted) into
  * accept[0..n), n = min(max, positions drafted). Returns n. */
-int32_t specd_isd_accept_rates(const specd_seq_stats *stats, double *accept, int32_t max);
+SPECD_API int32_t specd_isd_accept_rates(const specd_seq_stats *stats, double *accept, int32_t max);
 
 #ifdef __cplusplus
 }

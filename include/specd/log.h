@@ -6,6 +6,8 @@
 #ifndef SPECD_LOG_H
 #define SPECD_LOG_H
 
+#include "specd/api.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -21,7 +23,7 @@ typedef enum specd_log_level {
 typedef void (*specd_log_fn)(specd_log_level level, const char *message, void *user);
 
 /* Installs fn (NULL restores the default) and the minimum level passed to it. */
-void specd_log_set(specd_log_fn fn, void *user, specd_log_level min_level);
+SPECD_API void specd_log_set(specd_log_fn fn, void *user, specd_log_level min_level);
 
 #ifdef __cplusplus
 }

@@ -3,6 +3,8 @@
 #ifndef SPECD_METRICS_H
 #define SPECD_METRICS_H
 
+#include "specd/api.h"
+
 #include <stddef.h>
 
 #include "specd/spec.h"
@@ -15,11 +17,11 @@ extern "C" {
  * buf (NUL-terminated) and returns the length it needs, excluding the NUL; output is truncated
  * when that is >= cap. extra_labels (may be NULL) is inserted into every label set, e.g.
  * `policy="ngram"`; it must already be valid label syntax. */
-size_t specd_metrics_format(const specd_seq_stats *stats, const char *extra_labels, char *buf,
+SPECD_API size_t specd_metrics_format(const specd_seq_stats *stats, const char *extra_labels, char *buf,
                             size_t cap);
 
 /* Adds b's counters into a (for totals over sequences). */
-void specd_seq_stats_add(specd_seq_stats *a, const specd_seq_stats *b);
+SPECD_API void specd_seq_stats_add(specd_seq_stats *a, const specd_seq_stats *b);
 
 #ifdef __cplusplus
 }

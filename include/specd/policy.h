@@ -4,6 +4,16 @@
  * and llama_sampler_i do). Each slot says whether it is required. Callers go through the session
  * (specd/spec.h), which skips NULL optional slots.
  *
+ * Versions. The session reads the slots of the version a policy declares and no further, as
+ * sqlite3_module's iVersion: a policy compiled against ABI 1 (abi_version = 1, the struct ending
+ * at `rollback`) still loads; the slots after it (marked "ABI 2") are read only when
+ * abi_version >= 2. A version newer than the library's is refused (SPECD_E_MISMATCH). Structs
+ * the session hands to a policy (specd_policy_env, specd_step_layout) only grow at their end, and
+ * the session zeroes what a policy of an older version does not know.
+ * ABI 2 adds: tree-shaped proposals (propose_tree), per-model shared state created once per spec (shared_create / shared_destroy;
+ * env.shared), the host's user pointer (env.user), and flags (SPECD_POLICY_NEEDS_Q: the session
+ * allocates q only for policies that set it).
+ *
  * Two shapes fit:
  *  - Drafter policies (draft model, n-gram, layer-skip) implement `propose`: given the sequence so
  *    far, suggest up to max_draft tokens (and optionally the distributions q they were sampled
@@ -23,6 +33,8 @@
 #ifndef SPECD_POLICY_H
 #define SPECD_POLICY_H
 
+#include "specd/api.h"
+
 #include <stdint.h>
 
 #include "specd/accept.h"
@@ -33,7 +45,17 @@
 extern "C" {
 #endif
 
-#define SPECD_POLICY_ABI_VERSION 1u
+#define SPECD_POLICY_ABI_VERSION 2u
+
+/* specd_policy_ops.flags (ABI 2) */
+#define SPECD_POLICY_NEEDS_Q 1u /* propose may write draft distributions q (sampled drafts) */
+/* verify may emit nothing (a block policy filling private state out of order), and layout may
+ * score no rows (a commit-only step: the host runs the tokens to commit their KV, and verify gets
+ * no logits) */
+#define SPECD_POLICY_MAY_EMIT_NONE 2u
+/* verify needs the target's final hidden states of the scored rows (residual heads, MRP):
+ * verify_hidden is called instead of verify; the spec needs n_embd */
+#define SPECD_POLICY_WANTS_HIDDEN 4u
 
 struct specd_model;
 struct specd_lora;
@@ -50,7 +72,14 @@ typedef struct specd_policy_env {
     specd_accept_rule rule;
     float tau;
     uint64_t seed;
-    uint32_t seq_key;                /* the sequence id in the sampling key */
+    uint32_t seq_key;                /* the sampling key's sequence word (specd_stream_sample_key;
+                                      * seed above is already the stream's) */
+    /* ABI 2 */
+    void *shared;  /* what shared_create made for this spec, policy and options; else NULL (also
+                    * when a caller creates the policy outside a spec: create must then make what
+                    * it needs itself) */
+    void *user;    /* the host's pointer (specd_seq_params.policy_user), opaque to specd */
+    int32_t max_step_rows; /* the most rows a step may have (specd_spec_max_step_rows) */
 } specd_policy_env;
 
 /* The target's step, as laid out by a self-speculative policy. Arrays are owned by the policy
@@ -64,6 +93,12 @@ typedef struct specd_step_layout {
     const struct specd_lora *lora; /* the adapter gated rows use (owned by the policy), or NULL */
     int32_t n_rows;           /* rows whose logits the policy needs back */
     const int32_t *rows;      /* n_rows indices into the step's tokens */
+    /* ABI v2 (appended, so v1 policies that fill the fields above still fit; the session zeroes
+     * the struct before a policy's layout): the adapter's PEFT directory (owned by the policy),
+     * or NULL. A host that runs its own target loads it and applies it to exactly the rows whose
+     * lora_gate is non-zero; a layout with a lora_gate needs it (base weights give other
+     * logits). */
+    const char *lora_path;
 } specd_step_layout;
 
 /* What one verified step decided. Arrays are owned by the policy (or session) state. */
@@ -106,15 +141,42 @@ typedef struct specd_policy_ops {
     void (*advance)(void *state, const int32_t *history, int64_t n_history);
     /* optional: forget everything after history[0..n_history) */
     void (*rollback)(void *state, int64_t n_history);
+
+    /* ---- ABI 2 (read only when abi_version >= 2) ---- */
+    uint32_t flags; /* SPECD_POLICY_* */
+    /* optional: state every sequence of one spec with the same policy and options shares (a
+     * draft model's weights, an adapter), made on the first such open and released by
+     * shared_destroy when the spec is destroyed. env is the first sequence's (its per-sequence
+     * fields mean nothing here); *shared is handed to create as env.shared. */
+    specd_status (*shared_create)(const specd_policy_env *env, const char *options,
+                                  void **shared, specd_error *err);
+    void (*shared_destroy)(void *shared); /* required with shared_create */
+    /* optional, drafter shape: a tree of proposals, called instead of propose. Writes
+     * *n_nodes <= max_nodes nodes in topological order: parent[i] is -1 (a child of the pending
+     * token) or an earlier node, token[i] its id; no node deeper than max_depth (children of the
+     * pending token have depth 1). With q (SPECD_POLICY_NEEDS_Q) and a sampling policy, node i's
+     * distribution goes to q[i * n_vocab ...] (*has_q = 1). The session lays the tree out as one
+     * step (each node sees its ancestors; positions by depth) and verifies it with the
+     * acceptance engine's tree rule (specd/accept.h); a tree that is a chain is verified as one.
+     * *n_nodes = 0 is a plain step. */
+    specd_status (*propose_tree)(void *state, const int32_t *history, int64_t n_history,
+                                 int32_t max_nodes, int32_t max_depth, int32_t *parent,
+                                 int32_t *token, int32_t *n_nodes, float *q, int *has_q,
+                                 specd_error *err);
+    /* required with SPECD_POLICY_WANTS_HIDDEN (self-speculative shape): verify with the scored
+     * rows' logits and their final hidden states (after the output norm), n_rows x n_embd f32 in
+     * the same row order */
+    specd_status (*verify_hidden)(void *state, const float *logits, const float *hidden,
+                                  int32_t n_embd, specd_step_outcome *out, specd_error *err);
 } specd_policy_ops;
 
 /* --- registry ------------------------------------------------------------------------------ */
 /* Built-in policies (a host passes its own ops to the session directly, so the registry stays
  * constant). NULL when no policy has that name. */
-const specd_policy_ops *specd_policy_find(const char *name);
+SPECD_API const specd_policy_ops *specd_policy_find(const char *name);
 /* Number of registered policies and the i-th (for listings). */
-int32_t specd_policy_count(void);
-const specd_policy_ops *specd_policy_at(int32_t i);
+SPECD_API int32_t specd_policy_count(void);
+SPECD_API const specd_policy_ops *specd_policy_at(int32_t i);
 
 #ifdef __cplusplus
 }

@@ -28,6 +28,8 @@
 #ifndef SPECD_RUNTIME_H
 #define SPECD_RUNTIME_H
 
+#include "specd/api.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -59,23 +61,23 @@ typedef struct specd_model_info {
 /* Opens and validates the GGUF model at path. Caller owns *out (specd_model_destroy). Unknown
  * architecture or tensor type -> SPECD_E_UNSUPPORTED; missing or misshaped tensor -> SPECD_E_FORMAT
  * naming it. */
-specd_status specd_model_create(const char *path, specd_model **out, specd_error *err);
-void specd_model_destroy(specd_model *model);
+SPECD_API specd_status specd_model_create(const char *path, specd_model **out, specd_error *err);
+SPECD_API void specd_model_destroy(specd_model *model);
 
 /* Borrowed; valid while the model lives. */
-const specd_model_info *specd_model_get_info(const specd_model *model);
+SPECD_API const specd_model_info *specd_model_get_info(const specd_model *model);
 /* The underlying file (for the tokenizer); borrowed, valid while the model lives. */
-const specd_gguf *specd_model_gguf(const specd_model *model);
+SPECD_API const specd_gguf *specd_model_gguf(const specd_model *model);
 
 /* --- LoRA -------------------------------------------------------------------------------------
  * A PEFT adapter directory: adapter_config.json (r, lora_alpha, target_modules) and
  * adapter_model.safetensors (F32/F16/BF16 lora_A [r, in] and lora_B [out, r] per module). Applied
  * as y = W x + gate * (alpha / r) * B (A x) for the tokens whose gate is non-zero. Supported
  * modules: q_proj k_proj v_proj o_proj gate_proj up_proj down_proj. */
-specd_status specd_lora_create(const specd_model *model, const char *dir, specd_lora **out,
+SPECD_API specd_status specd_lora_create(const specd_model *model, const char *dir, specd_lora **out,
                                specd_error *err);
-void specd_lora_destroy(specd_lora *lora);
-int32_t specd_lora_rank(const specd_lora *lora);
+SPECD_API void specd_lora_destroy(specd_lora *lora);
+SPECD_API int32_t specd_lora_rank(const specd_lora *lora);
 
 /* --- context ------------------------------------------------------------------------------- */
 typedef struct specd_context_params {
@@ -87,21 +89,21 @@ typedef struct specd_context_params {
                           (a layer-skip drafter); 0 = all */
 } specd_context_params;
 
-specd_context_params specd_context_default_params(void);
+SPECD_API specd_context_params specd_context_default_params(void);
 
 /* The model is borrowed and must outlive the context. Caller owns *out. */
-specd_status specd_context_create(const specd_model *model, const specd_context_params *params,
+SPECD_API specd_status specd_context_create(const specd_model *model, const specd_context_params *params,
                                   specd_context **out, specd_error *err);
-void specd_context_destroy(specd_context *ctx);
+SPECD_API void specd_context_destroy(specd_context *ctx);
 
 /* Sets (or with NULL clears) the adapter used by tokens with a non-zero gate. Borrowed: it must
  * outlive its use. The adapter must belong to a model of the same shape. */
-specd_status specd_context_set_lora(specd_context *ctx, const specd_lora *lora, specd_error *err);
+SPECD_API specd_status specd_context_set_lora(specd_context *ctx, const specd_lora *lora, specd_error *err);
 
-int32_t specd_context_n_threads(const specd_context *ctx);
+SPECD_API int32_t specd_context_n_threads(const specd_context *ctx);
 /* The model the context runs (borrowed) and the most new tokens one extend may carry. */
-const specd_model *specd_context_model(const specd_context *ctx);
-int32_t specd_context_n_batch(const specd_context *ctx);
+SPECD_API const specd_model *specd_context_model(const specd_context *ctx);
+SPECD_API int32_t specd_context_n_batch(const specd_context *ctx);
 
 /* New tokens of one sequence in an extend. */
 typedef struct specd_seq_batch {
@@ -127,26 +129,26 @@ typedef struct specd_extend_out {
 } specd_extend_out;
 
 /* Runs the forward for the new tokens. out may be NULL (fill the caches only). */
-specd_status specd_context_extend(specd_context *ctx, const specd_seq_batch *seqs, int32_t n_seqs,
+SPECD_API specd_status specd_context_extend(specd_context *ctx, const specd_seq_batch *seqs, int32_t n_seqs,
                                   const specd_extend_out *out, specd_error *err);
 
 /* One token at position kv_len for seq; logits (n_vocab) may be NULL. */
-specd_status specd_context_decode(specd_context *ctx, int32_t seq, int32_t token, float *logits,
+SPECD_API specd_status specd_context_decode(specd_context *ctx, int32_t seq, int32_t token, float *logits,
                                   specd_error *err);
 
 /* --- KV cache ------------------------------------------------------------------------------ */
 /* Committed rows of seq, or -1 when seq is out of range. */
-int32_t specd_context_kv_len(const specd_context *ctx, int32_t seq);
+SPECD_API int32_t specd_context_kv_len(const specd_context *ctx, int32_t seq);
 /* Keeps the first n rows (n <= kv_len): rollback after a rejection. */
-specd_status specd_context_kv_truncate(specd_context *ctx, int32_t seq, int32_t n,
+SPECD_API specd_status specd_context_kv_truncate(specd_context *ctx, int32_t seq, int32_t n,
                                        specd_error *err);
 /* Keeps rows [0, from) plus the listed rows (strictly ascending, each in [from, kv_len)), moved
  * down in order; drops the rest: commit of chosen rows after verification. */
-specd_status specd_context_kv_keep(specd_context *ctx, int32_t seq, int32_t from, int32_t n_rows,
+SPECD_API specd_status specd_context_kv_keep(specd_context *ctx, int32_t seq, int32_t from, int32_t n_rows,
                                    const int32_t *rows, specd_error *err);
 /* Bytes allocated for KV caches (all sequences) and for everything the context owns. */
-size_t specd_context_kv_bytes(const specd_context *ctx);
-size_t specd_context_memory_bytes(const specd_context *ctx);
+SPECD_API size_t specd_context_kv_bytes(const specd_context *ctx);
+SPECD_API size_t specd_context_memory_bytes(const specd_context *ctx);
 
 #ifdef __cplusplus
 }

@@ -28,6 +28,8 @@
 #ifndef SPECD_SAMPLING_H
 #define SPECD_SAMPLING_H
 
+#include "specd/api.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -68,7 +70,7 @@ typedef struct specd_sampling_params {
 } specd_sampling_params;
 
 /* temperature 1, no filters, no bias. */
-specd_sampling_params specd_sampling_default_params(void);
+SPECD_API specd_sampling_params specd_sampling_default_params(void);
 
 /* A sampler: the validated transform plus scratch for rows of up to max_vocab tokens. Calls on
  * one sampler must not run concurrently (they share the scratch); use one sampler per thread. */
@@ -76,35 +78,35 @@ typedef struct specd_sampler specd_sampler;
 
 /* Checks params (finite T >= 0, top_p in (0,1], min_p in [0,1), top_k >= 0, bias tokens >= 0 and
  * unique, bias finite or -inf) and max_vocab >= 1. *out: caller owns; specd_sampler_destroy. */
-specd_status specd_sampler_create(const specd_sampling_params *params, int32_t max_vocab,
+SPECD_API specd_status specd_sampler_create(const specd_sampling_params *params, int32_t max_vocab,
                                   specd_sampler **out, specd_error *err);
-void specd_sampler_destroy(specd_sampler *sampler);
+SPECD_API void specd_sampler_destroy(specd_sampler *sampler);
 
 /* The keyed sample (purpose SPECD_RNG_SAMPLE) of one logits row of n_vocab floats: what plain
  * decoding emits at key.position. Errors: n_vocab outside [1, max_vocab] or a bias token
  * >= n_vocab (INVALID_ARG), a NaN/Inf logit or every token banned/filtered (NUMERIC). *token is
  * written only on success. */
-specd_status specd_sampler_sample(specd_sampler *sampler, const float *logits, int32_t n_vocab,
+SPECD_API specd_status specd_sampler_sample(specd_sampler *sampler, const float *logits, int32_t n_vocab,
                                   specd_sample_key key, int32_t *token, specd_error *err);
 
 /* The same draw with the SPECD_RNG_DRAFT stream: a drafter sampling x ~ q for rejection-sampling
  * verification (its noise is independent of the verifier's). */
-specd_status specd_sampler_sample_draft(specd_sampler *sampler, const float *logits,
+SPECD_API specd_status specd_sampler_sample_draft(specd_sampler *sampler, const float *logits,
                                         int32_t n_vocab, specd_sample_key key, int32_t *token,
                                         specd_error *err);
 
 /* The transformed distribution P (zeros outside the kept set; one-hot at the argmax when
  * T == 0) into probs[n_vocab]: the q a drafter hands to verification. probs untouched on error. */
-specd_status specd_sampler_probs(specd_sampler *sampler, const float *logits, int32_t n_vocab,
+SPECD_API specd_status specd_sampler_probs(specd_sampler *sampler, const float *logits, int32_t n_vocab,
                                  float *probs, specd_error *err);
 
 /* Gumbel noise G(x) for one token under key and purpose; exposed so tests and CUDA ports can
  * check the exact bits. */
-float specd_sampling_gumbel(specd_sample_key key, specd_rng_purpose purpose, int32_t token);
+SPECD_API float specd_sampling_gumbel(specd_sample_key key, specd_rng_purpose purpose, int32_t token);
 
 /* A keyed uniform in (0, 1): word 0 of Philox(counter {index, position, sequence, purpose}).
  * SPECD_RNG_ACCEPT uses index = draft row / tree node; RESIDUAL and BONUS use index 0. */
-float specd_sampling_uniform(specd_sample_key key, specd_rng_purpose purpose, uint32_t index);
+SPECD_API float specd_sampling_uniform(specd_sample_key key, specd_rng_purpose purpose, uint32_t index);
 
 #ifdef __cplusplus
 }

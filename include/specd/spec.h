@@ -23,6 +23,8 @@
 #ifndef SPECD_SPEC_H
 #define SPECD_SPEC_H
 
+#include "specd/api.h"
+
 #include <stdint.h>
 
 #include "specd/accept.h"
@@ -51,23 +53,39 @@ typedef struct specd_spec_params {
     const char *verifier_endpoint;    /* NULL = verify in-process; ipc://PATH, tcp://... (copied) */
     int32_t verifier_timeout_ms;      /* per request, [1, 60000] (default 1000) */
     uint64_t verifier_tokenizer_hash; /* must match the daemon's --tokenizer-hash (default 0) */
+    /* The most rows one step may have (what a host sizes its logits and keep lists for):
+     * 0 = 2 * max_draft + 1; more for policies whose steps are wider than their drafts (block
+     * diffusion, MRP), up to SPECD_MAX_STEP_ROWS. */
+    int32_t max_step_rows;
+    /* The target's hidden size: needed (> 0) by policies that verify with hidden states
+     * (SPECD_POLICY_WANTS_HIDDEN); 0 = unknown. */
+    int32_t n_embd;
 } specd_spec_params;
 
-specd_spec_params specd_spec_default_params(void);
+#define SPECD_MAX_STEP_ROWS 4096
+
+SPECD_API specd_spec_params specd_spec_default_params(void);
 
 /* Caller owns *out (specd_spec_destroy). With a verifier_endpoint: SPECD_E_INVALID_ARG for a
  * malformed endpoint, SPECD_E_MISMATCH when the daemon refuses our vocabulary or tokenizer; a
  * daemon that is not up yet is not an error (steps are verified in-process until it is). */
-specd_status specd_spec_create(const specd_spec_params *params, specd_spec **out,
+SPECD_API specd_status specd_spec_create(const specd_spec_params *params, specd_spec **out,
                                specd_error *err);
-void specd_spec_destroy(specd_spec *spec);
+SPECD_API void specd_spec_destroy(specd_spec *spec);
+
+#define SPECD_STREAM_KEY_SLOT UINT64_MAX
 
 typedef struct specd_seq_params {
     const char *policy;                 /* registry name (default "none") */
     const specd_policy_ops *policy_ops; /* or the host's own policy; overrides `policy` */
     const char *policy_options;         /* "key=value,..." for the policy; may be NULL */
+    void *policy_user;                  /* handed to the policy as env.user (policy ABI 2) */
     specd_sampling_params sampling;     /* the one transform for sampling and verification */
     uint64_t seed;
+    /* What keys the sequence's sampling besides the seed (specd_stream_sample_key): give each
+     * request its own, stable across the slots and batches it runs in, and its tokens never
+     * depend on them. SPECD_STREAM_KEY_SLOT (the default) keys on the sequence id, as v1 did. */
+    uint64_t stream_key;
     specd_accept_rule rule; /* default COUPLED (which is greedy at temperature 0) */
     float tau;    /* relaxed acceptance (ratio x (1 + tau)), REJECTION only; > 0 = lossy */
     /* the adaptive guard (default 1): per step, a cost model picks the draft length, or a plain
@@ -82,45 +100,47 @@ typedef struct specd_seq_params {
     int32_t n_stop_tokens;
 } specd_seq_params;
 
-specd_seq_params specd_seq_default_params(void);
+SPECD_API specd_seq_params specd_seq_default_params(void);
 
 /* Opens sequence seq with its prompt (n_prompt >= 1 ids < n_vocab). The prompt is copied. */
-specd_status specd_spec_seq_open(specd_spec *spec, int32_t seq, const int32_t *prompt,
+SPECD_API specd_status specd_spec_seq_open(specd_spec *spec, int32_t seq, const int32_t *prompt,
                                  int64_t n_prompt, const specd_seq_params *params,
                                  specd_error *err);
 /* Releases the sequence's state; a closed or unknown seq is a no-op. */
-void specd_spec_seq_close(specd_spec *spec, int32_t seq);
+SPECD_API void specd_spec_seq_close(specd_spec *spec, int32_t seq);
 
 /* The target's next step for seq. *out is owned by the spec and valid until the next call for
  * seq. SPECD_E_STATE when the sequence has finished (max_tokens or a stop token). */
-specd_status specd_spec_seq_layout(specd_spec *spec, int32_t seq, specd_step_layout *out,
+SPECD_API specd_status specd_spec_seq_layout(specd_spec *spec, int32_t seq, specd_step_layout *out,
                                    specd_error *err);
 
-/* Verifies the step laid out last: logits holds layout.n_rows rows of n_vocab floats. NaN/Inf
- * logits are SPECD_E_NUMERIC and change nothing (the host may retry the step). *out is owned by
- * the spec and valid until the next call for seq. */
-specd_status specd_spec_seq_verify(specd_spec *spec, int32_t seq, const float *logits,
+/* Verifies the step laid out last: logits holds layout.n_rows rows of n_vocab floats on the host
+ * (specd_spec_seq_verify_logits in specd/spec_batch.h takes other dtypes, strides and devices).
+ * -inf (or -FLT_MAX) means banned; NaN/+inf logits are SPECD_E_NUMERIC and change nothing (the
+ * host may retry the step). *out is owned by the spec and valid until the next call for seq. */
+SPECD_API specd_status specd_spec_seq_verify(specd_spec *spec, int32_t seq, const float *logits,
                                    specd_step_outcome *out, specd_error *err);
 
 /* 1 once the sequence has emitted max_tokens or a stop token. */
-int specd_spec_seq_done(const specd_spec *spec, int32_t seq);
+SPECD_API int specd_spec_seq_done(const specd_spec *spec, int32_t seq);
 
 /* The prompt given at open; borrowed until close. */
-const int32_t *specd_spec_seq_prompt(const specd_spec *spec, int32_t seq, int64_t *n_prompt);
+SPECD_API const int32_t *specd_spec_seq_prompt(const specd_spec *spec, int32_t seq, int64_t *n_prompt);
 
 /* With a remote verifier: the shared buffer its logits travel in, (max_draft + 1) x n_vocab
  * floats, owned by the spec. A host that writes a step's logits here saves a copy. Else NULL. */
-float *specd_spec_verifier_logits(const specd_spec *spec);
+SPECD_API float *specd_spec_verifier_logits(const specd_spec *spec);
 
 /* The most proposals one step may carry (the spec's max_draft). */
-int32_t specd_spec_max_draft(const specd_spec *spec);
-/* The most rows a laid-out step may have, so the most logits rows a host must be able to return:
- * 2 * max_draft + 1 (a self-speculative step carries up to max_draft filled proposals and
+SPECD_API int32_t specd_spec_max_draft(const specd_spec *spec);
+/* The most rows a laid-out step may have, so the most logits rows a host must be able to return
+ * for one sequence, and the longest emitted and keep lists: specd_spec_params.max_step_rows, by
+ * default 2 * max_draft + 1 (a self-speculative step carries up to max_draft filled proposals and
  * max_draft + 1 mask rows after the pending token; a drafter step needs only max_draft + 1). */
-int32_t specd_spec_max_step_rows(const specd_spec *spec);
+SPECD_API int32_t specd_spec_max_step_rows(const specd_spec *spec);
 
 /* The tokens emitted so far (not the prompt); borrowed until the next step or close. */
-const int32_t *specd_spec_seq_output(const specd_spec *spec, int32_t seq, int64_t *n_out);
+SPECD_API const int32_t *specd_spec_seq_output(const specd_spec *spec, int32_t seq, int64_t *n_out);
 
 #define SPECD_MAX_DRAFT 64
 
@@ -136,12 +156,18 @@ typedef struct specd_seq_stats {
     int64_t n_guard_plain;    /* steps the adaptive guard ran without proposals */
     int64_t n_remote_verified; /* drafting steps decided by the remote verifier */
     int64_t n_remote_fallback; /* drafting steps it did not answer, decided in-process */
+    /* the target's work (NFE: n_steps forwards of the target; tokens per forward =
+     * n_emitted / n_steps, counted up to the first stop token, after which nothing is emitted) */
+    int64_t n_rows;           /* logits rows scored */
+    int64_t n_tokens_run;     /* tokens the target ran (the steps' widths) */
+    int64_t n_empty_steps;    /* steps that emitted nothing (policy ABI 2 MAY_EMIT_NONE) */
+    int64_t n_commit_steps;   /* steps that scored no rows (commit-only) */
     int lossy;                /* 1 if any step used a relaxed rule */
     uint64_t propose_ns;      /* time inside the policy */
     uint64_t verify_ns;       /* time inside the acceptance engine */
 } specd_seq_stats;
 
-specd_status specd_spec_seq_stats(const specd_spec *spec, int32_t seq, specd_seq_stats *out,
+SPECD_API specd_status specd_spec_seq_stats(const specd_spec *spec, int32_t seq, specd_seq_stats *out,
                                   specd_error *err);
 
 #ifdef __cplusplus

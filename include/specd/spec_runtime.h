@@ -4,6 +4,8 @@
 #ifndef SPECD_SPEC_RUNTIME_H
 #define SPECD_SPEC_RUNTIME_H
 
+#include "specd/api.h"
+
 #include <stdint.h>
 
 #include "specd/runtime.h"
@@ -34,7 +36,7 @@ typedef void (*specd_tokens_fn)(const int32_t *tokens, int32_t n, void *user);
  * the sequence is done. ctx's n_batch must be at least max_draft + 1. on_tokens may be NULL.
  * On failure the sequence keeps the tokens emitted so far. ctx's adapter is cleared on return (a
  * policy's adapter dies with its sequence). */
-specd_status specd_spec_run(specd_spec *spec, int32_t seq, specd_context *ctx, int32_t kv_seq,
+SPECD_API specd_status specd_spec_run(specd_spec *spec, int32_t seq, specd_context *ctx, int32_t kv_seq,
                             specd_tokens_fn on_tokens, void *user, specd_run_stats *stats,
                             specd_error *err);
 

@@ -8,6 +8,8 @@
 #ifndef SPECD_STATUS_H
 #define SPECD_STATUS_H
 
+#include "specd/api.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -36,10 +38,10 @@ typedef struct specd_error {
 } specd_error;
 
 /* Short constant name of a status code ("SPECD_E_FORMAT"); never NULL. */
-const char *specd_status_name(specd_status status);
+SPECD_API const char *specd_status_name(specd_status status);
 
 /* Clears err to SPECD_OK with an empty message. err may be NULL. */
-void specd_error_clear(specd_error *err);
+SPECD_API void specd_error_clear(specd_error *err);
 
 #ifdef __cplusplus
 }

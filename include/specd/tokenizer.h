@@ -41,6 +41,8 @@
 #ifndef SPECD_TOKENIZER_H
 #define SPECD_TOKENIZER_H
 
+#include "specd/api.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -88,42 +90,42 @@ enum {
  * tokenizer (caller owns; release with specd_tokenizer_destroy). Malformed metadata (missing
  * keys, wrong types, ids out of range, merges that are not "left right") is SPECD_E_FORMAT; an
  * unknown tokenizer model or pre-tokenizer is SPECD_E_UNSUPPORTED. */
-specd_status specd_tokenizer_create_from_gguf(const specd_gguf *gguf, specd_tokenizer **out,
+SPECD_API specd_status specd_tokenizer_create_from_gguf(const specd_gguf *gguf, specd_tokenizer **out,
                                               specd_error *err);
 
 /* Releases the tokenizer; NULL is a no-op. */
-void specd_tokenizer_destroy(specd_tokenizer *tok);
+SPECD_API void specd_tokenizer_destroy(specd_tokenizer *tok);
 
-int32_t specd_tokenizer_vocab_size(const specd_tokenizer *tok);
+SPECD_API int32_t specd_tokenizer_vocab_size(const specd_tokenizer *tok);
 /* Special ids, or -1 when the model has none. */
-int32_t specd_tokenizer_bos(const specd_tokenizer *tok);
-int32_t specd_tokenizer_eos(const specd_tokenizer *tok);
+SPECD_API int32_t specd_tokenizer_bos(const specd_tokenizer *tok);
+SPECD_API int32_t specd_tokenizer_eos(const specd_tokenizer *tok);
 /* 1 when id ends generation (EOS, EOT, EOM and the end-of-turn tokens listed above), else 0. */
-int specd_tokenizer_is_eog(const specd_tokenizer *tok, int32_t id);
+SPECD_API int specd_tokenizer_is_eog(const specd_tokenizer *tok, int32_t id);
 /* Kind of id, or 0 when id is out of range. */
-int specd_tokenizer_token_kind(const specd_tokenizer *tok, int32_t id);
+SPECD_API int specd_tokenizer_token_kind(const specd_tokenizer *tok, int32_t id);
 /* Token id whose text is exactly text[0..len) (raw bytes: "\n", " the", "<|im_start|>"), or -1. */
-int32_t specd_tokenizer_find(const specd_tokenizer *tok, const char *text, size_t len);
+SPECD_API int32_t specd_tokenizer_find(const specd_tokenizer *tok, const char *text, size_t len);
 
 /* Encodes text[0..len) (any bytes; text may be NULL when len is 0) with SPECD_TOKENIZE_* flags.
  * *n_out receives the number of ids the text needs. When that is more than cap the call returns
  * SPECD_E_INVALID_ARG with ids untouched (call again with a larger buffer; ids may be NULL when
  * cap is 0). Other failures leave ids and *n_out untouched. */
-specd_status specd_tokenizer_encode(const specd_tokenizer *tok, const char *text, size_t len,
+SPECD_API specd_status specd_tokenizer_encode(const specd_tokenizer *tok, const char *text, size_t len,
                                     uint32_t flags, int32_t *ids, size_t cap, size_t *n_out,
                                     specd_error *err);
 
 /* The bytes id decodes to, with SPECD_DETOKENIZE_RENDER_SPECIAL as the only meaningful flag.
  * *piece is borrowed from tok (valid until destroy, not NUL-terminated), *len may be 0. An id out
  * of range is SPECD_E_INVALID_ARG. */
-specd_status specd_tokenizer_token_to_piece(const specd_tokenizer *tok, int32_t id,
+SPECD_API specd_status specd_tokenizer_token_to_piece(const specd_tokenizer *tok, int32_t id,
                                             uint32_t flags, const char **piece, size_t *len,
                                             specd_error *err);
 
 /* Decodes ids[0..n) into buf with SPECD_DETOKENIZE_* flags; same capacity contract as encode
  * (*n_out = bytes needed, no NUL is written). An id out of range is SPECD_E_INVALID_ARG naming
  * its position, with buf and *n_out untouched. */
-specd_status specd_tokenizer_decode(const specd_tokenizer *tok, const int32_t *ids, size_t n,
+SPECD_API specd_status specd_tokenizer_decode(const specd_tokenizer *tok, const int32_t *ids, size_t n,
                                     uint32_t flags, char *buf, size_t cap, size_t *n_out,
                                     specd_error *err);
 
@@ -144,7 +146,7 @@ typedef struct specd_chat_message {
  * of encode; it is text, to be encoded with SPECD_TOKENIZE_PARSE_SPECIAL. A model whose
  * tokenizer.chat_template is missing or not ChatML is SPECD_E_UNSUPPORTED; a NULL role or
  * content is SPECD_E_INVALID_ARG. */
-specd_status specd_tokenizer_apply_chat_template(const specd_tokenizer *tok,
+SPECD_API specd_status specd_tokenizer_apply_chat_template(const specd_tokenizer *tok,
                                                  const specd_chat_message *messages, size_t n,
                                                  int add_generation_prompt, char *buf, size_t cap,
                                                  size_t *n_out, specd_error *err);

@@ -2,6 +2,8 @@
 #ifndef SPECD_VERSION_H
 #define SPECD_VERSION_H
 
+#include "specd/api.h"
+
 #define SPECD_VERSION_MAJOR 0
 #define SPECD_VERSION_MINOR 1
 #define SPECD_VERSION_PATCH 0
@@ -12,7 +14,7 @@ extern "C" {
 #endif
 
 /* "MAJOR.MINOR.PATCH" of the library actually linked; static storage. */
-const char *specd_version(void);
+SPECD_API const char *specd_version(void);
 
 #ifdef __cplusplus
 }

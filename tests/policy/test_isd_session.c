@@ -140,8 +140,17 @@ static void test_rows_must_fit(void **s) {
     p.policy_options = "mask=16";
     assert_int_equal(specd_spec_seq_open(spec, 0, prompt, 1, &p, &err), SPECD_E_INVALID_ARG);
     assert_non_null(strstr(err.message, "mask"));
-    p.policy_options = "adapter=/tmp"; /* no target model to apply it to */
-    assert_int_equal(specd_spec_seq_open(spec, 0, prompt, 1, &p, &err), SPECD_E_INVALID_ARG);
+    /* no target model in specd: the host applies the adapter, named in every layout */
+    p.policy_options = "adapter=/tmp";
+    p.adaptive = 0;
+    assert_int_equal(specd_spec_seq_open(spec, 0, prompt, 1, &p, &err), SPECD_OK);
+    specd_step_layout lay;
+    assert_int_equal(specd_spec_seq_layout(spec, 0, &lay, &err), SPECD_OK);
+    assert_string_equal(lay.lora_path, "/tmp");
+    assert_non_null(lay.lora_gate);
+    assert_null(lay.lora);
+    specd_spec_seq_close(spec, 0);
+    p.adaptive = 1;
     p.policy_options = "n=3,propose=sample";
     assert_int_equal(specd_spec_seq_open(spec, 0, prompt, 1, &p, &err), SPECD_OK);
     specd_spec_destroy(spec);

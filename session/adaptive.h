@@ -17,8 +17,8 @@
  * starts from it and keeps adapting with its own evidence (older evidence is down-weighted).
  * All decisions are deterministic functions of the observations fed in (tests feed synthetic
  * timings). */
-#ifndef SPECD_POLICY_ADAPTIVE_H
-#define SPECD_POLICY_ADAPTIVE_H
+#ifndef SPECD_SESSION_ADAPTIVE_H
+#define SPECD_SESSION_ADAPTIVE_H
 
 #include <stdint.h>
 
@@ -57,7 +57,8 @@ void specd_adaptive_init(specd_adaptive *g, int enabled, int self_spec, int32_t 
  * > 0 means "let the policy lay out its step". Must be followed by one observe. */
 int32_t specd_adaptive_budget(specd_adaptive *g);
 /* Records the step laid out after the last budget call: proposals verified, of which accepted,
- * tokens emitted, and its wall time from layout to the end of verification. */
+ * tokens emitted, and its cost: a lone sequence's wall time from layout to the end of
+ * verification, or a batched sequence's share of its batch (session/batch_cost.h). */
 void specd_adaptive_observe(specd_adaptive *g, int32_t n_drafted, int32_t n_accepted,
                             int32_t n_emitted, uint64_t step_ns);
 

@@ -35,7 +35,12 @@ specd_status specd_spec_run(specd_spec *spec, int32_t seq, specd_context *ctx, i
     stats->n_prompt = n_prompt;
 
     float *logits = specd_alloc_array((size_t)max_rows * (size_t)n_vocab, sizeof(float));
-    if (!logits) return specd_fail(err, SPECD_E_NOMEM, "run: out of memory for logits");
+    int32_t *keep = specd_alloc_array((size_t)max_rows, sizeof(int32_t));
+    if (!logits || !keep) {
+        specd_free(logits);
+        specd_free(keep);
+        return specd_fail(err, SPECD_E_NOMEM, "run: out of memory for logits");
+    }
     specd_status st = specd_context_kv_truncate(ctx, kv_seq, 0, err);
     uint64_t t0 = specd_now_ns();
     if (st == SPECD_OK) st = prefill(ctx, kv_seq, prompt, n_prompt - 1, n_batch, err);
@@ -57,7 +62,7 @@ specd_status specd_spec_run(specd_spec *spec, int32_t seq, specd_context *ctx, i
             shared && lay.n_rows <= specd_spec_max_draft(spec) + 1 ? shared : logits;
         specd_extend_out out = {.n_rows = lay.n_rows, .rows = lay.rows, .logits = step_logits};
         uint64_t f0 = specd_now_ns();
-        st = specd_context_extend(ctx, &b, 1, &out, err);
+        st = specd_context_extend(ctx, &b, 1, lay.n_rows > 0 ? &out : NULL, err);
         stats->forward_ns += specd_now_ns() - f0;
         if (st != SPECD_OK) break;
         specd_step_outcome o;
@@ -65,7 +70,6 @@ specd_status specd_spec_run(specd_spec *spec, int32_t seq, specd_context *ctx, i
         if ((st = specd_spec_seq_verify(spec, seq, step_logits, &o, err)) != SPECD_OK) break;
         uint64_t v1 = specd_now_ns();
         stats->verify_ns += v1 - v0;
-        int32_t keep[SPECD_MAX_DRAFT + 1];
         for (int32_t i = 0; i < o.n_keep; i++) keep[i] = kv_before + o.keep[i];
         if ((st = specd_context_kv_keep(ctx, kv_seq, kv_before, o.n_keep, keep, err)) != SPECD_OK)
             break;
@@ -77,5 +81,6 @@ specd_status specd_spec_run(specd_spec *spec, int32_t seq, specd_context *ctx, i
     stats->decode_ns = specd_now_ns() - t1;
     specd_context_set_lora(ctx, NULL, NULL); /* the adapter belongs to the policy */
     specd_free(logits);
+    specd_free(keep);
     return st;
 }

@@ -1,4 +1,4 @@
-#include "policy/adaptive.h"
+#include "session/adaptive.h"
 
 enum {
     REFRESH_EVERY = 48, /* policy steps between plain steps that keep c0 fresh */

@@ -1,10 +1,10 @@
-/* The adaptive guard's decisions (policy/adaptive.h) under synthetic step timings: it starts with
+/* The adaptive guard's decisions (session/adaptive.h) under synthetic step timings: it starts with
  * a plain step and a one-proposal probe, drafts when the cost model says it pays, backs off (and
  * says so) when it does not, re-probes at doubling intervals, governs self-speculative policies
  * on/off, and seeds a new sequence with what an earlier one learned. No clock is read here. */
 #include "test_main.h"
 
-#include "policy/adaptive.h"
+#include "session/adaptive.h"
 
 /* One step: ask for the budget, then report a step of that budget. A chain step with k
  * proposals costs c0 + c1 * k ns and accepts the first `acc` of them. */

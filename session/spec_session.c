@@ -6,62 +6,12 @@
 #include "common/alloc.h"
 #include "common/clock.h"
 #include "common/status_internal.h"
-#include "policy/adaptive.h"
 #include "policy/builtin.h"
-#include "policy/remote_verify.h"
+#include "session/spec_internal.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
-
-typedef struct spec_seq {
-    int open;
-    int done;
-    int32_t id;
-    const specd_policy_ops *ops;
-    void *policy;
-    specd_accept *accept;   /* verification under the sequence's rule and transform */
-    specd_sampler *sampler; /* plain steps: the same keyed sample the engine uses */
-    specd_accept_rule rule;
-    uint64_t seed;
-    int32_t max_tokens;
-    int32_t *stop;
-    int32_t n_stop;
-
-    int32_t *history;       /* prompt + output */
-    int64_t n_history, n_prompt, cap_history;
-
-    /* the step in flight */
-    int laid_out;
-    int32_t n_step_tokens; /* rows of the step in flight */
-    int32_t n_draft;
-    int32_t *draft;         /* max_draft */
-    float *q;               /* max_draft x n_vocab, drafter shape only */
-    int has_q;
-    int32_t *step_tokens, *step_pos, *step_rows; /* max_draft + 1 */
-    int32_t *emitted, *keep;                     /* max_draft + 1 */
-    float *accept_prob;                          /* max_draft */
-    int plain_step;         /* self-speculative policy: the guard made this a plain step */
-    uint64_t t_step;        /* layout started (the guard times whole steps) */
-
-    specd_adaptive guard;
-    uint64_t prior_key;     /* policy and options: which learned model this sequence feeds */
-    specd_seq_stats stats;
-} spec_seq;
-
-/* What the adaptive guard learned per policy + options, seeding the next sequence. */
-enum { N_PRIORS = 16 };
-typedef struct guard_prior {
-    uint64_t key; /* 0 = free slot */
-    specd_adaptive_model model;
-} guard_prior;
-
-struct specd_spec {
-    specd_spec_params params;
-    spec_seq *seqs;
-    guard_prior priors[N_PRIORS];
-    int32_t next_prior; /* round-robin replacement when all slots are taken */
-    specd_rverify *rv;  /* the remote verifier, or NULL */
-};
 
 static uint64_t prior_key(const specd_policy_ops *ops, const char *options) {
     uint64_t h = 1469598103934665603ULL ^ (uint64_t)(uintptr_t)ops;
@@ -97,6 +47,21 @@ static void seq_learned(specd_spec *spec, const spec_seq *q) {
     prior_store(spec, q->prior_key, &g->m);
 }
 
+static uint64_t mix64(uint64_t x) { /* splitmix64's finaliser */
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+specd_sample_key specd_stream_sample_key(uint64_t seed, uint64_t stream, uint32_t position) {
+    uint64_t hi = stream >> 32;
+    specd_sample_key k = {.seed = hi ? mix64(seed ^ mix64(hi)) : seed,
+                          .sequence = (uint32_t)stream, .position = position};
+    return k;
+}
+
 specd_spec_params specd_spec_default_params(void) {
     specd_spec_params p = {.n_vocab = 0, .max_draft = 8, .max_seqs = 64,
                            .verifier_timeout_ms = 1000};
@@ -111,6 +76,7 @@ specd_seq_params specd_seq_default_params(void) {
     p.rule = SPECD_ACCEPT_COUPLED;
     p.adaptive = 1;
     p.max_tokens = 256;
+    p.stream_key = SPECD_STREAM_KEY_SLOT;
     return p;
 }
 
@@ -123,6 +89,14 @@ specd_status specd_spec_create(const specd_spec_params *params, specd_spec **out
     if (params->max_draft < 1 || params->max_draft > SPECD_MAX_DRAFT)
         return specd_fail(err, SPECD_E_INVALID_ARG, "spec: max_draft %d is outside [1, %d]",
                           params->max_draft, SPECD_MAX_DRAFT);
+    if (params->max_step_rows != 0 &&
+        (params->max_step_rows < 2 * params->max_draft + 1 ||
+         params->max_step_rows > SPECD_MAX_STEP_ROWS))
+        return specd_fail(err, SPECD_E_INVALID_ARG,
+                          "spec: max_step_rows %d is outside [2 * max_draft + 1, %d]",
+                          params->max_step_rows, SPECD_MAX_STEP_ROWS);
+    if (params->n_embd < 0 || params->n_embd > (1 << 20))
+        return specd_fail(err, SPECD_E_INVALID_ARG, "spec: n_embd %d is invalid", params->n_embd);
     if (params->max_seqs < 1 || params->max_seqs > (1 << 20))
         return specd_fail(err, SPECD_E_INVALID_ARG, "spec: max_seqs %d is outside [1, 2^20]",
                           params->max_seqs);
@@ -135,7 +109,18 @@ specd_status specd_spec_create(const specd_spec_params *params, specd_spec **out
     }
     s->params = *params;
     s->params.verifier_endpoint = NULL; /* not kept: the client copied it */
+    if (!s->params.max_step_rows) s->params.max_step_rows = 2 * params->max_draft + 1;
     s->seqs = seqs;
+    size_t n = (size_t)params->max_seqs;
+    s->batch = specd_alloc_array(n, sizeof *s->batch);
+    s->batch_gen = specd_alloc_array(n, sizeof *s->batch_gen);
+    s->batch_ids = specd_alloc_array(n, sizeof *s->batch_ids);
+    s->batch_out = specd_alloc_array(n, sizeof *s->batch_out);
+    s->batch_status = specd_alloc_array(n, sizeof *s->batch_status);
+    if (!s->batch || !s->batch_gen || !s->batch_ids || !s->batch_out || !s->batch_status) {
+        specd_spec_destroy(s);
+        return specd_fail(err, SPECD_E_NOMEM, "spec: out of memory");
+    }
     if (params->verifier_endpoint) {
         specd_status st = specd_rverify_create(params, &s->rv, err);
         if (st != SPECD_OK) {
@@ -152,6 +137,7 @@ static void seq_release(spec_seq *q) {
     specd_accept_destroy(q->accept);
     specd_sampler_destroy(q->sampler);
     specd_free(q->stop);
+    specd_free(q->bias_banned);
     specd_free(q->history);
     specd_free(q->draft);
     specd_free(q->q);
@@ -161,6 +147,9 @@ static void seq_release(spec_seq *q) {
     specd_free(q->emitted);
     specd_free(q->keep);
     specd_free(q->accept_prob);
+    specd_free(q->tree_parent);
+    specd_free(q->tree_path);
+    specd_free(q->visible);
     memset(q, 0, sizeof *q);
 }
 
@@ -168,12 +157,24 @@ void specd_spec_destroy(specd_spec *spec) {
     if (!spec) return;
     for (int32_t i = 0; i < spec->params.max_seqs && spec->seqs; i++) seq_release(&spec->seqs[i]);
     specd_rverify_destroy(spec->rv);
+    specd_logits_scratch_free(&spec->scratch);
+    specd_logits_scratch_free(&spec->hidden_scratch);
+    for (int32_t i = 0; i < N_SHARED; i++)
+        if (spec->shared[i].ops) {
+            spec->shared[i].ops->shared_destroy(spec->shared[i].state);
+            specd_free(spec->shared[i].options);
+        }
+    specd_free(spec->batch);
+    specd_free(spec->batch_gen);
+    specd_free(spec->batch_ids);
+    specd_free(spec->batch_out);
+    specd_free(spec->batch_status);
     specd_free(spec->seqs);
     specd_free(spec);
 }
 
-static specd_status find_seq(const specd_spec *spec, int32_t seq, spec_seq **out,
-                             specd_error *err) {
+specd_status specd_spec_find_seq(const specd_spec *spec, int32_t seq, spec_seq **out,
+                                 specd_error *err) {
     if (!spec) return specd_fail(err, SPECD_E_INVALID_ARG, "spec: NULL handle");
     if (seq < 0 || seq >= spec->params.max_seqs || !spec->seqs[seq].open)
         return specd_fail(err, SPECD_E_INVALID_ARG, "spec: sequence %d is not open", seq);
@@ -190,10 +191,13 @@ static const specd_policy_ops *resolve_policy(const specd_seq_params *p, specd_e
     }
     int drafter = ops->propose != NULL;
     int self_spec = ops->layout != NULL && ops->verify != NULL;
-    if (ops->abi_version != SPECD_POLICY_ABI_VERSION || !ops->create || !ops->destroy ||
-        drafter == self_spec) {
+    int v2 = ops->abi_version >= 2;
+    if (ops->abi_version < 1 || ops->abi_version > SPECD_POLICY_ABI_VERSION || !ops->create ||
+        !ops->destroy || drafter == self_spec ||
+        (v2 && (ops->shared_create != NULL) != (ops->shared_destroy != NULL)) ||
+        (v2 && (ops->flags & SPECD_POLICY_WANTS_HIDDEN) && (!self_spec || !ops->verify_hidden))) {
         specd_fail(err, SPECD_E_MISMATCH,
-                   "spec: policy '%s' has ABI %u (want %u) or lacks required slots",
+                   "spec: policy '%s' has ABI %u (want 1..%u) or lacks required slots",
                    ops->name ? ops->name : "?", ops->abi_version, SPECD_POLICY_ABI_VERSION);
         return NULL;
     }
@@ -202,26 +206,95 @@ static const specd_policy_ops *resolve_policy(const specd_seq_params *p, specd_e
 
 static specd_status seq_alloc(spec_seq *q, const specd_spec_params *sp, int64_t n_prompt,
                               const specd_seq_params *p) {
-    int32_t k1 = sp->max_draft + 1;
+    int32_t k1 = sp->max_step_rows; /* the most rows a step may have */
+    int tree = specd_policy_has_tree(q->ops);
+    int32_t n_drafts = tree ? k1 - 1 : sp->max_draft; /* proposals: tree nodes or a chain */
     int64_t cap = n_prompt + p->max_tokens + k1;
     q->cap_history = cap;
     q->history = specd_alloc_array((size_t)cap, sizeof *q->history);
-    q->draft = specd_alloc_array((size_t)sp->max_draft, sizeof *q->draft);
+    q->draft = specd_alloc_array((size_t)n_drafts, sizeof *q->draft);
     q->step_tokens = specd_alloc_array((size_t)k1, sizeof(int32_t));
     q->step_pos = specd_alloc_array((size_t)k1, sizeof(int32_t));
     q->step_rows = specd_alloc_array((size_t)k1, sizeof(int32_t));
     q->emitted = specd_alloc_array((size_t)k1, sizeof(int32_t));
     q->keep = specd_alloc_array((size_t)k1, sizeof(int32_t));
     q->accept_prob = specd_alloc_array((size_t)sp->max_draft, sizeof(float));
+    if (tree) {
+        q->tree_parent = specd_alloc_array((size_t)k1, sizeof(int32_t));
+        q->tree_path = specd_alloc_array((size_t)k1, sizeof(int32_t));
+        q->visible = specd_alloc_array((size_t)(cap + k1) * (size_t)k1, 1);
+        if (!q->tree_parent || !q->tree_path || !q->visible) return SPECD_E_NOMEM;
+    }
     size_t q_floats;
-    if (q->ops->propose && specd_mul_ok((size_t)sp->max_draft, (size_t)sp->n_vocab, &q_floats) &&
+    int needs_q = q->ops->propose && (specd_policy_flags(q->ops) & SPECD_POLICY_NEEDS_Q);
+    if (needs_q && specd_mul_ok((size_t)n_drafts, (size_t)sp->n_vocab, &q_floats) &&
         specd_mul_ok(q_floats, sizeof(float), &q_floats))
         q->q = specd_alloc(q_floats); /* written by the policy before it is read: not zeroed */
     if (p->n_stop_tokens > 0) q->stop = specd_alloc_array((size_t)p->n_stop_tokens, sizeof(int32_t));
     int ok = q->history && q->draft && q->step_tokens && q->step_pos && q->step_rows &&
-             q->emitted && q->keep && q->accept_prob && (!q->ops->propose || q->q) &&
+             q->emitted && q->keep && q->accept_prob && (!needs_q || q->q) &&
              (p->n_stop_tokens <= 0 || q->stop);
     return ok ? SPECD_OK : SPECD_E_NOMEM;
+}
+
+/* The spec's shared state for (ops, options), made on first use (policy ABI 2). */
+static specd_status shared_state(specd_spec *spec, const specd_policy_ops *ops,
+                                 const specd_policy_env *env, const char *options, void **out,
+                                 specd_error *err) {
+    *out = NULL;
+    if (ops->abi_version < 2 || !ops->shared_create) return SPECD_OK;
+    const char *opts = options ? options : "";
+    int32_t free_slot = -1;
+    for (int32_t i = 0; i < N_SHARED; i++) {
+        policy_shared *s = &spec->shared[i];
+        if (!s->ops) {
+            if (free_slot < 0) free_slot = i;
+        } else if (s->ops == ops && !strcmp(s->options, opts)) {
+            *out = s->state;
+            return SPECD_OK;
+        }
+    }
+    if (free_slot < 0)
+        return specd_fail(err, SPECD_E_UNSUPPORTED,
+                          "spec: more than %d policy/options pairs with shared state in one spec",
+                          N_SHARED);
+    size_t len = strlen(opts) + 1;
+    char *copy = specd_alloc(len);
+    if (!copy) return specd_fail(err, SPECD_E_NOMEM, "spec: out of memory");
+    memcpy(copy, opts, len);
+    void *state = NULL;
+    specd_status st = ops->shared_create(env, options, &state, err);
+    if (st != SPECD_OK) {
+        specd_free(copy);
+        return st;
+    }
+    spec->shared[free_slot] = (policy_shared){.ops = ops, .options = copy, .state = state};
+    *out = state;
+    return SPECD_OK;
+}
+
+/* What the logits intake needs to make masked tokens unreachable under q's transform. */
+static specd_status mask_rule_init(spec_seq *q, const specd_seq_params *p) {
+    specd_mask_rule *m = &q->mask;
+    m->temperature = p->rule == SPECD_ACCEPT_GREEDY ? 0.0f : p->sampling.temperature;
+    int32_t n_banned = 0;
+    for (size_t i = 0; i < p->sampling.n_bias; i++) {
+        float b = p->sampling.bias[i].bias;
+        if (b == -INFINITY) n_banned++;
+        else if (isfinite(b)) {
+            m->bias_min = b < m->bias_min ? b : m->bias_min;
+            m->bias_max = b > m->bias_max ? b : m->bias_max;
+        }
+    }
+    if (n_banned > 0) {
+        q->bias_banned = specd_alloc_array((size_t)n_banned, sizeof(int32_t));
+        if (!q->bias_banned) return SPECD_E_NOMEM;
+        for (size_t i = 0; i < p->sampling.n_bias; i++)
+            if (p->sampling.bias[i].bias == -INFINITY)
+                q->bias_banned[m->n_banned++] = p->sampling.bias[i].token;
+        m->banned = q->bias_banned;
+    }
+    return SPECD_OK;
 }
 
 specd_status specd_spec_seq_open(specd_spec *spec, int32_t seq, const int32_t *prompt,
@@ -250,10 +323,22 @@ specd_status specd_spec_seq_open(specd_spec *spec, int32_t seq, const int32_t *p
                               (long long)i, prompt[i], sp->n_vocab);
     const specd_policy_ops *ops = resolve_policy(params, err);
     if (!ops) return err ? err->status : SPECD_E_INVALID_ARG;
+    if (ops->abi_version >= 2 && (ops->flags & SPECD_POLICY_WANTS_HIDDEN) && sp->n_embd < 1)
+        return specd_fail(err, SPECD_E_INVALID_ARG,
+                          "spec: policy %s verifies with hidden states: set "
+                          "specd_spec_params.n_embd", ops->name);
     if (spec->rv && !ops->propose)
         return specd_fail(err, SPECD_E_UNSUPPORTED,
                           "spec: policy %s verifies its own steps; a remote verifier needs a "
                           "drafter-shaped policy", ops->name);
+
+    uint64_t stream = params->stream_key == SPECD_STREAM_KEY_SLOT ? (uint64_t)seq
+                                                                  : params->stream_key;
+    if (spec->rv && stream != (uint64_t)seq)
+        return specd_fail(err, SPECD_E_UNSUPPORTED,
+                          "spec: a remote verifier keys sampling on the sequence id; stream key "
+                          "%llu needs the verify protocol to carry it",
+                          (unsigned long long)stream);
 
     spec_seq *q = &spec->seqs[seq];
     memset(q, 0, sizeof *q);
@@ -261,8 +346,11 @@ specd_status specd_spec_seq_open(specd_spec *spec, int32_t seq, const int32_t *p
     q->id = seq;
     q->rule = params->rule;
     q->seed = params->seed;
+    q->stream_key = stream;
+    q->key = specd_stream_sample_key(params->seed, stream, 0);
     q->max_tokens = params->max_tokens;
     specd_status st = seq_alloc(q, sp, n_prompt, params);
+    if (st == SPECD_OK) st = mask_rule_init(q, params);
     if (st != SPECD_OK) {
         seq_release(q);
         return specd_fail(err, st, "spec: out of memory opening sequence %d", seq);
@@ -271,7 +359,7 @@ specd_status specd_spec_seq_open(specd_spec *spec, int32_t seq, const int32_t *p
     specd_accept_params ap = specd_accept_default_params();
     ap.rule = params->rule;
     ap.sampling = params->sampling;
-    ap.max_k = sp->max_draft;
+    ap.max_k = specd_policy_has_tree(ops) ? 2 * sp->max_draft : sp->max_draft;
     ap.max_vocab = sp->n_vocab;
     ap.relaxed_tau = params->tau;
     specd_sampling_params plain = params->sampling;
@@ -279,9 +367,11 @@ specd_status specd_spec_seq_open(specd_spec *spec, int32_t seq, const int32_t *p
     specd_policy_env env = {.n_vocab = sp->n_vocab, .max_draft = sp->max_draft,
                             .target = sp->target, .target_path = sp->target_path,
                             .sampling = params->sampling, .rule = params->rule,
-                            .tau = params->tau, .seed = params->seed, .seq_key = (uint32_t)seq};
+                            .tau = params->tau, .seed = q->key.seed, .seq_key = q->key.sequence,
+                            .user = params->policy_user, .max_step_rows = sp->max_step_rows};
     if ((st = specd_accept_create(&ap, &q->accept, err)) != SPECD_OK ||
         (st = specd_sampler_create(&plain, sp->n_vocab, &q->sampler, err)) != SPECD_OK ||
+        (st = shared_state(spec, ops, &env, params->policy_options, &env.shared, err)) != SPECD_OK ||
         (st = ops->create(&env, params->policy_options, &q->policy, err)) != SPECD_OK) {
         q->ops = NULL; /* create failed or never ran: nothing for destroy */
         seq_release(q);
@@ -313,13 +403,13 @@ void specd_spec_seq_close(specd_spec *spec, int32_t seq) {
 
 int specd_spec_seq_done(const specd_spec *spec, int32_t seq) {
     spec_seq *q = NULL;
-    if (find_seq(spec, seq, &q, NULL) != SPECD_OK) return 1;
+    if (specd_spec_find_seq(spec, seq, &q, NULL) != SPECD_OK) return 1;
     return q->done;
 }
 
 const int32_t *specd_spec_seq_output(const specd_spec *spec, int32_t seq, int64_t *n_out) {
     spec_seq *q = NULL;
-    if (find_seq(spec, seq, &q, NULL) != SPECD_OK) {
+    if (specd_spec_find_seq(spec, seq, &q, NULL) != SPECD_OK) {
         if (n_out) *n_out = 0;
         return NULL;
     }
@@ -329,7 +419,7 @@ const int32_t *specd_spec_seq_output(const specd_spec *spec, int32_t seq, int64_
 
 const int32_t *specd_spec_seq_prompt(const specd_spec *spec, int32_t seq, int64_t *n_prompt) {
     spec_seq *q = NULL;
-    if (find_seq(spec, seq, &q, NULL) != SPECD_OK) {
+    if (specd_spec_find_seq(spec, seq, &q, NULL) != SPECD_OK) {
         if (n_prompt) *n_prompt = 0;
         return NULL;
     }
@@ -344,16 +434,65 @@ float *specd_spec_verifier_logits(const specd_spec *spec) {
 int32_t specd_spec_max_draft(const specd_spec *spec) { return spec ? spec->params.max_draft : 0; }
 
 int32_t specd_spec_max_step_rows(const specd_spec *spec) {
-    return spec ? 2 * spec->params.max_draft + 1 : 0;
+    return spec ? spec->params.max_step_rows : 0;
 }
 
 specd_status specd_spec_seq_stats(const specd_spec *spec, int32_t seq, specd_seq_stats *out,
                                   specd_error *err) {
     spec_seq *q = NULL;
-    SPECD_TRY(find_seq(spec, seq, &q, err));
+    SPECD_TRY(specd_spec_find_seq(spec, seq, &q, err));
     *out = q->stats;
     out->n_backoffs = q->guard.n_backoffs;
     out->n_guard_plain = q->guard.n_plain_steps;
+    return SPECD_OK;
+}
+
+/* A tree of proposals from propose_tree: [pending | nodes], each node seeing the cache, the
+ * pending token and its ancestors, at the position of its depth. A chain-shaped tree is laid out
+ * (and verified) as a chain. */
+static specd_status layout_tree(const specd_spec *spec, spec_seq *q, int32_t k,
+                                specd_step_layout *out, specd_error *err) {
+    int32_t max_nodes = specd_spec_max_step_rows(spec) - 1, n = 0;
+    uint64_t t0 = specd_now_ns();
+    SPECD_TRY(q->ops->propose_tree(q->policy, q->history, q->n_history, max_nodes, k,
+                                   q->tree_parent, q->draft, &n, q->q, &q->has_q, err));
+    q->stats.propose_ns += specd_now_ns() - t0;
+    if (n < 0 || n > max_nodes)
+        return specd_fail(err, SPECD_E_INTERNAL, "policy %s proposed %d nodes (max %d)",
+                          q->ops->name, n, max_nodes);
+    int chain = 1;
+    const int32_t cached = (int32_t)(q->n_history - 1), width = cached + n + 1;
+    for (int32_t i = 0; i < n; i++) {
+        int32_t par = q->tree_parent[i];
+        if (par < -1 || par >= i || q->draft[i] < 0 || q->draft[i] >= spec->params.n_vocab)
+            return specd_fail(err, SPECD_E_INTERNAL,
+                              "policy %s: node %d has parent %d, token %d (not a tree over the "
+                              "vocabulary)", q->ops->name, i, par, q->draft[i]);
+        int32_t depth = par < 0 ? 1 : q->step_pos[1 + par] - cached + 1;
+        if (depth > k)
+            return specd_fail(err, SPECD_E_INTERNAL, "policy %s: node %d is deeper than %d",
+                              q->ops->name, i, k);
+        chain &= par == i - 1;
+        q->step_tokens[1 + i] = q->draft[i];
+        q->step_pos[1 + i] = cached + depth;
+    }
+    q->n_draft = n;
+    q->tree = n > 0 && !chain;
+    q->step_tokens[0] = q->history[q->n_history - 1];
+    q->step_pos[0] = cached;
+    for (int32_t i = 0; i <= n; i++) q->step_rows[i] = i;
+    *out = (specd_step_layout){.n_tokens = n + 1, .tokens = q->step_tokens, .pos = q->step_pos,
+                               .n_rows = n + 1, .rows = q->step_rows};
+    if (!q->tree) return SPECD_OK;
+    /* row r sees the cache, then itself and its ancestors among the step's tokens */
+    memset(q->visible, 0, (size_t)width * (size_t)(n + 1));
+    for (int32_t r = 0; r <= n; r++) {
+        uint8_t *row = q->visible + (size_t)r * (size_t)width;
+        memset(row, 1, (size_t)cached);
+        row[cached] = 1;
+        for (int32_t a = r - 1; a >= 0; a = q->tree_parent[a]) row[cached + 1 + a] = 1;
+    }
+    out->visible = q->visible;
     return SPECD_OK;
 }
 
@@ -364,6 +503,8 @@ static specd_status layout_chain(const specd_spec *spec, spec_seq *q, int32_t k,
     if (k > remaining - 1) k = (int32_t)(remaining - 1);
     q->n_draft = 0;
     q->has_q = 0;
+    q->tree = 0;
+    if (k > 0 && specd_policy_has_tree(q->ops)) return layout_tree(spec, q, k, out, err);
     if (k > 0) {
         uint64_t t0 = specd_now_ns();
         SPECD_TRY(q->ops->propose(q->policy, q->history, q->n_history, k, q->draft, &q->n_draft,
@@ -389,13 +530,13 @@ static specd_status layout_chain(const specd_spec *spec, spec_seq *q, int32_t k,
     return SPECD_OK;
 }
 
-specd_status specd_spec_seq_layout(specd_spec *spec, int32_t seq, specd_step_layout *out,
-                                   specd_error *err) {
-    spec_seq *q = NULL;
-    SPECD_TRY(find_seq(spec, seq, &q, err));
-    if (!out) return specd_fail(err, SPECD_E_INVALID_ARG, "spec: NULL layout");
-    if (q->done) return specd_fail(err, SPECD_E_STATE, "spec: sequence %d has finished", seq);
+specd_status specd_spec_seq_layout_step(specd_spec *spec, spec_seq *q, specd_step_layout *out,
+                                        specd_error *err) {
+    if (q->done) return specd_fail(err, SPECD_E_STATE, "spec: sequence %d has finished", q->id);
+    q->laid_out = 0;
+    q->step_gen++;
     q->t_step = specd_now_ns();
+    memset(out, 0, sizeof *out); /* fields a v1 policy does not know stay NULL */
     /* The guard governs both shapes: a drafter gets a draft length, a self-speculative policy
      * either lays out its own step or the session makes it a plain one. */
     int32_t k = specd_adaptive_budget(&q->guard);
@@ -405,25 +546,37 @@ specd_status specd_spec_seq_layout(specd_spec *spec, int32_t seq, specd_step_lay
     else {
         SPECD_TRY(q->ops->layout(q->policy, q->history, q->n_history, out, err));
         int32_t most = specd_spec_max_step_rows(spec);
-        if (out->n_tokens < 1 || out->n_tokens > most || out->n_rows < 1 || out->n_rows > most)
+        int32_t least = specd_policy_flags(q->ops) & SPECD_POLICY_MAY_EMIT_NONE ? 0 : 1;
+        if (out->n_tokens < 1 || out->n_tokens > most || out->n_rows < least ||
+            out->n_rows > most)
             return specd_fail(err, SPECD_E_INTERNAL, "policy %s laid out %d rows, %d scored (max %d)",
                               q->ops->name, out->n_tokens, out->n_rows, most);
     }
     q->n_step_tokens = out->n_tokens;
+    q->n_step_rows = out->n_rows;
     q->laid_out = 1;
+    q->own_ns = specd_now_ns() - q->t_step;
     return SPECD_OK;
+}
+
+specd_status specd_spec_seq_layout(specd_spec *spec, int32_t seq, specd_step_layout *out,
+                                   specd_error *err) {
+    spec_seq *q = NULL;
+    SPECD_TRY(specd_spec_find_seq(spec, seq, &q, err));
+    if (!out) return specd_fail(err, SPECD_E_INVALID_ARG, "spec: NULL layout");
+    return specd_spec_seq_layout_step(spec, q, out, err);
 }
 
 /* Drafter shape: verify [pending | drafts] rows; keep the pending row and accepted drafts. */
 static specd_status verify_chain(specd_spec *spec, spec_seq *q, const float *logits,
                                  specd_step_outcome *out, specd_error *err) {
     int32_t n_vocab = spec->params.n_vocab;
-    specd_sample_key key = {.seed = q->seed, .sequence = (uint32_t)q->id,
-                            .position = (uint32_t)q->n_history};
+    specd_sample_key key = q->key;
+    key.position = (uint32_t)q->n_history;
     int32_t n_emitted, n_accepted = 0;
     int lossy = 0;
     int remote = 0;
-    if (q->n_draft > 0 && spec->rv) {
+    if (q->n_draft > 0 && spec->rv && !q->tree) { /* the verify protocol carries chains */
         int fatal;
         specd_error e;
         specd_status st = specd_rverify_chain(spec->rv, q->id, (uint64_t)q->stats.n_steps + 1,
@@ -436,6 +589,15 @@ static specd_status verify_chain(specd_spec *spec, spec_seq *q, const float *log
     }
     if (remote) {
         /* decided by the daemon, which has appended the tokens to its history */
+    } else if (q->tree) {
+        specd_tree_input in = {.n_nodes = q->n_draft, .parent = q->tree_parent, .token = q->draft,
+                               .draft_probs = q->has_q ? q->q : NULL, .q_vocab = n_vocab,
+                               .target_logits = logits, .n_vocab = n_vocab, .key = key};
+        specd_tree_result res = {.path = q->tree_path, .tokens = q->emitted};
+        SPECD_TRY(specd_accept_tree(q->accept, &in, &res, err));
+        n_emitted = res.n_emitted;
+        n_accepted = res.n_accepted;
+        lossy = res.lossy;
     } else if (q->n_draft == 0) {
         SPECD_TRY(specd_sampler_sample(q->sampler, logits, n_vocab, key, &q->emitted[0], err));
         n_emitted = 1;
@@ -450,7 +612,8 @@ static specd_status verify_chain(specd_spec *spec, spec_seq *q, const float *log
         lossy = res.lossy;
     }
     if (spec->rv && !remote) specd_rverify_commit(spec->rv, q->id, q->emitted, n_emitted);
-    for (int32_t i = 0; i <= n_accepted; i++) q->keep[i] = i;
+    q->keep[0] = 0;
+    for (int32_t i = 1; i <= n_accepted; i++) q->keep[i] = q->tree ? 1 + q->tree_path[i - 1] : i;
     *out = (specd_step_outcome){.n_emitted = n_emitted, .emitted = q->emitted,
                                 .n_keep = n_accepted + 1, .keep = q->keep,
                                 .n_drafted = q->n_draft, .n_accepted = n_accepted,
@@ -464,24 +627,45 @@ static int is_stop(const spec_seq *q, int32_t token) {
     return 0;
 }
 
-specd_status specd_spec_seq_verify(specd_spec *spec, int32_t seq, const float *logits,
-                                   specd_step_outcome *out, specd_error *err) {
-    spec_seq *q = NULL;
-    SPECD_TRY(find_seq(spec, seq, &q, err));
-    if (!logits || !out) return specd_fail(err, SPECD_E_INVALID_ARG, "spec: NULL argument");
+specd_status specd_spec_seq_verify_step(specd_spec *spec, spec_seq *q, const specd_logits *lg,
+                                        const specd_logits *hidden, int32_t row0,
+                                        specd_step_outcome *out, specd_error *err) {
     if (!q->laid_out)
-        return specd_fail(err, SPECD_E_STATE, "spec: sequence %d has no step laid out", seq);
+        return specd_fail(err, SPECD_E_STATE, "spec: sequence %d has no step laid out", q->id);
     uint64_t t0 = specd_now_ns();
+    char what[32];
+    snprintf(what, sizeof what, "sequence %d", (int)q->id);
+    const float *logits = NULL; /* a commit-only step scores no rows */
+    if (q->n_step_rows > 0)
+        SPECD_TRY(specd_logits_intake(&spec->scratch, specd_spec_max_step_rows(spec),
+                                      spec->params.n_vocab, lg, row0, q->n_step_rows, &q->mask,
+                                      what, &logits, err));
+    const float *hid = NULL;
+    int wants_hidden = specd_policy_flags(q->ops) & SPECD_POLICY_WANTS_HIDDEN;
+    if (wants_hidden && q->n_step_rows > 0 && !q->plain_step) {
+        if (!hidden)
+            return specd_fail(err, SPECD_E_INVALID_ARG,
+                              "spec: sequence %d: policy %s verifies with hidden states and "
+                              "none were given", q->id, q->ops->name);
+        snprintf(what, sizeof what, "sequence %d hidden", (int)q->id);
+        SPECD_TRY(specd_logits_intake(&spec->hidden_scratch, specd_spec_max_step_rows(spec),
+                                      spec->params.n_embd, hidden, row0, q->n_step_rows, NULL,
+                                      what, &hid, err));
+    }
     specd_step_outcome o;
     if (q->ops->propose || q->plain_step)
         SPECD_TRY(verify_chain(spec, q, logits, &o, err));
+    else if (wants_hidden)
+        SPECD_TRY(q->ops->verify_hidden(q->policy, logits, hid, spec->params.n_embd, &o, err));
     else
         SPECD_TRY(q->ops->verify(q->policy, logits, &o, err));
-    if (o.n_emitted < 1 || o.n_emitted > spec->params.max_draft + 1)
+    int32_t most = specd_spec_max_step_rows(spec);
+    int may_emit_none = specd_policy_flags(q->ops) & SPECD_POLICY_MAY_EMIT_NONE;
+    if (o.n_emitted < (may_emit_none ? 0 : 1) || o.n_emitted > most)
         return specd_fail(err, SPECD_E_INTERNAL, "policy %s emitted %d tokens", q->ops->name,
                           o.n_emitted);
-    /* hosts copy the keep list into max_draft + 1 slots and index the step's rows with it */
-    if (o.n_keep < 0 || o.n_keep > spec->params.max_draft + 1 || o.n_keep > q->n_step_tokens)
+    /* hosts copy the keep list into max_step_rows slots and index the step's rows with it */
+    if (o.n_keep < 0 || o.n_keep > most || o.n_keep > q->n_step_tokens)
         return specd_fail(err, SPECD_E_INTERNAL, "policy %s kept %d of %d rows", q->ops->name,
                           o.n_keep, q->n_step_tokens);
     for (int32_t i = 0; i < o.n_keep; i++)
@@ -511,6 +695,10 @@ specd_status specd_spec_seq_verify(specd_spec *spec, int32_t seq, const float *l
     specd_seq_stats *s = &q->stats;
     s->n_steps++;
     s->n_emitted += n;
+    s->n_rows += q->n_step_rows;
+    s->n_tokens_run += q->n_step_tokens;
+    s->n_empty_steps += n == 0;
+    s->n_commit_steps += q->n_step_rows == 0;
     if (o.n_drafted > 0) {
         s->n_drafts++;
         s->n_draft_tokens += o.n_drafted;
@@ -521,10 +709,35 @@ specd_status specd_spec_seq_verify(specd_spec *spec, int32_t seq, const float *l
         }
     }
     if (o.lossy) s->lossy = 1;
-    uint64_t t1 = specd_now_ns();
-    s->verify_ns += t1 - t0;
-    /* the whole step: proposing, the host's forward, verification */
-    specd_adaptive_observe(&q->guard, o.n_drafted, o.n_accepted, n, t1 - q->t_step);
+    uint64_t dt = specd_now_ns() - t0;
+    s->verify_ns += dt;
+    q->own_ns += dt;
     *out = o;
     return SPECD_OK;
+}
+
+specd_status specd_spec_seq_verify_logits(specd_spec *spec, int32_t seq,
+                                          const specd_logits *logits, specd_step_outcome *out,
+                                          specd_error *err) {
+    spec_seq *q = NULL;
+    SPECD_TRY(specd_spec_find_seq(spec, seq, &q, err));
+    if ((!logits && q->n_step_rows > 0) || !out)
+        return specd_fail(err, SPECD_E_INVALID_ARG, "spec: NULL argument");
+    SPECD_TRY(specd_spec_seq_verify_step(spec, q, logits, NULL, 0, out, err));
+    /* one sequence's step: its wall clock from layout to here is its cost */
+    specd_adaptive_observe(&q->guard, out->n_drafted, out->n_accepted, out->n_emitted,
+                           specd_now_ns() - q->t_step);
+    return SPECD_OK;
+}
+
+specd_status specd_spec_seq_verify(specd_spec *spec, int32_t seq, const float *logits,
+                                   specd_step_outcome *out, specd_error *err) {
+    spec_seq *q = NULL;
+    SPECD_TRY(specd_spec_find_seq(spec, seq, &q, err));
+    if (!logits && q->n_step_rows > 0)
+        return specd_fail(err, SPECD_E_INVALID_ARG, "spec: NULL argument");
+    specd_logits lg = {.data = logits, .row_stride = spec->params.n_vocab,
+                       .n_rows = q->n_step_rows, .dtype = SPECD_DTYPE_F32,
+                       .device = SPECD_DEVICE_HOST};
+    return specd_spec_seq_verify_logits(spec, seq, &lg, out, err);
 }

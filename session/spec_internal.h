@@ -1,0 +1,113 @@
+/* The spec session's state, shared by its files: spec_session.c (sequences, the per-sequence
+ * step) and spec_batch.c (batched steps, specd/spec_batch.h). Not a public header. */
+#ifndef SPECD_SESSION_SPEC_INTERNAL_H
+#define SPECD_SESSION_SPEC_INTERNAL_H
+
+#include "session/adaptive.h"
+#include "session/batch_cost.h"
+#include "policy/remote_verify.h"
+#include "session/spec_logits.h"
+#include "specd/spec_batch.h"
+
+typedef struct spec_seq {
+    int open;
+    int done;
+    int32_t id;
+    const specd_policy_ops *ops;
+    void *policy;
+    specd_accept *accept;   /* verification under the sequence's rule and transform */
+    specd_sampler *sampler; /* plain steps: the same keyed sample the engine uses */
+    specd_accept_rule rule;
+    uint64_t seed;
+    uint64_t stream_key;    /* the caller's, or the sequence id */
+    specd_sample_key key;   /* seed and sequence words every sampling decision uses */
+    specd_mask_rule mask;   /* how masked logits become unreachable (session/spec_logits.h) */
+    int32_t *bias_banned;   /* tokens the bias bans, for mask.banned */
+    int32_t max_tokens;
+    int32_t *stop;
+    int32_t n_stop;
+
+    int32_t *history;       /* prompt + output */
+    int64_t n_history, n_prompt, cap_history;
+
+    /* the step in flight */
+    int laid_out;
+    uint64_t step_gen;     /* counts layouts: a batch knows when a step was laid out again */
+    int32_t n_step_tokens; /* rows of the step in flight */
+    int32_t n_step_rows;   /* its scored rows: the logits rows verify reads */
+    int32_t n_draft;
+    int32_t *draft;         /* max_draft */
+    float *q;               /* max_draft x n_vocab, drafter shape only */
+    int has_q;
+    int32_t *step_tokens, *step_pos, *step_rows; /* max_step_rows */
+    int32_t *emitted, *keep;                     /* max_step_rows */
+    float *accept_prob;                          /* max_draft */
+    /* tree proposals (policy ABI 2 propose_tree): max_step_rows - 1 nodes */
+    int tree;               /* the step in flight verifies a tree (not a chain) */
+    int32_t *tree_parent, *tree_path;
+    uint8_t *visible;       /* the tree step's visibility rows, (cap_history + rows) per row */
+    int plain_step;         /* self-speculative policy: the guard made this a plain step */
+    uint64_t t_step;        /* layout started (the guard times whole steps) */
+    uint64_t own_ns;        /* the step's time inside specd: layout (proposing) and verify */
+
+    specd_adaptive guard;
+    uint64_t prior_key;     /* policy and options: which learned model this sequence feeds */
+    specd_seq_stats stats;
+} spec_seq;
+
+/* What the adaptive guard learned per policy + options, seeding the next sequence. */
+enum { N_PRIORS = 16 };
+typedef struct guard_prior {
+    uint64_t key; /* 0 = free slot */
+    specd_adaptive_model model;
+} guard_prior;
+
+/* Per-model policy state shared by a spec's sequences (policy ABI 2). */
+enum { N_SHARED = 16 };
+typedef struct policy_shared {
+    const specd_policy_ops *ops; /* NULL = free slot */
+    char *options;
+    void *state;
+} policy_shared;
+
+/* The ABI 2 slots of ops, or zeroes for an ABI 1 policy (whose struct ends before them). */
+static inline uint32_t specd_policy_flags(const specd_policy_ops *ops) {
+    return ops->abi_version >= 2 ? ops->flags : SPECD_POLICY_NEEDS_Q; /* v1 may write q */
+}
+static inline int specd_policy_has_tree(const specd_policy_ops *ops) {
+    return ops->abi_version >= 2 && ops->propose_tree != NULL;
+}
+
+struct specd_spec {
+    specd_spec_params params;
+    spec_seq *seqs;
+    guard_prior priors[N_PRIORS];
+    int32_t next_prior; /* round-robin replacement when all slots are taken */
+    specd_rverify *rv;  /* the remote verifier, or NULL */
+    specd_logits_scratch scratch; /* logits converted for the acceptance engine */
+    specd_logits_scratch hidden_scratch; /* hidden states converted for policies */
+
+    /* the batch laid out last (specd/spec_batch.h), max_seqs entries each */
+    int32_t n_batch;    /* 0 = none */
+    specd_batch_seq *batch;
+    uint64_t *batch_gen;
+    int32_t *batch_ids;
+    specd_step_outcome *batch_out;
+    specd_status *batch_status;
+    uint64_t batch_t0;        /* the batch's layout started */
+    specd_batch_cost cost;    /* what batched forwards cost: the guard's currency */
+    policy_shared shared[N_SHARED];
+};
+
+
+/* Lays out seq's next step (the v1 call's work). */
+specd_status specd_spec_seq_layout_step(specd_spec *spec, spec_seq *q, specd_step_layout *out,
+                                        specd_error *err);
+/* Verifies q's laid-out step from rows (rows[0] at row0 of logits). */
+specd_status specd_spec_seq_verify_step(specd_spec *spec, spec_seq *q, const specd_logits *logits,
+                                        const specd_logits *hidden, int32_t row0,
+                                        specd_step_outcome *out, specd_error *err);
+specd_status specd_spec_find_seq(const specd_spec *spec, int32_t seq, spec_seq **out,
+                                 specd_error *err);
+
+#endif

@@ -97,17 +97,17 @@ static specd_status map_shm(entry *x, const SpecdWire__BufferDesc *d, specd_erro
     size_t total;
     if (!specd_add_ok((size_t)d->bytes, SPECD_SHM_HEADER_BYTES, &total))
         return specd_fail(err, SPECD_E_FORMAT, "buffer %llu: size overflows", id);
-    int fd = shm_open(d->shm_name, O_RDWR | O_CLOEXEC, 0);
-    int by_name = fd >= 0;
-    if (fd < 0 && errno == ENOENT && d->has_owner_pid && d->has_owner_fd && d->owner_fd >= 0) {
-        /* The name is gone (mapped and unlinked by an earlier peer): reopen the owner's
-         * descriptor, which the kernel lets only the same user do. */
-        char path[64];
-        snprintf(path, sizeof path, "/proc/%u/fd/%d", d->owner_pid, d->owner_fd);
-        fd = open(path, O_RDWR | O_CLOEXEC);
-    }
+    /* Only the owner's sealed descriptor, reopened through /proc (which the kernel allows only to
+     * the same user): a segment whose size is sealed cannot be shrunk under our mapping, so
+     * reading it can never raise SIGBUS. Opened read-only and without blocking or a controlling
+     * terminal, whatever a lying descriptor points at. */
+    if (!d->has_owner_pid || !d->has_owner_fd || d->owner_fd < 0)
+        return specd_fail(err, SPECD_E_PEER, "buffer %llu: no owner descriptor to open", id);
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%u/fd/%d", d->owner_pid, d->owner_fd);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0)
-        return specd_fail(err, SPECD_E_PEER, "buffer %llu: cannot open %s: %s", id, d->shm_name,
+        return specd_fail(err, SPECD_E_PEER, "buffer %llu: cannot open %s: %s", id, path,
                           strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
@@ -116,7 +116,13 @@ static specd_status map_shm(entry *x, const SpecdWire__BufferDesc *d, specd_erro
         return specd_fail(err, SPECD_E_PROTOCOL,
                           "buffer %llu: segment is not a %zu-byte segment of ours", id, total);
     }
-    void *m = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+    int seals = fcntl(fd, F_GET_SEALS);
+    if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
+        close(fd);
+        return specd_fail(err, SPECD_E_PROTOCOL,
+                          "buffer %llu: segment is not sealed against shrinking", id);
+    }
+    void *m = mmap(NULL, total, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
     close(fd);
     if (m == MAP_FAILED)
         return specd_fail(err, SPECD_E_IO, "buffer %llu: mmap: %s", id, strerror(errno));
@@ -126,8 +132,6 @@ static specd_status map_shm(entry *x, const SpecdWire__BufferDesc *d, specd_erro
         munmap(m, total);
         return specd_fail(err, SPECD_E_PROTOCOL, "buffer %llu: header does not match", id);
     }
-    /* Both sides have it mapped: the name has done its job. */
-    if (by_name) shm_unlink(d->shm_name);
     x->map = m;
     x->map_bytes = total;
     return SPECD_OK;

@@ -1,7 +1,7 @@
-/* Shared buffers (SHM): the peer side maps what the owner describes, the name is gone once both
- * have mapped it, references are checked (unknown id, out of bounds, misaligned, stale), a peer
- * that comes later reopens the segment without its name, and a segment whose owner is killed
- * before sharing it is swept by the next create. Nothing of ours is left in /dev/shm. */
+/* Shared buffers (SHM): sealed memfds the peer side maps through the owner's descriptor (nothing in
+ * /dev/shm), references are checked (unknown id, out of bounds, misaligned, stale), a peer that
+ * comes later reopens the segment too, and a killed owner leaves nothing behind; a sweep still
+ * removes /dev/shm names older versions left. */
 #include "test_main.h"
 
 #include <dirent.h>
@@ -48,7 +48,7 @@ static void test_map_share_and_refs(void **state) {
     specd_ipc_buffer *b = NULL;
     size_t bytes = (size_t)ROWS * V * sizeof(float);
     assert_int_equal(specd_ipc_buffer_create(SPECD_IPC_BUFFER_SHM, bytes, 0, &b, &err), SPECD_OK);
-    assert_int_equal(count_ours(getpid()), 1);
+    assert_int_equal(count_ours(getpid()), 0); /* a sealed memfd: no name in /dev/shm */
     float *logits = specd_ipc_buffer_data(b);
     for (size_t i = 0; i < (size_t)ROWS * V; i++)
         logits[i] = (float)(i % 977) * 0.25f;
@@ -61,7 +61,6 @@ static void test_map_share_and_refs(void **state) {
     SpecdWire__BufferDesc d;
     specd_ipc_buffer_describe(b, &d);
     assert_int_equal(specd_ipc_buffer_table_attach(t, 1, &d, &err), SPECD_OK);
-    /* Mapped by both: the name is gone already (the peer unlinked it). */
     assert_int_equal(count_ours(getpid()), 0);
     specd_ipc_buffer_shared(b);
 
@@ -189,7 +188,7 @@ static void test_killed_owner_leaves_nothing(void **state) {
     char ok = 0;
     assert_int_equal(read(fds[0], &ok, 1), 1);
     assert_true(ok);
-    assert_int_equal(count_ours(pid), 1);
+    assert_int_equal(count_ours(pid), 0); /* a memfd has no name to leave behind */
     kill(pid, SIGKILL);
     int status;
     waitpid(pid, &status, 0);

@@ -7,10 +7,12 @@
 #include "test_main.h"
 
 #include <string.h>
+#include <sys/mman.h>
 #include <zmq.h>
 
 #include "common/clock.h"
 #include "daemon_util.h"
+#include "ipc/buffer.h"
 #include "ipc/frame.h"
 #include "ipc/schema_hash.h"
 #include "ipc/transport.h"
@@ -292,6 +294,120 @@ static void test_flooding_peer_drafter(void **state) {
     misbehaving_peer(drafter_bin, SPECD_IPC_ROLE_DRAFTER);
 }
 
+/* One request on a raw peer socket; the reply's body case, and its error message in msg. */
+static int raw_request(void *s, SpecdWire__Envelope *e, char *msg, size_t cap) {
+    assert_int_equal(specd_ipc_send(s, NULL, 0, e, 1 << 20, NULL), SPECD_OK);
+    specd_ipc_decoder *dec = NULL;
+    assert_int_equal(specd_ipc_decoder_create(0, &dec, NULL), SPECD_OK);
+    int body = -1;
+    for (;;) {
+        zmq_pollitem_t it = {.socket = s, .events = ZMQ_POLLIN};
+        if (zmq_poll(&it, 1, 3000) != 1) break;
+        char buf[4096];
+        int n = zmq_recv(s, buf, sizeof buf, 0);
+        const SpecdWire__Envelope *r = NULL;
+        if (n < 0 || specd_ipc_frame_decode(dec, buf, (size_t)n, &r, NULL) != SPECD_OK) break;
+        if (r->request_id != e->request_id) continue; /* the Hello's answer */
+        body = (int)r->body_case;
+        if (r->body_case == SPECD_WIRE__ENVELOPE__BODY_ERROR)
+            snprintf(msg, cap, "%s", r->error->message);
+        break;
+    }
+    specd_ipc_decoder_destroy(dec);
+    return body;
+}
+
+static int daemon_alive(pid_t pid) {
+    int status;
+    return waitpid(pid, &status, WNOHANG) == 0;
+}
+
+/* A host that shrinks its logits segment after the verifier mapped it used to kill the verifier
+ * with SIGBUS at the next verify. Segments are sealed now (the shrink fails), and the verifier
+ * maps no segment that is not sealed against shrinking. */
+static void test_shrunk_segment_cannot_kill_the_verifier(void **state) {
+    (void)state;
+    fixture f;
+    start(&f, verifier_bin, SPECD_IPC_ROLE_VERIFIER);
+    host h;
+    host_open(&h, f.ep, 77, 4);
+    host_step(&h);
+    SpecdWire__BufferDesc d;
+    specd_ipc_buffer_describe(h.b, &d);
+    int shrunk = ftruncate(d.owner_fd, 4096) == 0;
+    if (!shrunk) host_step(&h); /* still served */
+    else {
+        specd_ipc_verify_result res;
+        specd_ipc_ref r = {.buffer_id = d.buffer_id, .rank = 2, .shape = {K + 1, V}, .seq = 2};
+        uint32_t draft[K] = {1, 2, 3, 4};
+        specd_ipc_client_verify(h.c, 0, 99, draft, K, &r, &res, NULL);
+    }
+    sleep_ms(100);
+    assert_true(daemon_alive(f.pid));
+    assert_false(shrunk);
+
+    /* A segment that is not sealed (made by hand, with a valid header) is refused. */
+    size_t total = SPECD_SHM_HEADER_BYTES + 4096;
+    int fd = memfd_create("unsealed", MFD_CLOEXEC);
+    assert_true(fd >= 0);
+    assert_int_equal(ftruncate(fd, (off_t)total), 0);
+    specd_shm_header *hd = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    assert_true(hd != MAP_FAILED);
+    memcpy(hd->magic, SPECD_SHM_MAGIC, 8);
+    hd->version = 1;
+    hd->header_bytes = SPECD_SHM_HEADER_BYTES;
+    hd->buffer_id = 4242;
+    hd->bytes = 4096;
+    munmap(hd, total);
+    void *ctx = zmq_ctx_new();
+    void *s = raw_peer(ctx, f.ep);
+    SpecdWire__BufferDesc u = SPECD_WIRE__BUFFER_DESC__INIT;
+    u.buffer_id = 4242;
+    u.kind = SPECD_WIRE__BUFFER_KIND__BUFFER_SHM;
+    u.bytes = 4096;
+    u.shm_name = "/unsealed";
+    u.has_owner_pid = u.has_owner_fd = 1;
+    u.owner_pid = (uint32_t)getpid();
+    u.owner_fd = fd;
+    SpecdWire__AttachBuffer a = SPECD_WIRE__ATTACH_BUFFER__INIT;
+    a.desc = &u;
+    SpecdWire__Envelope e = SPECD_WIRE__ENVELOPE__INIT;
+    e.request_id = 2;
+    e.body_case = SPECD_WIRE__ENVELOPE__BODY_ATTACH_BUFFER;
+    e.attach_buffer = &a;
+    char msg[256] = "";
+    int answer = raw_request(s, &e, msg, sizeof msg);
+    /* shrink it, and make the daemon read it */
+    assert_int_equal(ftruncate(fd, 0), 0);
+    uint32_t draft[1] = {1};
+    uint64_t shape[2] = {2, 512}; /* within the 4096 bytes it claims */
+    SpecdWire__BufferRef ref = SPECD_WIRE__BUFFER_REF__INIT;
+    ref.buffer_id = 4242;
+    ref.n_shape = 2;
+    ref.shape = shape;
+    SpecdWire__Verify v = SPECD_WIRE__VERIFY__INIT;
+    v.n_draft_tokens = 1;
+    v.draft_tokens = draft;
+    v.target_logits = &ref;
+    SpecdWire__Envelope ve = SPECD_WIRE__ENVELOPE__INIT;
+    ve.request_id = 3;
+    ve.body_case = SPECD_WIRE__ENVELOPE__BODY_VERIFY;
+    ve.verify = &v;
+    char vmsg[256] = "";
+    int vanswer = raw_request(s, &ve, vmsg, sizeof vmsg);
+    printf("verify on the shrunk segment: answer %d (%s)\n", vanswer, vmsg);
+    assert_true(daemon_alive(f.pid));
+    assert_int_equal(answer, SPECD_WIRE__ENVELOPE__BODY_ERROR);
+    assert_non_null(strstr(msg, "sealed"));
+    int zero = 0;
+    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_close(s);
+    zmq_ctx_term(ctx);
+    close(fd);
+    host_close(&h);
+    finish(&f);
+}
+
 int main(int argc, char **argv) {
     if (argc != 3) {
         fprintf(stderr, "usage: %s DRAFTER VERIFIER\n", argv[0]);
@@ -304,6 +420,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_teardown(test_a_peer_that_leaves_is_reclaimed, teardown),
         cmocka_unit_test_teardown(test_flooding_peer_verifier, teardown),
         cmocka_unit_test_teardown(test_flooding_peer_drafter, teardown),
+        cmocka_unit_test_teardown(test_shrunk_segment_cannot_kill_the_verifier, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -101,30 +101,37 @@ static specd_status history_of(drafter *d, const specd_seq *q, specd_error *err)
     return SPECD_OK;
 }
 
-static specd_status on_open(void *user, const SpecdWire__OpenSeq *m, specd_error *err) {
+static specd_status on_open(void *user, uint64_t owner, const SpecdWire__OpenSeq *m,
+                            specd_error *err) {
     drafter *d = user;
     policy_inst *inst = NULL;
     SPECD_TRY(make_policy(d, m, &inst, err));
-    specd_status st = specd_seq_store_open(d->seqs, m, err);
+    specd_status st = specd_seq_store_open(d->seqs, owner, m, err);
     if (st != SPECD_OK) {
         policy_free(inst);
         return st;
     }
-    specd_seq *q = specd_seq_store_get(d->seqs, m->seq_id, NULL);
+    specd_seq *q = specd_seq_store_get(d->seqs, owner, m->seq_id, NULL);
     q->engine = inst;
     return SPECD_OK;
 }
 
-static specd_status on_close(void *user, uint64_t seq_id, specd_error *err) {
+static specd_status on_close(void *user, uint64_t owner, uint64_t seq_id, specd_error *err) {
     drafter *d = user;
-    return specd_seq_store_close(d->seqs, seq_id, err);
+    return specd_seq_store_close(d->seqs, owner, seq_id, err);
 }
 
-static specd_status on_commit(void *user, uint64_t seq_id, const uint32_t *tokens, size_t n,
-                              int has_rollback, uint64_t rollback_to, specd_error *err) {
+static void on_peer_gone(void *user, uint64_t owner) {
     drafter *d = user;
-    SPECD_TRY(specd_seq_store_commit(d->seqs, seq_id, tokens, n, has_rollback, rollback_to, err));
-    specd_seq *q = specd_seq_store_get(d->seqs, seq_id, NULL);
+    specd_seq_store_close_owner(d->seqs, owner);
+}
+
+static specd_status on_commit(void *user, uint64_t owner, uint64_t seq_id, const uint32_t *tokens,
+                              size_t n, int has_rollback, uint64_t rollback_to, specd_error *err) {
+    drafter *d = user;
+    SPECD_TRY(specd_seq_store_commit(d->seqs, owner, seq_id, tokens, n, has_rollback, rollback_to,
+                                     err));
+    specd_seq *q = specd_seq_store_get(d->seqs, owner, seq_id, NULL);
     policy_inst *inst = q->engine;
     if (has_rollback && inst->ops->rollback) inst->ops->rollback(inst->state, (int64_t)rollback_to);
     if (inst->ops->advance) {
@@ -134,10 +141,10 @@ static specd_status on_commit(void *user, uint64_t seq_id, const uint32_t *token
     return SPECD_OK;
 }
 
-static specd_status on_propose(void *user, const SpecdWire__Propose *m, specd_ipc_draft_out *out,
-                               specd_error *err) {
+static specd_status on_propose(void *user, uint64_t owner, const SpecdWire__Propose *m,
+                               specd_ipc_draft_out *out, specd_error *err) {
     drafter *d = user;
-    specd_seq *q = specd_seq_store_get(d->seqs, m->seq_id, err);
+    specd_seq *q = specd_seq_store_get(d->seqs, owner, m->seq_id, err);
     if (!q) return SPECD_E_STATE;
     policy_inst *inst = q->engine;
     int32_t max_draft = inst->max_draft;
@@ -161,10 +168,10 @@ static specd_status on_propose(void *user, const SpecdWire__Propose *m, specd_ip
     return SPECD_OK;
 }
 
-static specd_status on_info(void *user, uint64_t seq_id, uint64_t *length, uint64_t *hash,
-                            specd_error *err) {
+static specd_status on_info(void *user, uint64_t owner, uint64_t seq_id, uint64_t *length,
+                            uint64_t *hash, specd_error *err) {
     drafter *d = user;
-    const specd_seq *q = specd_seq_store_get(d->seqs, seq_id, err);
+    const specd_seq *q = specd_seq_store_get(d->seqs, owner, seq_id, err);
     if (!q) return err ? err->status : SPECD_E_STATE;
     *length = q->n;
     *hash = specd_ipc_tokens_hash(q->tokens, q->n);
@@ -189,13 +196,15 @@ specd_status specd_drafter_handlers_create(const specd_ipc_service_params *p, sp
         return st;
     }
     specd_seq_store_set_engine_free(d->seqs, policy_free);
+    specd_seq_store_set_quota(d->seqs, SPECD_DAEMON_SEQS_PER_PEER, SPECD_DAEMON_TOKENS_PER_PEER);
     specd_ipc_handlers x = {.user = d,
                             .open_seq = on_open,
                             .close_seq = on_close,
                             .commit = on_commit,
                             .propose = on_propose,
                             .seq_info = on_info,
-                            .sequences_open = on_count};
+                            .sequences_open = on_count,
+                            .peer_gone = on_peer_gone};
     *h = x;
     return SPECD_OK;
 }

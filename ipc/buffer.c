@@ -66,20 +66,25 @@ int specd_ipc_shm_sweep(void) {
     return removed;
 }
 
+/* A sealed memfd: its size cannot change once created, so a peer that maps it can never be
+ * killed by SIGBUS through a segment shrunk under it (a POSIX shm name could be truncated by any
+ * process of the uid). Peers open it through /proc/<pid>/fd/<fd> (same uid only), so it leaves
+ * nothing in /dev/shm either. */
 static specd_status shm_create(specd_ipc_buffer *b, specd_error *err) {
-    specd_ipc_shm_sweep();
+    specd_ipc_shm_sweep(); /* names of older versions' owners that died */
     size_t total;
     if (!specd_add_ok(b->bytes, SPECD_SHM_HEADER_BYTES, &total))
         return specd_fail(err, SPECD_E_INVALID_ARG, "shm buffer: %zu bytes overflows", b->bytes);
     snprintf(b->name, sizeof b->name, "/%s%u-%ld-%016llx", SPECD_SHM_PREFIX, (unsigned)geteuid(),
              (long)getpid(), (unsigned long long)b->id);
-    b->fd = shm_open(b->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (b->fd < 0) return specd_fail(err, SPECD_E_IO, "shm_open %s: %s", b->name, strerror(errno));
-    b->linked = 1;
+    b->fd = memfd_create(b->name + 1, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (b->fd < 0) return specd_fail(err, SPECD_E_IO, "memfd_create: %s", strerror(errno));
     if (ftruncate(b->fd, (off_t)total) != 0) {
         return specd_fail(err, SPECD_E_IO, "ftruncate %s to %zu: %s", b->name, total,
                           strerror(errno));
     }
+    if (fcntl(b->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
+        return specd_fail(err, SPECD_E_IO, "sealing %s: %s", b->name, strerror(errno));
     /* MAP_POPULATE pre-faults every page now rather than on the first step's critical path. */
     void *m = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, b->fd, 0);
     if (m == MAP_FAILED)

@@ -54,18 +54,24 @@ typedef struct specd_ipc_view {
     const specd_shm_header *header; /* SHM only, to recheck the seq after use */
 } specd_ipc_view;
 
+/* Buffers belong to the peer session that attached them (owner, given by the service loop): a
+ * peer can only reference, detach or replace its own; max_per_owner (0 = no limit) bounds one
+ * peer's share of the table. */
 specd_status specd_ipc_buffer_table_create(size_t max_buffers, specd_ipc_buffer_table **out,
                                            specd_error *err);
+void specd_ipc_buffer_table_set_quota(specd_ipc_buffer_table *t, size_t max_per_owner);
 void specd_ipc_buffer_table_destroy(specd_ipc_buffer_table *t);
 size_t specd_ipc_buffer_table_count(const specd_ipc_buffer_table *t);
 /* Maps the buffer described (once: attaching a known id again with the same identity is a
  * no-op) and unlinks its name. */
-specd_status specd_ipc_buffer_table_attach(specd_ipc_buffer_table *t,
+specd_status specd_ipc_buffer_table_attach(specd_ipc_buffer_table *t, uint64_t owner,
                                            const SpecdWire__BufferDesc *desc, specd_error *err);
-specd_status specd_ipc_buffer_table_detach(specd_ipc_buffer_table *t, uint64_t buffer_id,
-                                           specd_error *err);
+specd_status specd_ipc_buffer_table_detach(specd_ipc_buffer_table *t, uint64_t owner,
+                                           uint64_t buffer_id, specd_error *err);
+/* Detaches every buffer of owner (a peer that left); returns how many. */
+size_t specd_ipc_buffer_table_detach_owner(specd_ipc_buffer_table *t, uint64_t owner);
 /* Checks ref against the attached buffer (known id, in bounds, dtype, current seq). */
-specd_status specd_ipc_buffer_table_resolve(specd_ipc_buffer_table *t,
+specd_status specd_ipc_buffer_table_resolve(specd_ipc_buffer_table *t, uint64_t owner,
                                             const SpecdWire__BufferRef *ref, specd_ipc_view *out,
                                             specd_error *err);
 /* After using a view: SPECD_E_PROTOCOL if the owner published new content meanwhile. */

@@ -17,6 +17,7 @@
 
 typedef struct entry {
     int used;
+    uint64_t owner;
     uint64_t id;
     specd_ipc_buffer_kind kind;
     size_t bytes;
@@ -32,7 +33,7 @@ typedef struct entry {
 } entry;
 
 struct specd_ipc_buffer_table {
-    size_t cap;
+    size_t cap, max_per_owner;
     size_t count;
     entry *e;
 };
@@ -52,6 +53,10 @@ specd_status specd_ipc_buffer_table_create(size_t max_buffers, specd_ipc_buffer_
     t->e = e;
     *out = t;
     return SPECD_OK;
+}
+
+void specd_ipc_buffer_table_set_quota(specd_ipc_buffer_table *t, size_t max_per_owner) {
+    t->max_per_owner = max_per_owner;
 }
 
 static void release(entry *x) {
@@ -74,10 +79,17 @@ size_t specd_ipc_buffer_table_count(const specd_ipc_buffer_table *t) {
     return t->count;
 }
 
-static entry *find(specd_ipc_buffer_table *t, uint64_t id) {
+static entry *find(specd_ipc_buffer_table *t, uint64_t owner, uint64_t id) {
     for (size_t i = 0; i < t->cap; i++)
-        if (t->e[i].used && t->e[i].id == id) return &t->e[i];
+        if (t->e[i].used && t->e[i].id == id && t->e[i].owner == owner) return &t->e[i];
     return NULL;
+}
+
+static size_t owned_by(const specd_ipc_buffer_table *t, uint64_t owner) {
+    size_t n = 0;
+    for (size_t i = 0; i < t->cap; i++)
+        n += t->e[i].used && t->e[i].owner == owner;
+    return n;
 }
 
 static specd_status map_shm(entry *x, const SpecdWire__BufferDesc *d, specd_error *err) {
@@ -85,17 +97,17 @@ static specd_status map_shm(entry *x, const SpecdWire__BufferDesc *d, specd_erro
     size_t total;
     if (!specd_add_ok((size_t)d->bytes, SPECD_SHM_HEADER_BYTES, &total))
         return specd_fail(err, SPECD_E_FORMAT, "buffer %llu: size overflows", id);
-    int fd = shm_open(d->shm_name, O_RDWR | O_CLOEXEC, 0);
-    int by_name = fd >= 0;
-    if (fd < 0 && errno == ENOENT && d->has_owner_pid && d->has_owner_fd && d->owner_fd >= 0) {
-        /* The name is gone (mapped and unlinked by an earlier peer): reopen the owner's
-         * descriptor, which the kernel lets only the same user do. */
-        char path[64];
-        snprintf(path, sizeof path, "/proc/%u/fd/%d", d->owner_pid, d->owner_fd);
-        fd = open(path, O_RDWR | O_CLOEXEC);
-    }
+    /* Only the owner's sealed descriptor, reopened through /proc (which the kernel allows only to
+     * the same user): a segment whose size is sealed cannot be shrunk under our mapping, so
+     * reading it can never raise SIGBUS. Opened read-only and without blocking or a controlling
+     * terminal, whatever a lying descriptor points at. */
+    if (!d->has_owner_pid || !d->has_owner_fd || d->owner_fd < 0)
+        return specd_fail(err, SPECD_E_PEER, "buffer %llu: no owner descriptor to open", id);
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%u/fd/%d", d->owner_pid, d->owner_fd);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0)
-        return specd_fail(err, SPECD_E_PEER, "buffer %llu: cannot open %s: %s", id, d->shm_name,
+        return specd_fail(err, SPECD_E_PEER, "buffer %llu: cannot open %s: %s", id, path,
                           strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
@@ -104,7 +116,13 @@ static specd_status map_shm(entry *x, const SpecdWire__BufferDesc *d, specd_erro
         return specd_fail(err, SPECD_E_PROTOCOL,
                           "buffer %llu: segment is not a %zu-byte segment of ours", id, total);
     }
-    void *m = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+    int seals = fcntl(fd, F_GET_SEALS);
+    if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
+        close(fd);
+        return specd_fail(err, SPECD_E_PROTOCOL,
+                          "buffer %llu: segment is not sealed against shrinking", id);
+    }
+    void *m = mmap(NULL, total, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
     close(fd);
     if (m == MAP_FAILED)
         return specd_fail(err, SPECD_E_IO, "buffer %llu: mmap: %s", id, strerror(errno));
@@ -114,8 +132,6 @@ static specd_status map_shm(entry *x, const SpecdWire__BufferDesc *d, specd_erro
         munmap(m, total);
         return specd_fail(err, SPECD_E_PROTOCOL, "buffer %llu: header does not match", id);
     }
-    /* Both sides have it mapped: the name has done its job. */
-    if (by_name) shm_unlink(d->shm_name);
     x->map = m;
     x->map_bytes = total;
     return SPECD_OK;
@@ -142,9 +158,9 @@ static specd_status map_cuda(entry *x, const SpecdWire__BufferDesc *d, specd_err
 #endif
 }
 
-specd_status specd_ipc_buffer_table_attach(specd_ipc_buffer_table *t,
+specd_status specd_ipc_buffer_table_attach(specd_ipc_buffer_table *t, uint64_t owner,
                                            const SpecdWire__BufferDesc *d, specd_error *err) {
-    entry *old = find(t, d->buffer_id);
+    entry *old = find(t, owner, d->buffer_id);
     if (old) {
         if (old->bytes == d->bytes &&
             (int)old->kind == (d->kind == SPECD_WIRE__BUFFER_KIND__BUFFER_CUDA))
@@ -152,6 +168,10 @@ specd_status specd_ipc_buffer_table_attach(specd_ipc_buffer_table *t,
         return specd_fail(err, SPECD_E_PROTOCOL, "buffer %llu is already attached differently",
                           (unsigned long long)d->buffer_id);
     }
+    if (t->max_per_owner && owned_by(t, owner) >= t->max_per_owner)
+        return specd_fail(err, SPECD_E_STATE,
+                          "buffer %llu: quota: this peer has %zu buffers attached already",
+                          (unsigned long long)d->buffer_id, t->max_per_owner);
     entry *x = NULL;
     for (size_t i = 0; i < t->cap && !x; i++)
         if (!t->e[i].used) x = &t->e[i];
@@ -165,14 +185,26 @@ specd_status specd_ipc_buffer_table_attach(specd_ipc_buffer_table *t,
                                                                : SPECD_IPC_BUFFER_SHM;
     SPECD_TRY(tmp.kind == SPECD_IPC_BUFFER_SHM ? map_shm(&tmp, d, err) : map_cuda(&tmp, d, err));
     tmp.used = 1;
+    tmp.owner = owner;
     *x = tmp;
     t->count++;
     return SPECD_OK;
 }
 
-specd_status specd_ipc_buffer_table_detach(specd_ipc_buffer_table *t, uint64_t id,
+size_t specd_ipc_buffer_table_detach_owner(specd_ipc_buffer_table *t, uint64_t owner) {
+    size_t n = 0;
+    for (size_t i = 0; i < t->cap; i++)
+        if (t->e[i].used && t->e[i].owner == owner) {
+            release(&t->e[i]);
+            t->count--;
+            n++;
+        }
+    return n;
+}
+
+specd_status specd_ipc_buffer_table_detach(specd_ipc_buffer_table *t, uint64_t owner, uint64_t id,
                                            specd_error *err) {
-    entry *x = find(t, id);
+    entry *x = find(t, owner, id);
     if (!x)
         return specd_fail(err, SPECD_E_PROTOCOL, "detach: buffer %llu is not attached",
                           (unsigned long long)id);
@@ -181,11 +213,11 @@ specd_status specd_ipc_buffer_table_detach(specd_ipc_buffer_table *t, uint64_t i
     return SPECD_OK;
 }
 
-specd_status specd_ipc_buffer_table_resolve(specd_ipc_buffer_table *t,
+specd_status specd_ipc_buffer_table_resolve(specd_ipc_buffer_table *t, uint64_t owner,
                                             const SpecdWire__BufferRef *r, specd_ipc_view *out,
                                             specd_error *err) {
     unsigned long long id = (unsigned long long)r->buffer_id;
-    entry *x = find(t, r->buffer_id);
+    entry *x = find(t, owner, r->buffer_id);
     if (!x) return specd_fail(err, SPECD_E_PROTOCOL, "reference to unknown buffer %llu", id);
     size_t es = specd_ipc_dtype_size((int)r->dtype), n = es, end;
     if (es == 0 || r->n_shape == 0 || r->n_shape > SPECD_IPC_REF_MAX_RANK)

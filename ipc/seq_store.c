@@ -8,9 +8,15 @@
 
 struct specd_seq_store {
     size_t max_seqs, max_tokens, n;
+    size_t owner_max_seqs, owner_max_tokens; /* 0 = no limit */
     specd_seq *seqs;
     specd_seq_engine_free_fn engine_free;
 };
+
+void specd_seq_store_set_quota(specd_seq_store *s, size_t max_seqs, size_t max_tokens) {
+    s->owner_max_seqs = max_seqs;
+    s->owner_max_tokens = max_tokens;
+}
 
 void specd_seq_store_set_engine_free(specd_seq_store *s, specd_seq_engine_free_fn fn) {
     s->engine_free = fn;
@@ -53,14 +59,37 @@ size_t specd_seq_store_count(const specd_seq_store *s) {
     return s->n;
 }
 
-static specd_seq *find(specd_seq_store *s, uint64_t id) {
+static specd_seq *find(specd_seq_store *s, uint64_t owner, uint64_t id) {
     for (size_t i = 0; i < s->n; i++)
-        if (s->seqs[i].seq_id == id) return &s->seqs[i];
+        if (s->seqs[i].seq_id == id && s->seqs[i].owner == owner) return &s->seqs[i];
     return NULL;
 }
 
-specd_seq *specd_seq_store_get(specd_seq_store *s, uint64_t id, specd_error *err) {
-    specd_seq *q = find(s, id);
+/* What owner holds: sequences and history tokens (skipping `except`, which is being replaced). */
+static void owner_usage(const specd_seq_store *s, uint64_t owner, const specd_seq *except,
+                        size_t *n_seqs, size_t *n_tokens) {
+    *n_seqs = *n_tokens = 0;
+    for (size_t i = 0; i < s->n; i++)
+        if (s->seqs[i].owner == owner && &s->seqs[i] != except) {
+            (*n_seqs)++;
+            *n_tokens += s->seqs[i].n;
+        }
+}
+
+static specd_status check_tokens_quota(const specd_seq_store *s, uint64_t owner,
+                                       const specd_seq *except, size_t more, specd_error *err) {
+    if (!s->owner_max_tokens) return SPECD_OK;
+    size_t seqs, tokens;
+    owner_usage(s, owner, except, &seqs, &tokens);
+    if (tokens + more > s->owner_max_tokens)
+        return specd_fail(err, SPECD_E_STATE,
+                          "quota: this peer's sequences would hold %zu history tokens, at most %zu",
+                          tokens + more, s->owner_max_tokens);
+    return SPECD_OK;
+}
+
+specd_seq *specd_seq_store_get(specd_seq_store *s, uint64_t owner, uint64_t id, specd_error *err) {
+    specd_seq *q = find(s, owner, id);
     if (!q) specd_fail(err, SPECD_E_STATE, "sequence %llu is not open", (unsigned long long)id);
     return q;
 }
@@ -82,9 +111,20 @@ static specd_status reserve(specd_seq_store *s, specd_seq *q, size_t need, specd
     return SPECD_OK;
 }
 
-specd_status specd_seq_store_open(specd_seq_store *s, const SpecdWire__OpenSeq *m,
+specd_status specd_seq_store_open(specd_seq_store *s, uint64_t owner, const SpecdWire__OpenSeq *m,
                                   specd_error *err) {
+    specd_seq *old = find(s, owner, m->seq_id);
+    if (!old && s->owner_max_seqs) {
+        size_t seqs, tokens;
+        owner_usage(s, owner, NULL, &seqs, &tokens);
+        if (seqs >= s->owner_max_seqs)
+            return specd_fail(err, SPECD_E_STATE,
+                              "quota: this peer has %zu sequences open, at most %zu", seqs,
+                              s->owner_max_seqs);
+    }
+    SPECD_TRY(check_tokens_quota(s, owner, old, m->n_prompt, err));
     specd_seq fresh = {0};
+    fresh.owner = owner;
     fresh.seq_id = m->seq_id;
     fresh.temperature = m->sampling->temperature;
     fresh.top_k = m->sampling->has_top_k ? m->sampling->top_k : 0;
@@ -97,7 +137,6 @@ specd_status specd_seq_store_open(specd_seq_store *s, const SpecdWire__OpenSeq *
     SPECD_TRY(reserve(s, &fresh, m->n_prompt ? m->n_prompt : 1, err));
     if (m->n_prompt) memcpy(fresh.tokens, m->prompt, m->n_prompt * sizeof *fresh.tokens);
     fresh.n = m->n_prompt;
-    specd_seq *old = find(s, m->seq_id);
     if (old) {
         release(s, old);
         *old = fresh;
@@ -111,8 +150,9 @@ specd_status specd_seq_store_open(specd_seq_store *s, const SpecdWire__OpenSeq *
     return SPECD_OK;
 }
 
-specd_status specd_seq_store_close(specd_seq_store *s, uint64_t id, specd_error *err) {
-    specd_seq *q = find(s, id);
+specd_status specd_seq_store_close(specd_seq_store *s, uint64_t owner, uint64_t id,
+                                   specd_error *err) {
+    specd_seq *q = find(s, owner, id);
     if (!q)
         return specd_fail(err, SPECD_E_STATE, "close_seq: sequence %llu is not open",
                           (unsigned long long)id);
@@ -121,10 +161,24 @@ specd_status specd_seq_store_close(specd_seq_store *s, uint64_t id, specd_error 
     return SPECD_OK;
 }
 
-specd_status specd_seq_store_commit(specd_seq_store *s, uint64_t id, const uint32_t *tokens,
-                                    size_t n, int has_rollback, uint64_t rollback_to,
-                                    specd_error *err) {
-    specd_seq *q = find(s, id);
+size_t specd_seq_store_close_owner(specd_seq_store *s, uint64_t owner) {
+    size_t closed = 0;
+    for (size_t i = 0; i < s->n;) {
+        if (s->seqs[i].owner != owner) {
+            i++;
+            continue;
+        }
+        release(s, &s->seqs[i]);
+        s->seqs[i] = s->seqs[--s->n];
+        closed++;
+    }
+    return closed;
+}
+
+specd_status specd_seq_store_commit(specd_seq_store *s, uint64_t owner, uint64_t id,
+                                    const uint32_t *tokens, size_t n, int has_rollback,
+                                    uint64_t rollback_to, specd_error *err) {
+    specd_seq *q = find(s, owner, id);
     if (!q)
         return specd_fail(err, SPECD_E_STATE, "commit: sequence %llu is not open",
                           (unsigned long long)id);
@@ -136,6 +190,7 @@ specd_status specd_seq_store_commit(specd_seq_store *s, uint64_t id, const uint3
                               (unsigned long long)rollback_to, q->n);
         base = (size_t)rollback_to;
     }
+    if (base + n > q->n) SPECD_TRY(check_tokens_quota(s, owner, NULL, base + n - q->n, err));
     SPECD_TRY(reserve(s, q, base + n, err));
     if (n) memcpy(q->tokens + base, tokens, n * sizeof *tokens);
     q->n = base + n;

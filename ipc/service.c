@@ -14,12 +14,16 @@
 #include "ipc/transport.h"
 #include "ipc/zap.h"
 
-#define MAX_PEERS 64
 #define RID_MAX 255
 
+/* One peer session: the connection it is bound to (routing id and the socket's fd, which the
+ * monitor names when the connection closes) and the owner number its state is kept under. */
 typedef struct peer {
     size_t len;
     uint8_t rid[RID_MAX];
+    int fd;
+    uint64_t owner;
+    uint64_t last_ns;
 } peer;
 
 /* Storage for one reply: every body it may point into. */
@@ -46,6 +50,7 @@ struct specd_ipc_service {
     void *ctx;
     int own_ctx;
     void *sock;
+    void *monitor; /* PAIR socket receiving the ROUTER's connection events */
     char endpoint[256];
     specd_ipc_decoder *dec;
     specd_ipc_buffer_table *buffers;
@@ -53,23 +58,31 @@ struct specd_ipc_service {
     uint64_t instance;
     uint64_t started_ns;
     uint64_t requests, errors, proposes, verifies, commits;
-    peer peers[MAX_PEERS];
-    size_t n_peers, next_peer;
+    peer *peers;
+    size_t n_peers;
+    uint64_t next_owner;
     reply r;
     uint8_t rid[RID_MAX];
     size_t rid_len;
+    int src_fd;   /* the connection the request came on */
+    peer *caller; /* its session, once it has said Hello */
 };
+
+static specd_status monitor_start(specd_ipc_service *s, specd_error *err);
 
 specd_ipc_service_params specd_ipc_service_default_params(specd_ipc_role role) {
     specd_ipc_service_params p = {0};
     p.role = role;
     p.hwm = 64;
     p.max_frame = SPECD_IPC_FRAME_MAX_DEFAULT;
-    p.heartbeat_ivl_ms = 250;
-    p.heartbeat_timeout_ms = 1500;
-    p.send_timeout_ms = 1000;
+    /* No ZMTP heartbeats and no blocking sends on the daemon side: see service.h. */
+    p.heartbeat_ivl_ms = 0;
+    p.heartbeat_timeout_ms = 0;
+    p.send_timeout_ms = 0;
     p.drain_linger_ms = 1000;
-    p.max_buffers = 16;
+    p.max_buffers = 256;
+    p.max_buffers_per_peer = 8;
+    p.max_peers = 256;
     return p;
 }
 
@@ -86,7 +99,9 @@ specd_status specd_ipc_service_create(const specd_ipc_service_params *p,
     s->p = *p;
     if (h) s->h = *h;
     if (s->p.max_frame == 0) s->p.max_frame = SPECD_IPC_FRAME_MAX_DEFAULT;
-    if (s->p.max_buffers == 0) s->p.max_buffers = 16;
+    if (s->p.max_buffers == 0) s->p.max_buffers = 256;
+    if (s->p.max_peers == 0) s->p.max_peers = 256;
+    s->peers = specd_alloc_array(s->p.max_peers, sizeof *s->peers);
     if (getrandom(&s->instance, sizeof s->instance, 0) != (ssize_t)sizeof s->instance)
         s->instance = specd_now_ns();
     s->started_ns = specd_now_ns();
@@ -101,7 +116,9 @@ specd_status specd_ipc_service_create(const specd_ipc_service_params *p,
                                         s->endpoint, sizeof s->endpoint, err);
     }
     if (st == SPECD_OK) st = specd_ipc_decoder_create(s->p.max_frame, &s->dec, err);
+    if (st == SPECD_OK && !s->peers) st = specd_fail(err, SPECD_E_NOMEM, "service: out of memory");
     if (st == SPECD_OK) st = specd_ipc_buffer_table_create(s->p.max_buffers, &s->buffers, err);
+    if (st == SPECD_OK) specd_ipc_buffer_table_set_quota(s->buffers, s->p.max_buffers_per_peer);
     if (st == SPECD_OK) {
         s->ctx = p->zmq_context;
         if (!s->ctx) {
@@ -127,6 +144,7 @@ specd_status specd_ipc_service_create(const specd_ipc_service_params *p,
                                 .curve_secret = p->curve_secret};
         st = specd_ipc_socket_open(s->ctx, ZMQ_ROUTER, s->endpoint, &o, &s->sock, err);
     }
+    if (st == SPECD_OK) st = monitor_start(s, err);
     if (st != SPECD_OK) {
         specd_ipc_service_destroy(s);
         return st;
@@ -137,11 +155,18 @@ specd_status specd_ipc_service_create(const specd_ipc_service_params *p,
 
 void specd_ipc_service_destroy(specd_ipc_service *s) {
     if (!s) return;
+    if (s->sock && s->monitor) zmq_socket_monitor(s->sock, NULL, 0);
+    if (s->monitor) {
+        int zero = 0;
+        zmq_setsockopt(s->monitor, ZMQ_LINGER, &zero, sizeof zero);
+        zmq_close(s->monitor);
+    }
     if (s->sock) zmq_close(s->sock); /* lingers up to drain_linger_ms to flush replies */
     specd_ipc_zap_stop(s->zap);
     if (s->own_ctx && s->ctx) zmq_ctx_term(s->ctx);
     specd_ipc_buffer_table_destroy(s->buffers);
     specd_ipc_decoder_destroy(s->dec);
+    specd_free(s->peers);
     specd_free(s);
 }
 
@@ -149,18 +174,93 @@ const char *specd_ipc_service_endpoint(const specd_ipc_service *s) {
     return s->endpoint;
 }
 
-static int peer_known(const specd_ipc_service *s) {
-    for (size_t i = 0; i < s->n_peers; i++)
-        if (s->peers[i].len == s->rid_len && memcmp(s->peers[i].rid, s->rid, s->rid_len) == 0)
-            return 1;
-    return 0;
+static peer *peer_of_caller(specd_ipc_service *s) {
+    for (size_t i = 0; i < s->n_peers; i++) {
+        peer *p = &s->peers[i];
+        if (p->len == s->rid_len && memcmp(p->rid, s->rid, s->rid_len) == 0 &&
+            (p->fd < 0 || s->src_fd < 0 || p->fd == s->src_fd))
+            return p;
+    }
+    return NULL;
 }
 
+/* Ends a peer session and releases what it held. */
+static void peer_drop(specd_ipc_service *s, peer *p, const char *why) {
+    size_t bufs = specd_ipc_buffer_table_detach_owner(s->buffers, p->owner);
+    if (s->h.peer_gone) s->h.peer_gone(s->h.user, p->owner);
+    specd_log(SPECD_LOG_DEBUG, "peer session %llu ended (%s): %zu buffer(s) released",
+              (unsigned long long)p->owner, why, bufs);
+    if (s->caller == p) s->caller = NULL;
+    *p = s->peers[--s->n_peers];
+}
+
+/* Hello: a new session for this connection (a repeated Hello starts over). When the table is
+ * full the session idle longest gives way; it finds out at its next request and replays. */
 static void peer_add(specd_ipc_service *s) {
-    if (peer_known(s)) return;
-    size_t i = s->n_peers < MAX_PEERS ? s->n_peers++ : (s->next_peer++ % MAX_PEERS);
-    s->peers[i].len = s->rid_len;
-    memcpy(s->peers[i].rid, s->rid, s->rid_len);
+    peer *old = peer_of_caller(s);
+    if (old) peer_drop(s, old, "said hello again");
+    if (s->n_peers == s->p.max_peers) {
+        peer *idle = &s->peers[0];
+        for (size_t i = 1; i < s->n_peers; i++)
+            if (s->peers[i].last_ns < idle->last_ns) idle = &s->peers[i];
+        peer_drop(s, idle, "evicted by a newer peer");
+    }
+    peer *p = &s->peers[s->n_peers++];
+    p->len = s->rid_len;
+    memcpy(p->rid, s->rid, s->rid_len);
+    p->fd = s->src_fd;
+    p->owner = ++s->next_owner;
+    p->last_ns = specd_now_ns();
+    s->caller = p;
+}
+
+/* The ROUTER's connection events: a closed connection ends the sessions bound to its fd (an
+ * accepted one too: the fd number was reused, so nothing bound to it can still be alive). The
+ * events of a connection are queued before its fd is closed, so draining them before a request
+ * is looked up never confuses a new connection with an old one on the same fd number. */
+static void monitor_drain(specd_ipc_service *s) {
+    if (!s->monitor) return;
+    for (;;) {
+        zmq_msg_t ev, addr;
+        zmq_msg_init(&ev);
+        if (zmq_msg_recv(&ev, s->monitor, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&ev);
+            return;
+        }
+        uint16_t event = 0;
+        int32_t fd = -1;
+        if (zmq_msg_size(&ev) >= 6) {
+            memcpy(&event, zmq_msg_data(&ev), 2);
+            memcpy(&fd, (uint8_t *)zmq_msg_data(&ev) + 2, 4);
+        }
+        int more = zmq_msg_more(&ev);
+        zmq_msg_close(&ev);
+        if (more) {
+            zmq_msg_init(&addr);
+            zmq_msg_recv(&addr, s->monitor, 0);
+            zmq_msg_close(&addr);
+        }
+        if (event != ZMQ_EVENT_DISCONNECTED && event != ZMQ_EVENT_ACCEPTED) continue;
+        for (size_t i = 0; i < s->n_peers;) {
+            if (s->peers[i].fd == fd)
+                peer_drop(s, &s->peers[i], event == ZMQ_EVENT_DISCONNECTED ? "disconnected"
+                                                                          : "connection replaced");
+            else
+                i++;
+        }
+    }
+}
+
+static specd_status monitor_start(specd_ipc_service *s, specd_error *err) {
+    if (strncmp(s->endpoint, "inproc://", 9) == 0) return SPECD_OK; /* no fds, no events */
+    char ep[64];
+    snprintf(ep, sizeof ep, "inproc://specd-monitor-%p", (void *)s);
+    if (zmq_socket_monitor(s->sock, ep, ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_ACCEPTED) != 0)
+        return specd_fail(err, SPECD_E_IO, "zmq_socket_monitor: %s", zmq_strerror(errno));
+    s->monitor = zmq_socket(s->ctx, ZMQ_PAIR);
+    if (!s->monitor || zmq_connect(s->monitor, ep) != 0)
+        return specd_fail(err, SPECD_E_IO, "monitor socket: %s", zmq_strerror(errno));
+    return SPECD_OK;
 }
 
 static void set_body(reply *r, uint64_t id, SpecdWire__Envelope__BodyCase c) {
@@ -199,13 +299,13 @@ static specd_status check_hello(const specd_ipc_service *s, const SpecdWire__Hel
     return SPECD_OK;
 }
 
-static specd_status do_verify(specd_ipc_service *s, const SpecdWire__Verify *v, reply *r,
-                              specd_error *err) {
+static specd_status do_verify(specd_ipc_service *s, uint64_t owner, const SpecdWire__Verify *v,
+                              reply *r, specd_error *err) {
     if (!s->h.verify) return specd_fail(err, SPECD_E_UNSUPPORTED, "verify: no acceptance engine");
     specd_ipc_view view = {0};
     size_t rows = v->n_draft_tokens + 1;
     if (v->target_logits) {
-        SPECD_TRY(specd_ipc_buffer_table_resolve(s->buffers, v->target_logits, &view, err));
+        SPECD_TRY(specd_ipc_buffer_table_resolve(s->buffers, owner, v->target_logits, &view, err));
         if (view.rank != 2 || view.shape[0] != rows || view.shape[1] != s->p.model.vocab_size)
             return specd_fail(err, SPECD_E_MISMATCH,
                               "verify: logits of rank %u, shape [%llu, %llu], want [%zu, %u]",
@@ -230,7 +330,7 @@ static specd_status do_verify(specd_ipc_service *s, const SpecdWire__Verify *v, 
                               v->draft_tokens[i], s->p.model.vocab_size);
     specd_ipc_view qview = {0};
     if (v->q) {
-        SPECD_TRY(specd_ipc_buffer_table_resolve(s->buffers, v->q, &qview, err));
+        SPECD_TRY(specd_ipc_buffer_table_resolve(s->buffers, owner, v->q, &qview, err));
         if (qview.rank != 2 || qview.shape[0] != v->n_draft_tokens ||
             qview.shape[1] != s->p.model.vocab_size)
             return specd_fail(err, SPECD_E_MISMATCH, "verify: q of rank %u, want [%zu, %u]",
@@ -238,7 +338,7 @@ static specd_status do_verify(specd_ipc_service *s, const SpecdWire__Verify *v, 
     }
     specd_ipc_verify_result *o = &r->result_out;
     memset(o, 0, sizeof *o);
-    SPECD_TRY(s->h.verify(s->h.user, v, &view, v->q ? &qview : NULL, o, err));
+    SPECD_TRY(s->h.verify(s->h.user, owner, v, &view, v->q ? &qview : NULL, o, err));
     SPECD_TRY(specd_ipc_view_recheck(&view, err));
     if (v->q) SPECD_TRY(specd_ipc_view_recheck(&qview, err));
     if (o->n_emitted > rows || o->accepted > v->n_draft_tokens || o->n_stats > rows)
@@ -264,19 +364,19 @@ static specd_status do_verify(specd_ipc_service *s, const SpecdWire__Verify *v, 
     return SPECD_OK;
 }
 
-static specd_status do_propose(specd_ipc_service *s, const SpecdWire__Propose *m, reply *r,
-                               specd_error *err) {
+static specd_status do_propose(specd_ipc_service *s, uint64_t owner, const SpecdWire__Propose *m,
+                               reply *r, specd_error *err) {
     if (!s->h.propose) return specd_fail(err, SPECD_E_UNSUPPORTED, "propose: no proposer");
     if (m->n_commit_tokens || m->has_rollback_to) {
         if (!s->h.commit) return specd_fail(err, SPECD_E_UNSUPPORTED, "propose: no commit");
-        SPECD_TRY(s->h.commit(s->h.user, m->seq_id, m->commit_tokens, m->n_commit_tokens,
-                              m->has_rollback_to, m->rollback_to, err));
+        SPECD_TRY(s->h.commit(s->h.user, owner, m->seq_id, m->commit_tokens,
+                              m->n_commit_tokens, m->has_rollback_to, m->rollback_to, err));
         s->commits++;
     }
     specd_ipc_draft_out *o = &r->draft_out;
     o->n = 0;
     o->tree = 0;
-    SPECD_TRY(s->h.propose(s->h.user, m, o, err));
+    SPECD_TRY(s->h.propose(s->h.user, owner, m, o, err));
     if (o->n > SPECD_IPC_MAX_DRAFT)
         return specd_fail(err, SPECD_E_INTERNAL, "proposer returned %zu tokens", o->n);
     SpecdWire__Draft d = SPECD_WIRE__DRAFT__INIT;
@@ -320,7 +420,8 @@ static specd_status dispatch(specd_ipc_service *s, const SpecdWire__Envelope *q,
         r->env.hello_ok = &r->hello_ok;
         return SPECD_OK;
     }
-    if (!peer_known(s)) return specd_fail(err, SPECD_E_STATE, "no session: say hello first");
+    if (!s->caller) return specd_fail(err, SPECD_E_STATE, "no session: say hello first");
+    uint64_t owner = s->caller->owner;
     switch (q->body_case) {
     case SPECD_WIRE__ENVELOPE__BODY_PING: {
         SpecdWire__Pong p = SPECD_WIRE__PONG__INIT;
@@ -351,41 +452,43 @@ static specd_status dispatch(specd_ipc_service *s, const SpecdWire__Envelope *q,
             return specd_fail(err, SPECD_E_UNSUPPORTED,
                               "attach_buffer: shared buffers need a local (ipc:// or inproc://) "
                               "peer");
-        SPECD_TRY(specd_ipc_buffer_table_attach(s->buffers, q->attach_buffer->desc, err));
+        SPECD_TRY(specd_ipc_buffer_table_attach(s->buffers, owner, q->attach_buffer->desc, err));
         reply_ack(r, id);
         return SPECD_OK;
     case SPECD_WIRE__ENVELOPE__BODY_DETACH_BUFFER:
-        SPECD_TRY(specd_ipc_buffer_table_detach(s->buffers, q->detach_buffer->buffer_id, err));
+        SPECD_TRY(
+            specd_ipc_buffer_table_detach(s->buffers, owner, q->detach_buffer->buffer_id, err));
         reply_ack(r, id);
         return SPECD_OK;
     case SPECD_WIRE__ENVELOPE__BODY_OPEN_SEQ:
         if (!s->h.open_seq) return specd_fail(err, SPECD_E_UNSUPPORTED, "open_seq: no handler");
         SPECD_TRY(check_tokens(s, q->open_seq->prompt, q->open_seq->n_prompt, "open_seq", err));
-        SPECD_TRY(s->h.open_seq(s->h.user, q->open_seq, err));
+        SPECD_TRY(s->h.open_seq(s->h.user, owner, q->open_seq, err));
         reply_ack(r, id);
         return SPECD_OK;
     case SPECD_WIRE__ENVELOPE__BODY_CLOSE_SEQ:
         if (!s->h.close_seq) return specd_fail(err, SPECD_E_UNSUPPORTED, "close_seq: no handler");
-        SPECD_TRY(s->h.close_seq(s->h.user, q->close_seq->seq_id, err));
+        SPECD_TRY(s->h.close_seq(s->h.user, owner, q->close_seq->seq_id, err));
         reply_ack(r, id);
         return SPECD_OK;
     case SPECD_WIRE__ENVELOPE__BODY_COMMIT:
         if (!s->h.commit) return specd_fail(err, SPECD_E_UNSUPPORTED, "commit: no handler");
         SPECD_TRY(check_tokens(s, q->commit->tokens, q->commit->n_tokens, "commit", err));
-        SPECD_TRY(s->h.commit(s->h.user, q->commit->seq_id, q->commit->tokens, q->commit->n_tokens,
-                              q->commit->has_rollback_to, q->commit->rollback_to, err));
+        SPECD_TRY(s->h.commit(s->h.user, owner, q->commit->seq_id, q->commit->tokens,
+                              q->commit->n_tokens, q->commit->has_rollback_to,
+                              q->commit->rollback_to, err));
         s->commits++;
         reply_ack(r, id);
         return SPECD_OK;
     case SPECD_WIRE__ENVELOPE__BODY_PROPOSE:
         SPECD_TRY(check_tokens(s, q->propose->commit_tokens, q->propose->n_commit_tokens, "propose",
                                err));
-        SPECD_TRY(do_propose(s, q->propose, r, err));
+        SPECD_TRY(do_propose(s, owner, q->propose, r, err));
         set_body(r, id, SPECD_WIRE__ENVELOPE__BODY_DRAFT);
         r->env.draft = &r->draft;
         return SPECD_OK;
     case SPECD_WIRE__ENVELOPE__BODY_VERIFY:
-        SPECD_TRY(do_verify(s, q->verify, r, err));
+        SPECD_TRY(do_verify(s, owner, q->verify, r, err));
         set_body(r, id, SPECD_WIRE__ENVELOPE__BODY_RESULT);
         r->env.result = &r->result;
         return SPECD_OK;
@@ -393,7 +496,8 @@ static specd_status dispatch(specd_ipc_service *s, const SpecdWire__Envelope *q,
         if (!s->h.seq_info) return specd_fail(err, SPECD_E_UNSUPPORTED, "seq_info: no handler");
         SpecdWire__SeqInfo si = SPECD_WIRE__SEQ_INFO__INIT;
         si.seq_id = q->seq_info_request->seq_id;
-        SPECD_TRY(s->h.seq_info(s->h.user, si.seq_id, &si.length, &si.tokens_hash, err));
+        SPECD_TRY(
+            s->h.seq_info(s->h.user, owner, si.seq_id, &si.length, &si.tokens_hash, err));
         r->seq_info = si;
         set_body(r, id, SPECD_WIRE__ENVELOPE__BODY_SEQ_INFO);
         r->env.seq_info = &r->seq_info;
@@ -440,6 +544,10 @@ specd_status specd_ipc_service_poll_once(specd_ipc_service *s, int timeout_ms, i
     }
     *handled = 1;
     s->requests++;
+    s->src_fd = zmq_msg_get(&msg, ZMQ_SRCFD);
+    monitor_drain(s); /* a closed connection's sessions end before this request is looked up */
+    s->caller = peer_of_caller(s);
+    if (s->caller) s->caller->last_ns = specd_now_ns();
     const SpecdWire__Envelope *q = NULL;
     specd_error e;
     specd_error_clear(&e);
@@ -456,9 +564,11 @@ specd_status specd_ipc_service_poll_once(specd_ipc_service *s, int timeout_ms, i
         specd_log(SPECD_LOG_DEBUG, "request %llu refused: %s", (unsigned long long)id, e.message);
         specd_ipc_error_body(&s->r.env, &s->r.error, id, st, s->r.error_text.message);
     }
+    /* Never blocks: a peer that does not read its replies loses them (its pipe is full, the
+     * send fails at once) rather than holding up every other peer. */
     specd_error se;
     if (specd_ipc_send(s->sock, s->rid, s->rid_len, &s->r.env, s->p.max_frame, &se) != SPECD_OK)
-        specd_log(SPECD_LOG_WARN, "reply to request %llu not sent: %s", (unsigned long long)id,
+        specd_log(SPECD_LOG_DEBUG, "reply to request %llu not sent: %s", (unsigned long long)id,
                   se.message);
     zmq_msg_close(&msg);
     return SPECD_OK;
@@ -471,6 +581,7 @@ specd_status specd_ipc_service_run(specd_ipc_service *s, int stop_fd, const vola
         zmq_pollitem_t items[2] = {{.socket = s->sock, .events = ZMQ_POLLIN},
                                    {.socket = NULL, .fd = stop_fd, .events = ZMQ_POLLIN}};
         int rc = zmq_poll(items, stop_fd >= 0 ? 2 : 1, poll_ms);
+        monitor_drain(s); /* sessions of peers that left are released while idle too */
         if (rc < 0 && errno != EINTR)
             return specd_fail(err, SPECD_E_IO, "zmq_poll: %s", zmq_strerror(errno));
         int stopping = (stop_fd >= 0 && rc > 0 && (items[1].revents & ZMQ_POLLIN)) ||

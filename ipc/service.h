@@ -6,6 +6,17 @@
  * goes to the role's handlers; a NULL handler answers SPECD_E_UNSUPPORTED. A handler that fails
  * leaves its state unchanged and its error is sent back as an Error message.
  *
+ * Peers. Each Hello starts a peer session with a fresh owner number, bound to the connection it
+ * came on (routing id and socket); handlers key sequences on (owner, seq_id), so hosts that number
+ * their sequences alike never meet, and the buffer table keys buffers the same way. A peer whose
+ * connection closes (or that says Hello again) is gone: its sequences and buffers are released
+ * (peer_gone). Quotas: max_peers sessions, max_buffers_per_peer buffers each.
+ *
+ * A peer cannot stall or crash the loop: replies are sent without blocking (a peer that does not
+ * read its replies loses them instead of delaying everyone else), and the daemon side runs no
+ * ZMTP heartbeats (libzmq 4.3.4 aborts in stream_engine_base when a heartbeat times out on a
+ * connection whose input is throttled, zeromq/libzmq#4364); liveness is the protocol's own Ping.
+ *
  * Stopping: specd_ipc_service_run returns when stop_fd (e.g. a signalfd for SIGTERM) becomes
  * readable, after answering every request already received (drain). */
 #ifndef SPECD_IPC_SERVICE_H
@@ -24,19 +35,24 @@ typedef struct specd_ipc_draft_out {
 
 typedef struct specd_ipc_handlers {
     void *user;
-    specd_status (*open_seq)(void *user, const SpecdWire__OpenSeq *m, specd_error *err);
-    specd_status (*close_seq)(void *user, uint64_t seq_id, specd_error *err);
-    specd_status (*commit)(void *user, uint64_t seq_id, const uint32_t *tokens, size_t n,
-                           int has_rollback, uint64_t rollback_to, specd_error *err);
-    specd_status (*propose)(void *user, const SpecdWire__Propose *m, specd_ipc_draft_out *out,
-                            specd_error *err);
+    /* owner: the peer session the request came from (see above). */
+    specd_status (*open_seq)(void *user, uint64_t owner, const SpecdWire__OpenSeq *m,
+                             specd_error *err);
+    specd_status (*close_seq)(void *user, uint64_t owner, uint64_t seq_id, specd_error *err);
+    specd_status (*commit)(void *user, uint64_t owner, uint64_t seq_id, const uint32_t *tokens,
+                           size_t n, int has_rollback, uint64_t rollback_to, specd_error *err);
+    specd_status (*propose)(void *user, uint64_t owner, const SpecdWire__Propose *m,
+                            specd_ipc_draft_out *out, specd_error *err);
     /* logits: the resolved target logits ([rows, vocab], rows = n_draft + 1) or the inline ones;
      * q: the resolved draft distributions ([n_draft, vocab]) or NULL. */
-    specd_status (*verify)(void *user, const SpecdWire__Verify *m, const specd_ipc_view *logits,
-                           const specd_ipc_view *q, specd_ipc_verify_result *out, specd_error *err);
-    specd_status (*seq_info)(void *user, uint64_t seq_id, uint64_t *length, uint64_t *hash,
-                             specd_error *err);
+    specd_status (*verify)(void *user, uint64_t owner, const SpecdWire__Verify *m,
+                           const specd_ipc_view *logits, const specd_ipc_view *q,
+                           specd_ipc_verify_result *out, specd_error *err);
+    specd_status (*seq_info)(void *user, uint64_t owner, uint64_t seq_id, uint64_t *length,
+                             uint64_t *hash, specd_error *err);
     uint64_t (*sequences_open)(void *user);
+    /* The peer session ended: release everything of owner. */
+    void (*peer_gone)(void *user, uint64_t owner);
 } specd_ipc_handlers;
 
 typedef struct specd_ipc_service_params {
@@ -55,7 +71,9 @@ typedef struct specd_ipc_service_params {
      * no other ZAP handler in the shared one. */
     const char *const *curve_clients;
     size_t n_curve_clients;
-    size_t max_buffers;
+    size_t max_buffers;          /* all peers together */
+    size_t max_buffers_per_peer; /* 0 = max_buffers */
+    size_t max_peers;
 } specd_ipc_service_params;
 
 specd_ipc_service_params specd_ipc_service_default_params(specd_ipc_role role);

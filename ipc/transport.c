@@ -107,14 +107,17 @@ static specd_status configure(void *s, int type, const specd_ipc_sockopts *o, sp
     SPECD_TRY(setopt(s, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg, "MAXMSGSIZE", err));
     SPECD_TRY(setint(s, ZMQ_LINGER, o->linger_ms, "LINGER", err));
     SPECD_TRY(setint(s, ZMQ_SNDTIMEO, o->send_timeout_ms, "SNDTIMEO", err));
-    SPECD_TRY(setint(s, ZMQ_HEARTBEAT_IVL, o->heartbeat_ivl_ms, "HEARTBEAT_IVL", err));
-    SPECD_TRY(setint(s, ZMQ_HEARTBEAT_TIMEOUT, o->heartbeat_timeout_ms, "HEARTBEAT_TIMEOUT", err));
-    SPECD_TRY(setint(s, ZMQ_HEARTBEAT_TTL, o->heartbeat_timeout_ms, "HEARTBEAT_TTL", err));
+    if (o->heartbeat_ivl_ms > 0) { /* the daemons run none: see ipc/service.h */
+        SPECD_TRY(setint(s, ZMQ_HEARTBEAT_IVL, o->heartbeat_ivl_ms, "HEARTBEAT_IVL", err));
+        SPECD_TRY(
+            setint(s, ZMQ_HEARTBEAT_TIMEOUT, o->heartbeat_timeout_ms, "HEARTBEAT_TIMEOUT", err));
+        SPECD_TRY(setint(s, ZMQ_HEARTBEAT_TTL, o->heartbeat_timeout_ms, "HEARTBEAT_TTL", err));
+    }
     if (type == ZMQ_ROUTER) {
         /* A reply to a peer that vanished fails instead of disappearing silently. */
         SPECD_TRY(setint(s, ZMQ_ROUTER_MANDATORY, 1, "ROUTER_MANDATORY", err));
-        /* A restarted host reusing its routing id takes over its old connection. */
-        SPECD_TRY(setint(s, ZMQ_ROUTER_HANDOVER, 1, "ROUTER_HANDOVER", err));
+        /* No ROUTER_HANDOVER: a connection that names another's routing id must not take over
+         * its session (hosts never set one: each connection gets a fresh id from us). */
     } else {
         /* Queue nothing for a peer that is not connected: a send then times out instead of
          * waiting for a daemon that may never come back. */

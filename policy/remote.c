@@ -102,10 +102,20 @@ static specd_status remote_propose(void *state, const int32_t *history, int64_t 
         s->opened = 1;
         s->n_sent = n;
     }
+    if (n < s->n_sent)
+        return specd_fail(err, SPECD_E_INTERNAL, "policy remote: history shrank from %lld to %lld",
+                          (long long)s->n_sent, (long long)n);
     size_t n_commit = (size_t)(n - s->n_sent);
-    if (n_commit > (size_t)s->max_draft + 1)
-        return specd_fail(err, SPECD_E_INTERNAL, "policy remote: %zu tokens since the last step",
-                          n_commit);
+    if (n_commit > (size_t)s->max_draft + 1) {
+        /* A gap: steps decoded without asking us (the adaptive guard's plain steps, a drafter
+         * that was down). The drafter catches up by a commit of the whole gap; the client keeps
+         * it even when that fails, and replays it with the history on reconnect. */
+        /* (token ids are >= 0: int32_t and uint32_t views of them agree) */
+        specd_ipc_client_commit(s->client, s->seq.seq_id, (const uint32_t *)history + s->n_sent,
+                                n_commit, &e);
+        s->n_sent = n;
+        n_commit = 0;
+    }
     for (size_t i = 0; i < n_commit; i++) s->scratch[i] = (uint32_t)history[s->n_sent + (int64_t)i];
     uint32_t *out = s->scratch + s->max_draft + 1;
     size_t got = 0;

@@ -62,33 +62,34 @@ static void verify_greedy(const float *logits, const uint32_t *draft, size_t n,
     out->n_stats = 0;
 }
 
-static specd_status h_propose(void *u, const SpecdWire__Propose *m, specd_ipc_draft_out *o,
-                              specd_error *err) {
-    (void)u;
+static specd_status h_propose(void *u, uint64_t owner, const SpecdWire__Propose *m,
+                              specd_ipc_draft_out *o, specd_error *err) {
+    (void)u, (void)owner;
     (void)err;
     propose_tokens(m->step, o->tokens);
     o->n = K;
     return SPECD_OK;
 }
 
-static specd_status h_verify(void *u, const SpecdWire__Verify *m, const specd_ipc_view *v,
-                             const specd_ipc_view *q, specd_ipc_verify_result *o,
-                             specd_error *err) {
-    (void)q;
+static specd_status h_verify(void *u, uint64_t owner, const SpecdWire__Verify *m,
+                             const specd_ipc_view *v, const specd_ipc_view *q,
+                             specd_ipc_verify_result *o, specd_error *err) {
+    (void)q, (void)owner;
     (void)u;
     (void)err;
     verify_greedy(v->data, m->draft_tokens, m->n_draft_tokens, o);
     return SPECD_OK;
 }
 
-static specd_status h_open(void *u, const SpecdWire__OpenSeq *m, specd_error *err) {
-    (void)u, (void)m, (void)err;
+static specd_status h_open(void *u, uint64_t owner, const SpecdWire__OpenSeq *m,
+                           specd_error *err) {
+    (void)u, (void)owner, (void)m, (void)err;
     return SPECD_OK;
 }
 
-static specd_status h_commit(void *u, uint64_t s, const uint32_t *t, size_t n, int rb, uint64_t to,
-                             specd_error *err) {
-    (void)u, (void)s, (void)t, (void)n, (void)rb, (void)to, (void)err;
+static specd_status h_commit(void *u, uint64_t owner, uint64_t s, const uint32_t *t, size_t n,
+                             int rb, uint64_t to, specd_error *err) {
+    (void)u, (void)owner, (void)s, (void)t, (void)n, (void)rb, (void)to, (void)err;
     return SPECD_OK;
 }
 

@@ -24,22 +24,26 @@ typedef struct test_service {
     int running;
 } test_service;
 
-static specd_status th_open(void *u, const SpecdWire__OpenSeq *m, specd_error *err) {
-    return specd_seq_store_open(((test_service *)u)->seqs, m, err);
+static specd_status th_open(void *u, uint64_t o, const SpecdWire__OpenSeq *m, specd_error *err) {
+    return specd_seq_store_open(((test_service *)u)->seqs, o, m, err);
 }
-static specd_status th_close(void *u, uint64_t id, specd_error *err) {
-    return specd_seq_store_close(((test_service *)u)->seqs, id, err);
+static specd_status th_close(void *u, uint64_t o, uint64_t id, specd_error *err) {
+    return specd_seq_store_close(((test_service *)u)->seqs, o, id, err);
 }
-static specd_status th_commit(void *u, uint64_t id, const uint32_t *t, size_t n, int rb,
+static specd_status th_commit(void *u, uint64_t o, uint64_t id, const uint32_t *t, size_t n, int rb,
                               uint64_t to, specd_error *err) {
-    return specd_seq_store_commit(((test_service *)u)->seqs, id, t, n, rb, to, err);
+    return specd_seq_store_commit(((test_service *)u)->seqs, o, id, t, n, rb, to, err);
 }
-static specd_status th_info(void *u, uint64_t id, uint64_t *len, uint64_t *hash, specd_error *err) {
-    specd_seq *q = specd_seq_store_get(((test_service *)u)->seqs, id, err);
+static specd_status th_info(void *u, uint64_t o, uint64_t id, uint64_t *len, uint64_t *hash,
+                            specd_error *err) {
+    specd_seq *q = specd_seq_store_get(((test_service *)u)->seqs, o, id, err);
     if (!q) return SPECD_E_STATE;
     *len = q->n;
     *hash = specd_ipc_tokens_hash(q->tokens, q->n);
     return SPECD_OK;
+}
+static void th_gone(void *u, uint64_t o) {
+    specd_seq_store_close_owner(((test_service *)u)->seqs, o);
 }
 
 static uint64_t th_count(void *u) {
@@ -66,6 +70,7 @@ static inline specd_status test_service_start(test_service *t, const specd_ipc_s
     h.commit = th_commit;
     h.seq_info = th_info;
     h.sequences_open = th_count;
+    h.peer_gone = th_gone;
     st = specd_ipc_service_create(p, &h, &t->svc, err);
     if (st != SPECD_OK) {
         specd_seq_store_destroy(t->seqs);

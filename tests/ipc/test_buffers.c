@@ -1,7 +1,7 @@
-/* Shared buffers (SHM): the peer side maps what the owner describes, the name is gone once both
- * have mapped it, references are checked (unknown id, out of bounds, misaligned, stale), a peer
- * that comes later reopens the segment without its name, and a segment whose owner is killed
- * before sharing it is swept by the next create. Nothing of ours is left in /dev/shm. */
+/* Shared buffers (SHM): sealed memfds the peer side maps through the owner's descriptor (nothing in
+ * /dev/shm), references are checked (unknown id, out of bounds, misaligned, stale), a peer that
+ * comes later reopens the segment too, and a killed owner leaves nothing behind; a sweep still
+ * removes /dev/shm names older versions left. */
 #include "test_main.h"
 
 #include <dirent.h>
@@ -48,7 +48,7 @@ static void test_map_share_and_refs(void **state) {
     specd_ipc_buffer *b = NULL;
     size_t bytes = (size_t)ROWS * V * sizeof(float);
     assert_int_equal(specd_ipc_buffer_create(SPECD_IPC_BUFFER_SHM, bytes, 0, &b, &err), SPECD_OK);
-    assert_int_equal(count_ours(getpid()), 1);
+    assert_int_equal(count_ours(getpid()), 0); /* a sealed memfd: no name in /dev/shm */
     float *logits = specd_ipc_buffer_data(b);
     for (size_t i = 0; i < (size_t)ROWS * V; i++)
         logits[i] = (float)(i % 977) * 0.25f;
@@ -60,8 +60,7 @@ static void test_map_share_and_refs(void **state) {
     assert_int_equal(specd_ipc_buffer_table_create(4, &t, &err), SPECD_OK);
     SpecdWire__BufferDesc d;
     specd_ipc_buffer_describe(b, &d);
-    assert_int_equal(specd_ipc_buffer_table_attach(t, &d, &err), SPECD_OK);
-    /* Mapped by both: the name is gone already (the peer unlinked it). */
+    assert_int_equal(specd_ipc_buffer_table_attach(t, 1, &d, &err), SPECD_OK);
     assert_int_equal(count_ours(getpid()), 0);
     specd_ipc_buffer_shared(b);
 
@@ -70,7 +69,7 @@ static void test_map_share_and_refs(void **state) {
     assert_int_equal(specd_ipc_buffer_ref(b, 0, 2, shape, SPECD_IPC_F32, seq, &r, &err), SPECD_OK);
     SpecdWire__BufferRef w = wire_ref(&r, wshape);
     specd_ipc_view v;
-    assert_int_equal(specd_ipc_buffer_table_resolve(t, &w, &v, &err), SPECD_OK);
+    assert_int_equal(specd_ipc_buffer_table_resolve(t, 1, &w, &v, &err), SPECD_OK);
     assert_int_equal(v.bytes, bytes);
     assert_memory_equal(v.data, logits, bytes);
 
@@ -79,30 +78,30 @@ static void test_map_share_and_refs(void **state) {
     uint64_t seq2;
     assert_int_equal(specd_ipc_buffer_publish(b, NULL, &seq2, &err), SPECD_OK);
     assert_int_equal(specd_ipc_view_recheck(&v, &err), SPECD_E_PROTOCOL);
-    assert_int_equal(specd_ipc_buffer_table_resolve(t, &w, &v, &err), SPECD_E_PROTOCOL);
+    assert_int_equal(specd_ipc_buffer_table_resolve(t, 1, &w, &v, &err), SPECD_E_PROTOCOL);
     assert_non_null(strstr(err.message, "stale"));
     w.seq = seq2;
-    assert_int_equal(specd_ipc_buffer_table_resolve(t, &w, &v, &err), SPECD_OK);
+    assert_int_equal(specd_ipc_buffer_table_resolve(t, 1, &w, &v, &err), SPECD_OK);
     assert_true(((const float *)v.data)[5] == -1.0f);
 
     /* Out of bounds, misaligned, unknown buffer, bad dtype. */
     SpecdWire__BufferRef oob = w;
     oob.offset = 4;
-    assert_int_equal(specd_ipc_buffer_table_resolve(t, &oob, &v, &err), SPECD_E_PROTOCOL);
+    assert_int_equal(specd_ipc_buffer_table_resolve(t, 1, &oob, &v, &err), SPECD_E_PROTOCOL);
     assert_non_null(strstr(err.message, "exceed"));
     uint64_t small[2] = {1, 1};
     SpecdWire__BufferRef mis = w;
     mis.shape = small;
     mis.offset = 2;
-    assert_int_equal(specd_ipc_buffer_table_resolve(t, &mis, &v, &err), SPECD_E_PROTOCOL);
+    assert_int_equal(specd_ipc_buffer_table_resolve(t, 1, &mis, &v, &err), SPECD_E_PROTOCOL);
     assert_non_null(strstr(err.message, "misaligned"));
     SpecdWire__BufferRef unk = w;
     unk.buffer_id ^= 1;
-    assert_int_equal(specd_ipc_buffer_table_resolve(t, &unk, &v, &err), SPECD_E_PROTOCOL);
+    assert_int_equal(specd_ipc_buffer_table_resolve(t, 1, &unk, &v, &err), SPECD_E_PROTOCOL);
     assert_non_null(strstr(err.message, "unknown buffer"));
     SpecdWire__BufferRef dt = w;
     dt.dtype = (SpecdWire__DType)7;
-    assert_int_equal(specd_ipc_buffer_table_resolve(t, &dt, &v, &err), SPECD_E_FORMAT);
+    assert_int_equal(specd_ipc_buffer_table_resolve(t, 1, &dt, &v, &err), SPECD_E_FORMAT);
     /* The owner refuses to make an out-of-bounds reference in the first place. */
     uint64_t big[2] = {ROWS + 1, V};
     assert_int_equal(specd_ipc_buffer_ref(b, 0, 2, big, SPECD_IPC_F32, seq2, &r, &err),
@@ -113,17 +112,17 @@ static void test_map_share_and_refs(void **state) {
     specd_ipc_buffer_table *t2 = NULL;
     assert_int_equal(specd_ipc_buffer_table_create(4, &t2, &err), SPECD_OK);
     specd_ipc_buffer_describe(b, &d);
-    assert_int_equal(specd_ipc_buffer_table_attach(t2, &d, &err), SPECD_OK);
+    assert_int_equal(specd_ipc_buffer_table_attach(t2, 1, &d, &err), SPECD_OK);
     specd_ipc_view v2;
-    assert_int_equal(specd_ipc_buffer_table_resolve(t2, &w, &v2, &err), SPECD_OK);
+    assert_int_equal(specd_ipc_buffer_table_resolve(t2, 1, &w, &v2, &err), SPECD_OK);
     assert_memory_equal(v2.data, logits, bytes);
     /* Attaching the same buffer again is a no-op; a different size under the same id is not. */
-    assert_int_equal(specd_ipc_buffer_table_attach(t2, &d, &err), SPECD_OK);
+    assert_int_equal(specd_ipc_buffer_table_attach(t2, 1, &d, &err), SPECD_OK);
     SpecdWire__BufferDesc d2 = d;
     d2.bytes += 4;
-    assert_int_equal(specd_ipc_buffer_table_attach(t2, &d2, &err), SPECD_E_PROTOCOL);
-    assert_int_equal(specd_ipc_buffer_table_detach(t2, d.buffer_id, &err), SPECD_OK);
-    assert_int_equal(specd_ipc_buffer_table_detach(t2, d.buffer_id, &err), SPECD_E_PROTOCOL);
+    assert_int_equal(specd_ipc_buffer_table_attach(t2, 1, &d2, &err), SPECD_E_PROTOCOL);
+    assert_int_equal(specd_ipc_buffer_table_detach(t2, 1, d.buffer_id, &err), SPECD_OK);
+    assert_int_equal(specd_ipc_buffer_table_detach(t2, 1, d.buffer_id, &err), SPECD_E_PROTOCOL);
     specd_ipc_buffer_table_destroy(t2);
 
     specd_ipc_buffer_table_destroy(t);
@@ -143,25 +142,25 @@ static void test_hostile_descriptors(void **state) {
     /* Claims a different size than the segment has: refused, nothing mapped. */
     SpecdWire__BufferDesc lie = d;
     lie.bytes = 8192;
-    assert_int_equal(specd_ipc_buffer_table_attach(t, &lie, &err), SPECD_E_PROTOCOL);
+    assert_int_equal(specd_ipc_buffer_table_attach(t, 1, &lie, &err), SPECD_E_PROTOCOL);
     /* Claims another id: the header disagrees. */
     lie = d;
     lie.buffer_id ^= 2;
-    assert_int_equal(specd_ipc_buffer_table_attach(t, &lie, &err), SPECD_E_PROTOCOL);
+    assert_int_equal(specd_ipc_buffer_table_attach(t, 1, &lie, &err), SPECD_E_PROTOCOL);
     assert_non_null(strstr(err.message, "header"));
     /* A name that does not exist and no owner fd. */
     lie = d;
     lie.shm_name = "/specd-nonexistent";
     lie.has_owner_fd = 0;
-    assert_int_equal(specd_ipc_buffer_table_attach(t, &lie, &err), SPECD_E_PEER);
+    assert_int_equal(specd_ipc_buffer_table_attach(t, 1, &lie, &err), SPECD_E_PEER);
     assert_int_equal(specd_ipc_buffer_table_count(t), 0);
-    assert_int_equal(specd_ipc_buffer_table_attach(t, &d, &err), SPECD_OK);
+    assert_int_equal(specd_ipc_buffer_table_attach(t, 1, &d, &err), SPECD_OK);
     /* The table is full. */
     specd_ipc_buffer *b2 = NULL;
     assert_int_equal(specd_ipc_buffer_create(SPECD_IPC_BUFFER_SHM, 4096, 0, &b2, &err), SPECD_OK);
     SpecdWire__BufferDesc d2;
     specd_ipc_buffer_describe(b2, &d2);
-    assert_int_equal(specd_ipc_buffer_table_attach(t, &d2, &err), SPECD_E_STATE);
+    assert_int_equal(specd_ipc_buffer_table_attach(t, 1, &d2, &err), SPECD_E_STATE);
     specd_ipc_buffer_destroy(b2);
     specd_ipc_buffer_table_destroy(t);
     specd_ipc_buffer_destroy(b);
@@ -189,7 +188,7 @@ static void test_killed_owner_leaves_nothing(void **state) {
     char ok = 0;
     assert_int_equal(read(fds[0], &ok, 1), 1);
     assert_true(ok);
-    assert_int_equal(count_ours(pid), 1);
+    assert_int_equal(count_ours(pid), 0); /* a memfd has no name to leave behind */
     kill(pid, SIGKILL);
     int status;
     waitpid(pid, &status, 0);

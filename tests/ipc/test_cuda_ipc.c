@@ -71,12 +71,12 @@ static int peer(int fd) {
     }
     specd_ipc_buffer_table *t = NULL;
     specd_ipc_buffer_table_create(2, &t, NULL);
-    if (specd_ipc_buffer_table_attach(t, attach->attach_buffer->desc, &err) != SPECD_OK) {
+    if (specd_ipc_buffer_table_attach(t, 1, attach->attach_buffer->desc, &err) != SPECD_OK) {
         printf("peer: attach: %s\n", err.message);
         return 1;
     }
     specd_ipc_view v;
-    if (specd_ipc_buffer_table_resolve(t, verify->verify->target_logits, &v, &err) != SPECD_OK) {
+    if (specd_ipc_buffer_table_resolve(t, 1, verify->verify->target_logits, &v, &err) != SPECD_OK) {
         printf("peer: resolve: %s\n", err.message);
         return 1;
     }
@@ -93,7 +93,7 @@ static int peer(int fd) {
     /* An older sequence number is now stale. */
     SpecdWire__BufferRef old = *verify->verify->target_logits;
     old.seq -= 1;
-    if (specd_ipc_buffer_table_resolve(t, &old, &v, &err) != SPECD_E_PROTOCOL) {
+    if (specd_ipc_buffer_table_resolve(t, 1, &old, &v, &err) != SPECD_E_PROTOCOL) {
         printf("peer: stale reference accepted\n");
         return 1;
     }

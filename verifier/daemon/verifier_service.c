@@ -26,20 +26,27 @@ static void engine_free(void *e) {
     specd_accept_destroy(e);
 }
 
-static specd_status on_open(void *user, const SpecdWire__OpenSeq *m, specd_error *err) {
+static specd_status on_open(void *user, uint64_t owner, const SpecdWire__OpenSeq *m,
+                            specd_error *err) {
     verifier *v = user;
-    return specd_seq_store_open(v->seqs, m, err);
+    return specd_seq_store_open(v->seqs, owner, m, err);
 }
 
-static specd_status on_close(void *user, uint64_t seq_id, specd_error *err) {
+static specd_status on_close(void *user, uint64_t owner, uint64_t seq_id, specd_error *err) {
     verifier *v = user;
-    return specd_seq_store_close(v->seqs, seq_id, err);
+    return specd_seq_store_close(v->seqs, owner, seq_id, err);
 }
 
-static specd_status on_commit(void *user, uint64_t seq_id, const uint32_t *tokens, size_t n,
-                              int has_rollback, uint64_t rollback_to, specd_error *err) {
+static void on_peer_gone(void *user, uint64_t owner) {
     verifier *v = user;
-    return specd_seq_store_commit(v->seqs, seq_id, tokens, n, has_rollback, rollback_to, err);
+    specd_seq_store_close_owner(v->seqs, owner);
+}
+
+static specd_status on_commit(void *user, uint64_t owner, uint64_t seq_id, const uint32_t *tokens,
+                              size_t n, int has_rollback, uint64_t rollback_to, specd_error *err) {
+    verifier *v = user;
+    return specd_seq_store_commit(v->seqs, owner, seq_id, tokens, n, has_rollback, rollback_to,
+                                  err);
 }
 
 static specd_status engine_for(verifier *v, specd_seq *q, specd_error *err) {
@@ -60,11 +67,11 @@ static specd_status engine_for(verifier *v, specd_seq *q, specd_error *err) {
     return SPECD_OK;
 }
 
-static specd_status on_verify(void *user, const SpecdWire__Verify *m, const specd_ipc_view *logits,
-                              const specd_ipc_view *qv, specd_ipc_verify_result *out,
-                              specd_error *err) {
+static specd_status on_verify(void *user, uint64_t owner, const SpecdWire__Verify *m,
+                              const specd_ipc_view *logits, const specd_ipc_view *qv,
+                              specd_ipc_verify_result *out, specd_error *err) {
     verifier *v = user;
-    specd_seq *q = specd_seq_store_get(v->seqs, m->seq_id, err);
+    specd_seq *q = specd_seq_store_get(v->seqs, owner, m->seq_id, err);
     if (!q) return SPECD_E_STATE;
     if (m->n_draft_tokens == 0) return specd_fail(err, SPECD_E_INVALID_ARG, "verify: empty draft");
     if (logits->dtype != SPECD_IPC_F32 || logits->on_device ||
@@ -119,17 +126,18 @@ static specd_status on_verify(void *user, const SpecdWire__Verify *m, const spec
     uint32_t emitted[SPECD_IPC_MAX_DRAFT + 1];
     for (int32_t i = 0; i < n_emitted; i++)
         emitted[i] = (uint32_t)v->tokens[i];
-    SPECD_TRY(specd_seq_store_commit(v->seqs, m->seq_id, emitted, (size_t)n_emitted, 0, 0, err));
+    SPECD_TRY(
+        specd_seq_store_commit(v->seqs, owner, m->seq_id, emitted, (size_t)n_emitted, 0, 0, err));
     memcpy(out->emitted, emitted, (size_t)n_emitted * sizeof *emitted);
     out->n_emitted = (size_t)n_emitted;
     out->accepted = (uint32_t)n_accepted;
     return SPECD_OK;
 }
 
-static specd_status on_info(void *user, uint64_t seq_id, uint64_t *length, uint64_t *hash,
-                            specd_error *err) {
+static specd_status on_info(void *user, uint64_t owner, uint64_t seq_id, uint64_t *length,
+                            uint64_t *hash, specd_error *err) {
     verifier *v = user;
-    const specd_seq *q = specd_seq_store_get(v->seqs, seq_id, err);
+    const specd_seq *q = specd_seq_store_get(v->seqs, owner, seq_id, err);
     if (!q) return err ? err->status : SPECD_E_STATE;
     *length = q->n;
     *hash = specd_ipc_tokens_hash(q->tokens, q->n);
@@ -152,13 +160,15 @@ specd_status specd_verifier_handlers_create(const specd_ipc_service_params *p,
         return st;
     }
     specd_seq_store_set_engine_free(v->seqs, engine_free);
+    specd_seq_store_set_quota(v->seqs, SPECD_DAEMON_SEQS_PER_PEER, SPECD_DAEMON_TOKENS_PER_PEER);
     specd_ipc_handlers x = {.user = v,
                             .open_seq = on_open,
                             .close_seq = on_close,
                             .commit = on_commit,
                             .verify = on_verify,
                             .seq_info = on_info,
-                            .sequences_open = on_count};
+                            .sequences_open = on_count,
+                            .peer_gone = on_peer_gone};
     *h = x;
     return SPECD_OK;
 }

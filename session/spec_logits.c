@@ -193,8 +193,8 @@ specd_status specd_logits_intake(specd_logits_scratch *s, int32_t max_rows, int3
     if (lg->dtype == SPECD_DTYPE_F32 && src_stride == (size_t)n_vocab) {
         int any_masked = 0;
         for (int32_t r = 0; r < n_rows; r++) {
-            int32_t n_masked;
-            float umin;
+            int32_t n_masked = 0;
+            float umin = 0.0f;
             SPECD_TRY(check_row((const float *)src + (size_t)r * n_vocab, n_vocab, lowest, what,
                                 r, &n_masked, &umin, err));
             any_masked |= n_masked > 0;
@@ -219,8 +219,8 @@ specd_status specd_logits_intake(specd_logits_scratch *s, int32_t max_rows, int3
             else
                 for (int32_t x = 0; x < n_vocab; x++) dst[x] = specd_bf16_to_fp32(h[x]);
         }
-        int32_t n_masked;
-        float umin;
+        int32_t n_masked = 0;
+        float umin = 0.0f;
         SPECD_TRY(check_row(dst, n_vocab, lowest, what, r, &n_masked, &umin, err));
         if (n_masked > 0 && !rule)
             return specd_fail(err, SPECD_E_NUMERIC, "spec: %s, row %d holds -inf", what,

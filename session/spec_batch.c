@@ -27,7 +27,7 @@ specd_status specd_spec_batch_layout(specd_spec *spec, const int32_t *seqs, int3
     spec->n_batch = 0;
     spec->batch_t0 = specd_now_ns();
     int32_t n_tokens = 0, n_rows = 0;
-    int needs_lora = 0, needs_hidden = 0;
+    int needs_lora = 0, needs_hidden = 0, needs_embd = 0;
     for (int32_t i = 0; i < n_seqs; i++) {
         spec_seq *q = &spec->seqs[seqs[i]];
         specd_batch_seq *b = &spec->batch[i];
@@ -42,6 +42,7 @@ specd_status specd_spec_batch_layout(specd_spec *spec, const int32_t *seqs, int3
         n_tokens += b->layout.n_tokens;
         n_rows += b->layout.n_rows;
         needs_lora |= b->layout.lora_gate != NULL;
+        needs_embd |= b->layout.input_embd != NULL;
         needs_hidden |= (specd_policy_flags(q->ops) & SPECD_POLICY_WANTS_HIDDEN) && !q->plain_step &&
                         b->layout.n_rows > 0;
         spec->batch_gen[i] = q->step_gen;
@@ -50,7 +51,7 @@ specd_status specd_spec_batch_layout(specd_spec *spec, const int32_t *seqs, int3
     spec->n_batch = n_seqs;
     *out = (specd_batch){.n_seqs = n_seqs, .seqs = spec->batch, .n_tokens = n_tokens,
                          .n_rows = n_rows, .needs_lora = needs_lora,
-                         .needs_hidden = needs_hidden};
+                         .needs_hidden = needs_hidden, .needs_embd = needs_embd};
     return SPECD_OK;
 }
 

@@ -9,9 +9,8 @@
 #include <math.h>
 #include <string.h>
 
-#if defined(SPECD_WITH_CUDA)
-#include <cuda_runtime_api.h>
-#endif
+#include <dlfcn.h>
+#include <pthread.h>
 
 enum { MARGIN_Z = 128 }; /* masked z below the best unmasked z: weight 0, never the argmax */
 
@@ -40,14 +39,47 @@ static specd_status ensure_rows(specd_logits_scratch *s, int32_t max_rows, int32
     return SPECD_OK;
 }
 
+/* The CUDA runtime, opened when CUDA logits first arrive: libspecd itself does not link it, so
+ * a CPU-only program never needs libcudart, and a CPU build still takes a CUDA host's logits. */
+typedef struct cudart {
+    int ok;
+    int (*get_device_count)(int *);
+    int (*memcpy_2d)(void *, size_t, const void *, size_t, size_t, size_t, int);
+    const char *(*error_string)(int);
+    int (*get_last_error)(void);
+} cudart;
+static cudart rt;
+static pthread_once_t rt_once = PTHREAD_ONCE_INIT;
+
+static void cudart_open(void) {
+    static const char *const names[] = {"libcudart.so", "libcudart.so.13", "libcudart.so.12",
+                                        "libcudart.so.11.0"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0] && !rt.ok; i++) {
+        void *h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+        if (!h) continue;
+        *(void **)&rt.get_device_count = dlsym(h, "cudaGetDeviceCount");
+        *(void **)&rt.memcpy_2d = dlsym(h, "cudaMemcpy2D");
+        *(void **)&rt.error_string = dlsym(h, "cudaGetErrorString");
+        *(void **)&rt.get_last_error = dlsym(h, "cudaGetLastError");
+        rt.ok = rt.get_device_count && rt.memcpy_2d && rt.error_string && rt.get_last_error;
+        if (!rt.ok) dlclose(h); /* kept open for the process when usable */
+    }
+}
+
+enum { CUDA_SUCCESS = 0, CUDA_MEMCPY_DEVICE_TO_HOST = 2 };
+
 /* Device rows -> s->stage, densely (n_vocab apart), still in the source dtype. */
 static specd_status copy_from_device(specd_logits_scratch *s, const specd_logits *lg,
                                      int32_t row0, int32_t n_rows, int32_t n_vocab,
                                      specd_error *err) {
-#if defined(SPECD_WITH_CUDA)
+    pthread_once(&rt_once, cudart_open);
+    if (!rt.ok)
+        return specd_fail(err, SPECD_E_UNSUPPORTED,
+                          "spec: CUDA logits given but the CUDA runtime (libcudart) is not "
+                          "available");
     int n_dev = 0;
-    if (cudaGetDeviceCount(&n_dev) != cudaSuccess || n_dev == 0) {
-        (void)cudaGetLastError(); /* clear the sticky "no device" error */
+    if (rt.get_device_count(&n_dev) != CUDA_SUCCESS || n_dev == 0) {
+        (void)rt.get_last_error(); /* clear the sticky "no device" error */
         return specd_fail(err, SPECD_E_UNSUPPORTED,
                           "spec: CUDA logits given but this machine has no CUDA device");
     }
@@ -60,17 +92,14 @@ static specd_status copy_from_device(specd_logits_scratch *s, const specd_logits
         if (!s->stage) return specd_fail(err, SPECD_E_NOMEM, "spec: out of memory for staging");
     }
     const char *src = (const char *)lg->data + (size_t)row0 * (size_t)lg->row_stride * es;
-    cudaError_t ce = cudaMemcpy2D(s->stage, width, src, (size_t)lg->row_stride * es, width,
-                                  (size_t)n_rows, cudaMemcpyDeviceToHost);
-    if (ce != cudaSuccess)
+    int ce = rt.memcpy_2d(s->stage, width, src, (size_t)lg->row_stride * es, width,
+                          (size_t)n_rows, CUDA_MEMCPY_DEVICE_TO_HOST);
+    if (ce != CUDA_SUCCESS) {
+        (void)rt.get_last_error();
         return specd_fail(err, SPECD_E_INVALID_ARG, "spec: copying CUDA logits failed: %s",
-                          cudaGetErrorString(ce));
+                          rt.error_string(ce));
+    }
     return SPECD_OK;
-#else
-    (void)s, (void)lg, (void)row0, (void)n_rows, (void)n_vocab;
-    return specd_fail(err, SPECD_E_UNSUPPORTED,
-                      "spec: CUDA logits given but specd was built without CUDA");
-#endif
 }
 
 /* Scans one row: NaN/+inf are errors; counts masked entries and the least unmasked value. */
@@ -164,8 +193,8 @@ specd_status specd_logits_intake(specd_logits_scratch *s, int32_t max_rows, int3
     if (lg->dtype == SPECD_DTYPE_F32 && src_stride == (size_t)n_vocab) {
         int any_masked = 0;
         for (int32_t r = 0; r < n_rows; r++) {
-            int32_t n_masked;
-            float umin;
+            int32_t n_masked = 0;
+            float umin = 0.0f;
             SPECD_TRY(check_row((const float *)src + (size_t)r * n_vocab, n_vocab, lowest, what,
                                 r, &n_masked, &umin, err));
             any_masked |= n_masked > 0;
@@ -190,8 +219,8 @@ specd_status specd_logits_intake(specd_logits_scratch *s, int32_t max_rows, int3
             else
                 for (int32_t x = 0; x < n_vocab; x++) dst[x] = specd_bf16_to_fp32(h[x]);
         }
-        int32_t n_masked;
-        float umin;
+        int32_t n_masked = 0;
+        float umin = 0.0f;
         SPECD_TRY(check_row(dst, n_vocab, lowest, what, r, &n_masked, &umin, err));
         if (n_masked > 0 && !rule)
             return specd_fail(err, SPECD_E_NUMERIC, "spec: %s, row %d holds -inf", what,

@@ -99,6 +99,12 @@ typedef struct specd_step_layout {
      * lora_gate is non-zero; a layout with a lora_gate needs it (base weights give other
      * logits). */
     const char *lora_path;
+    /* Float-vector input rows (brief gap G2: residual heads, soft tokens): n_tokens rows of the
+     * target's n_embd floats, or NULL. A row whose input_embd_rows flag is non-zero (every row
+     * when the flags are NULL) enters the target as that vector instead of its token's
+     * embedding (specd_seq_batch.embd). */
+    const float *input_embd;
+    const uint8_t *input_embd_rows;
 } specd_step_layout;
 
 /* What one verified step decided. Arrays are owned by the policy (or session) state. */

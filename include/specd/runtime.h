@@ -116,6 +116,11 @@ typedef struct specd_seq_batch {
                                must see at least one */
     const float *lora_gate; /* n_tokens finite gates, or NULL for 0 (no adapter) */
     const uint8_t *commit;  /* n_tokens flags, non-zero = keep in the cache; NULL = keep all */
+    /* Float-vector inputs: n_tokens rows of n_embd finite floats, or NULL. A row whose
+     * embd_rows flag is non-zero (every row when embd_rows is NULL) enters the model as that
+     * vector instead of its token's embedding (its token id is then only validated). */
+    const float *embd;
+    const uint8_t *embd_rows;
 } specd_seq_batch;
 
 /* Which rows to return. Rows are numbered over the concatenated new tokens of all sequences in the

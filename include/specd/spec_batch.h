@@ -94,6 +94,9 @@ typedef struct specd_batch {
      * states (after the output norm) of the same rows, in the same order, to
      * specd_spec_batch_verify_hidden. */
     int needs_hidden;
+    /* 1 when some step feeds float vectors in place of token embeddings (a layout's
+     * input_embd): the host must feed them, or not run the batch. */
+    int needs_embd;
 } specd_batch;
 
 /* Lays out the next step of seqs[0..n_seqs) (distinct, open, not done; 1 <= n_seqs <=

@@ -85,8 +85,11 @@ static void fwd_worker(void *arg, int ith, int nth) {
         const rt_matrix *te = &m->tok_embd;
         const size_t row = specd_dtype_row_bytes(te->type, E);
         /* token ids were validated against n_vocab */
-        te->traits->to_float((const char *)te->data + (size_t)c->tok[r].token * row, c->x + r * E,
-                             E);
+        if (c->tok[r].embd)
+            memcpy(c->x + r * E, c->tok[r].embd, (size_t)E * sizeof(float));
+        else
+            te->traits->to_float((const char *)te->data + (size_t)c->tok[r].token * row,
+                                 c->x + r * E, E);
         specd_rope_angles(c->tok[r].pos, in->n_rot, in->rope_freq_base,
                           c->rope_cos + r * (in->n_rot / 2), c->rope_sin + r * (in->n_rot / 2));
     }
@@ -243,6 +246,11 @@ static specd_status validate_seq(specd_context *c, const specd_seq_batch *s, int
                                   "extend: seq %d lora_gate[%d] = %g but no adapter is set", s->seq,
                                   i, (double)gv);
         }
+        if (s->embd && (!s->embd_rows || s->embd_rows[i]))
+            for (int32_t x = 0; x < in->n_embd; x++)
+                if (!isfinite(s->embd[(size_t)i * (size_t)in->n_embd + (size_t)x]))
+                    return specd_fail(err, SPECD_E_NUMERIC, "extend: seq %d embd row %d not finite",
+                                      s->seq, i);
         if (s->visible) {
             const uint8_t *row = s->visible + (size_t)i * (size_t)(l0 + s->n_tokens);
             int any = 0;
@@ -311,6 +319,9 @@ specd_status specd_context_extend(specd_context *c, const specd_seq_batch *seqs,
             t->l0 = l0;
             t->pos = s->pos ? s->pos[i] : l0 + i;
             t->gate = s->lora_gate ? s->lora_gate[i] : 0.0f;
+            t->embd = s->embd && (!s->embd_rows || s->embd_rows[i])
+                          ? s->embd + (size_t)i * (size_t)c->model->info.n_embd
+                          : NULL;
             t->visible = s->visible ? s->visible + (size_t)i * (size_t)(l0 + s->n_tokens) : NULL;
             /* positions past the last visible one add nothing (validated: one is visible) */
             t->n_pos = l0 + i + 1;

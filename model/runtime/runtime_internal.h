@@ -64,6 +64,7 @@ typedef struct rt_token {
     float gate;             /* LoRA gate, 0 = none */
     const uint8_t *visible; /* its visibility row (l0 + n_new bytes) or NULL = causal */
     int32_t n_pos;          /* cache positions attention covers: through its last visible one */
+    const float *embd;      /* its input vector (n_embd) in place of the token's embedding */
 } rt_token;
 
 struct specd_context {

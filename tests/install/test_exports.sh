@@ -21,7 +21,8 @@ done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 printf '#include <specd/specd.h>\nint main(void) { return specd_policy_find("none") ? 0 : 1; }\n' > "$tmp/u.c"
-PKG_CONFIG_PATH="$build" "$cc" -std=c11 -Wall -Wextra -Werror -pedantic "$tmp/u.c" \
+san=${SANITIZE:+-fsanitize=$SANITIZE} # an instrumented libspecd needs an instrumented program
+PKG_CONFIG_PATH="$build" "$cc" -std=c11 -Wall -Wextra -Werror -pedantic $san "$tmp/u.c" \
   $(PKG_CONFIG_PATH="$build" pkg-config --cflags --libs specd) -Wl,-rpath,"$build" -o "$tmp/u"
 "$tmp/u"
 echo "exports: $(printf '%s\n' "$syms" | wc -l) symbols, all specd_; umbrella and build-tree specd.pc: ok"

@@ -115,7 +115,8 @@ static void run_batch(request *reqs, int n, logits_mode mode, int expect_drafts)
             const specd_step_layout *l = &b->layout;
             sb[i] = (specd_seq_batch){.seq = b->seq, .n_tokens = l->n_tokens, .tokens = l->tokens,
                                       .pos = l->pos, .visible = l->visible,
-                                      .lora_gate = l->lora_gate};
+                                      .lora_gate = l->lora_gate, .embd = l->input_embd,
+                                      .embd_rows = l->input_embd_rows};
             for (int32_t j = 0; j < l->n_rows; j++)
                 rows[b->row_offset + j] = b->token_offset + l->rows[j];
             if (l->lora_gate) {

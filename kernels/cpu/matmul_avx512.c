@@ -109,7 +109,6 @@ static AVX512 INLINE void tile(uint32_t t, const int R, int64_t nb, const act_gr
     for (int r = 0; r < R; r++)
         acc[r] = _mm512_setzero_ps();
     __m512 mins_lo = _mm512_setzero_ps(), mins_hi = _mm512_setzero_ps();
-    const __m512i lo_d = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2);
     const __m512i lo_m = _mm512_setr_epi32(1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3);
     for (int64_t b = 0; b < nb; b++) {
         const char *b0 = x0 + (size_t)b * wb, *b1 = x1 + (size_t)b * wb;
@@ -117,8 +116,11 @@ static AVX512 INLINE void tile(uint32_t t, const int R, int64_t nb, const act_gr
         /* d0 m0 d1 m1 (for Q4_0/Q8_0 the m slots hold quant bytes, never used) */
         const __m512 h = _mm512_castps128_ps512(
             _mm_cvtph_ps(_mm_unpacklo_epi32(head32(b0), head32(b1))));
-        const __m512 dw = _mm512_permutexvar_ps(lo_d, h);
-        const float *gd = g->d + (size_t)b * GROUP;
+        /* the scale products of all pairs in two multiplies: lane r of p0 is d_w0 * d_xr, of p1
+         * d_w1 * d_xr (padding rows have d 0); each row's [p0[r] x8 | p1[r] x8] is one shuffle */
+        const __m512 xd = _mm512_loadu_ps(g->d + (size_t)b * GROUP);
+        const __m512 p0 = _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_set1_epi32(0), h), xd);
+        const __m512 p1 = _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_set1_epi32(2), h), xd);
         for (int r = 0; r < R; r++) {
             const __m512i xq = _mm512_broadcast_i64x4(
                 _mm256_loadu_si256((const __m256i *)(g->x[r] + (size_t)b * g->xb + qoff)));
@@ -127,7 +129,9 @@ static AVX512 INLINE void tile(uint32_t t, const int R, int64_t nb, const act_gr
                     : _mm512_broadcast_i64x4(_mm256_loadu_si256(
                           (const __m256i *)(g->corr + ((size_t)b * GROUP + (size_t)r) * 8)));
             const __m512 sum = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(c0, w, xq));
-            const __m512 dd = _mm512_mul_ps(dw, _mm512_set1_ps(gd[r]));
+            const __m512 dd = _mm512_permutex2var_ps(
+                p0, _mm512_setr_epi32(r, r, r, r, r, r, r, r, 16 + r, 16 + r, 16 + r, 16 + r,
+                                      16 + r, 16 + r, 16 + r, 16 + r), p1);
             acc[r] = _mm512_fmadd_ps(dd, sum, acc[r]);
         }
         if (q41) { /* lanes: (w0, x0..7) then (w1, x0..7); rows 8..15 in mins_hi */

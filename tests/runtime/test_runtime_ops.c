@@ -6,6 +6,7 @@
 #include "test_main.h"
 
 #include "common/threadpool.h"
+#include "kernels/cpu/cpu_dispatch.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/fp16.h"
 #include "kernels/cpu/ops.h"
@@ -93,43 +94,50 @@ static void test_softmax_and_norm(void **state) {
 }
 
 /* The matmul's tiled kernels (several dot products per pass) against the library's vec_dot, bit for
- * bit, for every row count and uneven column ranges: what batch invariance rests on. */
+ * bit, for every row count up to past two 16-row groups, uneven column ranges, and each CPU path
+ * this machine runs (AVX2 tiles, AVX-512 VNNI tiles): what batch invariance and ISA independence
+ * rest on. Q8_0 weights include -128, the one quant the AVX-512 kernel's unsigned offset wraps. */
 static void test_matmul_matches_vec_dot(void **state) {
     (void)state;
-    const uint32_t types[2] = {SPECD_DTYPE_Q4_1, SPECD_DTYPE_Q8_0};
-    enum { N_IN = 96, N_OUT = 37, MAX_ROWS = 9 };
-    for (int t = 0; t < 2; t++) {
-        const specd_dtype_traits *tr = specd_dtype_traits_get(types[t]);
-        const specd_dtype_traits *vt = specd_dtype_traits_get(tr->vec_dot_type);
-        assert_non_null(tr);
-        assert_non_null(vt);
-        const size_t wrb = specd_dtype_row_bytes(types[t], N_IN);
-        const size_t xrb = specd_dtype_row_bytes(tr->vec_dot_type, N_IN);
-        float wf[N_OUT * N_IN], x[MAX_ROWS * N_IN];
-        uint32_t s = 99 + (uint32_t)t;
-        for (int i = 0; i < N_OUT * N_IN; i++) {
-            s = s * 1664525u + 1013904223u;
-            wf[i] = ((float)(s >> 8) / 16777216.0f - 0.5f) * (1 + (i % 7));
+    const uint32_t types[3] = {SPECD_DTYPE_Q4_0, SPECD_DTYPE_Q4_1, SPECD_DTYPE_Q8_0};
+    enum { N_IN = 96, N_OUT = 37, MAX_ROWS = 35 };
+    for (int path = SPECD_CPU_SCALAR; path <= SPECD_CPU_AVX512; path++) {
+        if (!specd_cpu_path_supported((specd_cpu_path)path)) continue;
+        for (int t = 0; t < 3; t++) {
+            const specd_dtype_traits *tr = specd_dtype_traits_get(types[t]);
+            const specd_dtype_traits *vt = specd_dtype_traits_get(tr->vec_dot_type);
+            assert_non_null(tr);
+            assert_non_null(vt);
+            const size_t wrb = specd_dtype_row_bytes(types[t], N_IN);
+            const size_t xrb = specd_dtype_row_bytes(tr->vec_dot_type, N_IN);
+            static float wf[N_OUT * N_IN], x[MAX_ROWS * N_IN], y[MAX_ROWS * N_OUT];
+            uint32_t s = 99 + (uint32_t)t;
+            for (int i = 0; i < N_OUT * N_IN; i++) {
+                s = s * 1664525u + 1013904223u;
+                wf[i] = ((float)(s >> 8) / 16777216.0f - 0.5f) * (1 + (i % 7));
+            }
+            for (int i = 0; i < MAX_ROWS * N_IN; i++)
+                x[i] = sinf((float)i * 0.71f) * (1 + (i % 5));
+            unsigned char *w = malloc(wrb * N_OUT), *xq = malloc(xrb * MAX_ROWS);
+            for (int o = 0; o < N_OUT; o++)
+                tr->from_float(wf + o * N_IN, w + o * wrb, N_IN);
+            if (types[t] == SPECD_DTYPE_Q8_0)
+                for (int o = 0; o < N_OUT; o += 3)
+                    w[o * wrb + 2 + (size_t)o % 32] = 0x80; /* quant -128 */
+            specd_quantize_rows(vt, tr->vec_dot_type, x, N_IN, MAX_ROWS, N_IN, xq);
+            float ref;
+            for (int rows = 1; rows <= MAX_ROWS; rows++) {
+                memset(y, 0, sizeof y);
+                specd_matmul_rows(tr, types[t], w, N_IN, 3, N_OUT, xq, xrb, rows, y, N_OUT, path);
+                for (int r = 0; r < rows; r++)
+                    for (int o = 3; o < N_OUT; o++) {
+                        tr->vec_dot(N_IN, &ref, w + o * wrb, xq + r * xrb);
+                        assert_memory_equal(&ref, &y[r * N_OUT + o], sizeof ref);
+                    }
+            }
+            free(w);
+            free(xq);
         }
-        for (int i = 0; i < MAX_ROWS * N_IN; i++)
-            x[i] = sinf((float)i * 0.71f) * (1 + (i % 5));
-        unsigned char *w = malloc(wrb * N_OUT), *xq = malloc(xrb * MAX_ROWS);
-        for (int o = 0; o < N_OUT; o++)
-            tr->from_float(wf + o * N_IN, w + o * wrb, N_IN);
-        specd_quantize_rows(vt, tr->vec_dot_type, x, N_IN, MAX_ROWS, N_IN, xq);
-        float y[MAX_ROWS * N_OUT], ref;
-        for (int rows = 1; rows <= MAX_ROWS; rows++) {
-            memset(y, 0, sizeof y);
-            specd_matmul_rows(tr, types[t], w, N_IN, 3, N_OUT, xq, xrb, rows, y, N_OUT,
-                              specd_cpu_has_avx2_f16c());
-            for (int r = 0; r < rows; r++)
-                for (int o = 3; o < N_OUT; o++) {
-                    tr->vec_dot(N_IN, &ref, w + o * wrb, xq + r * xrb);
-                    assert_memory_equal(&ref, &y[r * N_OUT + o], sizeof ref);
-                }
-        }
-        free(w);
-        free(xq);
     }
 }
 

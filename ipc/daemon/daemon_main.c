@@ -30,6 +30,9 @@ static void usage(FILE *f, const char *program, const char *description, const c
             "  --curve-clients-file F file of admitted client public keys, one per line; without\n"
             "                         it any client that knows the server key is admitted\n"
             "  --max-frame BYTES      largest frame accepted [1048576]\n"
+            "  --policy NAME=SPEC     (drafter) serve policy SPEC (\"ngram\", \"draft:model=PATH\",\n"
+            "                         ...) under NAME; repeatable. Peers choose by NAME only.\n"
+            "                         [default: ngram=ngram]\n"
             "  --verbose              log debug lines too\n"
             "  --help                 this text\n\n"
             "Logs go to stderr. SIGTERM or SIGINT: answer what has been received, then exit 0.\n",
@@ -60,6 +63,7 @@ int specd_daemon_main(int argc, char **argv, const char *program, specd_ipc_role
     const char *client_ptrs[MAX_CLIENT_KEYS];
     size_t n_clients = 0;
     int verbose = 0;
+    specd_daemon_config cfg = {{0}, 0};
     const char *name = role == SPECD_IPC_ROLE_DRAFTER ? "drafter" : "verifier";
     char default_ep[256] = "(unavailable)";
     specd_error err;
@@ -69,6 +73,7 @@ int specd_daemon_main(int argc, char **argv, const char *program, specd_ipc_role
                                          {"curve-secret-file", required_argument, 0, 'c'},
                                          {"curve-clients-file", required_argument, 0, 'C'},
                                          {"max-frame", required_argument, 0, 'm'},
+                                         {"policy", required_argument, 0, 'P'},
                                          {"verbose", no_argument, 0, 'V'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
@@ -135,6 +140,17 @@ int specd_daemon_main(int argc, char **argv, const char *program, specd_ipc_role
             p.max_frame = v;
             break;
         }
+        case 'P': {
+            const char *eq = strchr(optarg, '=');
+            if (role != SPECD_IPC_ROLE_DRAFTER || !eq || eq == optarg || !eq[1] ||
+                (size_t)(eq - optarg) > 64 || cfg.n_policies == SPECD_DAEMON_MAX_POLICIES) {
+                fprintf(stderr, "%s: --policy %s: want NAME=SPEC (drafter only, at most %d)\n",
+                        program, optarg, SPECD_DAEMON_MAX_POLICIES);
+                return 2;
+            }
+            cfg.policies[cfg.n_policies++] = optarg;
+            break;
+        }
         case 'V': verbose = 1; break;
         case 'h':
             specd_ipc_default_endpoint(name, default_ep, sizeof default_ep, NULL);
@@ -161,7 +177,7 @@ int specd_daemon_main(int argc, char **argv, const char *program, specd_ipc_role
         return 1;
     }
     specd_ipc_handlers h = {0};
-    if (setup(&p, &h, &err) != SPECD_OK) {
+    if (setup(&p, &cfg, &h, &err) != SPECD_OK) {
         specd_log(SPECD_LOG_ERROR, "setup: %s", err.message);
         close(sfd);
         return 1;

@@ -192,6 +192,14 @@ int specd_daemon_main(int argc, char **argv, const char *program, specd_ipc_role
     specd_log(SPECD_LOG_INFO, "listening on %s (vocab %u, tokenizer %016llx)",
               specd_ipc_service_endpoint(svc), p.model.vocab_size,
               (unsigned long long)p.model.tokenizer_hash);
+    if (strncmp(specd_ipc_service_endpoint(svc), "tcp://", 6) == 0) {
+        if (n_clients)
+            specd_log(SPECD_LOG_INFO, "client allow-list active: %zu CURVE key(s) admitted",
+                      n_clients);
+        else
+            specd_log(SPECD_LOG_WARN, "no client allow-list (--curve-clients-file): any client "
+                                      "that knows the server key is admitted");
+    }
     specd_status st = specd_ipc_service_run(svc, sfd, NULL, 100, &err);
     if (st != SPECD_OK) specd_log(SPECD_LOG_ERROR, "%s", err.message);
     specd_ipc_service_destroy(svc); /* lingers so the drained replies leave */

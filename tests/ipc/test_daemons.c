@@ -208,6 +208,71 @@ static void test_drafter_serves_the_operators_policies(void **state) {
     finish(&f);
 }
 
+static int file_has(const char *path, const char *text) {
+    char buf[8192] = "";
+    FILE *fp = fopen(path, "r");
+    if (!fp) return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, fp);
+    buf[n] = 0;
+    fclose(fp);
+    return strstr(buf, text) != NULL;
+}
+
+/* A second daemon on an endpoint in use refuses to start (libzmq's bind used to replace the
+ * socket file and cut the first daemon off); a clean exit removes the socket file; a tcp daemon
+ * says at start whether a client allow-list is active. */
+static void test_operability(void **state) {
+    (void)state;
+    fixture f;
+    start(&f, verifier_bin, SPECD_IPC_ROLE_VERIFIER);
+    char log[160], sock[160];
+    snprintf(log, sizeof log, "%s/second.log", f.dir);
+    snprintf(sock, sizeof sock, "%s/d.sock", f.dir);
+    pid_t second = daemon_start(verifier_bin, f.ep, log);
+    int status = 0, exited = 0;
+    for (int i = 0; i < 100 && !exited; i++) {
+        exited = waitpid(second, &status, WNOHANG) == second;
+        if (!exited) sleep_ms(20);
+    }
+    if (!exited) daemon_stop(second, SIGKILL);
+    assert_true(exited);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) != 0);
+    assert_true(file_has(log, "in use"));
+    unlink(log);
+    /* the first one still serves */
+    assert_true(daemon_wait_ready(f.ep, SPECD_IPC_ROLE_VERIFIER));
+    assert_int_equal(daemon_stop(f.pid, SIGTERM), 0);
+    assert_int_equal(access(sock, F_OK), -1); /* removed on the clean exit */
+
+    char pub[41], sec[41], keyfile[160];
+    assert_int_equal(zmq_curve_keypair(pub, sec), 0);
+    snprintf(keyfile, sizeof keyfile, "%s/server.key", f.dir);
+    FILE *kf = fopen(keyfile, "w");
+    assert_non_null(kf);
+    fprintf(kf, "%s\n", sec);
+    fclose(kf);
+    char ep[64];
+    snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", 20000 + (int)(getpid() % 20000));
+    pid_t t = fork();
+    if (t == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(fd, 2);
+        execl(verifier_bin, verifier_bin, "--endpoint", ep, "--curve-secret-file", keyfile,
+              (char *)NULL);
+        _exit(127);
+    }
+    int seen = 0;
+    for (int i = 0; i < 100 && !seen; i++) {
+        seen = file_has(log, "listening");
+        if (!seen) sleep_ms(20);
+    }
+    daemon_stop(t, SIGTERM);
+    assert_true(file_has(log, "no client allow-list"));
+    unlink(log);
+    unlink(keyfile);
+    rmdir(f.dir);
+}
+
 static int count_ours(void) {
     char prefix[32];
     int n = snprintf(prefix, sizeof prefix, "specd-%u-", (unsigned)geteuid());
@@ -388,6 +453,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_drafter_serves_the_operators_policies),
         cmocka_unit_test(test_verifier_buffers),
         cmocka_unit_test(test_sigterm_drains),
+        cmocka_unit_test(test_operability),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

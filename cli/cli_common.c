@@ -196,9 +196,16 @@ int cli_engine_open(cli_engine *e, const cli_options *o) {
         cli_engine_close(e);
         return 1;
     }
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cores > 0 && o->n_threads > cores) {
+        fprintf(stderr, "specd: -t %d: this machine has %ld cores online\n", o->n_threads, cores);
+        cli_engine_close(e);
+        return 2;
+    }
     specd_context_params cp = specd_context_default_params();
     cp.n_threads = o->n_threads;
     cp.n_ctx = 4096;
+    e->n_ctx = cp.n_ctx;
     cp.n_batch = 256;
     if (specd_context_create(e->model, &cp, &e->ctx, &err) != SPECD_OK) {
         fprintf(stderr, "specd: context: %s\n", err.message);

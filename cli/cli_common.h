@@ -55,6 +55,7 @@ typedef struct cli_engine {
     specd_context *ctx;
     /* one spec for every run: its adaptive guard carries what it learned from run to run */
     specd_spec *spec;
+    int32_t n_ctx; /* KV rows of the context: prompt + generation + one step's drafts */
 } cli_engine;
 
 /* Prints a clear error to stderr and returns non-zero on failure. */

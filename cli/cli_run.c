@@ -26,6 +26,13 @@ int cli_run(const cli_engine *e, const cli_options *o, const char *policy, const
     int32_t stop[8];
     char opts[8192];
     policy_opts = cli_policy_options(o, policy, policy_opts, opts, sizeof opts);
+    char ropts[8192 + 64];
+    if (!strcmp(policy, "remote") && !(policy_opts && strstr(policy_opts, "tokenizer_hash="))) {
+        /* the drafter checks the tokenizer we share with it: computed, never typed */
+        snprintf(ropts, sizeof ropts, "%s%stokenizer_hash=%016llx", policy_opts ? policy_opts : "",
+                 policy_opts && *policy_opts ? "," : "", (unsigned long long)e->tokenizer_hash);
+        policy_opts = ropts;
+    }
     specd_seq_params p = cli_seq_params(o, e, policy, policy_opts, stop);
     /* The context holds the prompt, what is generated and one step's drafts: a prompt that does
      * not fit is refused before any prefill, and -n is capped to what fits (the run then ends

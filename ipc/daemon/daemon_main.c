@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "common/log_internal.h"
+#include "ipc/fingerprint.h"
 
 static void log_to_stderr(specd_log_level level, const char *message, void *user) {
     static const char *names[] = {"debug", "info", "warn", "error"};
@@ -24,8 +25,11 @@ static void usage(FILE *f, const char *program, const char *description, const c
             "options:\n"
             "  --endpoint EP          ipc://PATH (directory must be mode 0700), tcp://HOST:PORT\n"
             "                         (needs --curve-secret-file) [default: %s]\n"
-            "  --vocab N              model vocabulary size the host must match [49152]\n"
-            "  --tokenizer-hash HEX   tokenizer hash the host must match [0]\n"
+            "  --model GGUF           the model whose tokenizer hosts must share: vocabulary size\n"
+            "                         and tokenizer hash are computed from it (only its\n"
+            "                         tokenizer is read)\n"
+            "  --vocab N              without --model: vocabulary size the host must match [49152]\n"
+            "  --tokenizer-hash HEX   without --model: tokenizer hash the host must match [0]\n"
             "  --curve-secret-file F  file holding this server's CURVE secret key (40 Z85 chars)\n"
             "  --curve-clients-file F file of admitted client public keys, one per line; without\n"
             "                         it any client that knows the server key is admitted\n"
@@ -64,6 +68,8 @@ int specd_daemon_main(int argc, char **argv, const char *program, specd_ipc_role
     size_t n_clients = 0;
     int verbose = 0;
     specd_daemon_config cfg = {{0}, 0};
+    const char *model_path = NULL;
+    int typed_fingerprint = 0;
     const char *name = role == SPECD_IPC_ROLE_DRAFTER ? "drafter" : "verifier";
     char default_ep[256] = "(unavailable)";
     specd_error err;
@@ -74,6 +80,7 @@ int specd_daemon_main(int argc, char **argv, const char *program, specd_ipc_role
                                          {"curve-clients-file", required_argument, 0, 'C'},
                                          {"max-frame", required_argument, 0, 'm'},
                                          {"policy", required_argument, 0, 'P'},
+                                         {"model", required_argument, 0, 'M'},
                                          {"verbose", no_argument, 0, 'V'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
@@ -89,6 +96,7 @@ int specd_daemon_main(int argc, char **argv, const char *program, specd_ipc_role
                 return 2;
             }
             p.model.vocab_size = (uint32_t)v;
+            typed_fingerprint = 1;
             break;
         }
         case 't':
@@ -98,6 +106,7 @@ int specd_daemon_main(int argc, char **argv, const char *program, specd_ipc_role
                 fprintf(stderr, "%s: --tokenizer-hash %s: not hexadecimal\n", program, optarg);
                 return 2;
             }
+            typed_fingerprint = 1;
             break;
         case 'c':
             if (read_key(optarg, key) != 0) {
@@ -151,6 +160,7 @@ int specd_daemon_main(int argc, char **argv, const char *program, specd_ipc_role
             cfg.policies[cfg.n_policies++] = optarg;
             break;
         }
+        case 'M': model_path = optarg; break;
         case 'V': verbose = 1; break;
         case 'h':
             specd_ipc_default_endpoint(name, default_ep, sizeof default_ep, NULL);
@@ -163,7 +173,16 @@ int specd_daemon_main(int argc, char **argv, const char *program, specd_ipc_role
         fprintf(stderr, "%s: unexpected argument '%s' (see --help)\n", program, argv[optind]);
         return 2;
     }
+    if (model_path && typed_fingerprint) {
+        fprintf(stderr, "%s: --model computes the fingerprint: no --vocab/--tokenizer-hash\n",
+                program);
+        return 2;
+    }
     specd_log_set(log_to_stderr, (void *)program, verbose ? SPECD_LOG_DEBUG : SPECD_LOG_INFO);
+    if (model_path && specd_ipc_fingerprint_of_model(model_path, &p.model, &err) != SPECD_OK) {
+        specd_log(SPECD_LOG_ERROR, "--model %s: %s", model_path, err.message);
+        return 1;
+    }
 
     /* Signals become a readable fd the service polls beside its socket. */
     sigset_t set;

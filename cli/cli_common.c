@@ -1,4 +1,5 @@
 #include "cli/cli_common.h"
+#include "ipc/fingerprint.h"
 
 #include <errno.h>
 #include <libgen.h>
@@ -196,9 +197,23 @@ int cli_engine_open(cli_engine *e, const cli_options *o) {
         cli_engine_close(e);
         return 1;
     }
+    specd_ipc_fingerprint fp;
+    if (specd_ipc_fingerprint_of_tokenizer(e->tok, &fp, &err) != SPECD_OK) {
+        fprintf(stderr, "specd: tokenizer of %s: %s\n", path, err.message);
+        cli_engine_close(e);
+        return 1;
+    }
+    e->tokenizer_hash = fp.tokenizer_hash;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cores > 0 && o->n_threads > cores) {
+        fprintf(stderr, "specd: -t %d: this machine has %ld cores online\n", o->n_threads, cores);
+        cli_engine_close(e);
+        return 2;
+    }
     specd_context_params cp = specd_context_default_params();
     cp.n_threads = o->n_threads;
     cp.n_ctx = 4096;
+    e->n_ctx = cp.n_ctx;
     cp.n_batch = 256;
     if (specd_context_create(e->model, &cp, &e->ctx, &err) != SPECD_OK) {
         fprintf(stderr, "specd: context: %s\n", err.message);
@@ -212,6 +227,7 @@ int cli_engine_open(cli_engine *e, const cli_options *o) {
     sp.target = e->model;
     sp.verifier_endpoint = o->verifier;
     sp.verifier_timeout_ms = o->verifier_timeout_ms;
+    sp.verifier_tokenizer_hash = e->tokenizer_hash;
     if (specd_spec_create(&sp, &e->spec, &err) != SPECD_OK) {
         fprintf(stderr, "specd: %s\n", err.message);
         cli_engine_close(e);

@@ -55,6 +55,8 @@ typedef struct cli_engine {
     specd_context *ctx;
     /* one spec for every run: its adaptive guard carries what it learned from run to run */
     specd_spec *spec;
+    int32_t n_ctx; /* KV rows of the context: prompt + generation + one step's drafts */
+    uint64_t tokenizer_hash; /* computed from the tokenizer: what the daemons must match */
 } cli_engine;
 
 /* Prints a clear error to stderr and returns non-zero on failure. */

@@ -26,7 +26,27 @@ int cli_run(const cli_engine *e, const cli_options *o, const char *policy, const
     int32_t stop[8];
     char opts[8192];
     policy_opts = cli_policy_options(o, policy, policy_opts, opts, sizeof opts);
+    char ropts[8192 + 64];
+    if (!strcmp(policy, "remote") && !(policy_opts && strstr(policy_opts, "tokenizer_hash="))) {
+        /* the drafter checks the tokenizer we share with it: computed, never typed */
+        snprintf(ropts, sizeof ropts, "%s%stokenizer_hash=%016llx", policy_opts ? policy_opts : "",
+                 policy_opts && *policy_opts ? "," : "", (unsigned long long)e->tokenizer_hash);
+        policy_opts = ropts;
+    }
     specd_seq_params p = cli_seq_params(o, e, policy, policy_opts, stop);
+    /* The context holds the prompt, what is generated and one step's drafts: a prompt that does
+     * not fit is refused before any prefill, and -n is capped to what fits (the run then ends
+     * with reason "length" instead of failing when the context is full). */
+    int64_t room = (int64_t)e->n_ctx - n_ids - (o->max_draft + 1);
+    if (room < 1) {
+        fprintf(stderr,
+                "specd: the prompt of %lld tokens does not fit the context of %d tokens (with "
+                "room for one step of %d drafts)\n",
+                (long long)n_ids, e->n_ctx, o->max_draft);
+        return 1;
+    }
+    int capped = p.max_tokens > room;
+    if (capped) p.max_tokens = (int32_t)room;
     if (specd_spec_seq_open(spec, 0, ids, n_ids, &p, &err) != SPECD_OK) {
         fprintf(stderr, "specd: %s\n", err.message);
         return 1;
@@ -49,6 +69,13 @@ int cli_run(const cli_engine *e, const cli_options *o, const char *policy, const
     }
     memcpy(out->tokens, toks, (size_t)n * sizeof *toks);
     out->n_tokens = n;
+    if (stream) {
+        int stopped = n > 0 && specd_tokenizer_is_eog(e->tok, toks[n - 1]);
+        fprintf(stderr, "\nstop reason: %s\n",
+                stopped ? "stop token"
+                : capped ? "length (the context is full)"
+                         : "length");
+    }
     specd_spec_seq_stats(spec, 0, &out->seq, NULL);
     specd_spec_seq_close(spec, 0);
     return 0;

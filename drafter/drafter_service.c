@@ -1,8 +1,10 @@
 /* specd-drafter's handlers: the sequences it drafts for (prompt + committed tokens, sampling
  * parameters, seed), each with its own instance of a drafter-shaped proposal policy from the
- * registry (specd/policy.h). OpenSeq's policy field is "name" or "name:options" ("" = ngram).
- * Self-speculative policies (layout/verify) run inside the host's target step, not here, and are
- * refused at OpenSeq. Draft distributions q are not sent yet: the host verifies with a rule that
+ * registry (specd/policy.h). The policies served, with their options (model paths, ...), are fixed
+ * by the operator at start (--policy NAME=SPEC); OpenSeq's policy field names one of them ("" =
+ * the first), so a peer can neither make us open files nor pick options. Self-speculative
+ * policies (layout/verify) run inside the host's target step, and `remote` would make us a client
+ * of another drafter (or of ourselves): both are refused at start. Draft distributions q are not sent yet: the host verifies with a rule that
  * does not need them (COUPLED, GREEDY). */
 #include "drafter/drafter_service.h"
 
@@ -10,6 +12,7 @@
 #include <string.h>
 
 #include "common/alloc.h"
+#include "common/log_internal.h"
 #include "common/status_internal.h"
 #include "ipc/frame.h"
 #include "ipc/seq_store.h"
@@ -23,11 +26,17 @@ typedef struct policy_inst {
     int32_t max_draft;
 } policy_inst;
 
+typedef struct served {
+    char name[65];
+    const specd_policy_ops *ops;
+    char options[512];
+} served;
+
 typedef struct drafter {
+    served policies[SPECD_DAEMON_MAX_POLICIES];
+    size_t n_policies;
     specd_seq_store *seqs;
     int32_t vocab;
-    int32_t *hist; /* the history as the policy ABI wants it */
-    size_t hist_cap;
     int32_t draft[SPECD_IPC_MAX_DRAFT];
 } drafter;
 
@@ -38,25 +47,29 @@ static void policy_free(void *p) {
     specd_free(inst);
 }
 
+static const served *find_served(const drafter *d, const char *name) {
+    if (!name || !*name) return &d->policies[0];
+    for (size_t i = 0; i < d->n_policies; i++)
+        if (!strcmp(d->policies[i].name, name)) return &d->policies[i];
+    return NULL;
+}
+
 static specd_status make_policy(const drafter *d, const SpecdWire__OpenSeq *m, policy_inst **out,
                                 specd_error *err) {
-    char name[65] = "ngram";
-    const char *options = NULL;
-    if (m->policy && m->policy[0]) {
-        snprintf(name, sizeof name, "%s", m->policy);
-        char *colon = strchr(name, ':');
-        if (colon) {
-            *colon = '\0';
-            options = m->policy + (colon - name) + 1;
+    const served *sv = find_served(d, m->policy);
+    if (!sv) {
+        char names[SPECD_DAEMON_MAX_POLICIES * 66] = "";
+        for (size_t i = 0; i < d->n_policies; i++) {
+            if (i) strcat(names, ", ");
+            strcat(names, d->policies[i].name);
         }
-    }
-    const specd_policy_ops *ops = specd_policy_find(name);
-    if (!ops) return specd_fail(err, SPECD_E_INVALID_ARG, "open_seq: no policy named '%s'", name);
-    if (ops->abi_version != SPECD_POLICY_ABI_VERSION || !ops->propose)
         return specd_fail(err, SPECD_E_INVALID_ARG,
-                          "open_seq: policy '%s' is self-speculative: it runs in the host's "
-                          "target step, not in a drafter",
-                          name);
+                          "open_seq: policy '%.80s' is not served here (served: %s); policies and "
+                          "their options are fixed by the drafter's operator",
+                          m->policy, names);
+    }
+    const specd_policy_ops *ops = sv->ops;
+    const char *options = sv->options[0] ? sv->options : NULL;
     int32_t max_draft =
         m->has_max_draft && m->max_draft ? (int32_t)m->max_draft : DEFAULT_MAX_DRAFT;
     specd_policy_env env = {.n_vocab = d->vocab,
@@ -85,20 +98,10 @@ static specd_status make_policy(const drafter *d, const SpecdWire__OpenSeq *m, p
     return SPECD_OK;
 }
 
-static specd_status history_of(drafter *d, const specd_seq *q, specd_error *err) {
-    if (q->n > d->hist_cap) {
-        size_t cap = d->hist_cap ? d->hist_cap : 1024;
-        while (cap < q->n)
-            cap *= 2;
-        int32_t *h = specd_alloc_array(cap, sizeof *h);
-        if (!h) return specd_fail(err, SPECD_E_NOMEM, "history of %zu tokens", cap);
-        specd_free(d->hist);
-        d->hist = h;
-        d->hist_cap = cap;
-    }
-    for (size_t i = 0; i < q->n; i++)
-        d->hist[i] = (int32_t)q->tokens[i];
-    return SPECD_OK;
+/* The policy ABI's view of a sequence's history: the stored ids themselves (they are < vocab <=
+ * INT32_MAX, so the int32_t and uint32_t views agree), never a copy per request. */
+static const int32_t *history_of(const specd_seq *q) {
+    return (const int32_t *)q->tokens;
 }
 
 static specd_status on_open(void *user, uint64_t owner, const SpecdWire__OpenSeq *m,
@@ -134,10 +137,7 @@ static specd_status on_commit(void *user, uint64_t owner, uint64_t seq_id, const
     specd_seq *q = specd_seq_store_get(d->seqs, owner, seq_id, NULL);
     policy_inst *inst = q->engine;
     if (has_rollback && inst->ops->rollback) inst->ops->rollback(inst->state, (int64_t)rollback_to);
-    if (inst->ops->advance) {
-        SPECD_TRY(history_of(d, q, err));
-        inst->ops->advance(inst->state, d->hist, (int64_t)q->n);
-    }
+    if (inst->ops->advance) inst->ops->advance(inst->state, history_of(q), (int64_t)q->n);
     return SPECD_OK;
 }
 
@@ -150,10 +150,9 @@ static specd_status on_propose(void *user, uint64_t owner, const SpecdWire__Prop
     int32_t max_draft = inst->max_draft;
     if (m->has_max_draft && m->max_draft && (int32_t)m->max_draft < max_draft)
         max_draft = (int32_t)m->max_draft;
-    SPECD_TRY(history_of(d, q, err));
     int32_t nd = 0;
     int has_q = 0;
-    SPECD_TRY(inst->ops->propose(inst->state, d->hist, (int64_t)q->n, max_draft, d->draft, &nd,
+    SPECD_TRY(inst->ops->propose(inst->state, history_of(q), (int64_t)q->n, max_draft, d->draft, &nd,
                                  NULL, &has_q, err));
     if (nd < 0 || nd > max_draft)
         return specd_fail(err, SPECD_E_INTERNAL, "policy %s proposed %d tokens (max %d)",
@@ -183,14 +182,74 @@ static uint64_t on_count(void *user) {
     return specd_seq_store_count(d->seqs);
 }
 
-specd_status specd_drafter_handlers_create(const specd_ipc_service_params *p, specd_ipc_handlers *h,
+/* One "NAME=SPEC" of the operator's: checked now (the policy exists, drafts from a drafter, and
+ * its options are valid: one instance is made and dropped), so a bad one stops the start. */
+static specd_status add_served(drafter *d, const char *item, specd_error *err) {
+    served *sv = &d->policies[d->n_policies];
+    const char *eq = strchr(item, '=');
+    const char *spec = eq ? eq + 1 : item;
+    size_t name_len = eq ? (size_t)(eq - item) : strcspn(item, ":");
+    if (name_len == 0 || name_len >= sizeof sv->name)
+        return specd_fail(err, SPECD_E_INVALID_ARG, "--policy %s: bad name", item);
+    memcpy(sv->name, item, name_len);
+    sv->name[name_len] = '\0';
+    if (strchr(sv->name, ':'))
+        return specd_fail(err, SPECD_E_INVALID_ARG, "--policy %s: a name has no ':'", item);
+    char policy[65];
+    size_t plen = strcspn(spec, ":");
+    if (plen == 0 || plen >= sizeof policy)
+        return specd_fail(err, SPECD_E_INVALID_ARG, "--policy %s: bad policy", item);
+    memcpy(policy, spec, plen);
+    policy[plen] = '\0';
+    const char *options = spec[plen] == ':' ? spec + plen + 1 : "";
+    if (strlen(options) >= sizeof sv->options)
+        return specd_fail(err, SPECD_E_INVALID_ARG, "--policy %s: options too long", item);
+    snprintf(sv->options, sizeof sv->options, "%s", options);
+    sv->ops = specd_policy_find(policy);
+    if (!sv->ops) return specd_fail(err, SPECD_E_INVALID_ARG, "--policy %s: no policy named '%s'", item, policy);
+    if (sv->ops->abi_version != SPECD_POLICY_ABI_VERSION || !sv->ops->propose)
+        return specd_fail(err, SPECD_E_INVALID_ARG,
+                          "--policy %s: '%s' is self-speculative: it runs in the host's target "
+                          "step, not in a drafter",
+                          item, policy);
+    if (!strcmp(policy, "remote"))
+        return specd_fail(err, SPECD_E_INVALID_ARG,
+                          "--policy %s: a drafter does not forward to another drafter", item);
+    for (size_t i = 0; i < d->n_policies; i++)
+        if (!strcmp(d->policies[i].name, sv->name))
+            return specd_fail(err, SPECD_E_INVALID_ARG, "--policy %s: name given twice", item);
+    specd_policy_env env = {.n_vocab = d->vocab, .max_draft = DEFAULT_MAX_DRAFT};
+    env.sampling = specd_sampling_default_params();
+    void *state = NULL;
+    specd_error e;
+    if (sv->ops->create(&env, sv->options[0] ? sv->options : NULL, &state, &e) != SPECD_OK)
+        return specd_fail(err, SPECD_E_INVALID_ARG, "--policy %s: %s", item, e.message);
+    sv->ops->destroy(state);
+    d->n_policies++;
+    return SPECD_OK;
+}
+
+specd_status specd_drafter_handlers_create(const specd_ipc_service_params *p,
+                                           const specd_daemon_config *c, specd_ipc_handlers *h,
                                            specd_error *err) {
     if (p->model.vocab_size > INT32_MAX)
         return specd_fail(err, SPECD_E_INVALID_ARG, "drafter: vocab %u", p->model.vocab_size);
     drafter *d = specd_alloc_array(1, sizeof *d);
     if (!d) return specd_fail(err, SPECD_E_NOMEM, "drafter: out of memory");
     d->vocab = (int32_t)p->model.vocab_size;
-    specd_status st = specd_seq_store_create(4096, (size_t)1 << 20, &d->seqs, err);
+    specd_status st = SPECD_OK;
+    for (size_t i = 0; st == SPECD_OK && i < (c ? c->n_policies : 0); i++)
+        st = add_served(d, c->policies[i], err);
+    if (st == SPECD_OK && d->n_policies == 0) st = add_served(d, "ngram=ngram", err);
+    if (st != SPECD_OK) {
+        specd_free(d);
+        return st;
+    }
+    for (size_t i = 0; i < d->n_policies; i++)
+        specd_log(SPECD_LOG_INFO, "serving policy %s = %s%s%s", d->policies[i].name,
+                  d->policies[i].ops->name, d->policies[i].options[0] ? ":" : "",
+                  d->policies[i].options);
+    st = specd_seq_store_create(4096, (size_t)1 << 20, &d->seqs, err);
     if (st != SPECD_OK) {
         specd_free(d);
         return st;
@@ -213,7 +272,6 @@ void specd_drafter_handlers_destroy(specd_ipc_handlers *h) {
     if (!h || !h->user) return;
     drafter *d = h->user;
     specd_seq_store_destroy(d->seqs);
-    specd_free(d->hist);
     specd_free(d);
     h->user = NULL;
 }

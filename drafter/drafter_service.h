@@ -2,9 +2,11 @@
 #ifndef SPECD_DRAFTER_SERVICE_H
 #define SPECD_DRAFTER_SERVICE_H
 
+#include "ipc/daemon/daemon_main.h"
 #include "ipc/service.h"
 
-specd_status specd_drafter_handlers_create(const specd_ipc_service_params *p, specd_ipc_handlers *h,
+specd_status specd_drafter_handlers_create(const specd_ipc_service_params *p,
+                                           const specd_daemon_config *c, specd_ipc_handlers *h,
                                            specd_error *err);
 void specd_drafter_handlers_destroy(specd_ipc_handlers *h);
 

@@ -4,6 +4,9 @@
 #include <math.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 #include <zmq.h>
 
 #include "common/alloc.h"
@@ -51,6 +54,7 @@ struct specd_ipc_service {
     int own_ctx;
     void *sock;
     void *monitor; /* PAIR socket receiving the ROUTER's connection events */
+    int bound;     /* the endpoint is ours: an ipc:// socket file is removed at destroy */
     char endpoint[256];
     specd_ipc_decoder *dec;
     specd_ipc_buffer_table *buffers;
@@ -69,6 +73,23 @@ struct specd_ipc_service {
 };
 
 static specd_status monitor_start(specd_ipc_service *s, specd_error *err);
+
+/* libzmq's ipc:// bind replaces a socket file that exists, which would silently cut off a daemon
+ * still serving there: refuse when something answers on it (a file nobody listens on is stale and
+ * may be replaced). */
+static specd_status check_endpoint_free(const char *ep, specd_error *err) {
+    if (strncmp(ep, "ipc://", 6) != 0) return SPECD_OK;
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    if (strlen(ep + 6) >= sizeof a.sun_path) return SPECD_OK; /* the bind reports it */
+    strcpy(a.sun_path, ep + 6);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return SPECD_OK;
+    int used = connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    close(fd);
+    if (used)
+        return specd_fail(err, SPECD_E_STATE, "endpoint %s is in use by a running daemon", ep);
+    return SPECD_OK;
+}
 
 specd_ipc_service_params specd_ipc_service_default_params(specd_ipc_role role) {
     specd_ipc_service_params p = {0};
@@ -142,7 +163,10 @@ specd_status specd_ipc_service_create(const specd_ipc_service_params *p,
                                 .linger_ms = s->p.drain_linger_ms,
                                 .curve_server = p->curve_secret != NULL,
                                 .curve_secret = p->curve_secret};
-        st = specd_ipc_socket_open(s->ctx, ZMQ_ROUTER, s->endpoint, &o, &s->sock, err);
+        st = check_endpoint_free(s->endpoint, err);
+        if (st == SPECD_OK)
+            st = specd_ipc_socket_open(s->ctx, ZMQ_ROUTER, s->endpoint, &o, &s->sock, err);
+        s->bound = st == SPECD_OK;
     }
     if (st == SPECD_OK) st = monitor_start(s, err);
     if (st != SPECD_OK) {
@@ -162,6 +186,7 @@ void specd_ipc_service_destroy(specd_ipc_service *s) {
         zmq_close(s->monitor);
     }
     if (s->sock) zmq_close(s->sock); /* lingers up to drain_linger_ms to flush replies */
+    if (s->bound && strncmp(s->endpoint, "ipc://", 6) == 0) unlink(s->endpoint + 6);
     specd_ipc_zap_stop(s->zap);
     if (s->own_ctx && s->ctx) zmq_ctx_term(s->ctx);
     specd_ipc_buffer_table_destroy(s->buffers);

@@ -4,11 +4,24 @@
 #include "common/log_internal.h"
 #include "common/status_internal.h"
 #include "specd/ipc.h"
+#include "specd/sampling.h"
 
 #include <string.h>
 
+/* What the host needs to check the daemon's answers for one sequence: the keyed sample of the row
+ * the daemon decided at (its emitted token there is a keyed sample under this seed and position),
+ * and whether the sequence still verifies remotely. */
+typedef struct rseq {
+    int32_t seq;
+    uint64_t seed;
+    specd_sampler *sampler;
+    int distrusted; /* the daemon answered inconsistently: decided here from then on */
+} rseq;
+
 struct specd_rverify {
     specd_ipc_client *client;
+    rseq *seqs;
+    size_t n_seqs, cap_seqs;
     specd_ipc_buffer *buf;
     int32_t n_vocab, max_rows;
     int was_down;
@@ -19,6 +32,8 @@ struct specd_rverify {
 void specd_rverify_destroy(specd_rverify *r) {
     if (!r) return;
     specd_ipc_client_destroy(r->client); /* before the buffer it borrows */
+    for (size_t i = 0; i < r->n_seqs; i++) specd_sampler_destroy(r->seqs[i].sampler);
+    specd_free(r->seqs);
     specd_ipc_buffer_destroy(r->buf);
     specd_free(r);
 }
@@ -69,6 +84,12 @@ specd_status specd_rverify_create(const specd_spec_params *sp, specd_rverify **o
 
 float *specd_rverify_logits(const specd_rverify *r) { return specd_ipc_buffer_data(r->buf); }
 
+static rseq *find_rseq(specd_rverify *r, int32_t seq) {
+    for (size_t i = 0; i < r->n_seqs; i++)
+        if (r->seqs[i].seq == seq) return &r->seqs[i];
+    return NULL;
+}
+
 specd_status specd_rverify_open(specd_rverify *r, int32_t seq, const int32_t *prompt,
                                 int64_t n_prompt, const specd_seq_params *p, specd_error *err) {
     if (p->rule == SPECD_ACCEPT_REJECTION || p->tau != 0.0f)
@@ -92,6 +113,27 @@ specd_status specd_rverify_open(specd_rverify *r, int32_t seq, const int32_t *pr
         .max_draft = (uint32_t)(r->max_rows - 1),
         .rule = p->rule == SPECD_ACCEPT_GREEDY ? SPECD_IPC_ACCEPT_GREEDY
                                                : SPECD_IPC_ACCEPT_COUPLED};
+    rseq *rs = find_rseq(r, seq);
+    if (!rs) {
+        if (r->n_seqs == r->cap_seqs) {
+            size_t cap = r->cap_seqs ? 2 * r->cap_seqs : 8;
+            rseq *ns = specd_alloc_array(cap, sizeof *ns);
+            if (!ns) return specd_fail(err, SPECD_E_NOMEM, "spec: out of memory");
+            if (r->n_seqs) memcpy(ns, r->seqs, r->n_seqs * sizeof *ns);
+            specd_free(r->seqs);
+            r->seqs = ns;
+            r->cap_seqs = cap;
+        }
+        rs = &r->seqs[r->n_seqs++];
+        *rs = (rseq){.seq = seq};
+    }
+    specd_sampler_destroy(rs->sampler);
+    rs->sampler = NULL;
+    rs->distrusted = 0;
+    rs->seed = p->seed;
+    specd_sampling_params check = p->sampling;
+    if (p->rule == SPECD_ACCEPT_GREEDY) check.temperature = 0.0f;
+    SPECD_TRY(specd_sampler_create(&check, r->n_vocab, &rs->sampler, err));
     specd_error e;
     specd_status st = specd_ipc_client_open_seq(r->client, &sq, &e);
     /* recorded by the client even when the daemon is down: opened there on reconnect */
@@ -101,7 +143,25 @@ specd_status specd_rverify_open(specd_rverify *r, int32_t seq, const int32_t *pr
 }
 
 void specd_rverify_close(specd_rverify *r, int32_t seq) {
-    if (r) specd_ipc_client_close_seq(r->client, (uint64_t)seq, NULL);
+    if (!r) return;
+    rseq *rs = find_rseq(r, seq);
+    if (rs && !rs->distrusted) specd_ipc_client_close_seq(r->client, (uint64_t)seq, NULL);
+    if (rs) {
+        specd_sampler_destroy(rs->sampler);
+        *rs = r->seqs[--r->n_seqs];
+    }
+}
+
+/* The daemon's answer does not agree with what this host can check itself: the sequence leaves
+ * the daemon (its history there, and the client's copy, took the answer) and every later step of
+ * it is decided here, with the same keyed engine, so the output stays the plain one. */
+static void distrust(specd_rverify *r, rseq *rs, const char *why) {
+    specd_log(SPECD_LOG_WARN,
+              "spec: the verifier's answer for sequence %d is inconsistent (%s); verifying it "
+              "in-process from now on",
+              rs->seq, why);
+    rs->distrusted = 1;
+    specd_ipc_client_close_seq(r->client, (uint64_t)rs->seq, NULL);
 }
 
 static void went_down(specd_rverify *r, const specd_error *e) {
@@ -118,6 +178,13 @@ specd_status specd_rverify_chain(specd_rverify *r, int32_t seq, uint64_t step,
     *fatal = 0;
     if (k < 1 || k + 1 > r->max_rows)
         return specd_fail(err, SPECD_E_INTERNAL, "spec: %d drafts for the verifier", k);
+    rseq *rs = find_rseq(r, seq);
+    if (!rs) return specd_fail(err, SPECD_E_STATE, "spec: sequence %d is not open remotely", seq);
+    if (rs->distrusted)
+        return specd_fail(err, SPECD_E_PROTOCOL, "spec: sequence %d verifies in-process", seq);
+    uint64_t n_hist, hist_hash;
+    if (specd_ipc_client_history(r->client, (uint64_t)seq, &n_hist, &hist_hash, NULL) != SPECD_OK)
+        return specd_fail(err, SPECD_E_STATE, "spec: sequence %d has no remote history", seq);
     float *data = specd_ipc_buffer_data(r->buf);
     size_t row_bytes = (size_t)r->n_vocab * sizeof(float);
     if (logits != data) memcpy(data, logits, (size_t)(k + 1) * row_bytes);
@@ -140,9 +207,20 @@ specd_status specd_rverify_chain(specd_rverify *r, int32_t seq, uint64_t step,
     for (size_t i = 0; ok && i < v->n_emitted; i++)
         ok = v->emitted[i] < (uint32_t)r->n_vocab && (i >= v->accepted || v->emitted[i] == r->ids[i]);
     if (!ok) {
-        *fatal = 1; /* the client has appended it to its history: out of step with ours now */
+        distrust(r, rs, "an impossible outcome");
         return specd_fail(err, SPECD_E_PROTOCOL, "spec: verifier answered an impossible outcome "
                           "(%u of %d drafts accepted, %zu tokens)", v->accepted, k, v->n_emitted);
+    }
+    /* The keyed check: the token emitted at the first row not accepted is that row's keyed
+     * sample under this sequence's seed and position; one row's sample, cheap beside a step. */
+    int32_t keyed;
+    specd_sample_key key = {.seed = rs->seed, .sequence = (uint32_t)seq,
+                            .position = (uint32_t)(n_hist + v->accepted)};
+    specd_status cst = specd_sampler_sample(rs->sampler, data + (size_t)v->accepted * r->n_vocab,
+                                            r->n_vocab, key, &keyed, &e);
+    if (cst != SPECD_OK || (uint32_t)keyed != v->emitted[v->accepted]) {
+        distrust(r, rs, "its token disagrees with the keyed sample");
+        return specd_fail(err, SPECD_E_PROTOCOL, "spec: verifier's answer fails the keyed check");
     }
     if (r->was_down) specd_log(SPECD_LOG_WARN, "spec: verifier is back; verifying remotely");
     r->was_down = 0;
@@ -153,6 +231,8 @@ specd_status specd_rverify_chain(specd_rverify *r, int32_t seq, uint64_t step,
 }
 
 void specd_rverify_commit(specd_rverify *r, int32_t seq, const int32_t *tokens, int32_t n) {
+    rseq *rs = find_rseq(r, seq);
+    if (!rs || rs->distrusted) return;
     for (int32_t i = 0; i < n && i <= SPECD_MAX_DRAFT; i++) r->ids[i] = (uint32_t)tokens[i];
     specd_error e;
     if (specd_ipc_client_commit(r->client, (uint64_t)seq, r->ids, (size_t)n, &e) != SPECD_OK)

@@ -29,8 +29,10 @@ void specd_rverify_close(specd_rverify *r, int32_t seq);
 /* Verifies k >= 1 drafts against (k + 1) rows of logits. SPECD_OK with the outcome, or an error
  * (daemon down, slow, or refusing): nothing was decided and the caller decides locally, then
  * commits. The daemon's answer is checked (accepted tokens are the drafts, ids in range) before
- * it is used; an impossible one sets *fatal (the client's history has taken it: the sequence
- * cannot go on with this daemon). */
+ * it is used: an impossible outcome, or a token that is not the keyed sample of its row under
+ * the sequence's seed and position (a daemon holding another history), takes the sequence off
+ * the daemon with a warning, and it is verified in-process from then on (an error is returned
+ * for this step, which the caller decides itself). *fatal is kept for callers, always 0. */
 specd_status specd_rverify_chain(specd_rverify *r, int32_t seq, uint64_t step,
                                  const int32_t *draft, int32_t k, const float *logits,
                                  int32_t *emitted, int32_t *n_emitted, int32_t *n_accepted,

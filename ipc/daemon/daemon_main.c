@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "common/log_internal.h"
+#include "ipc/fingerprint.h"
 
 static void log_to_stderr(specd_log_level level, const char *message, void *user) {
     static const char *names[] = {"debug", "info", "warn", "error"};
@@ -24,12 +25,18 @@ static void usage(FILE *f, const char *program, const char *description, const c
             "options:\n"
             "  --endpoint EP          ipc://PATH (directory must be mode 0700), tcp://HOST:PORT\n"
             "                         (needs --curve-secret-file) [default: %s]\n"
-            "  --vocab N              model vocabulary size the host must match [49152]\n"
-            "  --tokenizer-hash HEX   tokenizer hash the host must match [0]\n"
+            "  --model GGUF           the model whose tokenizer hosts must share: vocabulary size\n"
+            "                         and tokenizer hash are computed from it (only its\n"
+            "                         tokenizer is read)\n"
+            "  --vocab N              without --model: vocabulary size the host must match [49152]\n"
+            "  --tokenizer-hash HEX   without --model: tokenizer hash the host must match [0]\n"
             "  --curve-secret-file F  file holding this server's CURVE secret key (40 Z85 chars)\n"
             "  --curve-clients-file F file of admitted client public keys, one per line; without\n"
             "                         it any client that knows the server key is admitted\n"
             "  --max-frame BYTES      largest frame accepted [1048576]\n"
+            "  --policy NAME=SPEC     (drafter) serve policy SPEC (\"ngram\", \"draft:model=PATH\",\n"
+            "                         ...) under NAME; repeatable. Peers choose by NAME only.\n"
+            "                         [default: ngram=ngram]\n"
             "  --verbose              log debug lines too\n"
             "  --help                 this text\n\n"
             "Logs go to stderr. SIGTERM or SIGINT: answer what has been received, then exit 0.\n",
@@ -60,6 +67,9 @@ int specd_daemon_main(int argc, char **argv, const char *program, specd_ipc_role
     const char *client_ptrs[MAX_CLIENT_KEYS];
     size_t n_clients = 0;
     int verbose = 0;
+    specd_daemon_config cfg = {{0}, 0};
+    const char *model_path = NULL;
+    int typed_fingerprint = 0;
     const char *name = role == SPECD_IPC_ROLE_DRAFTER ? "drafter" : "verifier";
     char default_ep[256] = "(unavailable)";
     specd_error err;
@@ -69,6 +79,8 @@ int specd_daemon_main(int argc, char **argv, const char *program, specd_ipc_role
                                          {"curve-secret-file", required_argument, 0, 'c'},
                                          {"curve-clients-file", required_argument, 0, 'C'},
                                          {"max-frame", required_argument, 0, 'm'},
+                                         {"policy", required_argument, 0, 'P'},
+                                         {"model", required_argument, 0, 'M'},
                                          {"verbose", no_argument, 0, 'V'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
@@ -84,6 +96,7 @@ int specd_daemon_main(int argc, char **argv, const char *program, specd_ipc_role
                 return 2;
             }
             p.model.vocab_size = (uint32_t)v;
+            typed_fingerprint = 1;
             break;
         }
         case 't':
@@ -93,6 +106,7 @@ int specd_daemon_main(int argc, char **argv, const char *program, specd_ipc_role
                 fprintf(stderr, "%s: --tokenizer-hash %s: not hexadecimal\n", program, optarg);
                 return 2;
             }
+            typed_fingerprint = 1;
             break;
         case 'c':
             if (read_key(optarg, key) != 0) {
@@ -135,6 +149,18 @@ int specd_daemon_main(int argc, char **argv, const char *program, specd_ipc_role
             p.max_frame = v;
             break;
         }
+        case 'P': {
+            const char *eq = strchr(optarg, '=');
+            if (role != SPECD_IPC_ROLE_DRAFTER || !eq || eq == optarg || !eq[1] ||
+                (size_t)(eq - optarg) > 64 || cfg.n_policies == SPECD_DAEMON_MAX_POLICIES) {
+                fprintf(stderr, "%s: --policy %s: want NAME=SPEC (drafter only, at most %d)\n",
+                        program, optarg, SPECD_DAEMON_MAX_POLICIES);
+                return 2;
+            }
+            cfg.policies[cfg.n_policies++] = optarg;
+            break;
+        }
+        case 'M': model_path = optarg; break;
         case 'V': verbose = 1; break;
         case 'h':
             specd_ipc_default_endpoint(name, default_ep, sizeof default_ep, NULL);
@@ -147,7 +173,16 @@ int specd_daemon_main(int argc, char **argv, const char *program, specd_ipc_role
         fprintf(stderr, "%s: unexpected argument '%s' (see --help)\n", program, argv[optind]);
         return 2;
     }
+    if (model_path && typed_fingerprint) {
+        fprintf(stderr, "%s: --model computes the fingerprint: no --vocab/--tokenizer-hash\n",
+                program);
+        return 2;
+    }
     specd_log_set(log_to_stderr, (void *)program, verbose ? SPECD_LOG_DEBUG : SPECD_LOG_INFO);
+    if (model_path && specd_ipc_fingerprint_of_model(model_path, &p.model, &err) != SPECD_OK) {
+        specd_log(SPECD_LOG_ERROR, "--model %s: %s", model_path, err.message);
+        return 1;
+    }
 
     /* Signals become a readable fd the service polls beside its socket. */
     sigset_t set;
@@ -161,7 +196,7 @@ int specd_daemon_main(int argc, char **argv, const char *program, specd_ipc_role
         return 1;
     }
     specd_ipc_handlers h = {0};
-    if (setup(&p, &h, &err) != SPECD_OK) {
+    if (setup(&p, &cfg, &h, &err) != SPECD_OK) {
         specd_log(SPECD_LOG_ERROR, "setup: %s", err.message);
         close(sfd);
         return 1;
@@ -176,6 +211,14 @@ int specd_daemon_main(int argc, char **argv, const char *program, specd_ipc_role
     specd_log(SPECD_LOG_INFO, "listening on %s (vocab %u, tokenizer %016llx)",
               specd_ipc_service_endpoint(svc), p.model.vocab_size,
               (unsigned long long)p.model.tokenizer_hash);
+    if (strncmp(specd_ipc_service_endpoint(svc), "tcp://", 6) == 0) {
+        if (n_clients)
+            specd_log(SPECD_LOG_INFO, "client allow-list active: %zu CURVE key(s) admitted",
+                      n_clients);
+        else
+            specd_log(SPECD_LOG_WARN, "no client allow-list (--curve-clients-file): any client "
+                                      "that knows the server key is admitted");
+    }
     specd_status st = specd_ipc_service_run(svc, sfd, NULL, 100, &err);
     if (st != SPECD_OK) specd_log(SPECD_LOG_ERROR, "%s", err.message);
     specd_ipc_service_destroy(svc); /* lingers so the drained replies leave */

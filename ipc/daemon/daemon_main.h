@@ -6,10 +6,20 @@
 
 #include "ipc/service.h"
 
+/* What the operator fixed at start beyond the service parameters: the policies a drafter serves,
+ * as "NAME=SPEC" (--policy, repeatable; SPEC is "policy" or "policy:options"). Peers choose among
+ * them by NAME and never pass options or paths of their own. */
+#define SPECD_DAEMON_MAX_POLICIES 16
+typedef struct specd_daemon_config {
+    const char *policies[SPECD_DAEMON_MAX_POLICIES];
+    size_t n_policies;
+} specd_daemon_config;
+
 /* make_handlers is called once the options are parsed; it fills *h (and may allocate state it
  * frees in free_handlers). Returns the process exit code. */
 typedef specd_status (*specd_daemon_setup_fn)(const specd_ipc_service_params *p,
-                                              specd_ipc_handlers *h, specd_error *err);
+                                              const specd_daemon_config *c, specd_ipc_handlers *h,
+                                              specd_error *err);
 typedef void (*specd_daemon_teardown_fn)(specd_ipc_handlers *h);
 
 int specd_daemon_main(int argc, char **argv, const char *program, specd_ipc_role role,

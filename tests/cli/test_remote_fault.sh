@@ -3,6 +3,8 @@
 # host keeps generating plainly, drafts again once a new drafter is up, and the text is identical
 # to plain decoding (specd generate runs both and compares).
 set -euo pipefail
+# the daemons compute the fingerprint hosts must match from the model's tokenizer
+model=${SPECD_MODEL_DIR:-$HOME/.cache/specd/models}/SmolLM2-135M-Instruct.Q4_1.gguf
 bin=$1
 dir=$(mktemp -d /tmp/specd-fault.XXXXXX)
 chmod 700 "$dir"
@@ -10,7 +12,7 @@ ep="ipc://$dir/drafter.sock"
 pid=
 cleanup() { [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null || true; rm -rf "$dir"; }
 trap cleanup EXIT
-start_drafter() { "$bin/specd-drafter" --endpoint "$ep" 2>>"$dir/drafter.log" & pid=$!; }
+start_drafter() { "$bin/specd-drafter" --endpoint "$ep" --model "$model" 2>>"$dir/drafter.log" & pid=$!; }
 
 start_drafter
 "$bin/specd" generate -p "Count from 1 to 60, separated by commas." -n 160 --temp 0.8 --seed 5 \

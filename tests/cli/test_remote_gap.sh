@@ -5,6 +5,8 @@
 # twice mid-generation. Every run is identical to plain decoding.
 # usage: test_remote_gap.sh BIN_DIR
 set -euo pipefail
+# the daemons compute the fingerprint hosts must match from the model's tokenizer
+model=${SPECD_MODEL_DIR:-$HOME/.cache/specd/models}/SmolLM2-135M-Instruct.Q4_1.gguf
 bin=$1
 dir=$(mktemp -d /tmp/specd-gap.XXXXXX)
 chmod 700 "$dir"
@@ -13,7 +15,7 @@ pid=
 cleanup() { [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null || true; rm -rf "$dir"; }
 trap cleanup EXIT
 start_drafter() {
-  "$bin/specd-drafter" --endpoint "$ep" 2>>"$dir/drafter.log" & pid=$!
+  "$bin/specd-drafter" --endpoint "$ep" --model "$model" 2>>"$dir/drafter.log" & pid=$!
   for _ in $(seq 1 100); do [ -S "$dir/drafter.sock" ] && break; sleep 0.05; done
 }
 start_drafter

@@ -5,6 +5,8 @@
 # really decided the drafting steps. Then the verifier is killed mid-generation: the rest is
 # verified in-process, still identical. Bad setups are refused with a message.
 set -euo pipefail
+# the daemons compute the fingerprint hosts must match from the model's tokenizer
+model=${SPECD_MODEL_DIR:-$HOME/.cache/specd/models}/SmolLM2-135M-Instruct.Q4_1.gguf
 bin=$1 src=$2
 dir=$(mktemp -d /tmp/specd-rverify.XXXXXX)
 chmod 700 "$dir"
@@ -16,8 +18,8 @@ cleanup() {
   rm -rf "$dir"
 }
 trap cleanup EXIT
-"$bin/specd-drafter" --endpoint "$dep" 2>>"$dir/drafter.log" & dpid=$!
-"$bin/specd-verifier" --endpoint "$vep" 2>>"$dir/verifier.log" & vpid=$!
+"$bin/specd-drafter" --endpoint "$dep" --model "$model" 2>>"$dir/drafter.log" & dpid=$!
+"$bin/specd-verifier" --endpoint "$vep" --model "$model" 2>>"$dir/verifier.log" & vpid=$!
 sed -n '7,9p' "$src/examples/prompts.txt" > "$dir/prompts.txt"  # repetitive: drafts get accepted
 
 for mode in "--temp 0" "--temp 0.8 --seed 2"; do
@@ -55,7 +57,7 @@ set +e
 rc=$?
 set -e
 [ "$rc" -ne 0 ] && grep -q 'verifier endpoint' "$dir/bad.txt" || { cat "$dir/bad.txt"; exit 1; }
-"$bin/specd-verifier" --endpoint "$vep" 2>>"$dir/verifier.log" & vpid=$!
+"$bin/specd-verifier" --endpoint "$vep" --model "$model" 2>>"$dir/verifier.log" & vpid=$!
 set +e
 "$bin/specd" generate -p "hi" -n 4 --policy isd --verifier "$vep" > /dev/null 2> "$dir/bad.txt"
 rc=$?

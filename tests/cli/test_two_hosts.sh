@@ -4,6 +4,8 @@
 # outputs are identical to their plain runs and the verifier really decided their steps.
 # usage: test_two_hosts.sh BIN_DIR
 set -euo pipefail
+# the daemons compute the fingerprint hosts must match from the model's tokenizer
+model=${SPECD_MODEL_DIR:-$HOME/.cache/specd/models}/SmolLM2-135M-Instruct.Q4_1.gguf
 bin=$1
 dir=$(mktemp -d /tmp/specd-two.XXXXXX)
 chmod 700 "$dir"
@@ -15,8 +17,8 @@ cleanup() {
   [ -n "${KEEP:-}" ] || rm -rf "$dir"
 }
 trap cleanup EXIT
-"$bin/specd-drafter" --endpoint "$dep" 2>>"$dir/drafter.log" & dpid=$!
-"$bin/specd-verifier" --endpoint "$vep" 2>>"$dir/verifier.log" & vpid=$!
+"$bin/specd-drafter" --endpoint "$dep" --model "$model" 2>>"$dir/drafter.log" & dpid=$!
+"$bin/specd-verifier" --endpoint "$vep" --model "$model" 2>>"$dir/verifier.log" & vpid=$!
 for _ in $(seq 1 100); do [ -S "$dir/drafter.sock" ] && [ -S "$dir/verifier.sock" ] && break; sleep 0.05; done
 
 run() { # name seed prompt
@@ -36,4 +38,13 @@ for h in a b; do
     || { echo "host $h: the verifier decided nothing"; rc=1; }
 done
 [ "$rc" -eq 0 ] || exit 1
+# a verifier for another tokenizer (here: a typed hash) refuses the host, which says why
+kill "$vpid"; wait "$vpid" 2>/dev/null || true
+"$bin/specd-verifier" --endpoint "$vep" --tokenizer-hash 1234 2>>"$dir/verifier.log" & vpid=$!
+for _ in $(seq 1 100); do [ -S "$dir/verifier.sock" ] && break; sleep 0.05; done
+set +e
+"$bin/specd" generate -p "hi" -n 4 --policy ngram --verifier "$vep" > /dev/null 2> "$dir/bad.txt"
+bad=$?
+set -e
+[ "$bad" -ne 0 ] && grep -q 'tokenizer hash' "$dir/bad.txt" || { cat "$dir/bad.txt"; exit 1; }
 echo "two hosts through one verifier: both identical to plain"

@@ -113,7 +113,7 @@ static void test_drafter_sequences(void **state) {
                                .prompt = rep,
                                .n_prompt = 8,
                                .sampling = {.temperature = 0.0f, .top_p = 1.0f},
-                               .policy = "ngram:n=3",
+                               .policy = "ngram",
                                .max_draft = 8};
     assert_int_equal(specd_ipc_client_open_seq(c, &sr, &err), SPECD_OK);
     uint32_t draft[8];
@@ -138,11 +138,139 @@ static void test_drafter_sequences(void **state) {
     assert_int_equal(specd_ipc_client_open_seq(c, &bad, &err), SPECD_E_INVALID_ARG);
     assert_non_null(strstr(err.message, "no-such-policy"));
     assert_int_equal(specd_ipc_client_history(c, 5, &len, &hash, &err), SPECD_E_STATE);
-    bad.policy = "ngram:bogus=1";
-    assert_int_equal(specd_ipc_client_open_seq(c, &bad, &err), SPECD_E_INVALID_ARG);
+    /* Peers choose among the operator's policies by name: no options, paths or endpoints of
+     * theirs (these used to probe files, load a model per sequence, or make the drafter call
+     * itself). */
+    const char *steer[] = {"ngram:bogus=1", "ngram:n=3", "draft:model=/etc/shadow",
+                           "remote:endpoint=ipc:///tmp/x.sock", "draft"};
+    for (size_t i = 0; i < sizeof steer / sizeof *steer; i++) {
+        bad.policy = steer[i];
+        assert_int_equal(specd_ipc_client_open_seq(c, &bad, &err), SPECD_E_INVALID_ARG);
+        assert_non_null(strstr(err.message, "not served here"));
+        assert_null(strstr(err.message, "magic"));
+    }
     assert_true(specd_ipc_client_connected(c));
     specd_ipc_client_destroy(c);
     finish(&f);
+}
+
+static int run_drafter_with(const char *arg) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open("/dev/null", O_WRONLY);
+        dup2(fd, 2);
+        execl(drafter_bin, drafter_bin, "--endpoint", "ipc:///nonexistent/x.sock", "--policy", arg,
+              (char *)NULL);
+        _exit(127);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* The operator's --policy NAME=SPEC: bad ones stop the start; a served name is what peers use. */
+static void test_drafter_serves_the_operators_policies(void **state) {
+    (void)state;
+    assert_int_equal(run_drafter_with("x=no-such-policy"), 1);
+    assert_int_equal(run_drafter_with("x=remote"), 1);
+    assert_int_equal(run_drafter_with("x=isd"), 1);
+    assert_int_equal(run_drafter_with("x=ngram:bogus=1"), 1);
+    assert_int_equal(run_drafter_with("nonameonly"), 2);
+    fixture f;
+    snprintf(f.dir, sizeof f.dir, "/tmp/specd-test-XXXXXX");
+    assert_non_null(mkdtemp(f.dir));
+    snprintf(f.ep, sizeof f.ep, "ipc://%s/d.sock", f.dir);
+    f.pid = fork();
+    if (f.pid == 0) {
+        execl(drafter_bin, drafter_bin, "--endpoint", f.ep, "--vocab", "49152",
+              "--tokenizer-hash", TEST_TOKHASH_ARG, "--policy", "short=ngram:n=2,n_min=1",
+              (char *)NULL);
+        _exit(127);
+    }
+    assert_true(daemon_wait_ready(f.ep, SPECD_IPC_ROLE_DRAFTER));
+    specd_ipc_client *c = client(f.ep, SPECD_IPC_ROLE_DRAFTER, &model);
+    specd_error err;
+    uint32_t rep[6] = {5, 6, 7, 9, 5, 6};
+    specd_ipc_seq_params sq = {.seq_id = 1, .prompt = rep, .n_prompt = 6,
+                               .sampling = {.temperature = 0.0f, .top_p = 1.0f},
+                               .policy = "short", .max_draft = 4};
+    if (specd_ipc_client_open_seq(c, &sq, &err) != SPECD_OK) fail_msg("open: %s", err.message);
+    sq.seq_id = 2;
+    sq.policy = "ngram"; /* not among this operator's */
+    assert_int_equal(specd_ipc_client_open_seq(c, &sq, &err), SPECD_E_INVALID_ARG);
+    assert_non_null(strstr(err.message, "served: short"));
+    uint32_t draft[4];
+    size_t n = 0;
+    assert_int_equal(specd_ipc_client_propose(c, 1, 1, NULL, 0, draft, 4, &n, &err), SPECD_OK);
+    assert_true(n >= 1);
+    assert_int_equal(draft[0], 7);
+    specd_ipc_client_destroy(c);
+    finish(&f);
+}
+
+static int file_has(const char *path, const char *text) {
+    char buf[8192] = "";
+    FILE *fp = fopen(path, "r");
+    if (!fp) return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, fp);
+    buf[n] = 0;
+    fclose(fp);
+    return strstr(buf, text) != NULL;
+}
+
+/* A second daemon on an endpoint in use refuses to start (libzmq's bind used to replace the
+ * socket file and cut the first daemon off); a clean exit removes the socket file; a tcp daemon
+ * says at start whether a client allow-list is active. */
+static void test_operability(void **state) {
+    (void)state;
+    fixture f;
+    start(&f, verifier_bin, SPECD_IPC_ROLE_VERIFIER);
+    char log[160], sock[160];
+    snprintf(log, sizeof log, "%s/second.log", f.dir);
+    snprintf(sock, sizeof sock, "%s/d.sock", f.dir);
+    pid_t second = daemon_start(verifier_bin, f.ep, log);
+    int status = 0, exited = 0;
+    for (int i = 0; i < 100 && !exited; i++) {
+        exited = waitpid(second, &status, WNOHANG) == second;
+        if (!exited) sleep_ms(20);
+    }
+    if (!exited) daemon_stop(second, SIGKILL);
+    assert_true(exited);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) != 0);
+    assert_true(file_has(log, "in use"));
+    unlink(log);
+    /* the first one still serves */
+    assert_true(daemon_wait_ready(f.ep, SPECD_IPC_ROLE_VERIFIER));
+    assert_int_equal(daemon_stop(f.pid, SIGTERM), 0);
+    assert_int_equal(access(sock, F_OK), -1); /* removed on the clean exit */
+
+    char pub[41], sec[41], keyfile[160];
+    assert_int_equal(zmq_curve_keypair(pub, sec), 0);
+    snprintf(keyfile, sizeof keyfile, "%s/server.key", f.dir);
+    FILE *kf = fopen(keyfile, "w");
+    assert_non_null(kf);
+    fprintf(kf, "%s\n", sec);
+    fclose(kf);
+    char ep[64];
+    snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", 20000 + (int)(getpid() % 20000));
+    pid_t t = fork();
+    if (t == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(fd, 2);
+        execl(verifier_bin, verifier_bin, "--endpoint", ep, "--curve-secret-file", keyfile,
+              (char *)NULL);
+        _exit(127);
+    }
+    int seen = 0;
+    for (int i = 0; i < 100 && !seen; i++) {
+        seen = file_has(log, "listening");
+        if (!seen) sleep_ms(20);
+    }
+    daemon_stop(t, SIGTERM);
+    assert_true(file_has(log, "no client allow-list"));
+    unlink(log);
+    unlink(keyfile);
+    rmdir(f.dir);
 }
 
 static int count_ours(void) {
@@ -322,8 +450,10 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_help_and_bad_options),
         cmocka_unit_test(test_drafter_sequences),
+        cmocka_unit_test(test_drafter_serves_the_operators_policies),
         cmocka_unit_test(test_verifier_buffers),
         cmocka_unit_test(test_sigterm_drains),
+        cmocka_unit_test(test_operability),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -7,6 +7,9 @@
 #include "test_main.h"
 
 #include "ipc/daemon_util.h"
+#include "ipc/service.h"
+
+#include <pthread.h>
 #include "specd/spec.h"
 
 #include <stdio.h>
@@ -236,6 +239,69 @@ static void test_bad_setups_are_refused(void **s) {
     specd_spec_destroy(spec);
 }
 
+/* A verifier that answers plausibly and wrongly (every draft accepted, then token 0): what a host
+ * got from a daemon holding another sequence's seed or history. Served in this process over the
+ * same ZeroMQ ipc:// socket and shared buffer. */
+static specd_status lie_ok(void *u, uint64_t o, const SpecdWire__OpenSeq *m, specd_error *e) {
+    (void)u, (void)o, (void)m, (void)e;
+    return SPECD_OK;
+}
+static specd_status lie_close(void *u, uint64_t o, uint64_t id, specd_error *e) {
+    (void)u, (void)o, (void)id, (void)e;
+    return SPECD_OK;
+}
+static specd_status lie_commit(void *u, uint64_t o, uint64_t id, const uint32_t *t, size_t n,
+                               int rb, uint64_t to, specd_error *e) {
+    (void)u, (void)o, (void)id, (void)t, (void)n, (void)rb, (void)to, (void)e;
+    return SPECD_OK;
+}
+static specd_status lie_verify(void *u, uint64_t o, const SpecdWire__Verify *m,
+                               const specd_ipc_view *l, const specd_ipc_view *q,
+                               specd_ipc_verify_result *out, specd_error *e) {
+    (void)u, (void)o, (void)l, (void)q, (void)e;
+    for (size_t i = 0; i < m->n_draft_tokens; i++) out->emitted[i] = m->draft_tokens[i];
+    out->emitted[m->n_draft_tokens] = 0;
+    out->n_emitted = m->n_draft_tokens + 1;
+    out->accepted = (uint32_t)m->n_draft_tokens;
+    return SPECD_OK;
+}
+static volatile int liar_stop;
+static void *liar_thread(void *svc) {
+    specd_ipc_service_run(svc, -1, &liar_stop, 10, NULL);
+    return NULL;
+}
+
+static void test_inconsistent_answers_fall_back(void **s) {
+    (void)s;
+    specd_ipc_service_params p = specd_ipc_service_default_params(SPECD_IPC_ROLE_VERIFIER);
+    p.model = (specd_ipc_fingerprint){V, TEST_TOKHASH};
+    p.endpoint = ep;
+    p.max_frame = (size_t)(MAX_DRAFT + 2) * V * 4;
+    specd_ipc_handlers h = {.open_seq = lie_ok, .close_seq = lie_close, .commit = lie_commit,
+                            .verify = lie_verify};
+    specd_ipc_service *svc = NULL;
+    specd_error err;
+    if (specd_ipc_service_create(&p, &h, &svc, &err) != SPECD_OK) fail_msg("%s", err.message);
+    pthread_t t;
+    liar_stop = 0;
+    pthread_create(&t, NULL, liar_thread, svc);
+    specd_spec *local = make_spec(NULL, 0, SPECD_OK);
+    specd_spec *remote = make_spec(ep, TEST_TOKHASH, SPECD_OK);
+    static int32_t a[N_TOKENS], b[N_TOKENS];
+    specd_seq_stats sa, sb;
+    int64_t na = run(local, 0.8f, -1, NULL, a, &sa);
+    int64_t nb = run(remote, 0.8f, -1, NULL, b, &sb);
+    liar_stop = 1;
+    pthread_join(t, NULL);
+    specd_ipc_service_destroy(svc);
+    assert_int_equal(nb, na);
+    assert_memory_equal(a, b, (size_t)na * sizeof *a); /* not the liar's tokens */
+    assert_int_equal(sb.n_remote_verified, 0);         /* its first answer was caught */
+    assert_int_equal(sb.n_remote_fallback, sb.n_drafts);
+    specd_spec_destroy(local);
+    specd_spec_destroy(remote);
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: %s VERIFIER\n", argv[0]);
@@ -249,6 +315,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_teardown(test_identical_to_in_process, teardown),
         cmocka_unit_test_teardown(test_daemon_killed_and_restarted, teardown),
         cmocka_unit_test_teardown(test_bad_setups_are_refused, teardown),
+        cmocka_unit_test_teardown(test_inconsistent_answers_fall_back, teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     char sock[160];

@@ -150,7 +150,9 @@ static uint64_t on_count(void *user) {
 }
 
 specd_status specd_verifier_handlers_create(const specd_ipc_service_params *p,
-                                            specd_ipc_handlers *h, specd_error *err) {
+                                            const specd_daemon_config *c, specd_ipc_handlers *h,
+                                            specd_error *err) {
+    (void)c;
     verifier *v = specd_alloc_array(1, sizeof *v);
     if (!v) return specd_fail(err, SPECD_E_NOMEM, "verifier: out of memory");
     v->vocab = p->model.vocab_size;

@@ -200,6 +200,44 @@ static void test_a_peer_that_leaves_is_reclaimed(void **state) {
     finish(&f);
 }
 
+/* One peer cannot take the daemon's tables for itself: per-peer quotas on sequences (256) and
+ * buffers (8), refused with a message; another peer is still served. */
+static void test_per_peer_quotas(void **state) {
+    (void)state;
+    fixture f;
+    start(&f, verifier_bin, SPECD_IPC_ROLE_VERIFIER);
+    specd_ipc_client *greedy = client(f.ep, SPECD_IPC_ROLE_VERIFIER);
+    specd_error err;
+    uint32_t prompt[2] = {1, 2};
+    specd_ipc_seq_params sq = {.prompt = prompt, .n_prompt = 2,
+                               .sampling = {.temperature = 1.0f, .top_p = 1.0f}};
+    int opened = 0;
+    specd_status st = SPECD_OK;
+    for (uint64_t id = 0; id < 300 && st == SPECD_OK; id++) {
+        sq.seq_id = id;
+        st = specd_ipc_client_open_seq(greedy, &sq, &err);
+        opened += st == SPECD_OK;
+    }
+    assert_int_equal(opened, 256);
+    assert_non_null(strstr(err.message, "quota"));
+    specd_ipc_buffer *bufs[9] = {0};
+    int attached = 0;
+    for (int i = 0; i < 9; i++) {
+        assert_int_equal(specd_ipc_buffer_create(SPECD_IPC_BUFFER_SHM, 4096, 0, &bufs[i], &err),
+                         SPECD_OK);
+        attached += specd_ipc_client_attach_buffer(greedy, bufs[i], &err) == SPECD_OK;
+    }
+    assert_int_equal(attached, 8);
+    assert_non_null(strstr(err.message, "quota"));
+    host other; /* a second peer still gets a sequence and a buffer */
+    host_open(&other, f.ep, 5, 3);
+    host_step(&other);
+    host_close(&other);
+    specd_ipc_client_destroy(greedy);
+    for (int i = 0; i < 9; i++) specd_ipc_buffer_destroy(bufs[i]);
+    finish(&f);
+}
+
 /* Hello on a raw DEALER socket configured as the host's client is. */
 static void *raw_peer(void *ctx, const char *ep) {
     void *s = zmq_socket(ctx, ZMQ_DEALER);
@@ -418,6 +456,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_sequences_belong_to_their_peer, teardown),
         cmocka_unit_test_teardown(test_a_peer_that_leaves_is_reclaimed, teardown),
+        cmocka_unit_test_teardown(test_per_peer_quotas, teardown),
         cmocka_unit_test_teardown(test_flooding_peer_verifier, teardown),
         cmocka_unit_test_teardown(test_flooding_peer_drafter, teardown),
         cmocka_unit_test_teardown(test_shrunk_segment_cannot_kill_the_verifier, teardown),

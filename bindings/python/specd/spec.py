@@ -85,7 +85,6 @@ class Spec(_Handle):
         super().__init__(h)
         self.n_vocab = n_vocab
         self.target = target  # must outlive the spec
-        self._n_cached = {}
 
     @property
     def max_draft(self):

@@ -107,6 +107,7 @@ static AVX512 INLINE void tile(uint32_t t, const int R, int64_t nb, const act_gr
     const size_t qoff = t == SPECD_DTYPE_Q4_1 ? 4 : 2; /* activation quants: Q8_1 or Q8_0 */
     const int q41 = t == SPECD_DTYPE_Q4_1;
     __m512 acc[GROUP];
+#pragma GCC unroll 16
     for (int r = 0; r < R; r++)
         acc[r] = _mm512_setzero_ps();
     __m512 mins_lo = _mm512_setzero_ps(), mins_hi = _mm512_setzero_ps();
@@ -122,6 +123,7 @@ static AVX512 INLINE void tile(uint32_t t, const int R, int64_t nb, const act_gr
         const __m512 xd = _mm512_loadu_ps(g->d + (size_t)b * GROUP);
         const __m512 p0 = _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_set1_epi32(0), h), xd);
         const __m512 p1 = _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_set1_epi32(2), h), xd);
+#pragma GCC unroll 16
         for (int r = 0; r < R; r++) {
             const __m512i xq = _mm512_broadcast_i64x4(
                 _mm256_loadu_si256((const __m256i *)(g->x[r] + (size_t)b * g->xb + qoff)));
@@ -147,6 +149,7 @@ static AVX512 INLINE void tile(uint32_t t, const int R, int64_t nb, const act_gr
     float m[32];
     _mm512_storeu_ps(m, mins_lo);
     _mm512_storeu_ps(m + 16, mins_hi);
+#pragma GCC unroll 16
     for (int r = 0; r < R; r++) {
         const float m0 = r < 8 ? m[r] : m[16 + r - 8], m1 = r < 8 ? m[8 + r] : m[24 + r - 8];
         const float s0 = specd_lanes_sum_avx2(_mm512_castps512_ps256(acc[r]));

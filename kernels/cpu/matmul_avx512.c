@@ -24,6 +24,7 @@
 #include "kernels/cpu/lanes_avx2.h"
 #include "kernels/cpu/quant_blocks.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -106,6 +107,7 @@ static AVX512 INLINE void tile(uint32_t t, const int R, int64_t nb, const act_gr
     const size_t qoff = t == SPECD_DTYPE_Q4_1 ? 4 : 2; /* activation quants: Q8_1 or Q8_0 */
     const int q41 = t == SPECD_DTYPE_Q4_1;
     __m512 acc[GROUP];
+#pragma GCC unroll 16
     for (int r = 0; r < R; r++)
         acc[r] = _mm512_setzero_ps();
     __m512 mins_lo = _mm512_setzero_ps(), mins_hi = _mm512_setzero_ps();
@@ -121,6 +123,7 @@ static AVX512 INLINE void tile(uint32_t t, const int R, int64_t nb, const act_gr
         const __m512 xd = _mm512_loadu_ps(g->d + (size_t)b * GROUP);
         const __m512 p0 = _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_set1_epi32(0), h), xd);
         const __m512 p1 = _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_set1_epi32(2), h), xd);
+#pragma GCC unroll 16
         for (int r = 0; r < R; r++) {
             const __m512i xq = _mm512_broadcast_i64x4(
                 _mm256_loadu_si256((const __m256i *)(g->x[r] + (size_t)b * g->xb + qoff)));
@@ -146,6 +149,7 @@ static AVX512 INLINE void tile(uint32_t t, const int R, int64_t nb, const act_gr
     float m[32];
     _mm512_storeu_ps(m, mins_lo);
     _mm512_storeu_ps(m + 16, mins_hi);
+#pragma GCC unroll 16
     for (int r = 0; r < R; r++) {
         const float m0 = r < 8 ? m[r] : m[16 + r - 8], m1 = r < 8 ? m[8 + r] : m[24 + r - 8];
         const float s0 = specd_lanes_sum_avx2(_mm512_castps512_ps256(acc[r]));
@@ -156,12 +160,61 @@ static AVX512 INLINE void tile(uint32_t t, const int R, int64_t nb, const act_gr
     }
 }
 
+/* A decode (one activation row): the 16-lane scale products above would be mostly padding, so
+ * two weight rows go through 256-bit vpdpbusd with scalar scale products, the order of the AVX2
+ * decode kernel (matmul.c, q4_1_2x1): per row lane += (d_w * d_x) * sum, mins = fma(m_w, s_x). */
+static AVX512 INLINE void one_row(uint32_t t, int64_t nb, const act_group *g, const char *x0,
+                                  const char *x1, float *out0, float *out1) {
+    const size_t wb = t == SPECD_DTYPE_Q8_0   ? sizeof(specd_block_q8_0)
+                      : t == SPECD_DTYPE_Q4_1 ? sizeof(specd_block_q4_1)
+                                              : sizeof(specd_block_q4_0);
+    const size_t qoff = t == SPECD_DTYPE_Q4_1 ? 4 : 2;
+    const int q41 = t == SPECD_DTYPE_Q4_1;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
+    float mins0 = 0.0f, mins1 = 0.0f;
+    for (int64_t b = 0; b < nb; b++) {
+        const char *b0 = x0 + (size_t)b * wb, *b1 = x1 + (size_t)b * wb;
+        __m256i w0, w1;
+        if (t == SPECD_DTYPE_Q8_0) {
+            const __m256i k = _mm256_set1_epi8((char)0x80);
+            w0 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(b0 + 2)), k);
+            w1 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(b1 + 2)), k);
+        } else {
+            const __m256i q = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)(b1 + qoff)),
+                                               _mm_loadu_si128((const __m128i *)(b0 + qoff)));
+            const __m256i m = _mm256_set1_epi8(0x0f);
+            const __m256i lo = _mm256_and_si256(q, m);
+            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m);
+            w0 = _mm256_permute2x128_si256(lo, hi, 0x20);
+            w1 = _mm256_permute2x128_si256(lo, hi, 0x31);
+        }
+        float f[4];
+        _mm_storeu_ps(f, _mm_cvtph_ps(_mm_unpacklo_epi32(head32(b0), head32(b1))));
+        const float xd = g->d[(size_t)b * GROUP];
+        const __m256i xq = _mm256_loadu_si256((const __m256i *)(g->x[0] + (size_t)b * g->xb + qoff));
+        const __m256i c0 =
+            q41 ? _mm256_setzero_si256()
+                : _mm256_loadu_si256((const __m256i *)(g->corr + (size_t)b * GROUP * 8));
+        if (q41) {
+            const float xs = g->s[(size_t)b * GROUP];
+            mins0 = fmaf(f[1], xs, mins0);
+            mins1 = fmaf(f[3], xs, mins1);
+        }
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(f[0] * xd),
+                               _mm256_cvtepi32_ps(_mm256_dpbusd_epi32(c0, w0, xq)), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(f[2] * xd),
+                               _mm256_cvtepi32_ps(_mm256_dpbusd_epi32(c0, w1, xq)), acc1);
+    }
+    *out0 = q41 ? specd_lanes_sum_avx2(acc0) + mins0 : specd_lanes_sum_avx2(acc0);
+    *out1 = q41 ? specd_lanes_sum_avx2(acc1) + mins1 : specd_lanes_sum_avx2(acc1);
+}
+
 /* One specialisation per (type, rows) so that the accumulators stay in registers. */
 #define TILE_FN(name, T)                                                                           \
     static AVX512 void name(int R, int64_t nb, const act_group *g, const char *x0,                 \
                             const char *x1, float *o0, float *o1) {                                \
         switch (R) {                                                                               \
-        case 1: tile(T, 1, nb, g, x0, x1, o0, o1); break;                                          \
+        case 1: one_row(T, nb, g, x0, x1, o0, o1); break;                                          \
         case 2: tile(T, 2, nb, g, x0, x1, o0, o1); break;                                          \
         case 3: tile(T, 3, nb, g, x0, x1, o0, o1); break;                                          \
         case 4: tile(T, 4, nb, g, x0, x1, o0, o1); break;                                          \

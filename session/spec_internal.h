@@ -40,6 +40,11 @@ typedef struct spec_seq {
     float *q;               /* max_draft x n_vocab, drafter shape only */
     int has_q;
     int32_t *step_tokens, *step_pos, *step_rows; /* max_step_rows */
+    /* per scored row: 1 when the layout gated it to the policy's LoRA (a mask row whose
+     * logits only seed proposals), so an adapter that yields NaN there costs proposals, not the
+     * sequence */
+    uint8_t *step_gated;   /* max_step_rows */
+    int warned_gated_nan;  /* said once per sequence */
     int32_t *emitted, *keep;                     /* max_step_rows */
     float *accept_prob;                          /* max_draft */
     /* tree proposals (policy ABI 2 propose_tree): max_step_rows - 1 nodes */

@@ -124,6 +124,13 @@ static specd_status check_row(const float *l, int32_t n, float lowest, const cha
     return SPECD_OK;
 }
 
+/* 1 when the row holds no NaN and no +inf (masks, -inf, are fine). */
+static int row_finite_or_masked(const float *l, int32_t n) {
+    int bad = 0;
+    for (int32_t x = 0; x < n; x++) bad |= (l[x] != l[x]) | (l[x] == INFINITY);
+    return !bad;
+}
+
 /* The floor of session/spec_logits.h, checked in float arithmetic as the engine computes. */
 static int floor_ok(float f, float umin, const specd_mask_rule *r) {
     float hi = f + r->bias_max, lo = umin + r->bias_min;
@@ -160,7 +167,9 @@ static specd_status clamp_row(float *l, int32_t n, float lowest, int32_t n_maske
 specd_status specd_logits_intake(specd_logits_scratch *s, int32_t max_rows, int32_t n_vocab,
                                  const specd_logits *lg, int32_t row0, int32_t n_rows,
                                  const specd_mask_rule *rule, const char *what,
-                                 const float **rows, specd_error *err) {
+                                 const uint8_t *flat_ok, int32_t *n_flat, const float **rows,
+                                 specd_error *err) {
+    if (n_flat) *n_flat = 0;
     if (!lg || !lg->data)
         return specd_fail(err, SPECD_E_INVALID_ARG, "spec: %s: NULL logits", what);
     if (lg->dtype != SPECD_DTYPE_F32 && lg->dtype != SPECD_DTYPE_F16 &&
@@ -191,17 +200,21 @@ specd_status specd_logits_intake(specd_logits_scratch *s, int32_t max_rows, int3
 
     /* The common case: dense host f32 without masks is read where it lies. */
     if (lg->dtype == SPECD_DTYPE_F32 && src_stride == (size_t)n_vocab) {
-        int any_masked = 0;
-        for (int32_t r = 0; r < n_rows; r++) {
+        int any_masked = 0, any_flat = 0;
+        for (int32_t r = 0; r < n_rows && !any_flat; r++) {
+            const float *row = (const float *)src + (size_t)r * n_vocab;
+            if (flat_ok && flat_ok[r] && !row_finite_or_masked(row, n_vocab)) {
+                any_flat = 1; /* the copying path below flattens it */
+                break;
+            }
             int32_t n_masked = 0;
             float umin = 0.0f;
-            SPECD_TRY(check_row((const float *)src + (size_t)r * n_vocab, n_vocab, lowest, what,
-                                r, &n_masked, &umin, err));
+            SPECD_TRY(check_row(row, n_vocab, lowest, what, r, &n_masked, &umin, err));
             any_masked |= n_masked > 0;
         }
         if (any_masked && !rule)
             return specd_fail(err, SPECD_E_NUMERIC, "spec: %s holds -inf", what);
-        if (!any_masked) {
+        if (!any_masked && !any_flat) {
             *rows = (const float *)src;
             return SPECD_OK;
         }
@@ -218,6 +231,11 @@ specd_status specd_logits_intake(specd_logits_scratch *s, int32_t max_rows, int3
                 for (int32_t x = 0; x < n_vocab; x++) dst[x] = specd_fp16_to_fp32(h[x]);
             else
                 for (int32_t x = 0; x < n_vocab; x++) dst[x] = specd_bf16_to_fp32(h[x]);
+        }
+        if (flat_ok && flat_ok[r] && !row_finite_or_masked(dst, n_vocab)) {
+            memset(dst, 0, (size_t)n_vocab * sizeof(float));
+            if (n_flat) (*n_flat)++;
+            continue;
         }
         int32_t n_masked = 0;
         float umin = 0.0f;

@@ -42,11 +42,16 @@ void specd_logits_scratch_free(specd_logits_scratch *s);
 /* Reads rows [row0, row0 + n_rows) of lg (n_rows <= max_rows) and points *rows at n_rows
  * finite f32 rows of n_vocab: lg's own memory when it already is that, else the scratch. what
  * names the caller in messages ("sequence 3"). rule NULL: not logits (hidden states): nothing is
- * a mask, and -inf is an error like NaN. */
+ * a mask, and -inf is an error like NaN.
+ * flat_ok (NULL = none): per row, 1 when NaN/+inf there is not an error but turns the whole row
+ * flat (every logit 0): the LoRA-gated mask rows of a self-speculative step, whose logits only
+ * seed proposals the base rows verify, so the output cannot change; *n_flat (may be NULL)
+ * counts such rows. */
 specd_status specd_logits_intake(specd_logits_scratch *s, int32_t max_rows, int32_t n_vocab,
                                  const specd_logits *lg, int32_t row0, int32_t n_rows,
                                  const specd_mask_rule *rule, const char *what,
-                                 const float **rows, specd_error *err);
+                                 const uint8_t *flat_ok, int32_t *n_flat, const float **rows,
+                                 specd_error *err);
 
 /* The lowest finite value of a dtype, as f32: entries at or below it are masks. */
 float specd_dtype_lowest(specd_dtype dtype);

@@ -5,6 +5,7 @@
 
 #include "common/alloc.h"
 #include "common/clock.h"
+#include "common/log_internal.h"
 #include "common/status_internal.h"
 #include "policy/builtin.h"
 #include "session/spec_internal.h"
@@ -144,6 +145,7 @@ static void seq_release(spec_seq *q) {
     specd_free(q->step_tokens);
     specd_free(q->step_pos);
     specd_free(q->step_rows);
+    specd_free(q->step_gated);
     specd_free(q->emitted);
     specd_free(q->keep);
     specd_free(q->accept_prob);
@@ -216,6 +218,7 @@ static specd_status seq_alloc(spec_seq *q, const specd_spec_params *sp, int64_t 
     q->step_tokens = specd_alloc_array((size_t)k1, sizeof(int32_t));
     q->step_pos = specd_alloc_array((size_t)k1, sizeof(int32_t));
     q->step_rows = specd_alloc_array((size_t)k1, sizeof(int32_t));
+    q->step_gated = specd_alloc_array((size_t)k1, 1);
     q->emitted = specd_alloc_array((size_t)k1, sizeof(int32_t));
     q->keep = specd_alloc_array((size_t)k1, sizeof(int32_t));
     q->accept_prob = specd_alloc_array((size_t)sp->max_draft, sizeof(float));
@@ -232,6 +235,7 @@ static specd_status seq_alloc(spec_seq *q, const specd_spec_params *sp, int64_t 
         q->q = specd_alloc(q_floats); /* written by the policy before it is read: not zeroed */
     if (p->n_stop_tokens > 0) q->stop = specd_alloc_array((size_t)p->n_stop_tokens, sizeof(int32_t));
     int ok = q->history && q->draft && q->step_tokens && q->step_pos && q->step_rows &&
+             q->step_gated &&
              q->emitted && q->keep && q->accept_prob && (!needs_q || q->q) &&
              (p->n_stop_tokens <= 0 || q->stop);
     return ok ? SPECD_OK : SPECD_E_NOMEM;
@@ -552,6 +556,9 @@ specd_status specd_spec_seq_layout_step(specd_spec *spec, spec_seq *q, specd_ste
             return specd_fail(err, SPECD_E_INTERNAL, "policy %s laid out %d rows, %d scored (max %d)",
                               q->ops->name, out->n_tokens, out->n_rows, most);
     }
+    for (int32_t r = 0; r < out->n_rows; r++)
+        q->step_gated[r] = out->lora_gate && out->rows && out->rows[r] >= 0 &&
+                           out->rows[r] < out->n_tokens && out->lora_gate[out->rows[r]] != 0.0f;
     q->n_step_tokens = out->n_tokens;
     q->n_step_rows = out->n_rows;
     q->laid_out = 1;
@@ -636,10 +643,18 @@ specd_status specd_spec_seq_verify_step(specd_spec *spec, spec_seq *q, const spe
     char what[32];
     snprintf(what, sizeof what, "sequence %d", (int)q->id);
     const float *logits = NULL; /* a commit-only step scores no rows */
+    int32_t n_flat = 0;
     if (q->n_step_rows > 0)
         SPECD_TRY(specd_logits_intake(&spec->scratch, specd_spec_max_step_rows(spec),
                                       spec->params.n_vocab, lg, row0, q->n_step_rows, &q->mask,
-                                      what, &logits, err));
+                                      what, q->step_gated, &n_flat, &logits, err));
+    if (n_flat > 0 && !q->warned_gated_nan) {
+        q->warned_gated_nan = 1;
+        specd_log(SPECD_LOG_WARN,
+                  "spec: sequence %d: policy %s's adapter gave NaN/inf logits on %d LoRA-gated "
+                  "mask row(s); their proposals are dropped and the base rows decide the step "
+                  "(said once per sequence)", (int)q->id, q->ops->name, (int)n_flat);
+    }
     const float *hid = NULL;
     int wants_hidden = specd_policy_flags(q->ops) & SPECD_POLICY_WANTS_HIDDEN;
     if (wants_hidden && q->n_step_rows > 0 && !q->plain_step) {
@@ -650,7 +665,7 @@ specd_status specd_spec_seq_verify_step(specd_spec *spec, spec_seq *q, const spe
         snprintf(what, sizeof what, "sequence %d hidden", (int)q->id);
         SPECD_TRY(specd_logits_intake(&spec->hidden_scratch, specd_spec_max_step_rows(spec),
                                       spec->params.n_embd, hidden, row0, q->n_step_rows, NULL,
-                                      what, &hid, err));
+                                      what, NULL, NULL, &hid, err));
     }
     specd_step_outcome o;
     if (q->ops->propose || q->plain_step)

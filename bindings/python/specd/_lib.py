@@ -42,7 +42,8 @@ class StepLayout(Structure):
     _fields_ = [("n_tokens", c_int32), ("tokens", POINTER(c_int32)), ("pos", POINTER(c_int32)),
                 ("visible", POINTER(c_uint8)), ("lora_gate", POINTER(c_float)),
                 ("lora", c_void_p), ("n_rows", c_int32), ("rows", POINTER(c_int32)),
-                ("lora_path", c_char_p)]
+                ("lora_path", c_char_p), ("input_embd", POINTER(c_float)),
+                ("input_embd_rows", POINTER(c_uint8))]
 
 
 class StepOutcome(Structure):
@@ -63,7 +64,8 @@ class BatchSeq(Structure):
 
 class Batch(Structure):
     _fields_ = [("n_seqs", c_int32), ("seqs", POINTER(BatchSeq)), ("n_tokens", c_int32),
-                ("n_rows", c_int32), ("needs_lora", c_int), ("needs_hidden", c_int)]
+                ("n_rows", c_int32), ("needs_lora", c_int), ("needs_hidden", c_int),
+                ("needs_embd", c_int)]
 
 
 class BatchResult(Structure):
@@ -99,7 +101,8 @@ class ContextParams(Structure):
 class SeqBatch(Structure):
     _fields_ = [("seq", c_int32), ("n_tokens", c_int32), ("tokens", POINTER(c_int32)),
                 ("pos", POINTER(c_int32)), ("visible", POINTER(c_uint8)),
-                ("lora_gate", POINTER(c_float)), ("commit", POINTER(c_uint8))]
+                ("lora_gate", POINTER(c_float)), ("commit", POINTER(c_uint8)),
+                ("embd", POINTER(c_float)), ("embd_rows", POINTER(c_uint8))]
 
 
 class ExtendOut(Structure):

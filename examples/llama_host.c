@@ -9,8 +9,9 @@
  * the first differing token, how far the two logits rows for that position lie apart, and the
  * logit gap between the two candidate tokens in each.
  *
- * Policies whose steps need attention masks or LoRA gates (isd, risd) are refused: llama.cpp's
- * batch API has no per-token visibility rows. Drafter-shaped policies (ngram, draft, remote) work.
+ * A step that needs attention masks or LoRA gates (risd, isd with an adapter) is refused:
+ * llama.cpp's batch API has neither per-token visibility rows nor per-row adapters. Drafter-shaped
+ * policies (ngram, draft, remote) and isd without an adapter (causal steps) work.
  *
  *   bench/llama/host builds it against the llama.cpp of the llama-cpp-python sdist and runs it.
  *   llama_host MODEL.gguf PROMPTS.txt POLICY [options]
@@ -303,9 +304,9 @@ static void explain_divergence(const specd_tokenizer *tok, int32_t n_vocab, cons
            "logit[plain] - logit[spec] = %.4g in the plain row, %.4g in the speculative row\n",
            max_delta, (double)x[ta] - x[tb], (double)y[ta] - y[tb]);
     if (max_delta > 0)
-        printf("    cause: llama.cpp computed this position's logits differently in a %s-row "
+        printf("    cause: llama.cpp computed this position's logits differently in a multi-row "
                "forward than in a one-row forward (batch-variant numerics), not specd's "
-               "acceptance\n", "multi");
+               "acceptance\n");
 }
 
 static int parse_args(int argc, char **argv, host_options *o) {

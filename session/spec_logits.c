@@ -102,9 +102,11 @@ static specd_status copy_from_device(specd_logits_scratch *s, const specd_logits
     return SPECD_OK;
 }
 
-/* Scans one row: NaN/+inf are errors; counts masked entries and the least unmasked value. */
+/* Scans one row: counts masked entries and the least unmasked value. NaN/+inf are errors, or,
+ * when flat is not NULL (a row allowed to turn flat), set *flat and return SPECD_OK. */
 static specd_status check_row(const float *l, int32_t n, float lowest, const char *what,
-                              int32_t row, int32_t *n_masked, float *umin, specd_error *err) {
+                              int32_t row, int32_t *n_masked, float *umin, int *flat,
+                              specd_error *err) {
     int32_t masked = 0;
     int bad = 0;
     float mn = INFINITY;
@@ -114,6 +116,8 @@ static specd_status check_row(const float *l, int32_t n, float lowest, const cha
         masked += v <= lowest;
         mn = v > lowest && v < mn ? v : mn;
     }
+    if (flat) *flat = bad;
+    if (bad && flat) return SPECD_OK;
     if (bad)
         for (int32_t x = 0; x < n; x++)
             if (l[x] != l[x] || l[x] == INFINITY)
@@ -122,13 +126,6 @@ static specd_status check_row(const float *l, int32_t n, float lowest, const cha
     *n_masked = masked;
     *umin = mn;
     return SPECD_OK;
-}
-
-/* 1 when the row holds no NaN and no +inf (masks, -inf, are fine). */
-static int row_finite_or_masked(const float *l, int32_t n) {
-    int bad = 0;
-    for (int32_t x = 0; x < n; x++) bad |= (l[x] != l[x]) | (l[x] == INFINITY);
-    return !bad;
 }
 
 /* The floor of session/spec_logits.h, checked in float arithmetic as the engine computes. */
@@ -202,14 +199,12 @@ specd_status specd_logits_intake(specd_logits_scratch *s, int32_t max_rows, int3
     if (lg->dtype == SPECD_DTYPE_F32 && src_stride == (size_t)n_vocab) {
         int any_masked = 0, any_flat = 0;
         for (int32_t r = 0; r < n_rows && !any_flat; r++) {
-            const float *row = (const float *)src + (size_t)r * n_vocab;
-            if (flat_ok && flat_ok[r] && !row_finite_or_masked(row, n_vocab)) {
-                any_flat = 1; /* the copying path below flattens it */
-                break;
-            }
             int32_t n_masked = 0;
             float umin = 0.0f;
-            SPECD_TRY(check_row(row, n_vocab, lowest, what, r, &n_masked, &umin, err));
+            /* a row to flatten sends the block through the copying path below */
+            SPECD_TRY(check_row((const float *)src + (size_t)r * n_vocab, n_vocab, lowest, what,
+                                r, &n_masked, &umin, flat_ok && flat_ok[r] ? &any_flat : NULL,
+                                err));
             any_masked |= n_masked > 0;
         }
         if (any_masked && !rule)
@@ -232,14 +227,16 @@ specd_status specd_logits_intake(specd_logits_scratch *s, int32_t max_rows, int3
             else
                 for (int32_t x = 0; x < n_vocab; x++) dst[x] = specd_bf16_to_fp32(h[x]);
         }
-        if (flat_ok && flat_ok[r] && !row_finite_or_masked(dst, n_vocab)) {
+        int32_t n_masked = 0;
+        float umin = 0.0f;
+        int flat = 0;
+        SPECD_TRY(check_row(dst, n_vocab, lowest, what, r, &n_masked, &umin,
+                            flat_ok && flat_ok[r] ? &flat : NULL, err));
+        if (flat) {
             memset(dst, 0, (size_t)n_vocab * sizeof(float));
             if (n_flat) (*n_flat)++;
             continue;
         }
-        int32_t n_masked = 0;
-        float umin = 0.0f;
-        SPECD_TRY(check_row(dst, n_vocab, lowest, what, r, &n_masked, &umin, err));
         if (n_masked > 0 && !rule)
             return specd_fail(err, SPECD_E_NUMERIC, "spec: %s, row %d holds -inf", what,
                               (int)r);

@@ -27,6 +27,7 @@
 #include "specd/spec.h"
 #include "specd/spec_batch.h"
 #include "specd/spec_runtime.h"
+#include "specd/spec_loop.h"
 #include "specd/metrics.h"
 #include "specd/ipc.h"
 

@@ -256,6 +256,7 @@ specd_status specd_loop_step(specd_loop *loop, specd_loop_step_info *info, specd
         return specd_fail(err, SPECD_E_STATE, "loop: step called from an event callback");
     uint64_t t0 = specd_now_ns();
     specd_loop_step_info si = {0};
+    loop->in_step = 1; /* callbacks run inside (admission failures, the step's events) */
     specd_loop_admit_queued(loop);
 
     int32_t n_run = list_running(loop);
@@ -292,6 +293,7 @@ specd_status specd_loop_step(specd_loop *loop, specd_loop_step_info *info, specd
     loop->stats.forward_ns += si.forward_ns;
     if (n_ext > 0 || n_run > 0) loop->stats.n_steps++;
     specd_loop_deliver(loop);
+    loop->in_step = 0;
     si.step_ns = specd_now_ns() - t0;
     loop->stats.step_ns += si.step_ns;
     if (info) *info = si;

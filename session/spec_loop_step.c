@@ -5,6 +5,7 @@
 
 #include "common/clock.h"
 #include "common/status_internal.h"
+#include "session/spec_internal.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -274,6 +275,16 @@ specd_status specd_loop_step(specd_loop *loop, specd_loop_step_info *info, specd
         uint64_t f0 = specd_now_ns();
         st = run_forward(loop, &batch, n_ext, err);
         si.forward_ns = specd_now_ns() - f0;
+        if (st == SPECD_OK && n_run > 0 && si.n_tokens > 0) {
+            /* the guard reads a step's forward as layout-to-verify time over its scored rows
+             * (session/batch_cost.h): the prompt chunks' part of the forward, by tokens, is no
+             * step's cost, so it is moved out of that window (else it would read as fixed cost
+             * and make proposals look cheap while requests are being admitted) */
+            int32_t pf_tokens = 0;
+            for (int32_t i = 0; i < n_pf; i++) pf_tokens += loop->pf_chunk[i];
+            loop->spec->batch_t0 +=
+                (uint64_t)((double)si.forward_ns * (double)pf_tokens / (double)si.n_tokens);
+        }
         if (st == SPECD_OK) {
             for (int32_t i = 0; i < n_pf; i++) {
                 loop_slot *sl = &loop->slots[loop->pf_slot[i]];

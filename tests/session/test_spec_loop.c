@@ -31,7 +31,7 @@ typedef struct record {
     specd_status status;
     char message[256];
     specd_seq_stats stats;
-    specd_loop *loop;       /* with cancel: cancel that request from this one's first event */
+    specd_loop *loop; /* with cancel: cancel that request from this one's first event */
     int64_t cancel;
     specd_status cancel_status;
 } record;
@@ -42,7 +42,8 @@ static void on_event(const specd_loop_event *ev, void *user) {
     assert_int_equal(r->n_done, 0); /* nothing after the last event */
     r->n_events++;
     assert_true(r->n_out + ev->n_tokens <= N_GEN);
-    if (ev->n_tokens > 0) memcpy(r->out + r->n_out, ev->tokens, sizeof(int32_t) * (size_t)ev->n_tokens);
+    if (ev->n_tokens > 0)
+        memcpy(r->out + r->n_out, ev->tokens, sizeof(int32_t) * (size_t)ev->n_tokens);
     r->n_out += ev->n_tokens;
     if (r->cancel) {
         r->cancel_status = specd_loop_cancel(r->loop, r->cancel);
@@ -122,7 +123,8 @@ static void step(specd_loop *loop, specd_loop_step_info *info) {
 }
 
 static void drain(specd_loop *loop) {
-    while (specd_loop_n_running(loop) + specd_loop_n_queued(loop) > 0) step(loop, NULL);
+    while (specd_loop_n_running(loop) + specd_loop_n_queued(loop) > 0)
+        step(loop, NULL);
 }
 
 static void test_64_mixed_equals_solo(void **s) {
@@ -131,17 +133,19 @@ static void test_64_mixed_equals_solo(void **s) {
     specd_loop *loop = make_loop(N_REQ, N_REQ, 128);
     /* admitted in three waves: the later ones join while the first are decoding */
     int next = 0, max_running = 0, mixed_steps = 0;
-    for (; next < 40; next++) submit(loop, next, &batch[next]);
+    for (; next < 40; next++)
+        submit(loop, next, &batch[next]);
     for (int k = 0; specd_loop_n_running(loop) > 0 || next < N_REQ; k++) {
         if ((k == 3 && next < 52) || (k == 5 && next < N_REQ))
-            for (int end = next + 12; next < end; next++) submit(loop, next, &batch[next]);
+            for (int end = next + 12; next < end; next++)
+                submit(loop, next, &batch[next]);
         specd_loop_step_info info;
         step(loop, &info);
         if (info.n_running > max_running) max_running = info.n_running;
         mixed_steps += info.n_running > 0 && info.n_prefill > 0;
     }
     assert_true(max_running > 40); /* they really ran side by side */
-    assert_true(mixed_steps > 0);   /* prompt chunks rode with running steps */
+    assert_true(mixed_steps > 0);  /* prompt chunks rode with running steps */
     specd_loop_stats ls;
     specd_loop_get_stats(loop, &ls);
     assert_int_equal(ls.n_submitted, N_REQ);
@@ -181,7 +185,8 @@ static void test_cancel(void **s) {
     submit(loop, 2, &b);
     assert_int_equal(specd_loop_n_running(loop), 1);
     assert_int_equal(specd_loop_n_queued(loop), 1);
-    while (a.n_out == 0) step(loop, NULL); /* a is decoding, b waits */
+    while (a.n_out == 0)
+        step(loop, NULL); /* a is decoding, b waits */
     assert_int_equal(b.n_events, 0);
     /* running: its last event arrives inside cancel, and its slot goes to b at the next step */
     assert_int_equal(specd_loop_cancel(loop, a.id), SPECD_OK);

@@ -14,7 +14,7 @@
 
 #include <string.h>
 
-enum { N_REQ = 64, N_GEN = 12, MAX_PROMPT = 64, N_PROMPTS = 10, MAX_DRAFT = 4, N_THREADS = 2 };
+enum { N_REQ = 64, N_GEN = 12, MAX_PROMPT = 64, N_PROMPTS = 10, MAX_DRAFT = 4, N_THREADS = 1 };
 
 static int32_t prompts[N_PROMPTS][MAX_PROMPT];
 static int64_t n_prompts[N_PROMPTS];

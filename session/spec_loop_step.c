@@ -215,7 +215,7 @@ static specd_status run_forward(specd_loop *loop, const specd_batch *batch, int3
 
 /* Verifies the batch from the forward's rows; trims each request's KV to what it keeps, queues
  * its tokens and retires it when done or failed. Returns tokens emitted. */
-static int32_t verify_batch(specd_loop *loop, const specd_batch *batch, int32_t *n_done) {
+static int32_t verify_batch(specd_loop *loop, const specd_batch *batch) {
     specd_logits lg = {.data = loop->logits,
                        .row_stride = loop->n_vocab,
                        .n_rows = batch->n_rows,
@@ -246,7 +246,6 @@ static int32_t verify_batch(specd_loop *loop, const specd_batch *batch, int32_t 
                          (long long)loop->slots[s].id, specd_status_name(st));
             }
             specd_loop_retire(loop, s, st, msg, NULL, 0, 0);
-            (*n_done)++;
             continue;
         }
         const specd_step_outcome *o = &res.outcome[i];
@@ -259,15 +258,12 @@ static int32_t verify_batch(specd_loop *loop, const specd_batch *batch, int32_t 
         loop->stats.n_drafts += o->n_drafted > 0;
         loop->stats.n_draft_tokens += o->n_drafted;
         loop->stats.n_accepted += o->n_accepted;
-        if (st != SPECD_OK) {
+        if (st != SPECD_OK)
             specd_loop_retire(loop, s, st, e.message, o->emitted, o->n_emitted, 0);
-            (*n_done)++;
-        } else if (specd_spec_seq_done(loop->spec, s)) {
+        else if (specd_spec_seq_done(loop->spec, s))
             specd_loop_retire(loop, s, SPECD_OK, "", o->emitted, o->n_emitted, 0);
-            (*n_done)++;
-        } else {
+        else
             specd_loop_push_tokens(loop, s, o->emitted, o->n_emitted);
-        }
     }
     return emitted;
 }
@@ -316,12 +312,12 @@ specd_status specd_loop_step(specd_loop *loop, specd_loop_step_info *info, specd
             }
             if (n_run > 0) {
                 si.n_running = n_run;
-                si.n_emitted = verify_batch(loop, &batch, &si.n_finished);
+                si.n_emitted = verify_batch(loop, &batch);
             }
-        } else {
-            si.n_finished = loop->n_pending;
         }
     }
+    for (int32_t i = 0; i < loop->n_pending; i++)
+        si.n_finished += loop->pending[i].done;
     loop->stats.n_emitted += si.n_emitted;
     loop->stats.forward_ns += si.forward_ns;
     if (n_ext > 0 || n_run > 0) loop->stats.n_steps++;

@@ -132,7 +132,7 @@ static void test_64_mixed_equals_solo(void **s) {
     static record batch[N_REQ], solo;
     specd_loop *loop = make_loop(N_REQ, N_REQ, 128);
     /* admitted in three waves: the later ones join while the first are decoding */
-    int next = 0, max_running = 0, mixed_steps = 0;
+    int next = 0, max_running = 0, mixed_steps = 0, finished = 0, emitted = 0;
     for (; next < 40; next++)
         submit(loop, next, &batch[next]);
     for (int k = 0; specd_loop_n_running(loop) > 0 || next < N_REQ; k++) {
@@ -142,6 +142,8 @@ static void test_64_mixed_equals_solo(void **s) {
         specd_loop_step_info info;
         step(loop, &info);
         if (info.n_running > max_running) max_running = info.n_running;
+        finished += info.n_finished;
+        emitted += info.n_emitted;
         mixed_steps += info.n_running > 0 && info.n_prefill > 0;
     }
     assert_true(max_running > 40); /* they really ran side by side */
@@ -152,6 +154,8 @@ static void test_64_mixed_equals_solo(void **s) {
     assert_int_equal(ls.n_finished, N_REQ);
     assert_int_equal(ls.n_failed, 0);
     assert_int_equal(ls.n_emitted, N_REQ * N_GEN);
+    assert_int_equal(finished, N_REQ);
+    assert_int_equal(emitted, N_REQ * N_GEN);
     assert_true(ls.n_accepted > 0);
     specd_loop_destroy(loop);
 

@@ -26,6 +26,7 @@
 
 #include "kernels/cpu/cpu_dispatch.h"
 #include "kernels/cpu/dtype.h"
+#include "kernels/cpu/dtype_internal.h"
 #include "kernels/cpu/fp16.h"
 #include "kernels/cpu/quant_blocks.h"
 
@@ -95,23 +96,36 @@ static INLINE float finish(const float lanes[8], float start) {
     return sum;
 }
 
+/* Q4_K's eight 6-bit scales and mins (specd_q4_k_scale_min) as (v, v) 16-bit pairs in eight
+ * dwords each, unpacked in 32-bit words (ggml's way) so no byte goes through memory. */
+static AVX2 INLINE void q4_k_scales(const uint8_t *q, __m256i *sc, __m256i *mn) {
+    uint32_t u[3];
+    memcpy(u, q, sizeof u);
+    const uint32_t m6 = 0x3f3f3f3f, m4 = 0x0f0f0f0f, m2 = 0x03030303;
+    const uint64_t s = (uint64_t)(u[0] & m6) | (uint64_t)((u[2] & m4) | (((u[0] >> 6) & m2) << 4)) << 32;
+    const uint64_t m =
+        (uint64_t)(u[1] & m6) | (uint64_t)(((u[2] >> 4) & m4) | (((u[1] >> 6) & m2) << 4)) << 32;
+    const __m256i sv = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)s));
+    const __m256i mv = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)m));
+    *sc = _mm256_or_si256(sv, _mm256_slli_epi32(sv, 16));
+    *mn = _mm256_or_si256(mv, _mm256_slli_epi32(mv, 16));
+}
+
 /* --- AVX2 ----------------------------------------------------------------------------------- */
 /* One weight super-block as eight runs of signed bytes (transposed) with the 16-bit scale pair of
  * each run in every dword; Q4_K also the mins as (min, min) dwords. */
 typedef struct kq_block2 {
     __m256i w[RUNS], s[RUNS];
-    int32_t mn[8];
+    __m256i mn;
     float d, dmin;
 } kq_block2;
 
 static AVX2 INLINE void unpack_q4_k_avx2(const specd_block_q4_k *x, kq_block2 *k) {
     const __m256i m4 = _mm256_set1_epi8(0x0f);
-    for (int j = 0; j < 8; j++) {
-        uint8_t sc, mn;
-        specd_q4_k_scale_min(j, x->scales, &sc, &mn);
-        k->s[j] = _mm256_set1_epi32((int32_t)sc * 0x10001);
-        k->mn[j] = (int32_t)mn * 0x10001;
-    }
+    __m256i sc;
+    q4_k_scales(x->scales, &sc, &k->mn);
+    for (int j = 0; j < 8; j++)
+        k->s[j] = _mm256_permutevar8x32_epi32(sc, _mm256_set1_epi32(j));
     for (int p = 0; p < 4; p++) { /* 32 bytes: run 2p in the low nibbles, 2p+1 in the high */
         const __m256i q = transpose_run(_mm256_loadu_si256((const __m256i *)(x->qs + 32 * p)));
         k->w[2 * p] = _mm256_and_si256(q, m4);
@@ -168,17 +182,19 @@ static AVX2 void tile_avx2(int q6, int R, int64_t nb, const kq_acts *a, const ch
             __m256i s0 = _mm256_setzero_si256(), s1 = s0;
             for (int j = 0; j < 8; j++) {
                 const int32_t *bs = a->bs + ((size_t)b * 8 + (size_t)j) * GROUP;
-                const __m256i mn = _mm256_set1_epi32(k.mn[j]);
+                const __m256i mn = _mm256_permutevar8x32_epi32(k.mn, _mm256_set1_epi32(j));
                 s0 = _mm256_add_epi32(
                     s0, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)bs), mn));
-                s1 = _mm256_add_epi32(
-                    s1, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(bs + 8)), mn));
+                if (R > 8)
+                    s1 = _mm256_add_epi32(
+                        s1, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(bs + 8)), mn));
             }
             const __m256 dm = _mm256_set1_ps(k.dmin);
             ms0 = _mm256_sub_ps(ms0, _mm256_mul_ps(_mm256_mul_ps(dm, _mm256_loadu_ps(dr)),
                                                    _mm256_cvtepi32_ps(s0)));
-            ms1 = _mm256_sub_ps(ms1, _mm256_mul_ps(_mm256_mul_ps(dm, _mm256_loadu_ps(dr + 8)),
-                                                   _mm256_cvtepi32_ps(s1)));
+            if (R > 8)
+                ms1 = _mm256_sub_ps(ms1, _mm256_mul_ps(_mm256_mul_ps(dm, _mm256_loadu_ps(dr + 8)),
+                                                       _mm256_cvtepi32_ps(s1)));
         }
         const uint8_t *yq = a->q + (size_t)b * GROUP * QK;
         for (int r0 = 0; r0 < R; r0 += 4) { /* four rows per pass; a short last pass repeats its
@@ -229,7 +245,7 @@ static AVX512 INLINE __m512i transpose_run2(__m512i v) {
  * activation's k-th 64 bytes), s[k] their scale pairs. */
 typedef struct kq_block5 {
     __m512i w[4], s[4];
-    int32_t mn[8];
+    __m512i mn; /* Q4_K: the mins' dwords in the low eight */
     float d, dmin;
 } kq_block5;
 
@@ -244,14 +260,10 @@ static AVX512 INLINE void spread_scales(__m512i sv, __m512i s[4]) {
 }
 
 static AVX512 INLINE void unpack_q4_k_512(const specd_block_q4_k *x, kq_block5 *k) {
-    int32_t sc[8];
-    for (int j = 0; j < 8; j++) {
-        uint8_t s, m;
-        specd_q4_k_scale_min(j, x->scales, &s, &m);
-        sc[j] = (int32_t)s * 0x10001;
-        k->mn[j] = (int32_t)m * 0x10001;
-    }
-    spread_scales(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)sc)), k->s);
+    __m256i sc, mn;
+    q4_k_scales(x->scales, &sc, &mn);
+    spread_scales(_mm512_castsi256_si512(sc), k->s);
+    k->mn = _mm512_castsi256_si512(mn);
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     for (int h = 0; h < 2; h++) { /* lo = runs 4h, 4h+2; hi = runs 4h+1, 4h+3 */
         const __m512i q = transpose_run2(_mm512_loadu_si512(x->qs + 64 * h));
@@ -315,7 +327,7 @@ static AVX512 INLINE void tile512(int q6, const int R, int64_t nb, const kq_acts
             for (int j = 0; j < 8; j++)
                 sm = _mm512_dpwssd_epi32(
                     sm, _mm512_loadu_si512(a->bs + ((size_t)b * 8 + (size_t)j) * GROUP),
-                    _mm512_set1_epi32(k.mn[j]));
+                    _mm512_permutexvar_epi32(_mm512_set1_epi32(j), k.mn));
             ms = _mm512_sub_ps(
                 ms, _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(k.dmin), yd), _mm512_cvtepi32_ps(sm)));
         }
@@ -402,6 +414,9 @@ int specd_matmul_rows_kquant(int simd, uint32_t w_type, const void *w, int64_t n
             const char *wr = (const char *)w + (size_t)o * wrb;
             if (simd >= SPECD_CPU_AVX512)
                 (q6 ? tile512_q6_k : tile512_q4_k)(a.rows, nb, &a, wr, out);
+            else if (a.rows == 1) /* a decode: the per-row kernel is cheaper than one-row tiles */
+                (q6 ? specd_q6_k_vec_dot_avx2 : specd_q4_k_vec_dot_avx2)(
+                    n_in, out, wr, (const char *)xq + (size_t)r0 * xq_row_bytes);
             else
                 tile_avx2(q6, a.rows, nb, &a, wr, out);
             for (int r = 0; r < a.rows; r++)

@@ -298,6 +298,72 @@ static void test_simd_equals_scalar(void **state) {
         }
 }
 
+/* Attention tiles (several query rows over one cache, each K and V^T row converted once) against
+ * the one-row op, bit for bit, on each vector path: rows with their own n_pos (causal steps, so
+ * each row's last 32-position chunk ends elsewhere), with and without masks, head sizes that are
+ * and are not multiples of 32, and cache entries past a row's n_pos that are infinite (a row must
+ * not read them: 0 * inf is NaN). */
+static void test_attention_tiles(void **state) {
+    (void)state;
+    if (!specd_cpu_has_avx2_f16c()) skip();
+    enum { NPOS = 150, MAXR = 19, HDMAX = 64 };
+    static uint16_t k[NPOS * HDMAX], vt[HDMAX * NPOS];
+    static float q[MAXR * HDMAX], oa[MAXR * HDMAX], ob[HDMAX], sc[NPOS], pr[NPOS + 32];
+    static uint8_t vis[MAXR * NPOS];
+    uint32_t s = 23;
+    for (int i = 0; i < NPOS * HDMAX; i++) {
+        k[i] = specd_fp32_to_fp16(test_input(&s, 2.0f));
+        vt[i] = specd_fp32_to_fp16(test_input(&s, 2.0f));
+    }
+    for (int i = 0; i < MAXR * HDMAX; i++)
+        q[i] = test_input(&s, 6.0f);
+    for (int i = 0; i < MAXR * NPOS; i++)
+        vis[i] = (uint8_t)((i * 7) % 5 != 1);
+    const int32_t hds[2] = {64, 48};
+    for (int path = SPECD_CPU_AVX2; path <= SPECD_CPU_AVX512; path++) {
+        if (!specd_cpu_path_supported((specd_cpu_path)path)) continue;
+        for (int h = 0; h < 2; h++)
+            for (int masked = 0; masked < 2; masked++)
+                for (int R = 1; R <= MAXR; R += 3) {
+                    const int32_t hd = hds[h], base = 100 - 3 * R;
+                    specd_attention_query rows[MAXR];
+                    for (int r = 0; r < R; r++) {
+                        rows[r] = (specd_attention_query){.q = q + r * HDMAX,
+                                                          .visible = masked ? vis + r * NPOS : NULL,
+                                                          .n_pos = base + 3 * r + r % 2,
+                                                          .out = oa + r * HDMAX};
+                    }
+                    /* past the longest row: infinities in K and V^T */
+                    const int32_t n_max = rows[R - 1].n_pos;
+                    for (int j = n_max; j < NPOS; j++)
+                        for (int d = 0; d < hd; d++) {
+                            k[j * hd + d] = 0x7c00;
+                            vt[d * NPOS + j] = 0xfc00;
+                        }
+                    /* and one inside the longer rows' span, just past the first row's */
+                    const int32_t p0 = rows[0].n_pos;
+                    for (int d = 0; d < hd; d++)
+                        vt[d * NPOS + p0] = 0x7c00;
+                    specd_attention_rows(rows, R, k, (size_t)hd, vt, NPOS, hd, 0.125f, sc, pr,
+                                         path);
+                    for (int r = 0; r < R; r++) {
+                        specd_attention_row(rows[r].q, k, (size_t)hd, vt, NPOS, rows[r].visible,
+                                            rows[r].n_pos, hd, 0.125f, sc, pr, ob, path);
+                        assert_memory_equal(ob, rows[r].out, sizeof(float) * (size_t)hd);
+                        for (int d = 0; d < hd && rows[r].n_pos <= p0; d++)
+                            assert_true(isfinite(ob[d]));
+                    }
+                    for (int d = 0; d < hd; d++)
+                        vt[d * NPOS + p0] = specd_fp32_to_fp16(0.75f);
+                    for (int j = n_max; j < NPOS; j++) /* finite again for the next case */
+                        for (int d = 0; d < hd; d++) {
+                            k[j * hd + d] = specd_fp32_to_fp16(0.5f);
+                            vt[d * NPOS + j] = specd_fp32_to_fp16(-0.25f);
+                        }
+                }
+    }
+}
+
 typedef struct pool_arg {
     specd_threadpool *pool;
     _Atomic int hits[8];
@@ -346,6 +412,7 @@ int main(void) {
         cmocka_unit_test(test_softmax_and_norm), cmocka_unit_test(test_matmul_matches_vec_dot),
         cmocka_unit_test(test_kquant_matmul),
         cmocka_unit_test(test_vexp_accuracy),    cmocka_unit_test(test_simd_equals_scalar),
+        cmocka_unit_test(test_attention_tiles),
         cmocka_unit_test(test_threadpool),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

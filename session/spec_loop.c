@@ -75,6 +75,7 @@ void specd_loop_destroy(specd_loop *loop) {
     specd_free(loop->slots);
     specd_free(loop->queue);
     specd_free(loop->run);
+    specd_free(loop->run_gen);
     specd_free(loop->kv_before);
     specd_free(loop->rows);
     specd_free(loop->logits);
@@ -152,6 +153,7 @@ specd_status specd_loop_create(const specd_model *model, const specd_loop_params
         loop->queue =
             specd_alloc_array(p->max_queue > 0 ? (size_t)p->max_queue : 1, sizeof *loop->queue);
         loop->run = specd_alloc_array(n, sizeof(int32_t));
+        loop->run_gen = specd_alloc_array(n, sizeof(uint64_t));
         loop->kv_before = specd_alloc_array(n, sizeof(int32_t));
         loop->rows = specd_alloc_array(rows, sizeof(int32_t));
         /* not zeroed: only rows an extend wrote are read (and untouched pages cost nothing) */
@@ -168,9 +170,9 @@ specd_status specd_loop_create(const specd_model *model, const specd_loop_params
         loop->pending = specd_alloc_array(n, sizeof *loop->pending);
         loop->ev_tokens = specd_alloc_array(rows, sizeof(int32_t));
         loop->ev_msg = specd_alloc_array(n, sizeof *loop->ev_msg);
-        if (!loop->slots || !loop->queue || !loop->run || !loop->kv_before || !loop->rows ||
-            !loop->logits || !loop->hidden || !loop->sb || !loop->sb_slot || !loop->ext ||
-            !loop->pf_slot || !loop->pf_chunk || !loop->pending || !loop->ev_tokens ||
+        if (!loop->slots || !loop->queue || !loop->run || !loop->run_gen || !loop->kv_before ||
+            !loop->rows || !loop->logits || !loop->hidden || !loop->sb || !loop->sb_slot ||
+            !loop->ext || !loop->pf_slot || !loop->pf_chunk || !loop->pending || !loop->ev_tokens ||
             !loop->ev_msg)
             st = specd_fail(err, SPECD_E_NOMEM, "loop: out of memory for %d slots", p->max_seqs);
     }

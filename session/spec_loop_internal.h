@@ -76,6 +76,7 @@ struct specd_loop {
 
     /* step scratch, sized at create */
     int32_t *run;       /* running slots listed for layout (max_seqs) */
+    uint64_t *run_gen;  /* their step generations before a layout (max_seqs) */
     int32_t *kv_before; /* per batch sequence */
     int32_t *rows;      /* per batch row: its token index within its extend */
     float *logits;      /* rows_cap x n_vocab */

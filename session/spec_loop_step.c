@@ -27,33 +27,30 @@ static int32_t list_running(specd_loop *loop) {
     return n;
 }
 
-/* Lays out the running requests. A request whose own layout fails (its policy) is retired and
- * the rest are laid out again; *n is what remains. */
-static specd_status layout_running(specd_loop *loop, int32_t *n, specd_batch *batch,
-                                   specd_error *err) {
-    if (*n == 0) return SPECD_OK;
-    if (specd_spec_batch_layout(loop->spec, loop->run, *n, batch, err) == SPECD_OK) return SPECD_OK;
-    /* find the culprits one by one (a batch layout leaves none of its list laid out) */
-    int32_t kept = 0;
-    for (int32_t i = 0; i < *n; i++) {
-        int32_t s = loop->run[i];
-        specd_batch one;
+/* Lays out the running requests. A request whose own layout fails (its policy) is retired with
+ * that error and the others are laid out again (a batch layout leaves none of its list laid
+ * out); *n is what remains. The culprit is the last request whose step generation moved: the
+ * session lays a batch out in list order and stops at the first failure, so the policy that
+ * failed is not asked again. */
+static void layout_running(specd_loop *loop, int32_t *n, specd_batch *batch) {
+    while (*n > 0) {
+        for (int32_t i = 0; i < *n; i++)
+            loop->run_gen[i] = loop->spec->seqs[loop->run[i]].step_gen;
         specd_error e;
-        if (specd_spec_batch_layout(loop->spec, &s, 1, &one, &e) == SPECD_OK)
-            loop->run[kept++] = s;
-        else
-            specd_loop_retire(loop, s, e.status, e.message, NULL, 0, 0);
+        if (specd_spec_batch_layout(loop->spec, loop->run, *n, batch, &e) == SPECD_OK) return;
+        int32_t bad = -1;
+        for (int32_t i = 0; i < *n; i++)
+            if (loop->spec->seqs[loop->run[i]].step_gen != loop->run_gen[i]) bad = i;
+        if (bad < 0) { /* refused before any layout: nothing to single out */
+            for (int32_t i = 0; i < *n; i++)
+                specd_loop_retire(loop, loop->run[i], e.status, e.message, NULL, 0, 0);
+            *n = 0;
+            return;
+        }
+        specd_loop_retire(loop, loop->run[bad], e.status, e.message, NULL, 0, 0);
+        memmove(loop->run + bad, loop->run + bad + 1, (size_t)(*n - bad - 1) * sizeof(int32_t));
+        (*n)--;
     }
-    *n = kept;
-    if (kept == 0) return SPECD_OK;
-    specd_status st = specd_spec_batch_layout(loop->spec, loop->run, kept, batch, err);
-    if (st != SPECD_OK) { /* failed together but not alone: give up on all of them */
-        for (int32_t i = 0; i < kept; i++)
-            specd_loop_retire(loop, loop->run[i], st, err ? err->message : "layout failed", NULL, 0,
-                              0);
-        *n = 0;
-    }
-    return SPECD_OK;
 }
 
 /* Cuts the batch into extends: consecutive sequences share one while their gated rows (if any)
@@ -279,8 +276,9 @@ specd_status specd_loop_step(specd_loop *loop, specd_loop_step_info *info, specd
 
     int32_t n_run = list_running(loop);
     specd_batch batch = {0};
-    specd_status st = layout_running(loop, &n_run, &batch, err);
+    layout_running(loop, &n_run, &batch);
     if (n_run == 0) batch = (specd_batch){0};
+    specd_status st = SPECD_OK;
     int32_t n_ext = n_run > 0 ? plan_extends(loop, &batch) : 0, n_pf;
     n_ext = plan_prefill(loop, n_ext, &n_pf);
     for (int32_t x = 0; x < n_ext; x++) {

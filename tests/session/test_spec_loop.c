@@ -238,6 +238,99 @@ static void test_cancel(void **s) {
     specd_loop_destroy(loop);
 }
 
+/* A self-speculative policy that steps plainly (one row, greedy) and fails on purpose at its
+ * third layout ("layout") or third verify ("verify"). */
+typedef struct failing {
+    int32_t n_vocab, calls, fail_layout;
+    int32_t tok, pos, row, out;
+} failing;
+
+static specd_status failing_create(const specd_policy_env *env, const char *opts, void **st,
+                                   specd_error *err) {
+    (void)err;
+    failing *f = calloc(1, sizeof *f);
+    f->n_vocab = env->n_vocab;
+    f->fail_layout = opts && !strcmp(opts, "layout");
+    *st = f;
+    return SPECD_OK;
+}
+static void failing_destroy(void *st) {
+    free(st);
+}
+static specd_status fail_with(specd_error *err, specd_status st, const char *msg) {
+    if (err) {
+        err->status = st;
+        snprintf(err->message, sizeof err->message, "%s", msg);
+    }
+    return st;
+}
+static specd_status failing_layout(void *st, const int32_t *h, int64_t n, specd_step_layout *out,
+                                   specd_error *err) {
+    failing *f = st;
+    if (f->fail_layout && ++f->calls == 3)
+        return fail_with(err, SPECD_E_INTERNAL, "failing: layout fails on purpose");
+    f->tok = h[n - 1];
+    f->pos = (int32_t)n - 1;
+    f->row = 0;
+    *out = (specd_step_layout){
+        .n_tokens = 1, .tokens = &f->tok, .pos = &f->pos, .n_rows = 1, .rows = &f->row};
+    return SPECD_OK;
+}
+static specd_status failing_verify(void *st, const float *logits, specd_step_outcome *out,
+                                   specd_error *err) {
+    failing *f = st;
+    if (!f->fail_layout && ++f->calls == 3)
+        return fail_with(err, SPECD_E_NUMERIC, "failing: verify fails on purpose");
+    f->out = 0;
+    for (int32_t x = 1; x < f->n_vocab; x++)
+        if (logits[x] > logits[f->out]) f->out = x;
+    *out = (specd_step_outcome){.n_emitted = 1, .emitted = &f->out, .n_keep = 1, .keep = &f->row};
+    return SPECD_OK;
+}
+static const specd_policy_ops failing_ops = {.abi_version = SPECD_POLICY_ABI_VERSION,
+                                             .name = "failing",
+                                             .create = failing_create,
+                                             .destroy = failing_destroy,
+                                             .layout = failing_layout,
+                                             .verify = failing_verify};
+
+/* A request whose step fails (its layout, or its verify) is retired with that status and
+ * message; the requests beside it go on to finish. */
+static void test_failing_request_retired(void **s) {
+    (void)s;
+    static record r[4];
+    specd_loop *loop = make_loop(4, 0, 128);
+    for (int i = 0; i < 4; i++) {
+        specd_seq_params p = params_of(i);
+        p.adaptive = 0;
+        if (i >= 2) {
+            p.policy_ops = &failing_ops;
+            p.policy_options = i == 2 ? "layout" : "verify";
+        }
+        memset(&r[i], 0, sizeof r[i]);
+        specd_error err;
+        if (specd_loop_submit(loop, prompts[i], n_prompts[i], &p, on_event, &r[i], &r[i].id,
+                              &err) != SPECD_OK)
+            fail_msg("submit: %s", err.message);
+    }
+    drain(loop);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(r[i].status, SPECD_OK);
+        assert_int_equal(r[i].n_out, N_GEN);
+    }
+    assert_int_equal(r[2].status, SPECD_E_INTERNAL);
+    assert_non_null(strstr(r[2].message, "layout fails on purpose"));
+    assert_int_equal(r[3].status, SPECD_E_NUMERIC);
+    assert_non_null(strstr(r[3].message, "verify fails on purpose"));
+    assert_int_equal(r[2].n_out, 2); /* the steps before the failure were delivered */
+    assert_int_equal(r[3].n_out, 2);
+    specd_loop_stats ls;
+    specd_loop_get_stats(loop, &ls);
+    assert_int_equal(ls.n_failed, 2);
+    assert_int_equal(ls.n_finished, 2);
+    specd_loop_destroy(loop);
+}
+
 static void test_queue_full(void **s) {
     (void)s;
     static record a, b, c;
@@ -309,6 +402,7 @@ int main(void) {
         cmocka_unit_test(test_refused_at_submit),
         cmocka_unit_test(test_queue_full),
         cmocka_unit_test(test_cancel),
+        cmocka_unit_test(test_failing_request_retired),
         cmocka_unit_test(test_64_mixed_equals_solo),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

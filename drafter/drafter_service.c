@@ -81,10 +81,7 @@ static specd_status make_policy(const drafter *d, const SpecdWire__OpenSeq *m, p
     env.sampling.top_k = m->sampling->has_top_k ? (int32_t)m->sampling->top_k : 0;
     env.sampling.top_p = m->sampling->has_top_p ? m->sampling->top_p : 1.0f;
     env.sampling.min_p = m->sampling->has_min_p ? m->sampling->min_p : 0.0f;
-    env.rule = !m->has_rule || m->rule == SPECD_WIRE__ACCEPT_RULE__ACCEPT_COUPLED
-                   ? SPECD_ACCEPT_COUPLED
-               : m->rule == SPECD_WIRE__ACCEPT_RULE__ACCEPT_GREEDY ? SPECD_ACCEPT_GREEDY
-                                                                   : SPECD_ACCEPT_REJECTION;
+    env.rule = specd_ipc_rule_from_wire(m);
     policy_inst *inst = specd_alloc_array(1, sizeof *inst);
     if (!inst) return specd_fail(err, SPECD_E_NOMEM, "open_seq: out of memory");
     specd_status st = ops->create(&env, options, &inst->state, err);

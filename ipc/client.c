@@ -27,7 +27,7 @@ typedef struct seq_rec {
     char policy[65];
     int has_policy;
     uint32_t max_draft;
-    specd_ipc_accept_rule rule;
+    specd_accept_rule rule;
     uint32_t *tokens; /* prompt followed by every committed token */
     size_t n, cap;
 } seq_rec;
@@ -240,7 +240,7 @@ static specd_status send_open(specd_ipc_client *c, const seq_rec *s, specd_error
     o.has_max_draft = s->max_draft != 0;
     o.max_draft = s->max_draft;
     o.has_rule = 1;
-    o.rule = (SpecdWire__AcceptRule)s->rule;
+    o.rule = specd_ipc_rule_to_wire(s->rule);
     SpecdWire__Envelope e;
     init_env(&e, SPECD_WIRE__ENVELOPE__BODY_OPEN_SEQ);
     e.open_seq = &o;
@@ -431,7 +431,7 @@ specd_status specd_ipc_client_open_seq(specd_ipc_client *c, const specd_ipc_seq_
     if (!(p->sampling.temperature >= 0.0f) ||
         !(p->sampling.top_p > 0.0f && p->sampling.top_p <= 1.0f) ||
         !(p->sampling.min_p >= 0.0f && p->sampling.min_p <= 1.0f) ||
-        p->max_draft > SPECD_IPC_MAX_DRAFT || (unsigned)p->rule > SPECD_IPC_ACCEPT_REJECTION)
+        p->max_draft > SPECD_IPC_MAX_DRAFT || !specd_ipc_rule_valid((int64_t)p->rule))
         return specd_fail(err, SPECD_E_INVALID_ARG,
                           "open_seq: temperature >= 0, top_p in (0,1], min_p in [0,1], "
                           "max_draft <= %u",

@@ -1,5 +1,14 @@
 #include "ipc/frame.h"
 
+/* One accept-rule enum (include/specd/accept.h): the wire's AcceptRule is the same values, so the
+ * conversions in frame.h are casts. */
+_Static_assert((int)SPECD_WIRE__ACCEPT_RULE__ACCEPT_COUPLED == (int)SPECD_ACCEPT_COUPLED,
+               "wire AcceptRule COUPLED");
+_Static_assert((int)SPECD_WIRE__ACCEPT_RULE__ACCEPT_GREEDY == (int)SPECD_ACCEPT_GREEDY,
+               "wire AcceptRule GREEDY");
+_Static_assert((int)SPECD_WIRE__ACCEPT_RULE__ACCEPT_REJECTION == (int)SPECD_ACCEPT_REJECTION,
+               "wire AcceptRule REJECTION");
+
 #include <math.h>
 #include <string.h>
 
@@ -228,8 +237,7 @@ specd_status specd_ipc_envelope_validate(const SpecdWire__Envelope *e, specd_err
         if (e->open_seq->has_max_draft && e->open_seq->max_draft > SPECD_IPC_MAX_DRAFT)
             return specd_fail(err, SPECD_E_FORMAT, "open_seq: max_draft %u > %u",
                               e->open_seq->max_draft, SPECD_IPC_MAX_DRAFT);
-        if (e->open_seq->has_rule &&
-            (unsigned)e->open_seq->rule > SPECD_WIRE__ACCEPT_RULE__ACCEPT_REJECTION)
+        if (e->open_seq->has_rule && !specd_ipc_rule_valid((int64_t)e->open_seq->rule))
             return specd_fail(err, SPECD_E_FORMAT, "open_seq: unknown accept rule %d",
                               (int)e->open_seq->rule);
         if (e->open_seq->policy && strlen(e->open_seq->policy) > 64)

@@ -68,9 +68,7 @@ static specd_status remote_create(const specd_policy_env *env, const char *optio
         .seed = env->seed,
         .policy = s->drafter_policy,
         .max_draft = (uint32_t)env->max_draft,
-        .rule = env->rule == SPECD_ACCEPT_GREEDY      ? SPECD_IPC_ACCEPT_GREEDY
-                : env->rule == SPECD_ACCEPT_REJECTION ? SPECD_IPC_ACCEPT_REJECTION
-                                                      : SPECD_IPC_ACCEPT_COUPLED};
+        .rule = env->rule};
     *out = s;
     return SPECD_OK;
 }

@@ -26,6 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "specd/accept.h"
 #include "specd/status.h"
 
 #ifdef __cplusplus
@@ -73,13 +74,13 @@ typedef struct specd_ipc_sampling {
     float min_p;    /* 0 = off */
 } specd_ipc_sampling;
 
-/* How the verifier decides (specd/accept.h): COUPLED (default) is token-identical to plain
- * decoding with the same seed. */
-typedef enum specd_ipc_accept_rule {
-    SPECD_IPC_ACCEPT_COUPLED = 0,
-    SPECD_IPC_ACCEPT_GREEDY = 1,
-    SPECD_IPC_ACCEPT_REJECTION = 2
-} specd_ipc_accept_rule;
+/* How the verifier decides: specd/accept.h's specd_accept_rule itself (COUPLED, the default and
+ * zero, is token-identical to plain decoding with the same seed). These names are kept for
+ * source compatibility; they are the same enum and values. */
+typedef specd_accept_rule specd_ipc_accept_rule;
+#define SPECD_IPC_ACCEPT_COUPLED SPECD_ACCEPT_COUPLED
+#define SPECD_IPC_ACCEPT_GREEDY SPECD_ACCEPT_GREEDY
+#define SPECD_IPC_ACCEPT_REJECTION SPECD_ACCEPT_REJECTION
 
 /* Keyed sampling uses (seed, seq_id truncated to 32 bits, position), position being the index of
  * a token in the sequence's history (prompt first). */
@@ -91,7 +92,7 @@ typedef struct specd_ipc_seq_params {
     uint64_t seed;
     const char *policy; /* may be NULL */
     uint32_t max_draft; /* 0 = the daemon's default */
-    specd_ipc_accept_rule rule;
+    specd_accept_rule rule;
 } specd_ipc_seq_params;
 
 typedef struct specd_ipc_stats {

@@ -54,6 +54,11 @@ struct specd_ipc_client {
     size_t n_bufs;
     /* The wire's ErrorReason of the last exchange's Error reply (REASON_NONE otherwise). */
     SpecdWire__ErrorReason refused;
+    /* Buffers the daemon owns and we map (a drafter's draft distributions): made on first use;
+     * q_buffer_id is the one attached now (0 = none). */
+    specd_ipc_buffer_table *peer_bufs;
+    uint64_t q_buffer_id;
+    int q_warned;
 };
 
 specd_ipc_params specd_ipc_default_params(void) {
@@ -144,6 +149,7 @@ void specd_ipc_client_destroy(specd_ipc_client *c) {
     for (size_t i = 0; i < c->n_seqs; i++)
         specd_free(c->seqs[i].tokens);
     specd_free(c->seqs);
+    specd_ipc_buffer_table_destroy(c->peer_bufs);
     specd_ipc_decoder_destroy(c->dec);
     specd_free(c);
 }
@@ -323,6 +329,8 @@ static int listening(const char *path) {
 /* Hello and replay, on a fresh socket. */
 static specd_status connect_now(specd_ipc_client *c, specd_error *err) {
     drop(c);
+    if (c->peer_bufs) specd_ipc_buffer_table_detach_owner(c->peer_bufs, 0); /* the old daemon's */
+    c->q_buffer_id = 0;
     c->last_attempt_ns = specd_now_ns();
     c->attempted = 1;
     if (strncmp(c->endpoint, "ipc://", 6) == 0 && !listening(c->endpoint + 6))
@@ -538,9 +546,52 @@ specd_status specd_ipc_client_commit(specd_ipc_client *c, uint64_t seq_id, const
     return request(c, &e, SPECD_WIRE__ENVELOPE__BODY_ACK, THEN_DONE, NULL, NULL, err);
 }
 
-specd_status specd_ipc_client_propose(specd_ipc_client *c, uint64_t seq_id, uint64_t step,
-                                      const uint32_t *commit, size_t n_commit, uint32_t *draft,
-                                      size_t cap, size_t *n_draft, specd_error *err) {
+/* Copies a Draft's q rows out of the drafter's buffer (mapped on first sight of its id) into q,
+ * then checks them: each row a distribution (finite, >= 0, summing to 1 within 1e-3) under which
+ * its drafted token is possible. The bytes come from another process: nothing is trusted. */
+static specd_status read_q(specd_ipc_client *c, const SpecdWire__Draft *d, float *q,
+                           specd_error *err) {
+    if (strncmp(c->endpoint, "tcp://", 6) == 0)
+        return specd_fail(err, SPECD_E_UNSUPPORTED,
+                          "a drafter across tcp:// cannot share its draft distributions");
+    if (!c->peer_bufs) SPECD_TRY(specd_ipc_buffer_table_create(2, &c->peer_bufs, err));
+    if (d->q_buffer->buffer_id != c->q_buffer_id) {
+        /* the drafter replaced its buffer (a larger max_draft): one is mapped at a time */
+        if (c->q_buffer_id) specd_ipc_buffer_table_detach(c->peer_bufs, 0, c->q_buffer_id, NULL);
+        c->q_buffer_id = 0;
+        SPECD_TRY(specd_ipc_buffer_table_attach(c->peer_bufs, 0, d->q_buffer, err));
+        c->q_buffer_id = d->q_buffer->buffer_id;
+    }
+    specd_ipc_view v;
+    SPECD_TRY(specd_ipc_buffer_table_resolve(c->peer_bufs, 0, d->q, &v, err));
+    size_t vocab = c->model.vocab_size, n = d->n_tokens;
+    if (v.on_device || v.rank != 2 || v.shape[0] != n || v.shape[1] != vocab)
+        return specd_fail(err, SPECD_E_PROTOCOL, "draft distributions of shape [%llu, %llu], want "
+                          "[%zu, %zu]", (unsigned long long)v.shape[0],
+                          (unsigned long long)v.shape[1], n, vocab);
+    memcpy(q, v.data, n * vocab * sizeof(float));
+    SPECD_TRY(specd_ipc_view_recheck(&v, err)); /* not rewritten while we copied */
+    for (size_t i = 0; i < n; i++) {
+        const float *row = q + i * vocab;
+        double sum = 0.0;
+        for (size_t x = 0; x < vocab; x++) {
+            if (!(row[x] >= 0.0f && row[x] <= 1.0f))
+                return specd_fail(err, SPECD_E_PROTOCOL, "draft distribution %zu, token %zu: %g",
+                                  i, x, (double)row[x]);
+            sum += row[x];
+        }
+        if (!(sum > 1.0 - 1e-3 && sum < 1.0 + 1e-3) || !(row[d->tokens[i]] > 0.0f))
+            return specd_fail(err, SPECD_E_PROTOCOL,
+                              "draft distribution %zu sums to %g, drafted token %u has %g", i,
+                              sum, d->tokens[i], (double)row[d->tokens[i]]);
+    }
+    return SPECD_OK;
+}
+
+static specd_status propose(specd_ipc_client *c, uint64_t seq_id, uint64_t step,
+                            const uint32_t *commit, size_t n_commit, uint32_t *draft, size_t cap,
+                            size_t *n_draft, float *q, int *has_q, specd_error *err) {
+    if (has_q) *has_q = 0;
     if (!c || !n_draft || (cap && !draft))
         return specd_fail(err, SPECD_E_INVALID_ARG, "propose: NULL argument");
     seq_rec *s = find_seq(c, seq_id);
@@ -576,9 +627,36 @@ specd_status specd_ipc_client_propose(specd_ipc_client *c, uint64_t seq_id, uint
                           (unsigned long long)d->seq_id, (unsigned long long)d->step, d->n_tokens,
                           cap);
     SPECD_TRY(check_tokens(c, d->tokens, d->n_tokens, "draft", err));
+    if (q && d->q && d->n_tokens) {
+        specd_error qe;
+        if (read_q(c, d, q, &qe) != SPECD_OK) {
+            /* a sampled draft without its q would be judged as deterministic: a plain step */
+            if (!c->q_warned)
+                specd_log(SPECD_LOG_WARN,
+                          "draft distributions from %s unusable, drafts dropped: %s", c->endpoint,
+                          qe.message);
+            c->q_warned = 1;
+            *n_draft = 0;
+            return SPECD_OK;
+        }
+        if (has_q) *has_q = 1;
+    }
     if (d->n_tokens) memcpy(draft, d->tokens, d->n_tokens * sizeof *draft);
     *n_draft = d->n_tokens;
     return SPECD_OK;
+}
+
+specd_status specd_ipc_client_propose(specd_ipc_client *c, uint64_t seq_id, uint64_t step,
+                                      const uint32_t *commit, size_t n_commit, uint32_t *draft,
+                                      size_t cap, size_t *n_draft, specd_error *err) {
+    return propose(c, seq_id, step, commit, n_commit, draft, cap, n_draft, NULL, NULL, err);
+}
+
+specd_status specd_ipc_client_propose_q(specd_ipc_client *c, uint64_t seq_id, uint64_t step,
+                                        const uint32_t *commit, size_t n_commit, uint32_t *draft,
+                                        size_t cap, size_t *n_draft, float *q, int *has_q,
+                                        specd_error *err) {
+    return propose(c, seq_id, step, commit, n_commit, draft, cap, n_draft, q, has_q, err);
 }
 
 specd_status specd_ipc_client_seq_info(specd_ipc_client *c, uint64_t seq_id, uint64_t *length,

@@ -135,6 +135,20 @@ SPECD_API specd_status specd_ipc_client_propose(specd_ipc_client *client, uint64
                                       const uint32_t *commit, size_t n_commit, uint32_t *draft,
                                       size_t cap, size_t *n_draft, specd_error *err);
 
+/* As specd_ipc_client_propose, and when the drafter's policy sampled the draft (which rejection
+ * sampling must know), its draft distributions: row i of q (room for cap rows of the model's
+ * vocab_size floats) is the distribution token i was drawn from, read from the drafter's shared
+ * buffer (a sealed memfd it owns, mapped here once), and *has_q is 1; a deterministic draft sets
+ * *has_q to 0 and leaves q alone. q may be NULL (then only tokens are returned). A draft whose q
+ * was announced but cannot be used (a drafter across tcp://, which cannot share memory with us,
+ * rows that are not distributions, content replaced meanwhile) comes back empty, with a warning
+ * logged once: a sampled draft is never passed off as a deterministic one. */
+SPECD_API specd_status specd_ipc_client_propose_q(specd_ipc_client *client, uint64_t seq_id,
+                                                  uint64_t step, const uint32_t *commit,
+                                                  size_t n_commit, uint32_t *draft, size_t cap,
+                                                  size_t *n_draft, float *q, int *has_q,
+                                                  specd_error *err);
+
 /* Length and FNV-1a hash (over little-endian u32 ids) of what the daemon holds for a sequence. */
 SPECD_API specd_status specd_ipc_client_seq_info(specd_ipc_client *client, uint64_t seq_id, uint64_t *length,
                                        uint64_t *tokens_hash, specd_error *err);

@@ -4,8 +4,14 @@
  * by the operator at start (--policy NAME=SPEC); OpenSeq's policy field names one of them ("" =
  * the first), so a peer can neither make us open files nor pick options. Self-speculative
  * policies (layout/verify) run inside the host's target step, and `remote` would make us a client
- * of another drafter (or of ourselves): both are refused at start. Draft distributions q are not sent yet: the host verifies with a rule that
- * does not need them (COUPLED, GREEDY). */
+ * of another drafter (or of ourselves): both are refused at start.
+ *
+ * Draft distributions: a policy that may sample (SPECD_POLICY_NEEDS_Q) writes q straight into a
+ * shared buffer this drafter owns, one per peer session (sized for the largest max_draft asked,
+ * replaced when a larger one is needed, released when the peer leaves); the Draft then carries a
+ * reference to the rows and the buffer's descriptor, and the host copies the rows out before its
+ * next request (requests on one connection are answered one at a time, so one buffer per peer
+ * suffices). A deterministic draft carries no q. */
 #include "drafter/drafter_service.h"
 
 #include <stdio.h>
@@ -24,7 +30,14 @@ typedef struct policy_inst {
     const specd_policy_ops *ops;
     void *state;
     int32_t max_draft;
+    int needs_q; /* the policy may sample and report q */
 } policy_inst;
+
+/* A peer session's buffer for draft distributions. */
+typedef struct q_slot {
+    uint64_t owner;
+    specd_ipc_buffer *buf;
+} q_slot;
 
 typedef struct served {
     char name[65];
@@ -38,6 +51,8 @@ typedef struct drafter {
     specd_seq_store *seqs;
     int32_t vocab;
     int32_t draft[SPECD_IPC_MAX_DRAFT];
+    q_slot *qs;
+    size_t n_qs, cap_qs;
 } drafter;
 
 static void policy_free(void *p) {
@@ -81,10 +96,7 @@ static specd_status make_policy(const drafter *d, const SpecdWire__OpenSeq *m, p
     env.sampling.top_k = m->sampling->has_top_k ? (int32_t)m->sampling->top_k : 0;
     env.sampling.top_p = m->sampling->has_top_p ? m->sampling->top_p : 1.0f;
     env.sampling.min_p = m->sampling->has_min_p ? m->sampling->min_p : 0.0f;
-    env.rule = !m->has_rule || m->rule == SPECD_WIRE__ACCEPT_RULE__ACCEPT_COUPLED
-                   ? SPECD_ACCEPT_COUPLED
-               : m->rule == SPECD_WIRE__ACCEPT_RULE__ACCEPT_GREEDY ? SPECD_ACCEPT_GREEDY
-                                                                   : SPECD_ACCEPT_REJECTION;
+    env.rule = specd_ipc_rule_from_wire(m);
     policy_inst *inst = specd_alloc_array(1, sizeof *inst);
     if (!inst) return specd_fail(err, SPECD_E_NOMEM, "open_seq: out of memory");
     specd_status st = ops->create(&env, options, &inst->state, err);
@@ -94,6 +106,7 @@ static specd_status make_policy(const drafter *d, const SpecdWire__OpenSeq *m, p
     }
     inst->ops = ops;
     inst->max_draft = max_draft;
+    inst->needs_q = (ops->flags & SPECD_POLICY_NEEDS_Q) != 0;
     *out = inst;
     return SPECD_OK;
 }
@@ -124,9 +137,55 @@ static specd_status on_close(void *user, uint64_t owner, uint64_t seq_id, specd_
     return specd_seq_store_close(d->seqs, owner, seq_id, err);
 }
 
+static void q_release(drafter *d, uint64_t owner) {
+    for (size_t i = 0; i < d->n_qs; i++)
+        if (d->qs[i].owner == owner) {
+            specd_ipc_buffer_destroy(d->qs[i].buf);
+            d->qs[i] = d->qs[--d->n_qs];
+            return;
+        }
+}
+
+/* The owner's q buffer, with room for rows x vocab floats (made or replaced as needed). */
+static specd_status q_buffer_for(drafter *d, uint64_t owner, int32_t rows, specd_ipc_buffer **out,
+                                 specd_error *err) {
+    size_t bytes = (size_t)rows * (size_t)d->vocab * sizeof(float);
+    q_slot *slot = NULL;
+    for (size_t i = 0; i < d->n_qs && !slot; i++)
+        if (d->qs[i].owner == owner) slot = &d->qs[i];
+    if (slot && specd_ipc_buffer_size(slot->buf) >= bytes) {
+        *out = slot->buf;
+        return SPECD_OK;
+    }
+    specd_ipc_buffer *b = NULL;
+    SPECD_TRY(specd_ipc_buffer_create(SPECD_IPC_BUFFER_SHM, bytes, 0, &b, err));
+    if (!slot) {
+        if (d->n_qs == d->cap_qs) {
+            size_t cap = d->cap_qs ? 2 * d->cap_qs : 4;
+            q_slot *n = specd_alloc_array(cap, sizeof *n);
+            if (!n) {
+                specd_ipc_buffer_destroy(b);
+                return specd_fail(err, SPECD_E_NOMEM, "propose: out of memory");
+            }
+            if (d->n_qs) memcpy(n, d->qs, d->n_qs * sizeof *n);
+            specd_free(d->qs);
+            d->qs = n;
+            d->cap_qs = cap;
+        }
+        slot = &d->qs[d->n_qs++];
+        slot->owner = owner;
+    } else {
+        specd_ipc_buffer_destroy(slot->buf);
+    }
+    slot->buf = b;
+    *out = b;
+    return SPECD_OK;
+}
+
 static void on_peer_gone(void *user, uint64_t owner) {
     drafter *d = user;
     specd_seq_store_close_owner(d->seqs, owner);
+    q_release(d, owner);
 }
 
 static specd_status on_commit(void *user, uint64_t owner, uint64_t seq_id, const uint32_t *tokens,
@@ -152,8 +211,11 @@ static specd_status on_propose(void *user, uint64_t owner, const SpecdWire__Prop
         max_draft = (int32_t)m->max_draft;
     int32_t nd = 0;
     int has_q = 0;
+    specd_ipc_buffer *qb = NULL;
+    if (inst->needs_q) SPECD_TRY(q_buffer_for(d, owner, max_draft, &qb, err));
+    /* the policy writes q where the host will read it: no copy */
     SPECD_TRY(inst->ops->propose(inst->state, history_of(q), (int64_t)q->n, max_draft, d->draft, &nd,
-                                 NULL, &has_q, err));
+                                 qb ? specd_ipc_buffer_data(qb) : NULL, &has_q, err));
     if (nd < 0 || nd > max_draft)
         return specd_fail(err, SPECD_E_INTERNAL, "policy %s proposed %d tokens (max %d)",
                           inst->ops->name, nd, max_draft);
@@ -164,6 +226,10 @@ static specd_status on_propose(void *user, uint64_t owner, const SpecdWire__Prop
         out->tokens[i] = (uint32_t)d->draft[i];
     }
     out->n = (size_t)nd;
+    if (qb && has_q && nd > 0) {
+        SPECD_TRY(specd_ipc_buffer_publish(qb, NULL, &out->q_seq, err));
+        out->q_buffer = qb;
+    }
     return SPECD_OK;
 }
 
@@ -272,6 +338,8 @@ void specd_drafter_handlers_destroy(specd_ipc_handlers *h) {
     if (!h || !h->user) return;
     drafter *d = h->user;
     specd_seq_store_destroy(d->seqs);
+    for (size_t i = 0; i < d->n_qs; i++) specd_ipc_buffer_destroy(d->qs[i].buf);
+    specd_free(d->qs);
     specd_free(d);
     h->user = NULL;
 }

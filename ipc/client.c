@@ -27,7 +27,7 @@ typedef struct seq_rec {
     char policy[65];
     int has_policy;
     uint32_t max_draft;
-    specd_ipc_accept_rule rule;
+    specd_accept_rule rule;
     uint32_t *tokens; /* prompt followed by every committed token */
     size_t n, cap;
 } seq_rec;
@@ -54,6 +54,11 @@ struct specd_ipc_client {
     size_t n_bufs;
     /* The wire's ErrorReason of the last exchange's Error reply (REASON_NONE otherwise). */
     SpecdWire__ErrorReason refused;
+    /* Buffers the daemon owns and we map (a drafter's draft distributions): made on first use;
+     * q_buffer_id is the one attached now (0 = none). */
+    specd_ipc_buffer_table *peer_bufs;
+    uint64_t q_buffer_id;
+    int q_warned;
 };
 
 specd_ipc_params specd_ipc_default_params(void) {
@@ -144,6 +149,7 @@ void specd_ipc_client_destroy(specd_ipc_client *c) {
     for (size_t i = 0; i < c->n_seqs; i++)
         specd_free(c->seqs[i].tokens);
     specd_free(c->seqs);
+    specd_ipc_buffer_table_destroy(c->peer_bufs);
     specd_ipc_decoder_destroy(c->dec);
     specd_free(c);
 }
@@ -223,7 +229,53 @@ static specd_status exchange(specd_ipc_client *c, SpecdWire__Envelope *q,
     }
 }
 
-static specd_status send_open(specd_ipc_client *c, const seq_rec *s, specd_error *err) {
+static specd_status connect_now(specd_ipc_client *c, specd_error *err);
+
+/* The daemon answered that this connection has no session (it restarted between two of our
+ * requests, so it applied nothing): decided by the reply's reason code, never its text. */
+static int lost_session(const specd_ipc_client *c, specd_status st) {
+    return st != SPECD_OK && c->refused == SPECD_WIRE__ERROR_REASON__REASON_NO_SESSION;
+}
+
+/* What a request does when it meets a lost session. */
+typedef enum replay_then {
+    NO_REPLAY,   /* part of a replay itself: the lost session is the error */
+    THEN_DONE,   /* recorded here before it was sent, so the replay itself delivered it */
+    THEN_RESEND, /* sent once more on the new session */
+} replay_then;
+
+/* Every request within the session goes through here, on the current connection (callers
+ * connect first, as each needs). If the daemon lost our session, says Hello and replays the
+ * session from the history kept here, then per `then`; before resending, *replayed (when not
+ * NULL) is zeroed: a count of items the replay already delivered (a Propose's commit tokens).
+ * *out (when not NULL) is set only when a reply was received, never for THEN_DONE's replay. */
+static specd_status request(specd_ipc_client *c, SpecdWire__Envelope *q,
+                            SpecdWire__Envelope__BodyCase expect, replay_then then,
+                            size_t *replayed, const SpecdWire__Envelope **out, specd_error *err) {
+    specd_error local;
+    if (!err) err = &local;
+    const SpecdWire__Envelope *r = NULL;
+    specd_status st = exchange(c, q, expect, &r, err);
+    if (then != NO_REPLAY && lost_session(c, st)) {
+        SPECD_TRY(connect_now(c, err));
+        if (then == THEN_DONE) return SPECD_OK;
+        if (replayed) *replayed = 0;
+        st = exchange(c, q, expect, &r, err);
+    }
+    if (st == SPECD_OK && out) *out = r;
+    return st;
+}
+
+/* request() after connecting if needed, for requests the replay does not carry. */
+static specd_status request_connected(specd_ipc_client *c, SpecdWire__Envelope *q,
+                                      SpecdWire__Envelope__BodyCase expect,
+                                      const SpecdWire__Envelope **out, specd_error *err) {
+    SPECD_TRY(specd_ipc_client_connect(c, err));
+    return request(c, q, expect, THEN_RESEND, NULL, out, err);
+}
+
+static specd_status send_open(specd_ipc_client *c, const seq_rec *s, replay_then then,
+                              specd_error *err) {
     SpecdWire__SamplingParams sp = SPECD_WIRE__SAMPLING_PARAMS__INIT;
     sp.temperature = s->sampling.temperature;
     sp.has_top_k = sp.has_top_p = sp.has_min_p = 1;
@@ -240,15 +292,15 @@ static specd_status send_open(specd_ipc_client *c, const seq_rec *s, specd_error
     o.has_max_draft = s->max_draft != 0;
     o.max_draft = s->max_draft;
     o.has_rule = 1;
-    o.rule = (SpecdWire__AcceptRule)s->rule;
+    o.rule = specd_ipc_rule_to_wire(s->rule);
     SpecdWire__Envelope e;
     init_env(&e, SPECD_WIRE__ENVELOPE__BODY_OPEN_SEQ);
     e.open_seq = &o;
-    const SpecdWire__Envelope *r;
-    return exchange(c, &e, SPECD_WIRE__ENVELOPE__BODY_ACK, &r, err);
+    return request(c, &e, SPECD_WIRE__ENVELOPE__BODY_ACK, then, NULL, NULL, err);
 }
 
-static specd_status send_attach(specd_ipc_client *c, specd_ipc_buffer *b, specd_error *err) {
+static specd_status send_attach(specd_ipc_client *c, specd_ipc_buffer *b, replay_then then,
+                                specd_error *err) {
     SpecdWire__BufferDesc d;
     specd_ipc_buffer_describe(b, &d);
     SpecdWire__AttachBuffer a = SPECD_WIRE__ATTACH_BUFFER__INIT;
@@ -256,8 +308,7 @@ static specd_status send_attach(specd_ipc_client *c, specd_ipc_buffer *b, specd_
     SpecdWire__Envelope e;
     init_env(&e, SPECD_WIRE__ENVELOPE__BODY_ATTACH_BUFFER);
     e.attach_buffer = &a;
-    const SpecdWire__Envelope *r;
-    SPECD_TRY(exchange(c, &e, SPECD_WIRE__ENVELOPE__BODY_ACK, &r, err));
+    SPECD_TRY(request(c, &e, SPECD_WIRE__ENVELOPE__BODY_ACK, then, NULL, NULL, err));
     specd_ipc_buffer_shared(b);
     return SPECD_OK;
 }
@@ -278,6 +329,8 @@ static int listening(const char *path) {
 /* Hello and replay, on a fresh socket. */
 static specd_status connect_now(specd_ipc_client *c, specd_error *err) {
     drop(c);
+    if (c->peer_bufs) specd_ipc_buffer_table_detach_owner(c->peer_bufs, 0); /* the old daemon's */
+    c->q_buffer_id = 0;
     c->last_attempt_ns = specd_now_ns();
     c->attempted = 1;
     if (strncmp(c->endpoint, "ipc://", 6) == 0 && !listening(c->endpoint + 6))
@@ -318,7 +371,7 @@ static specd_status connect_now(specd_ipc_client *c, specd_error *err) {
             c->instance = r->hello_ok->instance;
     }
     for (size_t i = 0; st == SPECD_OK && i < c->n_bufs; i++) {
-        st = send_attach(c, c->bufs[i], err);
+        st = send_attach(c, c->bufs[i], NO_REPLAY, err);
         if (st != SPECD_OK && c->sock) {
             specd_log(SPECD_LOG_WARN, "buffer dropped from the session: %s",
                       err ? err->message : "refused");
@@ -327,7 +380,7 @@ static specd_status connect_now(specd_ipc_client *c, specd_error *err) {
         }
     }
     for (size_t i = 0; st == SPECD_OK && i < c->n_seqs; i++) {
-        st = send_open(c, &c->seqs[i], err);
+        st = send_open(c, &c->seqs[i], NO_REPLAY, err);
         if (st != SPECD_OK && c->sock) {
             /* Answered and refused (a policy this daemon lacks, ...): it cannot be opened there,
              * and keeping it would fail every later reconnect. */
@@ -358,29 +411,6 @@ specd_status specd_ipc_client_connect(specd_ipc_client *c, specd_error *err) {
         return specd_fail(err, SPECD_E_PEER, "%s is down; next attempt in %llu ms", c->endpoint,
                           (unsigned long long)((uint64_t)c->p.retry_ms - since / 1000000u));
     return connect_now(c, err);
-}
-
-/* The daemon answered that this connection has no session (it restarted between two of our
- * requests, so it applied nothing): decided by the reply's reason code, never its text. */
-static int lost_session(const specd_ipc_client *c, specd_status st) {
-    return st != SPECD_OK && c->refused == SPECD_WIRE__ERROR_REASON__REASON_NO_SESSION;
-}
-
-/* A request within the session: connects first if needed; if the daemon answers that it does
- * not know us (it restarted between two requests, so it applied nothing), replays the session
- * and sends the request once more. */
-static specd_status request(specd_ipc_client *c, SpecdWire__Envelope *q,
-                            SpecdWire__Envelope__BodyCase expect, const SpecdWire__Envelope **out,
-                            specd_error *err) {
-    specd_error local;
-    if (!err) err = &local;
-    SPECD_TRY(specd_ipc_client_connect(c, err));
-    specd_status st = exchange(c, q, expect, out, err);
-    if (lost_session(c, st)) {
-        SPECD_TRY(connect_now(c, err));
-        st = exchange(c, q, expect, out, err);
-    }
-    return st;
 }
 
 static seq_rec *find_seq(const specd_ipc_client *c, uint64_t id) {
@@ -431,7 +461,7 @@ specd_status specd_ipc_client_open_seq(specd_ipc_client *c, const specd_ipc_seq_
     if (!(p->sampling.temperature >= 0.0f) ||
         !(p->sampling.top_p > 0.0f && p->sampling.top_p <= 1.0f) ||
         !(p->sampling.min_p >= 0.0f && p->sampling.min_p <= 1.0f) ||
-        p->max_draft > SPECD_IPC_MAX_DRAFT || (unsigned)p->rule > SPECD_IPC_ACCEPT_REJECTION)
+        p->max_draft > SPECD_IPC_MAX_DRAFT || !specd_ipc_rule_valid((int64_t)p->rule))
         return specd_fail(err, SPECD_E_INVALID_ARG,
                           "open_seq: temperature >= 0, top_p in (0,1], min_p in [0,1], "
                           "max_draft <= %u",
@@ -464,13 +494,14 @@ specd_status specd_ipc_client_open_seq(specd_ipc_client *c, const specd_ipc_seq_
                               (unsigned long long)p->seq_id, c->endpoint);
         return st;
     }
-    specd_error local;
-    if (!err) err = &local;
-    specd_status st = send_open(c, &c->seqs[c->n_seqs - 1], err);
-    if (lost_session(c, st)) st = connect_now(c, err);
+    specd_status st = send_open(c, &c->seqs[c->n_seqs - 1], THEN_DONE, err);
     if (st != SPECD_OK && c->up) {
         /* The daemon answered and refused it (bad policy, ...): it is not open anywhere. */
         specd_free(c->seqs[--c->n_seqs].tokens);
+    } else if (st == SPECD_OK && !find_seq(c, p->seq_id)) {
+        /* a restarted daemon refused it in the replay, which dropped it */
+        return specd_fail(err, SPECD_E_INVALID_ARG, "open_seq: sequence %llu refused by %s",
+                          (unsigned long long)p->seq_id, c->endpoint);
     }
     return st;
 }
@@ -489,12 +520,8 @@ specd_status specd_ipc_client_close_seq(specd_ipc_client *c, uint64_t seq_id, sp
     SpecdWire__Envelope e;
     init_env(&e, SPECD_WIRE__ENVELOPE__BODY_CLOSE_SEQ);
     e.close_seq = &m;
-    const SpecdWire__Envelope *r;
-    specd_error local;
-    if (!err) err = &local;
-    specd_status st = exchange(c, &e, SPECD_WIRE__ENVELOPE__BODY_ACK, &r, err);
-    if (lost_session(c, st)) return connect_now(c, err);
-    return st;
+    /* a replay does not reopen it */
+    return request(c, &e, SPECD_WIRE__ENVELOPE__BODY_ACK, THEN_DONE, NULL, NULL, err);
 }
 
 specd_status specd_ipc_client_commit(specd_ipc_client *c, uint64_t seq_id, const uint32_t *tokens,
@@ -515,18 +542,56 @@ specd_status specd_ipc_client_commit(specd_ipc_client *c, uint64_t seq_id, const
     SpecdWire__Envelope e;
     init_env(&e, SPECD_WIRE__ENVELOPE__BODY_COMMIT);
     e.commit = &m;
-    const SpecdWire__Envelope *r;
-    specd_error local;
-    if (!err) err = &local;
-    specd_status st = exchange(c, &e, SPECD_WIRE__ENVELOPE__BODY_ACK, &r, err);
     /* A restarted daemon that refused it gets the whole history (with these tokens) instead. */
-    if (lost_session(c, st)) return connect_now(c, err);
-    return st;
+    return request(c, &e, SPECD_WIRE__ENVELOPE__BODY_ACK, THEN_DONE, NULL, NULL, err);
 }
 
-specd_status specd_ipc_client_propose(specd_ipc_client *c, uint64_t seq_id, uint64_t step,
-                                      const uint32_t *commit, size_t n_commit, uint32_t *draft,
-                                      size_t cap, size_t *n_draft, specd_error *err) {
+/* Copies a Draft's q rows out of the drafter's buffer (mapped on first sight of its id) into q,
+ * then checks them: each row a distribution (finite, >= 0, summing to 1 within 1e-3) under which
+ * its drafted token is possible. The bytes come from another process: nothing is trusted. */
+static specd_status read_q(specd_ipc_client *c, const SpecdWire__Draft *d, float *q,
+                           specd_error *err) {
+    if (strncmp(c->endpoint, "tcp://", 6) == 0)
+        return specd_fail(err, SPECD_E_UNSUPPORTED,
+                          "a drafter across tcp:// cannot share its draft distributions");
+    if (!c->peer_bufs) SPECD_TRY(specd_ipc_buffer_table_create(2, &c->peer_bufs, err));
+    if (d->q_buffer->buffer_id != c->q_buffer_id) {
+        /* the drafter replaced its buffer (a larger max_draft): one is mapped at a time */
+        if (c->q_buffer_id) specd_ipc_buffer_table_detach(c->peer_bufs, 0, c->q_buffer_id, NULL);
+        c->q_buffer_id = 0;
+        SPECD_TRY(specd_ipc_buffer_table_attach(c->peer_bufs, 0, d->q_buffer, err));
+        c->q_buffer_id = d->q_buffer->buffer_id;
+    }
+    specd_ipc_view v;
+    SPECD_TRY(specd_ipc_buffer_table_resolve(c->peer_bufs, 0, d->q, &v, err));
+    size_t vocab = c->model.vocab_size, n = d->n_tokens;
+    if (v.on_device || v.rank != 2 || v.shape[0] != n || v.shape[1] != vocab)
+        return specd_fail(err, SPECD_E_PROTOCOL, "draft distributions of shape [%llu, %llu], want "
+                          "[%zu, %zu]", (unsigned long long)v.shape[0],
+                          (unsigned long long)v.shape[1], n, vocab);
+    memcpy(q, v.data, n * vocab * sizeof(float));
+    SPECD_TRY(specd_ipc_view_recheck(&v, err)); /* not rewritten while we copied */
+    for (size_t i = 0; i < n; i++) {
+        const float *row = q + i * vocab;
+        double sum = 0.0;
+        for (size_t x = 0; x < vocab; x++) {
+            if (!(row[x] >= 0.0f && row[x] <= 1.0f))
+                return specd_fail(err, SPECD_E_PROTOCOL, "draft distribution %zu, token %zu: %g",
+                                  i, x, (double)row[x]);
+            sum += row[x];
+        }
+        if (!(sum > 1.0 - 1e-3 && sum < 1.0 + 1e-3) || !(row[d->tokens[i]] > 0.0f))
+            return specd_fail(err, SPECD_E_PROTOCOL,
+                              "draft distribution %zu sums to %g, drafted token %u has %g", i,
+                              sum, d->tokens[i], (double)row[d->tokens[i]]);
+    }
+    return SPECD_OK;
+}
+
+static specd_status propose(specd_ipc_client *c, uint64_t seq_id, uint64_t step,
+                            const uint32_t *commit, size_t n_commit, uint32_t *draft, size_t cap,
+                            size_t *n_draft, float *q, int *has_q, specd_error *err) {
+    if (has_q) *has_q = 0;
     if (!c || !n_draft || (cap && !draft))
         return specd_fail(err, SPECD_E_INVALID_ARG, "propose: NULL argument");
     seq_rec *s = find_seq(c, seq_id);
@@ -551,13 +616,9 @@ specd_status specd_ipc_client_propose(specd_ipc_client *c, uint64_t seq_id, uint
     init_env(&e, SPECD_WIRE__ENVELOPE__BODY_PROPOSE);
     e.propose = &m;
     const SpecdWire__Envelope *r;
-    specd_status st = exchange(c, &e, SPECD_WIRE__ENVELOPE__BODY_DRAFT, &r, err);
-    if (lost_session(c, st)) {
-        SPECD_TRY(connect_now(c, err));
-        m.n_commit_tokens = 0;
-        st = exchange(c, &e, SPECD_WIRE__ENVELOPE__BODY_DRAFT, &r, err);
-    }
-    SPECD_TRY(st);
+    /* resent after a replay, which carried the commit tokens */
+    SPECD_TRY(request(c, &e, SPECD_WIRE__ENVELOPE__BODY_DRAFT, THEN_RESEND, &m.n_commit_tokens, &r,
+                      err));
     const SpecdWire__Draft *d = r->draft;
     if (d->seq_id != seq_id || d->step != step || d->n_tokens > cap)
         return specd_fail(err, SPECD_E_PROTOCOL,
@@ -566,9 +627,36 @@ specd_status specd_ipc_client_propose(specd_ipc_client *c, uint64_t seq_id, uint
                           (unsigned long long)d->seq_id, (unsigned long long)d->step, d->n_tokens,
                           cap);
     SPECD_TRY(check_tokens(c, d->tokens, d->n_tokens, "draft", err));
+    if (q && d->q && d->n_tokens) {
+        specd_error qe;
+        if (read_q(c, d, q, &qe) != SPECD_OK) {
+            /* a sampled draft without its q would be judged as deterministic: a plain step */
+            if (!c->q_warned)
+                specd_log(SPECD_LOG_WARN,
+                          "draft distributions from %s unusable, drafts dropped: %s", c->endpoint,
+                          qe.message);
+            c->q_warned = 1;
+            *n_draft = 0;
+            return SPECD_OK;
+        }
+        if (has_q) *has_q = 1;
+    }
     if (d->n_tokens) memcpy(draft, d->tokens, d->n_tokens * sizeof *draft);
     *n_draft = d->n_tokens;
     return SPECD_OK;
+}
+
+specd_status specd_ipc_client_propose(specd_ipc_client *c, uint64_t seq_id, uint64_t step,
+                                      const uint32_t *commit, size_t n_commit, uint32_t *draft,
+                                      size_t cap, size_t *n_draft, specd_error *err) {
+    return propose(c, seq_id, step, commit, n_commit, draft, cap, n_draft, NULL, NULL, err);
+}
+
+specd_status specd_ipc_client_propose_q(specd_ipc_client *c, uint64_t seq_id, uint64_t step,
+                                        const uint32_t *commit, size_t n_commit, uint32_t *draft,
+                                        size_t cap, size_t *n_draft, float *q, int *has_q,
+                                        specd_error *err) {
+    return propose(c, seq_id, step, commit, n_commit, draft, cap, n_draft, q, has_q, err);
 }
 
 specd_status specd_ipc_client_seq_info(specd_ipc_client *c, uint64_t seq_id, uint64_t *length,
@@ -580,7 +668,7 @@ specd_status specd_ipc_client_seq_info(specd_ipc_client *c, uint64_t seq_id, uin
     init_env(&e, SPECD_WIRE__ENVELOPE__BODY_SEQ_INFO_REQUEST);
     e.seq_info_request = &m;
     const SpecdWire__Envelope *r;
-    SPECD_TRY(request(c, &e, SPECD_WIRE__ENVELOPE__BODY_SEQ_INFO, &r, err));
+    SPECD_TRY(request_connected(c, &e, SPECD_WIRE__ENVELOPE__BODY_SEQ_INFO, &r, err));
     *length = r->seq_info->length;
     *hash = r->seq_info->tokens_hash;
     return SPECD_OK;
@@ -605,7 +693,7 @@ specd_status specd_ipc_client_stats(specd_ipc_client *c, specd_ipc_stats *out, s
     init_env(&e, SPECD_WIRE__ENVELOPE__BODY_STATS_REQUEST);
     e.stats_request = &m;
     const SpecdWire__Envelope *r;
-    SPECD_TRY(request(c, &e, SPECD_WIRE__ENVELOPE__BODY_STATS, &r, err));
+    SPECD_TRY(request_connected(c, &e, SPECD_WIRE__ENVELOPE__BODY_STATS, &r, err));
     const SpecdWire__Stats *s = r->stats;
     specd_ipc_stats o = {s->requests, s->errors,  s->sequences_open,   s->proposes,
                          s->verifies, s->commits, s->buffers_attached, s->uptime_ns};
@@ -620,7 +708,7 @@ specd_status specd_ipc_client_ping(specd_ipc_client *c, specd_error *err) {
     init_env(&e, SPECD_WIRE__ENVELOPE__BODY_PING);
     e.ping = &m;
     const SpecdWire__Envelope *r;
-    return request(c, &e, SPECD_WIRE__ENVELOPE__BODY_PONG, &r, err);
+    return request_connected(c, &e, SPECD_WIRE__ENVELOPE__BODY_PONG, &r, err);
 }
 
 specd_status specd_ipc_client_attach_buffer(specd_ipc_client *c, specd_ipc_buffer *b,
@@ -632,11 +720,16 @@ specd_status specd_ipc_client_attach_buffer(specd_ipc_client *c, specd_ipc_buffe
         return specd_fail(err, SPECD_E_STATE, "attach_buffer: %d buffers already", MAX_BUFFERS);
     c->bufs[c->n_bufs++] = b;
     if (!c->up) return specd_ipc_client_connect(c, err); /* connecting attaches it */
-    specd_error local;
-    if (!err) err = &local;
-    specd_status st = send_attach(c, b, err);
-    if (lost_session(c, st)) st = connect_now(c, err);
-    if (st != SPECD_OK && c->up) c->n_bufs--; /* answered and refused: not shared anywhere */
+    specd_status st = send_attach(c, b, THEN_DONE, err);
+    if (st != SPECD_OK && c->up) {
+        c->n_bufs--; /* answered and refused: not shared anywhere */
+    } else if (st == SPECD_OK) {
+        size_t i = 0;
+        while (i < c->n_bufs && c->bufs[i] != b) i++;
+        if (i == c->n_bufs) /* a restarted daemon refused it in the replay, which dropped it */
+            return specd_fail(err, SPECD_E_INVALID_ARG, "attach_buffer: refused by %s",
+                              c->endpoint);
+    }
     return st;
 }
 
@@ -655,8 +748,8 @@ specd_status specd_ipc_client_detach_buffer(specd_ipc_client *c, uint64_t id, sp
     SpecdWire__Envelope e;
     init_env(&e, SPECD_WIRE__ENVELOPE__BODY_DETACH_BUFFER);
     e.detach_buffer = &m;
-    const SpecdWire__Envelope *r;
-    return exchange(c, &e, SPECD_WIRE__ENVELOPE__BODY_ACK, &r, err);
+    /* a replay does not attach it again */
+    return request(c, &e, SPECD_WIRE__ENVELOPE__BODY_ACK, THEN_DONE, NULL, NULL, err);
 }
 
 specd_status specd_ipc_client_verify(specd_ipc_client *c, uint64_t seq_id, uint64_t step,
@@ -689,7 +782,7 @@ specd_status specd_ipc_client_verify(specd_ipc_client *c, uint64_t seq_id, uint6
     init_env(&e, SPECD_WIRE__ENVELOPE__BODY_VERIFY);
     e.verify = &m;
     const SpecdWire__Envelope *r;
-    SPECD_TRY(request(c, &e, SPECD_WIRE__ENVELOPE__BODY_RESULT, &r, err));
+    SPECD_TRY(request_connected(c, &e, SPECD_WIRE__ENVELOPE__BODY_RESULT, &r, err));
     const SpecdWire__Result *res = r->result;
     if (res->seq_id != seq_id || res->step != step || res->n_emitted > n_draft + 1 ||
         res->accepted > n_draft || res->n_stats > n_draft + 1)

@@ -1,5 +1,14 @@
 #include "ipc/frame.h"
 
+/* One accept-rule enum (include/specd/accept.h): the wire's AcceptRule is the same values, so the
+ * conversions in frame.h are casts. */
+_Static_assert((int)SPECD_WIRE__ACCEPT_RULE__ACCEPT_COUPLED == (int)SPECD_ACCEPT_COUPLED,
+               "wire AcceptRule COUPLED");
+_Static_assert((int)SPECD_WIRE__ACCEPT_RULE__ACCEPT_GREEDY == (int)SPECD_ACCEPT_GREEDY,
+               "wire AcceptRule GREEDY");
+_Static_assert((int)SPECD_WIRE__ACCEPT_RULE__ACCEPT_REJECTION == (int)SPECD_ACCEPT_REJECTION,
+               "wire AcceptRule REJECTION");
+
 #include <math.h>
 #include <string.h>
 
@@ -228,8 +237,7 @@ specd_status specd_ipc_envelope_validate(const SpecdWire__Envelope *e, specd_err
         if (e->open_seq->has_max_draft && e->open_seq->max_draft > SPECD_IPC_MAX_DRAFT)
             return specd_fail(err, SPECD_E_FORMAT, "open_seq: max_draft %u > %u",
                               e->open_seq->max_draft, SPECD_IPC_MAX_DRAFT);
-        if (e->open_seq->has_rule &&
-            (unsigned)e->open_seq->rule > SPECD_WIRE__ACCEPT_RULE__ACCEPT_REJECTION)
+        if (e->open_seq->has_rule && !specd_ipc_rule_valid((int64_t)e->open_seq->rule))
             return specd_fail(err, SPECD_E_FORMAT, "open_seq: unknown accept rule %d",
                               (int)e->open_seq->rule);
         if (e->open_seq->policy && strlen(e->open_seq->policy) > 64)
@@ -247,7 +255,18 @@ specd_status specd_ipc_envelope_validate(const SpecdWire__Envelope *e, specd_err
     case SPECD_WIRE__ENVELOPE__BODY_DRAFT:
         SPECD_TRY(
             check_draft(e->draft->n_tokens, e->draft->n_parents, e->draft->parents, "draft", err));
-        return check_ref(e->draft->q, "draft.q", err);
+        SPECD_TRY(check_ref(e->draft->q, "draft.q", err));
+        if (e->draft->q_buffer) SPECD_TRY(check_desc(e->draft->q_buffer, err));
+        if (e->draft->q) {
+            const SpecdWire__BufferRef *q = e->draft->q;
+            /* q lies in the buffer that comes with it, one f32 row per token */
+            if (!e->draft->q_buffer || e->draft->q_buffer->buffer_id != q->buffer_id ||
+                q->dtype != SPECD_WIRE__DTYPE__DTYPE_F32 || q->n_shape != 2 ||
+                q->shape[0] != e->draft->n_tokens)
+                return specd_fail(err, SPECD_E_FORMAT,
+                                  "draft.q: not [n_tokens, vocab] f32 in the q_buffer sent");
+        }
+        return SPECD_OK;
     case SPECD_WIRE__ENVELOPE__BODY_VERIFY: {
         const SpecdWire__Verify *v = e->verify;
         SPECD_TRY(check_draft(v->n_draft_tokens, v->n_parents, v->parents, "verify", err));

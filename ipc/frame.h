@@ -49,6 +49,21 @@ size_t specd_ipc_dtype_size(int dtype);
 specd_status specd_ipc_frame_encode(const SpecdWire__Envelope *env, size_t max_frame, uint8_t **out,
                                     size_t *out_len, specd_error *err);
 
+/* The accept rule an OpenSeq asks for: the wire's AcceptRule has specd_accept_rule's values
+ * (checked at compile time in frame.c), so both directions are casts; absent means COUPLED. The
+ * decoder has already refused a value that is not a rule. */
+static inline specd_accept_rule specd_ipc_rule_from_wire(const SpecdWire__OpenSeq *m) {
+    return m->has_rule ? (specd_accept_rule)m->rule : SPECD_ACCEPT_COUPLED;
+}
+static inline SpecdWire__AcceptRule specd_ipc_rule_to_wire(specd_accept_rule rule) {
+    return (SpecdWire__AcceptRule)rule;
+}
+/* 1 when rule is one of specd_accept_rule's values. */
+static inline int specd_ipc_rule_valid(int64_t rule) {
+    return rule == SPECD_ACCEPT_COUPLED || rule == SPECD_ACCEPT_GREEDY ||
+           rule == SPECD_ACCEPT_REJECTION;
+}
+
 /* FNV-1a over token ids (little-endian u32), as exchanged in SeqInfo. */
 uint64_t specd_ipc_tokens_hash(const uint32_t *tokens, size_t n);
 

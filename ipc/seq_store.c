@@ -5,6 +5,7 @@
 
 #include "common/alloc.h"
 #include "common/status_internal.h"
+#include "ipc/frame.h"
 
 struct specd_seq_store {
     size_t max_seqs, max_tokens, n;
@@ -132,7 +133,7 @@ specd_status specd_seq_store_open(specd_seq_store *s, uint64_t owner, const Spec
     fresh.min_p = m->sampling->has_min_p ? m->sampling->min_p : 0.0f;
     fresh.seed = m->seed;
     fresh.max_draft = m->has_max_draft ? m->max_draft : 0;
-    fresh.rule = m->has_rule ? (int)m->rule : 0;
+    fresh.rule = specd_ipc_rule_from_wire(m);
     if (m->policy) snprintf(fresh.policy, sizeof fresh.policy, "%s", m->policy);
     SPECD_TRY(reserve(s, &fresh, m->n_prompt ? m->n_prompt : 1, err));
     if (m->n_prompt) memcpy(fresh.tokens, m->prompt, m->n_prompt * sizeof *fresh.tokens);

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "ipc/specd.pb-c.h"
+#include "specd/accept.h"
 #include "specd/status.h"
 
 /* The daemons' per-peer quotas: sequences, and history tokens over all of them (64 MiB). */
@@ -25,7 +26,7 @@ typedef struct specd_seq {
     uint64_t seed;
     char policy[65];
     uint32_t max_draft;
-    int rule;     /* SpecdWire__AcceptRule */
+    specd_accept_rule rule;
     void *engine; /* owner's per-sequence state (the verifier's acceptance engine), or NULL */
     uint32_t *tokens;
     size_t n, cap;

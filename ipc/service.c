@@ -42,6 +42,9 @@ typedef struct reply {
     SpecdWire__SeqInfo seq_info;
     SpecdWire__Draft draft;
     specd_ipc_draft_out draft_out;
+    SpecdWire__BufferRef q_ref;
+    SpecdWire__BufferDesc q_desc;
+    uint64_t q_shape[2];
     SpecdWire__Result result;
     specd_ipc_verify_result result_out;
     SpecdWire__PositionStat pos[SPECD_IPC_MAX_DRAFT + 1];
@@ -402,6 +405,7 @@ static specd_status do_propose(specd_ipc_service *s, uint64_t owner, const Specd
     specd_ipc_draft_out *o = &r->draft_out;
     o->n = 0;
     o->tree = 0;
+    o->q_buffer = NULL;
     SPECD_TRY(s->h.propose(s->h.user, owner, m, o, err));
     if (o->n > SPECD_IPC_MAX_DRAFT)
         return specd_fail(err, SPECD_E_INTERNAL, "proposer returned %zu tokens", o->n);
@@ -413,6 +417,24 @@ static specd_status do_propose(specd_ipc_service *s, uint64_t owner, const Specd
     if (o->tree) {
         d.n_parents = o->n;
         d.parents = o->parents;
+    }
+    if (o->q_buffer && o->n > 0) {
+        SpecdWire__BufferRef ref = SPECD_WIRE__BUFFER_REF__INIT;
+        r->q_shape[0] = o->n;
+        r->q_shape[1] = s->p.model.vocab_size;
+        ref.buffer_id = specd_ipc_buffer_id(o->q_buffer);
+        ref.n_shape = 2;
+        ref.shape = r->q_shape;
+        ref.dtype = SPECD_WIRE__DTYPE__DTYPE_F32;
+        ref.seq = o->q_seq;
+        if ((uint64_t)o->n * s->p.model.vocab_size * sizeof(float) >
+            specd_ipc_buffer_size(o->q_buffer))
+            return specd_fail(err, SPECD_E_INTERNAL, "propose: q of %zu rows overflows its buffer",
+                              o->n);
+        r->q_ref = ref;
+        specd_ipc_buffer_describe(o->q_buffer, &r->q_desc);
+        d.q = &r->q_ref;
+        d.q_buffer = &r->q_desc;
     }
     r->draft = d;
     s->proposes++;

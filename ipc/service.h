@@ -31,6 +31,11 @@ typedef struct specd_ipc_draft_out {
     uint32_t tokens[SPECD_IPC_MAX_DRAFT];
     int tree; /* parents[] valid */
     int32_t parents[SPECD_IPC_MAX_DRAFT];
+    /* The draft distributions, when the proposer sampled: rows [n, vocab] f32 at offset 0 of
+     * q_buffer (the proposer's own buffer, borrowed until the reply is sent), published as
+     * content q_seq. NULL (the default) = none. */
+    const specd_ipc_buffer *q_buffer;
+    uint64_t q_seq;
 } specd_ipc_draft_out;
 
 typedef struct specd_ipc_handlers {

@@ -1,6 +1,9 @@
 /* remote: proposals come from a specd-drafter daemon over ZeroMQ. The host keeps decoding when
  * the daemon is slow, dead or restarting: a failed propose is a plain step, and the ipc client
- * replays the sequence's history when the daemon is back, so the output never depends on it. */
+ * replays the sequence's history when the daemon is back, so the output never depends on it.
+ * Under rejection sampling the drafter's draft distributions q come back with a sampled draft
+ * (through its shared buffer; specd_ipc_client_propose_q), so the session verifies it against
+ * the q it was drawn from. */
 #include "policy/builtin.h"
 
 #include "common/alloc.h"
@@ -23,6 +26,7 @@ typedef struct remote_state {
     int was_down;
     uint32_t *scratch; /* max_draft + 1 history ids, then the draft */
     int32_t max_draft;
+    int want_q; /* rejection sampling: a sampled draft must come with its q */
 } remote_state;
 
 static specd_status remote_create(const specd_policy_env *env, const char *options, void **out,
@@ -43,6 +47,7 @@ static specd_status remote_create(const specd_policy_env *env, const char *optio
     remote_state *s = specd_alloc_array(1, sizeof *s);
     if (!s) return specd_fail(err, SPECD_E_NOMEM, "policy remote: out of memory");
     s->max_draft = env->max_draft;
+    s->want_q = env->rule == SPECD_ACCEPT_REJECTION;
     s->scratch = specd_alloc_array((size_t)env->max_draft * 2 + 2, sizeof(uint32_t));
     memcpy(s->drafter_policy, policy, sizeof policy);
     specd_ipc_params p = specd_ipc_default_params();
@@ -68,9 +73,7 @@ static specd_status remote_create(const specd_policy_env *env, const char *optio
         .seed = env->seed,
         .policy = s->drafter_policy,
         .max_draft = (uint32_t)env->max_draft,
-        .rule = env->rule == SPECD_ACCEPT_GREEDY      ? SPECD_IPC_ACCEPT_GREEDY
-                : env->rule == SPECD_ACCEPT_REJECTION ? SPECD_IPC_ACCEPT_REJECTION
-                                                      : SPECD_IPC_ACCEPT_COUPLED};
+        .rule = env->rule};
     *out = s;
     return SPECD_OK;
 }
@@ -87,7 +90,6 @@ static void remote_destroy(void *state) {
 static specd_status remote_propose(void *state, const int32_t *history, int64_t n,
                                    int32_t max_draft, int32_t *draft, int32_t *n_draft, float *q,
                                    int *has_q, specd_error *err) {
-    (void)q;
     remote_state *s = state;
     *n_draft = 0;
     *has_q = 0;
@@ -119,8 +121,11 @@ static specd_status remote_propose(void *state, const int32_t *history, int64_t 
     for (size_t i = 0; i < n_commit; i++) s->scratch[i] = (uint32_t)history[s->n_sent + (int64_t)i];
     uint32_t *out = s->scratch + s->max_draft + 1;
     size_t got = 0;
-    specd_status st = specd_ipc_client_propose(s->client, s->seq.seq_id, s->step++, s->scratch,
-                                               n_commit, out, (size_t)s->max_draft, &got, &e);
+    int got_q = 0;
+    /* q has room for max_draft rows (the session sizes it so: SPECD_POLICY_NEEDS_Q) */
+    specd_status st = specd_ipc_client_propose_q(s->client, s->seq.seq_id, s->step++, s->scratch,
+                                                 n_commit, out, (size_t)s->max_draft, &got,
+                                                 s->want_q ? q : NULL, &got_q, &e);
     s->n_sent = n; /* the client appended the commit to its history, reachable or not */
     if (st != SPECD_OK) {
         if (!s->was_down)
@@ -133,12 +138,14 @@ static specd_status remote_propose(void *state, const int32_t *history, int64_t 
     s->was_down = 0;
     for (size_t i = 0; i < got && i < (size_t)max_draft; i++) draft[i] = (int32_t)out[i];
     *n_draft = (int32_t)(got < (size_t)max_draft ? got : (size_t)max_draft);
+    *has_q = got_q && *n_draft > 0; /* row i of q is draft[i]'s, so truncation keeps it */
     return SPECD_OK;
 }
 
 const specd_policy_ops specd_policy_remote = {
     .abi_version = SPECD_POLICY_ABI_VERSION,
     .name = "remote",
+    .flags = SPECD_POLICY_NEEDS_Q, /* the drafter's q under rejection sampling */
     .options_help = "endpoint=ipc://... (default: the drafter's default endpoint), policy=ngram "
                     "(what the daemon runs), timeout_ms=200, tokenizer_hash=HEX",
     .create = remote_create,

@@ -111,8 +111,7 @@ specd_status specd_rverify_open(specd_rverify *r, int32_t seq, const int32_t *pr
                      .min_p = p->sampling.min_p},
         .seed = p->seed,
         .max_draft = (uint32_t)(r->max_rows - 1),
-        .rule = p->rule == SPECD_ACCEPT_GREEDY ? SPECD_IPC_ACCEPT_GREEDY
-                                               : SPECD_IPC_ACCEPT_COUPLED};
+        .rule = p->rule}; /* rejection was refused above */
     rseq *rs = find_rseq(r, seq);
     if (!rs) {
         if (r->n_seqs == r->cap_seqs) {

@@ -42,10 +42,13 @@
 extern "C" {
 #endif
 
+/* The one accept-rule enum: the IPC API (specd/ipc.h) uses it as is, and the wire's AcceptRule
+ * (ipc/specd.proto) has the same values, which ipc/frame.c checks at compile time. Zero is the
+ * default, COUPLED, in all three. */
 typedef enum specd_accept_rule {
-    SPECD_ACCEPT_GREEDY = 0,
-    SPECD_ACCEPT_REJECTION = 1,
-    SPECD_ACCEPT_COUPLED = 2
+    SPECD_ACCEPT_COUPLED = 0,
+    SPECD_ACCEPT_GREEDY = 1,
+    SPECD_ACCEPT_REJECTION = 2
 } specd_accept_rule;
 
 #define SPECD_ACCEPT_MAX_K 4096

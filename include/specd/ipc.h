@@ -26,6 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "specd/accept.h"
 #include "specd/status.h"
 
 #ifdef __cplusplus
@@ -73,13 +74,13 @@ typedef struct specd_ipc_sampling {
     float min_p;    /* 0 = off */
 } specd_ipc_sampling;
 
-/* How the verifier decides (specd/accept.h): COUPLED (default) is token-identical to plain
- * decoding with the same seed. */
-typedef enum specd_ipc_accept_rule {
-    SPECD_IPC_ACCEPT_COUPLED = 0,
-    SPECD_IPC_ACCEPT_GREEDY = 1,
-    SPECD_IPC_ACCEPT_REJECTION = 2
-} specd_ipc_accept_rule;
+/* How the verifier decides: specd/accept.h's specd_accept_rule itself (COUPLED, the default and
+ * zero, is token-identical to plain decoding with the same seed). These names are kept for
+ * source compatibility; they are the same enum and values. */
+typedef specd_accept_rule specd_ipc_accept_rule;
+#define SPECD_IPC_ACCEPT_COUPLED SPECD_ACCEPT_COUPLED
+#define SPECD_IPC_ACCEPT_GREEDY SPECD_ACCEPT_GREEDY
+#define SPECD_IPC_ACCEPT_REJECTION SPECD_ACCEPT_REJECTION
 
 /* Keyed sampling uses (seed, seq_id truncated to 32 bits, position), position being the index of
  * a token in the sequence's history (prompt first). */
@@ -91,7 +92,7 @@ typedef struct specd_ipc_seq_params {
     uint64_t seed;
     const char *policy; /* may be NULL */
     uint32_t max_draft; /* 0 = the daemon's default */
-    specd_ipc_accept_rule rule;
+    specd_accept_rule rule;
 } specd_ipc_seq_params;
 
 typedef struct specd_ipc_stats {
@@ -133,6 +134,20 @@ SPECD_API specd_status specd_ipc_client_commit(specd_ipc_client *client, uint64_
 SPECD_API specd_status specd_ipc_client_propose(specd_ipc_client *client, uint64_t seq_id, uint64_t step,
                                       const uint32_t *commit, size_t n_commit, uint32_t *draft,
                                       size_t cap, size_t *n_draft, specd_error *err);
+
+/* As specd_ipc_client_propose, and when the drafter's policy sampled the draft (which rejection
+ * sampling must know), its draft distributions: row i of q (room for cap rows of the model's
+ * vocab_size floats) is the distribution token i was drawn from, read from the drafter's shared
+ * buffer (a sealed memfd it owns, mapped here once), and *has_q is 1; a deterministic draft sets
+ * *has_q to 0 and leaves q alone. q may be NULL (then only tokens are returned). A draft whose q
+ * was announced but cannot be used (a drafter across tcp://, which cannot share memory with us,
+ * rows that are not distributions, content replaced meanwhile) comes back empty, with a warning
+ * logged once: a sampled draft is never passed off as a deterministic one. */
+SPECD_API specd_status specd_ipc_client_propose_q(specd_ipc_client *client, uint64_t seq_id,
+                                                  uint64_t step, const uint32_t *commit,
+                                                  size_t n_commit, uint32_t *draft, size_t cap,
+                                                  size_t *n_draft, float *q, int *has_q,
+                                                  specd_error *err);
 
 /* Length and FNV-1a hash (over little-endian u32 ids) of what the daemon holds for a sequence. */
 SPECD_API specd_status specd_ipc_client_seq_info(specd_ipc_client *client, uint64_t seq_id, uint64_t *length,

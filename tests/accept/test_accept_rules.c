@@ -569,9 +569,13 @@ static void test_golden_hash(void **state) {
         }
         for (int i = 0; i < K; i++) assert_int_equal(specd_sampler_probs(s, l + i * V, V, q + i * V, &err), SPECD_OK);
         specd_sampler_destroy(s);
-        for (int rule = 0; rule < 3; rule++) {
+        /* the order the golden hash was taken in (the enum's values have changed since) */
+        static const specd_accept_rule rules[] = {SPECD_ACCEPT_GREEDY, SPECD_ACCEPT_REJECTION,
+                                                  SPECD_ACCEPT_COUPLED};
+        for (int ri = 0; ri < 3; ri++) {
+            specd_accept_rule rule = rules[ri];
             specd_accept_params ap = specd_accept_default_params();
-            ap.rule = (specd_accept_rule)rule;
+            ap.rule = rule;
             ap.sampling = sp;
             ap.max_k = K;
             ap.max_vocab = V;
@@ -589,7 +593,8 @@ static void test_golden_hash(void **state) {
                     for (int x = 1; x < V; x++) best = q[i * V + x] > q[i * V + best] ? x : best;
                     draft[i] = best;
                 }
-            specd_chain_input in = {K, draft, rule == 1 ? q : NULL, V, l, V, {7, (uint32_t)it, 50}};
+            specd_chain_input in = {K, draft, rule == SPECD_ACCEPT_REJECTION ? q : NULL, V, l, V,
+                                    {7, (uint32_t)it, 50}};
             specd_chain_result out = {toks, NULL, 0, 0, false};
             assert_int_equal(specd_accept_chain(acc, &in, &out, &err), SPECD_OK);
             MIX(out.n_accepted);

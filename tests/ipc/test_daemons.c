@@ -304,7 +304,7 @@ static void test_verifier_buffers(void **state) {
                                .prompt = prompt,
                                .n_prompt = 1,
                                .sampling = {.temperature = 1.0f, .top_p = 1.0f},
-                               .rule = SPECD_IPC_ACCEPT_COUPLED};
+                               .rule = SPECD_ACCEPT_COUPLED};
     assert_int_equal(specd_ipc_client_open_seq(c, &sq, &err), SPECD_OK);
     /* Logits for K + 1 rows; the draft is the keyed sample of rows 0-2, then a wrong token, so
      * the coupled rule must accept exactly 3 and emit row 3's keyed sample. */

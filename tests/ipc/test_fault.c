@@ -263,7 +263,7 @@ static void test_verifier_killed(void **state) {
                                .n_prompt = GPROMPT,
                                .sampling = {.temperature = 0.8f, .top_p = 1.0f},
                                .seed = GSEED,
-                               .rule = SPECD_IPC_ACCEPT_COUPLED};
+                               .rule = SPECD_ACCEPT_COUPLED};
     assert_int_equal(specd_ipc_client_open_seq(c, &sq, &err), SPECD_OK);
     specd_accept *fallback = local_engine();
     float *rows = specd_ipc_buffer_data(b);

@@ -8,6 +8,7 @@
 
 #include "common/alloc.h"
 #include "ipc/frame.h"
+#include "specd/accept.h"
 
 typedef struct built {
     uint8_t *bytes;
@@ -188,6 +189,71 @@ static void test_round_trips(void **state) {
     specd_ipc_decoder_destroy(d);
 }
 
+/* One accept-rule enum (include/specd/accept.h): the wire's AcceptRule names the same rules
+ * with the same values, every rule survives the wire both ways, an absent rule and a
+ * zero-initialized specd_ipc_seq_params mean COUPLED, and anything else is refused. */
+static built make_open_rule(int has_rule, int rule) {
+    uint32_t prompt[] = {1, 2};
+    SpecdWire__SamplingParams sp = SPECD_WIRE__SAMPLING_PARAMS__INIT;
+    SpecdWire__OpenSeq o = SPECD_WIRE__OPEN_SEQ__INIT;
+    o.seq_id = 3;
+    o.n_prompt = 2;
+    o.prompt = prompt;
+    o.sampling = &sp;
+    o.has_rule = has_rule;
+    o.rule = (SpecdWire__AcceptRule)rule;
+    SpecdWire__Envelope e = SPECD_WIRE__ENVELOPE__INIT;
+    e.request_id = 5;
+    e.body_case = SPECD_WIRE__ENVELOPE__BODY_OPEN_SEQ;
+    e.open_seq = &o;
+    return pack(&e);
+}
+
+static void test_accept_rule_is_one_enum(void **state) {
+    (void)state;
+    static const struct {
+        const char *wire_name;
+        specd_accept_rule rule;
+    } rules[] = {{"ACCEPT_COUPLED", SPECD_ACCEPT_COUPLED},
+                 {"ACCEPT_GREEDY", SPECD_ACCEPT_GREEDY},
+                 {"ACCEPT_REJECTION", SPECD_ACCEPT_REJECTION}};
+    const ProtobufCEnumDescriptor *wd = &specd_wire__accept_rule__descriptor;
+    assert_int_equal(wd->n_values, 3); /* a rule added on one side only fails here */
+    for (unsigned i = 0; i < wd->n_values; i++) {
+        size_t k = 0;
+        while (k < 3 && strcmp(rules[k].wire_name, wd->values[i].name) != 0) k++;
+        if (k == 3) fail_msg("wire rule %s has no specd_accept_rule", wd->values[i].name);
+        assert_int_equal(wd->values[i].value, (int)rules[k].rule);
+    }
+    specd_ipc_decoder *d = new_decoder(0);
+    specd_error err;
+    for (size_t k = 0; k < 3; k++) {
+        specd_accept_params ap = specd_accept_default_params();
+        ap.rule = rules[k].rule;
+        ap.max_vocab = 8;
+        specd_accept *a = NULL;
+        assert_int_equal(specd_accept_create(&ap, &a, &err), SPECD_OK); /* a rule to the engine */
+        specd_accept_destroy(a);
+        built b = make_open_rule(1, (int)specd_ipc_rule_to_wire(rules[k].rule));
+        const SpecdWire__Envelope *e = NULL;
+        assert_int_equal(specd_ipc_frame_decode(d, b.bytes, b.len, &e, &err), SPECD_OK);
+        assert_int_equal(specd_ipc_rule_from_wire(e->open_seq), rules[k].rule);
+        specd_free(b.bytes);
+    }
+    built b = make_open_rule(0, 0);
+    const SpecdWire__Envelope *e = NULL;
+    assert_int_equal(specd_ipc_frame_decode(d, b.bytes, b.len, &e, &err), SPECD_OK);
+    assert_int_equal(specd_ipc_rule_from_wire(e->open_seq), SPECD_ACCEPT_COUPLED);
+    specd_free(b.bytes);
+    specd_ipc_seq_params zero = {0};
+    assert_int_equal(zero.rule, SPECD_ACCEPT_COUPLED);
+    assert_int_equal(specd_accept_default_params().rule, SPECD_ACCEPT_COUPLED);
+    b = make_open_rule(1, 3);
+    expect_refused(d, b, "unknown accept rule 3");
+    specd_free(b.bytes);
+    specd_ipc_decoder_destroy(d);
+}
+
 static void test_truncated_and_garbage(void **state) {
     (void)state;
     specd_ipc_decoder *d = new_decoder(0);
@@ -340,6 +406,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trips),
         cmocka_unit_test(test_truncated_and_garbage),
+        cmocka_unit_test(test_accept_rule_is_one_enum),
         cmocka_unit_test(test_size_checked_before_unpack),
         cmocka_unit_test(test_bounded_allocator),
         cmocka_unit_test(test_semantic_checks),

@@ -95,7 +95,7 @@ static void host_open(host *h, const char *ep, uint64_t seed, uint32_t n_prompt)
                                .n_prompt = n_prompt,
                                .sampling = {.temperature = 1.0f, .top_p = 1.0f},
                                .seed = seed,
-                               .rule = SPECD_IPC_ACCEPT_COUPLED};
+                               .rule = SPECD_ACCEPT_COUPLED};
     if (specd_ipc_client_open_seq(h->c, &sq, &err) != SPECD_OK)
         fail_msg("open_seq: %s", err.message);
 }

@@ -182,15 +182,25 @@ static void test_hello_mismatch_refused(void **state) {
     test_private_dir_remove(dir);
 }
 
-/* A scripted daemon (a ROUTER socket served by a thread of this test) whose replies to Ping are
- * chosen: it shows that the client replays its session on the NO_SESSION reason code and only
- * on it, whatever the Error's message says. */
+/* A scripted daemon: a ROUTER socket served by a thread of this test, which expects the
+ * client's requests in a given order and answers each as its step says (the normal reply, or an
+ * Error with a chosen reason and message). It shows what the client does with each refusal: its
+ * session is replayed on the NO_SESSION reason code and only on it, whatever the message says,
+ * and then the one request helper resends what the replay did not carry. */
+typedef struct step {
+    SpecdWire__Envelope__BodyCase expect;
+    SpecdWire__ErrorReason why; /* with text: refuse the request */
+    const char *text;           /* NULL: the normal reply */
+} step;
+
+enum { MAX_STEPS = 24 };
+
 typedef struct scripted {
     void *sock;
-    const SpecdWire__ErrorReason *why; /* per Ping: the Error's reason, or a Pong where text */
-    const char *const *text;           /* is NULL */
-    int n_requests;
-    int hellos, pings, failed;
+    const step *steps;
+    int n_steps;
+    int served, failed;
+    size_t got[MAX_STEPS]; /* per step: tokens carried (OpenSeq prompt, Commit, Propose commit) */
 } scripted;
 
 /* Serves one request; returns 0, or -1 on anything unexpected. */
@@ -201,18 +211,30 @@ static int scripted_serve(scripted *d, specd_ipc_decoder *dec) {
     int rc = -1;
     zmq_pollitem_t it = {.socket = d->sock, .events = ZMQ_POLLIN};
     const SpecdWire__Envelope *q = NULL;
+    const step *st = &d->steps[d->served];
     if (zmq_poll(&it, 1, 10000) != 1 || zmq_msg_recv(&rid, d->sock, 0) < 0 ||
         zmq_msg_recv(&body, d->sock, 0) < 0 ||
         specd_ipc_frame_decode(dec, zmq_msg_data(&body), zmq_msg_size(&body), &q, NULL) !=
-            SPECD_OK)
+            SPECD_OK ||
+        q->body_case != st->expect)
         goto out;
     SpecdWire__Envelope e = SPECD_WIRE__ENVELOPE__INIT;
     e.request_id = q->request_id;
     SpecdWire__HelloOk ok = SPECD_WIRE__HELLO_OK__INIT;
     SpecdWire__Pong pong = SPECD_WIRE__PONG__INIT;
+    SpecdWire__Ack ack = SPECD_WIRE__ACK__INIT;
+    SpecdWire__Draft draft = SPECD_WIRE__DRAFT__INIT;
     SpecdWire__Error error;
-    if (q->body_case == SPECD_WIRE__ENVELOPE__BODY_HELLO) {
-        d->hellos++;
+    size_t *got = &d->got[d->served];
+    switch (q->body_case) {
+    case SPECD_WIRE__ENVELOPE__BODY_OPEN_SEQ: *got = q->open_seq->n_prompt; break;
+    case SPECD_WIRE__ENVELOPE__BODY_COMMIT: *got = q->commit->n_tokens; break;
+    case SPECD_WIRE__ENVELOPE__BODY_PROPOSE: *got = q->propose->n_commit_tokens; break;
+    default: break;
+    }
+    if (st->text) {
+        specd_ipc_error_body(&e, &error, q->request_id, SPECD_E_STATE, st->why, st->text);
+    } else if (q->body_case == SPECD_WIRE__ENVELOPE__BODY_HELLO) {
         ok.major = SPECD_IPC_MAJOR;
         ok.schema_hash = SPECD_IPC_SCHEMA_HASH;
         ok.role = SPECD_WIRE__ROLE__ROLE_DRAFTER;
@@ -220,15 +242,16 @@ static int scripted_serve(scripted *d, specd_ipc_decoder *dec) {
         e.body_case = SPECD_WIRE__ENVELOPE__BODY_HELLO_OK;
         e.hello_ok = &ok;
     } else if (q->body_case == SPECD_WIRE__ENVELOPE__BODY_PING) {
-        int n = d->pings++;
-        if (d->text[n]) {
-            specd_ipc_error_body(&e, &error, q->request_id, SPECD_E_STATE, d->why[n], d->text[n]);
-        } else {
-            e.body_case = SPECD_WIRE__ENVELOPE__BODY_PONG;
-            e.pong = &pong;
-        }
+        e.body_case = SPECD_WIRE__ENVELOPE__BODY_PONG;
+        e.pong = &pong;
+    } else if (q->body_case == SPECD_WIRE__ENVELOPE__BODY_PROPOSE) {
+        draft.seq_id = q->propose->seq_id;
+        draft.step = q->propose->step;
+        e.body_case = SPECD_WIRE__ENVELOPE__BODY_DRAFT;
+        e.draft = &draft;
     } else {
-        goto out;
+        e.body_case = SPECD_WIRE__ENVELOPE__BODY_ACK;
+        e.ack = &ack;
     }
     rc = specd_ipc_send(d->sock, zmq_msg_data(&rid), zmq_msg_size(&rid), &e, 1 << 20, NULL) ==
                  SPECD_OK
@@ -244,33 +267,64 @@ static void *scripted_run(void *arg) {
     scripted *d = arg;
     specd_ipc_decoder *dec = NULL;
     if (specd_ipc_decoder_create(0, &dec, NULL) != SPECD_OK) d->failed = 1;
-    for (int i = 0; i < d->n_requests && !d->failed; i++)
-        if (scripted_serve(d, dec) != 0) d->failed = 1;
+    while (d->served < d->n_steps && !d->failed) {
+        if (scripted_serve(d, dec) != 0)
+            d->failed = 1;
+        else
+            d->served++;
+    }
     specd_ipc_decoder_destroy(dec);
     return NULL;
 }
 
+typedef struct scripted_run_ctx {
+    void *ctx;
+    scripted d;
+    pthread_t th;
+    char dir[64], ep[128];
+} scripted_run_ctx;
+
+static void scripted_start(scripted_run_ctx *r, const step *steps, int n) {
+    test_private_dir(r->dir, sizeof r->dir);
+    snprintf(r->ep, sizeof r->ep, "ipc://%s/d.sock", r->dir);
+    r->ctx = zmq_ctx_new();
+    r->d = (scripted){.sock = zmq_socket(r->ctx, ZMQ_ROUTER), .steps = steps, .n_steps = n};
+    assert_int_equal(zmq_bind(r->d.sock, r->ep), 0);
+    assert_int_equal(pthread_create(&r->th, NULL, scripted_run, &r->d), 0);
+}
+
+/* Joins the daemon thread: every step was served in order, and nothing else was asked. */
+static void scripted_finish(scripted_run_ctx *r) {
+    pthread_join(r->th, NULL);
+    if (r->d.failed)
+        fail_msg("scripted daemon: step %d (expecting request kind %d) not met", r->d.served,
+                 (int)r->d.steps[r->d.served].expect);
+    assert_int_equal(r->d.served, r->d.n_steps);
+    zmq_pollitem_t it = {.socket = r->d.sock, .events = ZMQ_POLLIN};
+    assert_int_equal(zmq_poll(&it, 1, 100), 0);
+    int zero = 0;
+    zmq_setsockopt(r->d.sock, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_close(r->d.sock);
+    zmq_ctx_term(r->ctx);
+    test_private_dir_remove(r->dir);
+}
+
+#define OK_(kind) {SPECD_WIRE__ENVELOPE__BODY_##kind, SPECD_WIRE__ERROR_REASON__REASON_NONE, NULL}
+#define LOST_(kind, text) {SPECD_WIRE__ENVELOPE__BODY_##kind, \
+                           SPECD_WIRE__ERROR_REASON__REASON_NO_SESSION, text}
+
 static void test_lost_session_is_a_code(void **state) {
     (void)state;
-    char dir[64], ep[128];
-    test_private_dir(dir, sizeof dir);
-    snprintf(ep, sizeof ep, "ipc://%s/d.sock", dir);
-    void *ctx = zmq_ctx_new();
-    /* Ping 1: NO_SESSION under a message that never says so (replayed: Hello, then the Ping
-     * again, answered by ping 2's Pong); ping 3: a message that says "no session" with no
-     * reason (reported, not replayed); ping 4: Pong on the same session. */
-    const SpecdWire__ErrorReason why[] = {SPECD_WIRE__ERROR_REASON__REASON_NO_SESSION,
-                                          SPECD_WIRE__ERROR_REASON__REASON_NONE,
-                                          SPECD_WIRE__ERROR_REASON__REASON_NONE,
-                                          SPECD_WIRE__ERROR_REASON__REASON_NONE};
-    const char *const text[] = {"the daemon restarted", NULL, "no session: say hello first",
-                                NULL};
-    scripted d = {.sock = zmq_socket(ctx, ZMQ_ROUTER), .why = why, .text = text,
-                  .n_requests = 6};
-    assert_int_equal(zmq_bind(d.sock, ep), 0);
-    pthread_t th;
-    assert_int_equal(pthread_create(&th, NULL, scripted_run, &d), 0);
-    specd_ipc_client *c = client_for(ep, &model, NULL);
+    /* Ping 1: NO_SESSION under a message that never says so: Hello, and the Ping again. Ping 3:
+     * a message that says "no session" but no reason: reported, nothing replayed. */
+    static const step steps[] = {
+        OK_(HELLO), LOST_(PING, "the daemon restarted"), OK_(HELLO), OK_(PING),
+        {SPECD_WIRE__ENVELOPE__BODY_PING, SPECD_WIRE__ERROR_REASON__REASON_NONE,
+         "no session: say hello first"},
+        OK_(PING)};
+    scripted_run_ctx r;
+    scripted_start(&r, steps, (int)(sizeof steps / sizeof steps[0]));
+    specd_ipc_client *c = client_for(r.ep, &model, NULL);
     specd_error err;
     if (specd_ipc_client_ping(c, &err) != SPECD_OK) fail_msg("ping 1: %s", err.message);
     assert_int_equal(specd_ipc_client_sessions(c), 2); /* replayed once */
@@ -279,16 +333,46 @@ static void test_lost_session_is_a_code(void **state) {
     assert_int_equal(specd_ipc_client_sessions(c), 2); /* the text alone replays nothing */
     assert_true(specd_ipc_client_connected(c));
     if (specd_ipc_client_ping(c, &err) != SPECD_OK) fail_msg("ping 4: %s", err.message);
-    pthread_join(th, NULL);
-    assert_false(d.failed);
-    assert_int_equal(d.hellos, 2);
-    assert_int_equal(d.pings, 4);
+    scripted_finish(&r);
     specd_ipc_client_destroy(c);
-    int zero = 0;
-    zmq_setsockopt(d.sock, ZMQ_LINGER, &zero, sizeof zero);
-    zmq_close(d.sock);
-    zmq_ctx_term(ctx);
-    test_private_dir_remove(dir);
+}
+
+/* The one replaying request helper (ipc/client.c request()): after a lost session it replays
+ * the whole recorded session; a Commit or CloseSeq the replay carried is not sent again, a
+ * Propose is, without the commit tokens the replayed prompt already holds. */
+static void test_replay_then(void **state) {
+    (void)state;
+    static const step steps[] = {
+        OK_(HELLO), OK_(OPEN_SEQ),                                     /* open: 3 tokens */
+        LOST_(COMMIT, "restarted"), OK_(HELLO), OK_(OPEN_SEQ),         /* commit 2: carried */
+        LOST_(PROPOSE, "restarted"), OK_(HELLO), OK_(OPEN_SEQ),        /* propose, commit 1 */
+        OK_(PROPOSE),                                                  /* resent, no tokens */
+        OK_(PING),                                                     /* nothing in between */
+        LOST_(CLOSE_SEQ, "restarted"), OK_(HELLO),                     /* nothing to reopen */
+        OK_(PING)};
+    scripted_run_ctx r;
+    scripted_start(&r, steps, (int)(sizeof steps / sizeof steps[0]));
+    specd_ipc_client *c = client_for(r.ep, &model, NULL);
+    specd_error err;
+    uint32_t prompt[3] = {1, 2, 3}, more[2] = {4, 5}, one[1] = {6}, draft[8];
+    specd_ipc_seq_params sq = {.seq_id = 9, .prompt = prompt, .n_prompt = 3,
+                               .sampling = {.temperature = 0.0f, .top_p = 1.0f}};
+    size_t n_draft = 99;
+    if (specd_ipc_client_open_seq(c, &sq, &err) != SPECD_OK ||
+        specd_ipc_client_commit(c, 9, more, 2, &err) != SPECD_OK ||
+        specd_ipc_client_propose(c, 9, 1, one, 1, draft, 8, &n_draft, &err) != SPECD_OK ||
+        specd_ipc_client_ping(c, &err) != SPECD_OK ||
+        specd_ipc_client_close_seq(c, 9, &err) != SPECD_OK ||
+        specd_ipc_client_ping(c, &err) != SPECD_OK)
+        fail_msg("%s", err.message);
+    assert_int_equal(n_draft, 0);
+    assert_int_equal(specd_ipc_client_sessions(c), 4);
+    scripted_finish(&r);
+    const size_t want[] = {0, 3, 2, 0, 5, 1, 0, 6, 0};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        if (r.d.got[i] != want[i])
+            fail_msg("step %zu carried %zu tokens, want %zu", i, r.d.got[i], want[i]);
+    specd_ipc_client_destroy(c);
 }
 
 static void test_endpoint_policy(void **state) {
@@ -476,6 +560,7 @@ int main(void) {
         cmocka_unit_test(test_hello_and_session),
         cmocka_unit_test(test_hello_mismatch_refused),
         cmocka_unit_test(test_lost_session_is_a_code),
+        cmocka_unit_test(test_replay_then),
         cmocka_unit_test(test_endpoint_policy),
         cmocka_unit_test(test_curve_refuses_unauthenticated),
         cmocka_unit_test(test_timeout_is_finite),

@@ -52,9 +52,7 @@ static specd_status on_commit(void *user, uint64_t owner, uint64_t seq_id, const
 static specd_status engine_for(verifier *v, specd_seq *q, specd_error *err) {
     if (q->engine) return SPECD_OK;
     specd_accept_params p = specd_accept_default_params();
-    p.rule = q->rule == SPECD_WIRE__ACCEPT_RULE__ACCEPT_GREEDY      ? SPECD_ACCEPT_GREEDY
-             : q->rule == SPECD_WIRE__ACCEPT_RULE__ACCEPT_REJECTION ? SPECD_ACCEPT_REJECTION
-                                                                    : SPECD_ACCEPT_COUPLED;
+    p.rule = q->rule;
     p.sampling.temperature = q->temperature;
     p.sampling.top_k = (int32_t)q->top_k;
     p.sampling.top_p = q->top_p;

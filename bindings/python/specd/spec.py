@@ -12,7 +12,7 @@ from .errors import SpecdError, check, status_name
 from .logits import as_specd_logits
 from .runtime import _Handle, _i32
 
-RULES = {"greedy": 0, "rejection": 1, "rs": 1, "coupled": 2}
+RULES = {"coupled": 0, "greedy": 1, "rejection": 2, "rs": 2}  # specd_accept_rule
 STREAM_KEY_SLOT = 2**64 - 1
 
 

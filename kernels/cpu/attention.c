@@ -1,6 +1,5 @@
 #include "kernels/cpu/ops.h"
 
-#include "common/alloc.h"
 #include "kernels/cpu/fp16.h"
 
 #include <math.h>
@@ -110,36 +109,76 @@ static AVX2 void mix_avx2(const uint16_t *vt, size_t vt_stride, const float *pro
  * its bits whatever the tile. */
 #define INLINE inline __attribute__((always_inline))
 
-/* scores of R rows against K row j (converted once into kf, zero-padded to hdp) */
+/* Eight keys' (a0 + a2) + (a1 + a3) vectors reduced as reduce_4x8_avx2 reduces each one (the
+ * 128-bit halves added, then two horizontal adds), the eight results in key order: the same
+ * additions of the same operands, so the same bits, in 15 instructions instead of 56. */
+static AVX2 INLINE __m256 reduce_8keys(const __m256 s[8]) {
+    __m256 p[4]; /* [halves of key k added | of key k + 4] */
+    for (int k = 0; k < 4; k++)
+        p[k] = _mm256_add_ps(_mm256_permute2f128_ps(s[k], s[k + 4], 0x20),
+                             _mm256_permute2f128_ps(s[k], s[k + 4], 0x31));
+    return _mm256_hadd_ps(_mm256_hadd_ps(p[0], p[1]), _mm256_hadd_ps(p[2], p[3]));
+}
+
+/* Scores of R rows, eight keys at a time: the keys' K rows converted once (kf, zero-padded to
+ * hdp), each row's dot as dot_f16_avx2 computes it. A masked key gets -inf, as in
+ * specd_attention_row (its dot is computed and dropped). hdp: a constant where inlined for the
+ * common head size, so that the row's q stays in registers. */
 static AVX2 INLINE void tile_scores(const specd_attention_query *rows, int32_t R, const uint16_t *k,
-                                    size_t k_stride, int32_t n_max, int32_t hd, int32_t hdp,
+                                    size_t k_stride, int32_t n_max, int32_t hd, const int32_t hdp,
                                     float scale, const float *qh, float *pr, size_t p_stride) {
-    float kf[512];
-    for (int32_t i = hd; i < hdp; i++)
-        kf[i] = 0.0f;
-    for (int32_t j = 0; j < n_max; j++) {
-        const uint16_t *kr = k + (size_t)j * k_stride;
-        int32_t i = 0;
-        for (; i + 8 <= hd; i += 8)
-            _mm256_storeu_ps(kf + i, load_f16x8(kr + i));
-        for (; i < hd; i++)
-            kf[i] = specd_fp16_to_fp32(kr[i]);
+    float kf[8 * 512];
+    for (int32_t j0 = 0; j0 < n_max; j0 += 8) {
+        for (int32_t kk = 0; kk < 8; kk++) {
+            float *f = kf + kk * hdp;
+            int32_t i = 0;
+            if (j0 + kk < n_max) {
+                const uint16_t *kr = k + (size_t)(j0 + kk) * k_stride;
+                for (; i + 8 <= hd; i += 8)
+                    _mm256_storeu_ps(f + i, load_f16x8(kr + i));
+                for (; i < hd; i++)
+                    f[i] = specd_fp16_to_fp32(kr[i]);
+            }
+            for (; i < hdp; i++)
+                f[i] = 0.0f;
+        }
         for (int32_t r = 0; r < R; r++) {
-            if (j >= rows[r].n_pos) continue;
-            float *sc = pr + (size_t)r * p_stride;
-            if (rows[r].visible && !rows[r].visible[j]) {
-                sc[j] = -INFINITY;
-                continue;
-            }
+            const int32_t n = rows[r].n_pos - j0;
+            if (n <= 0) continue;
             const float *y = qh + (size_t)r * (size_t)hdp;
-            __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-            for (int32_t e = 0; e < hdp; e += 32) {
-                a0 = _mm256_fmadd_ps(_mm256_loadu_ps(kf + e), _mm256_loadu_ps(y + e), a0);
-                a1 = _mm256_fmadd_ps(_mm256_loadu_ps(kf + e + 8), _mm256_loadu_ps(y + e + 8), a1);
-                a2 = _mm256_fmadd_ps(_mm256_loadu_ps(kf + e + 16), _mm256_loadu_ps(y + e + 16), a2);
-                a3 = _mm256_fmadd_ps(_mm256_loadu_ps(kf + e + 24), _mm256_loadu_ps(y + e + 24), a3);
+            __m256 s[8];
+#pragma GCC unroll 8
+            for (int kk = 0; kk < 8; kk++) {
+                const float *f = kf + kk * hdp;
+                __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+                for (int32_t e = 0; e < hdp; e += 32) {
+                    a0 = _mm256_fmadd_ps(_mm256_loadu_ps(f + e), _mm256_loadu_ps(y + e), a0);
+                    a1 = _mm256_fmadd_ps(_mm256_loadu_ps(f + e + 8), _mm256_loadu_ps(y + e + 8), a1);
+                    a2 = _mm256_fmadd_ps(_mm256_loadu_ps(f + e + 16), _mm256_loadu_ps(y + e + 16),
+                                         a2);
+                    a3 = _mm256_fmadd_ps(_mm256_loadu_ps(f + e + 24), _mm256_loadu_ps(y + e + 24),
+                                         a3);
+                }
+                s[kk] = _mm256_add_ps(_mm256_add_ps(a0, a2), _mm256_add_ps(a1, a3));
             }
-            sc[j] = reduce_4x8_avx2(a0, a1, a2, a3) * scale;
+            __m256 v = _mm256_mul_ps(reduce_8keys(s), _mm256_set1_ps(scale));
+            float *sc = pr + (size_t)r * p_stride + j0;
+            const uint8_t *vis = rows[r].visible ? rows[r].visible + j0 : NULL;
+            if (n >= 8) {
+                if (vis) {
+                    int64_t b8;
+                    memcpy(&b8, vis, sizeof b8);
+                    const __m256i hidden = _mm256_cmpeq_epi32(
+                        _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(b8)), _mm256_setzero_si256());
+                    v = _mm256_blendv_ps(v, _mm256_set1_ps(-INFINITY), _mm256_castsi256_ps(hidden));
+                }
+                _mm256_storeu_ps(sc, v);
+            } else {
+                float t[8];
+                _mm256_storeu_ps(t, v);
+                for (int32_t kk = 0; kk < n; kk++)
+                    sc[kk] = vis && !vis[kk] ? -INFINITY : t[kk];
+            }
         }
     }
 }
@@ -208,7 +247,10 @@ static AVX2 INLINE void tile_rows(const specd_attention_query *rows, int32_t R, 
             y[d] = 0.0f;
         n_max = rows[r].n_pos > n_max ? rows[r].n_pos : n_max;
     }
-    tile_scores(rows, R, k, k_stride, n_max, hd, hdp, scale, qh, pr, p_stride);
+    if (hdp == 64)
+        tile_scores(rows, R, k, k_stride, n_max, hd, 64, scale, qh, pr, p_stride);
+    else
+        tile_scores(rows, R, k, k_stride, n_max, hd, hdp, scale, qh, pr, p_stride);
     for (int32_t r = 0; r < R; r++) {
         float *sc = pr + (size_t)r * p_stride;
         const int32_t n = rows[r].n_pos;
@@ -249,28 +291,30 @@ tile_rows_avx512(const specd_attention_query *rows, int32_t R, const uint16_t *k
 }
 #endif
 
+size_t specd_attention_rows_work(int32_t n_rows, int32_t n_pos_max, int32_t head_dim) {
+    return (size_t)n_rows * ((((size_t)n_pos_max + 31) & ~(size_t)31) +
+                             (((size_t)head_dim + 31) & ~(size_t)31));
+}
+
 void specd_attention_rows(const specd_attention_query *rows, int32_t n_rows, const uint16_t *k,
                           size_t k_stride, const uint16_t *vt, size_t vt_stride, int32_t head_dim,
-                          float scale, float *scores, float *probs, int simd) {
+                          float scale, float *work, size_t work_floats, float *scores,
+                          float *probs, int simd) {
 #if defined(__x86_64__)
-    if (simd && n_rows > 1) {
-        int32_t n_max = 0;
-        for (int32_t r = 0; r < n_rows; r++)
-            n_max = rows[r].n_pos > n_max ? rows[r].n_pos : n_max;
+    int32_t n_max = 0;
+    for (int32_t r = 0; r < n_rows; r++)
+        n_max = rows[r].n_pos > n_max ? rows[r].n_pos : n_max;
+    if (simd && n_rows > 1 && work &&
+        specd_attention_rows_work(n_rows, n_max, head_dim) <= work_floats) {
         const size_t p_stride = ((size_t)n_max + 31) & ~(size_t)31;
-        const size_t hdp = ((size_t)head_dim + 31) & ~(size_t)31;
-        float *buf = specd_alloc_array((size_t)n_rows, (p_stride + hdp) * sizeof(float));
-        if (buf) {
-            float *qh = buf + (size_t)n_rows * p_stride;
-            if (simd >= 2)
-                tile_rows_avx512(rows, n_rows, k, k_stride, vt, vt_stride, head_dim, scale, qh,
-                                 buf, p_stride);
-            else
-                tile_rows_avx2(rows, n_rows, k, k_stride, vt, vt_stride, head_dim, scale, qh, buf,
-                               p_stride);
-            specd_free(buf);
-            return;
-        }
+        float *qh = work + (size_t)n_rows * p_stride;
+        if (simd >= 2)
+            tile_rows_avx512(rows, n_rows, k, k_stride, vt, vt_stride, head_dim, scale, qh, work,
+                             p_stride);
+        else
+            tile_rows_avx2(rows, n_rows, k, k_stride, vt, vt_stride, head_dim, scale, qh, work,
+                           p_stride);
+        return;
     }
 #endif
     for (int32_t r = 0; r < n_rows; r++)

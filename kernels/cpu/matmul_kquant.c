@@ -56,9 +56,9 @@ typedef struct kq_acts {
  * then a 4x4 byte transpose within each 128 bits. */
 static AVX2 INLINE __m256i transpose_run(__m256i v) {
     const __m256i d = _mm256_permutevar8x32_epi32(v, _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7));
-    return _mm256_shuffle_epi8(
-        d, _mm256_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15, 0, 4, 8, 12, 1,
-                            5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15));
+    return _mm256_shuffle_epi8(d, _mm256_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11,
+                                                   15, 0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7,
+                                                   11, 15));
 }
 
 static AVX2 void gather(const char *xq, size_t xrb, int64_t r0, int64_t nb, kq_acts *a) {
@@ -76,11 +76,10 @@ static AVX2 void gather(const char *xq, size_t xrb, int64_t r0, int64_t nb, kq_a
             a->d[i] = y->d;
             uint8_t *q = a->q + i * QK;
             for (int k = 0; k < RUNS; k++)
-                _mm256_storeu_si256(
-                    (__m256i *)(q + 32 * k),
-                    _mm256_xor_si256(
-                        transpose_run(_mm256_loadu_si256((const __m256i *)(y->qs + 32 * k))),
-                        k128));
+                _mm256_storeu_si256((__m256i *)(q + 32 * k),
+                                    _mm256_xor_si256(transpose_run(_mm256_loadu_si256(
+                                                         (const __m256i *)(y->qs + 32 * k))),
+                                                     k128));
             for (int j = 0; j < 8; j++)
                 memcpy(&a->bs[((size_t)b * 8 + (size_t)j) * GROUP + (size_t)r], y->bsums + 2 * j,
                        sizeof(int32_t));
@@ -102,7 +101,8 @@ static AVX2 INLINE void q4_k_scales(const uint8_t *q, __m256i *sc, __m256i *mn) 
     uint32_t u[3];
     memcpy(u, q, sizeof u);
     const uint32_t m6 = 0x3f3f3f3f, m4 = 0x0f0f0f0f, m2 = 0x03030303;
-    const uint64_t s = (uint64_t)(u[0] & m6) | (uint64_t)((u[2] & m4) | (((u[0] >> 6) & m2) << 4)) << 32;
+    const uint64_t s = (uint64_t)(u[0] & m6) | (uint64_t)((u[2] & m4) | (((u[0] >> 6) & m2) << 4))
+                                                   << 32;
     const uint64_t m =
         (uint64_t)(u[1] & m6) | (uint64_t)(((u[2] >> 4) & m4) | (((u[1] >> 6) & m2) << 4)) << 32;
     const __m256i sv = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)s));
@@ -190,15 +190,15 @@ static AVX2 void tile_avx2(int q6, int R, int64_t nb, const kq_acts *a, const ch
                         s1, _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(bs + 8)), mn));
             }
             const __m256 dm = _mm256_set1_ps(k.dmin);
-            ms0 = _mm256_sub_ps(ms0, _mm256_mul_ps(_mm256_mul_ps(dm, _mm256_loadu_ps(dr)),
-                                                   _mm256_cvtepi32_ps(s0)));
+            ms0 = _mm256_sub_ps(
+                ms0, _mm256_mul_ps(_mm256_mul_ps(dm, _mm256_loadu_ps(dr)), _mm256_cvtepi32_ps(s0)));
             if (R > 8)
                 ms1 = _mm256_sub_ps(ms1, _mm256_mul_ps(_mm256_mul_ps(dm, _mm256_loadu_ps(dr + 8)),
                                                        _mm256_cvtepi32_ps(s1)));
         }
         const uint8_t *yq = a->q + (size_t)b * GROUP * QK;
         for (int r0 = 0; r0 < R; r0 += 4) { /* four rows per pass; a short last pass repeats its
-                                              * last row (not stored) */
+                                             * last row (not stored) */
             const uint8_t *y[4];
             for (int i = 0; i < 4; i++)
                 y[i] = yq + (size_t)(r0 + i < R ? r0 + i : R - 1) * QK;
@@ -217,9 +217,9 @@ static AVX2 void tile_avx2(int q6, int R, int64_t nb, const kq_acts *a, const ch
             }
             const __m256i c[4] = {c0, c1, c2, c3};
             for (int i = 0; i < 4 && r0 + i < R; i++)
-                fs[r0 + i] = _mm256_add_ps(
-                    fs[r0 + i], _mm256_mul_ps(_mm256_set1_ps(k.d * dr[r0 + i]),
-                                              _mm256_cvtepi32_ps(c[i])));
+                fs[r0 + i] =
+                    _mm256_add_ps(fs[r0 + i], _mm256_mul_ps(_mm256_set1_ps(k.d * dr[r0 + i]),
+                                                            _mm256_cvtepi32_ps(c[i])));
         }
     }
     float m[16], lanes[8];
@@ -236,9 +236,8 @@ static AVX2 void tile_avx2(int q6, int R, int64_t nb, const kq_acts *a, const ch
 static AVX512 INLINE __m512i transpose_run2(__m512i v) {
     const __m512i d = _mm512_permutexvar_epi32(
         _mm512_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15), v);
-    return _mm512_shuffle_epi8(
-        d, _mm512_broadcast_i32x4(
-               _mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15)));
+    return _mm512_shuffle_epi8(d, _mm512_broadcast_i32x4(_mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2,
+                                                                       6, 10, 14, 3, 7, 11, 15)));
 }
 
 /* Block in four registers of two runs each: w[k] holds runs 2k, 2k+1 (elements 64k..64k+63, the
@@ -252,11 +251,11 @@ typedef struct kq_block5 {
 /* s[k] = [dword 2k x8 | dword 2k+1 x8] of the eight run scale dwords in sv */
 static AVX512 INLINE void spread_scales(__m512i sv, __m512i s[4]) {
     for (int k = 0; k < 4; k++)
-        s[k] = _mm512_permutexvar_epi32(
-            _mm512_setr_epi32(2 * k, 2 * k, 2 * k, 2 * k, 2 * k, 2 * k, 2 * k, 2 * k, 2 * k + 1,
-                              2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1, 2 * k + 1,
-                              2 * k + 1),
-            sv);
+        s[k] = _mm512_permutexvar_epi32(_mm512_setr_epi32(2 * k, 2 * k, 2 * k, 2 * k, 2 * k, 2 * k,
+                                                          2 * k, 2 * k, 2 * k + 1, 2 * k + 1,
+                                                          2 * k + 1, 2 * k + 1, 2 * k + 1,
+                                                          2 * k + 1, 2 * k + 1, 2 * k + 1),
+                                        sv);
 }
 
 static AVX512 INLINE void unpack_q4_k_512(const specd_block_q4_k *x, kq_block5 *k) {
@@ -295,9 +294,9 @@ static AVX512 INLINE void unpack_q6_k_512(const specd_block_q6_k *x, kq_block5 *
         k->w[2 * g + 1] = Q6(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4), 4);
 #undef Q6
     }
-    spread_scales(_mm512_castsi256_si512(
-                      _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x->scales))),
-                  k->s);
+    spread_scales(
+        _mm512_castsi256_si512(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x->scales))),
+        k->s);
     k->d = specd_fp16_to_fp32(x->d);
 }
 
@@ -328,8 +327,8 @@ static AVX512 INLINE void tile512(int q6, const int R, int64_t nb, const kq_acts
                 sm = _mm512_dpwssd_epi32(
                     sm, _mm512_loadu_si512(a->bs + ((size_t)b * 8 + (size_t)j) * GROUP),
                     _mm512_permutexvar_epi32(_mm512_set1_epi32(j), k.mn));
-            ms = _mm512_sub_ps(
-                ms, _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(k.dmin), yd), _mm512_cvtepi32_ps(sm)));
+            ms = _mm512_sub_ps(ms, _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(k.dmin), yd),
+                                                 _mm512_cvtepi32_ps(sm)));
         }
         const uint8_t *yq = a->q + (size_t)b * GROUP * QK;
 #pragma GCC unroll 8
@@ -346,10 +345,10 @@ static AVX512 INLINE void tile512(int q6, const int R, int64_t nb, const kq_acts
             /* [row r's lanes | row r+1's lanes]: each row's two runs per register folded */
             const __m512i lanes = _mm512_add_epi32(_mm512_shuffle_i64x2(c0, c1, 0x44),
                                                    _mm512_shuffle_i64x2(c0, c1, 0xee));
-            const __m512 ddr = _mm512_permutexvar_ps(
-                _mm512_setr_epi32(r, r, r, r, r, r, r, r, r + 1, r + 1, r + 1, r + 1, r + 1, r + 1,
-                                  r + 1, r + 1),
-                dd);
+            const __m512 ddr =
+                _mm512_permutexvar_ps(_mm512_setr_epi32(r, r, r, r, r, r, r, r, r + 1, r + 1, r + 1,
+                                                        r + 1, r + 1, r + 1, r + 1, r + 1),
+                                      dd);
             fs[r / 2] = _mm512_add_ps(fs[r / 2], _mm512_mul_ps(ddr, _mm512_cvtepi32_ps(lanes)));
         }
     }
@@ -393,8 +392,7 @@ int specd_matmul_rows_kquant(int simd, uint32_t w_type, const void *w, int64_t n
                              int64_t o_begin, int64_t o_end, const void *xq, size_t xq_row_bytes,
                              int64_t n_rows, float *y, int64_t ld_y) {
     const int q6 = w_type == SPECD_DTYPE_Q6_K;
-    if (simd < SPECD_CPU_AVX2 || (!q6 && w_type != SPECD_DTYPE_Q4_K) || n_in % QK != 0 ||
-        n_in <= 0)
+    if (simd < SPECD_CPU_AVX2 || (!q6 && w_type != SPECD_DTYPE_Q4_K) || n_in % QK != 0 || n_in <= 0)
         return 0;
     const int64_t nb = n_in / QK;
     const size_t wrb = specd_dtype_row_bytes(w_type, n_in);

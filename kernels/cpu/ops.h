@@ -56,11 +56,15 @@ typedef struct specd_attention_query {
 
 /* specd_attention_row for n_rows query rows over the same K and V^T caches (one sequence's new
  * tokens, the heads of one KV head): each K and V^T row is converted once for all of them, and
- * every row's output has the bits specd_attention_row gives it alone. scores and probs: scratch
- * as for specd_attention_row, used only where the tile's own buffer cannot be allocated. */
+ * every row's output has the bits specd_attention_row gives it alone. work: work_floats floats of
+ * scratch, at least specd_attention_rows_work(n_rows, the rows' largest n_pos, head_dim) for the
+ * tile; with less (or NULL) the rows go one by one through scores and probs, scratch as for
+ * specd_attention_row. */
 void specd_attention_rows(const specd_attention_query *rows, int32_t n_rows, const uint16_t *k,
                           size_t k_stride, const uint16_t *vt, size_t vt_stride, int32_t head_dim,
-                          float scale, float *scores, float *probs, int simd);
+                          float scale, float *work, size_t work_floats, float *scores,
+                          float *probs, int simd);
+size_t specd_attention_rows_work(int32_t n_rows, int32_t n_pos_max, int32_t head_dim);
 
 /* Activation rows quantized to a weight's vec_dot_type: n_rows rows of n floats (stride ld_x) into
  * dst rows of specd_dtype_row_bytes(vdt, n) bytes. F32 copies. */

@@ -3,6 +3,7 @@
  * follows llama.cpp's llm_build_llama / qwen2 / qwen3 graphs. */
 #include "model/runtime/runtime_internal.h"
 
+#include "common/alloc.h"
 #include "common/status_internal.h"
 #include "kernels/cpu/fp16.h"
 #include "kernels/cpu/ops.h"
@@ -82,7 +83,8 @@ static int64_t att_split(int64_t rows, int64_t min_split) {
     return m < rows ? m : rows;
 }
 
-static void attention_share(specd_context *c, int32_t l, int64_t n, float scale, int ith, int nth) {
+static void attention_share(specd_context *c, int32_t l, int64_t n, float scale, float *work,
+                            size_t work_floats, int ith, int nth) {
     const specd_model_info *in = &c->model->info;
     const int32_t G = in->n_head / in->n_head_kv, hd = in->head_dim;
     const int64_t NQ = (int64_t)in->n_head * hd;
@@ -123,13 +125,13 @@ static void attention_share(specd_context *c, int32_t l, int64_t n, float scale,
                 }
                 specd_attention_rows(rows, (int32_t)(q1 - q0), rt_kv_k(c, seq, l) + kvh * hd,
                                      c->kv_dim, rt_kv_vt(c, seq, l) + (size_t)kvh * hd * n_ctx,
-                                     n_ctx, hd, scale, scores, probs, c->simd);
+                                     n_ctx, hd, scale, work, work_floats, scores, probs,
+                                     c->simd);
             }
     }
 }
 
-static void fwd_worker(void *arg, int ith, int nth) {
-    fwd_job *job = arg;
+static void fwd_layers(fwd_job *job, int ith, int nth, float *att_work, size_t att_work_floats) {
     specd_context *c = job->c;
     const specd_model *m = c->model;
     const specd_model_info *in = &m->info;
@@ -201,7 +203,7 @@ static void fwd_worker(void *arg, int ith, int nth) {
             }
         }
         specd_threadpool_barrier(pool);
-        attention_share(c, l, n, scale, ith, nth);
+        attention_share(c, l, n, scale, att_work, att_work_floats, ith, nth);
         specd_threadpool_barrier(pool);
         for (int64_t r = rb; r < re; r++)
             quant_rows(c, &L->w[RT_O], c->att, NQ, r, r + 1);
@@ -253,6 +255,20 @@ static void fwd_worker(void *arg, int ith, int nth) {
     if (!job->logits) return;
     specd_threadpool_barrier(pool);
     matmul_share(c, &m->output, job->n_out, job->logits, in->n_vocab, ith, nth);
+}
+
+/* Each thread's attention tile scratch comes once per forward pass (not per tile); without it the
+ * rows go one by one. */
+static void fwd_worker(void *arg, int ith, int nth) {
+    fwd_job *job = arg;
+    const specd_context *c = job->c;
+    const specd_model_info *in = &c->model->info;
+    const int64_t tile = (int64_t)job->n_tok * (in->n_head / in->n_head_kv);
+    const size_t att_work_floats = specd_attention_rows_work(
+        (int32_t)(tile < ATT_TILE ? tile : ATT_TILE), c->p.n_ctx, in->head_dim);
+    float *att_work = specd_alloc(att_work_floats * sizeof(float));
+    fwd_layers(job, ith, nth, att_work, att_work ? att_work_floats : 0);
+    specd_free(att_work);
 }
 
 static specd_status validate_seq(specd_context *c, const specd_seq_batch *s, int32_t k,

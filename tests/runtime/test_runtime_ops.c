@@ -310,6 +310,7 @@ static void test_attention_tiles(void **state) {
     static uint16_t k[NPOS * HDMAX], vt[HDMAX * NPOS];
     static float q[MAXR * HDMAX], oa[MAXR * HDMAX], ob[HDMAX], sc[NPOS], pr[NPOS + 32];
     static uint8_t vis[MAXR * NPOS];
+    static float work[MAXR * (NPOS + 32 + HDMAX)];
     uint32_t s = 23;
     for (int i = 0; i < NPOS * HDMAX; i++) {
         k[i] = specd_fp32_to_fp16(test_input(&s, 2.0f));
@@ -344,8 +345,8 @@ static void test_attention_tiles(void **state) {
                     const int32_t p0 = rows[0].n_pos;
                     for (int d = 0; d < hd; d++)
                         vt[d * NPOS + p0] = 0x7c00;
-                    specd_attention_rows(rows, R, k, (size_t)hd, vt, NPOS, hd, 0.125f, sc, pr,
-                                         path);
+                    specd_attention_rows(rows, R, k, (size_t)hd, vt, NPOS, hd, 0.125f, work,
+                                         sizeof work / sizeof work[0], sc, pr, path);
                     for (int r = 0; r < R; r++) {
                         specd_attention_row(rows[r].q, k, (size_t)hd, vt, NPOS, rows[r].visible,
                                             rows[r].n_pos, hd, 0.125f, sc, pr, ob, path);

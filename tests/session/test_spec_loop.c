@@ -1,0 +1,285 @@
+/* The stationary batch loop (specd/spec_loop.h) on the real model:
+ *  - 64 requests of mixed policies (none, ngram, draft with the target as its own drafter,
+ *    layerskip, isd, risd with the shipped adapter), greedy and coupled T 0.8, each with its own
+ *    stream key, admitted at different steps, emit exactly what each emits alone (a loop of one
+ *    slot), and their events add up to their output;
+ *  - cancel of a running and of a queued request delivers the last event before it returns and
+ *    frees the slot; a full queue is SPECD_E_STATE; what cannot fit n_ctx, a bad policy and a
+ *    slot-keyed stream are refused at submit; destroy(NULL) is a no-op. */
+#include "test_main.h"
+
+#include "golden_prompts.h"
+
+#include "specd/spec_loop.h"
+
+#include <string.h>
+
+enum { N_REQ = 64, N_GEN = 16, MAX_PROMPT = 64, N_PROMPTS = 10, MAX_DRAFT = 4, N_THREADS = 2 };
+
+static int32_t prompts[N_PROMPTS][MAX_PROMPT];
+static int64_t n_prompts[N_PROMPTS];
+static specd_model *model;
+static const char *model_path;
+static char draft_opts[1200], risd_opts[1200];
+
+/* One request's view of its events. */
+typedef struct record {
+    int64_t id;
+    int32_t out[N_GEN + 2 * MAX_DRAFT + 1];
+    int32_t n_out;
+    int n_events, n_done;
+    specd_status status;
+    char message[256];
+    specd_seq_stats stats;
+} record;
+
+static void on_event(const specd_loop_event *ev, void *user) {
+    record *r = user;
+    assert_int_equal(ev->request, r->id);
+    assert_int_equal(r->n_done, 0); /* nothing after the last event */
+    r->n_events++;
+    assert_true(r->n_out + ev->n_tokens <= N_GEN);
+    if (ev->n_tokens > 0) memcpy(r->out + r->n_out, ev->tokens, sizeof(int32_t) * (size_t)ev->n_tokens);
+    r->n_out += ev->n_tokens;
+    if (ev->done) {
+        r->n_done = 1;
+        r->status = ev->status;
+        snprintf(r->message, sizeof r->message, "%s", ev->message);
+        assert_non_null(ev->stats);
+        r->stats = *ev->stats;
+    } else {
+        assert_null(ev->stats);
+        assert_true(ev->n_tokens > 0);
+    }
+}
+
+/* Request i's policy: mostly cheap ones, a few that run a drafter model per step. */
+typedef struct policy_choice {
+    const char *name;
+    const char *options;
+} policy_choice;
+
+static policy_choice policy_of(int i) {
+    static const int table[16] = {0, 1, 2, 4, 1, 5, 0, 3, 1, 4, 0, 5, 1, 0, 1, 0};
+    switch (table[i % 16]) {
+    case 1: return (policy_choice){"ngram", NULL};
+    case 2: return (policy_choice){"draft", draft_opts};
+    case 3: return (policy_choice){"layerskip", "layers=10,k=3"};
+    case 4: return (policy_choice){"isd", "n=3"};
+    case 5: return (policy_choice){"risd", risd_opts};
+    default: return (policy_choice){"none", NULL};
+    }
+}
+
+static specd_seq_params params_of(int i) {
+    specd_seq_params p = specd_seq_default_params();
+    policy_choice c = policy_of(i);
+    p.policy = c.name;
+    p.policy_options = c.options;
+    p.sampling.temperature = i % 3 == 0 ? 0.0f : 0.8f;
+    p.seed = 42;
+    p.stream_key = 0x5eed000000000ULL + (uint64_t)i * 7919u;
+    p.max_tokens = N_GEN;
+    p.adaptive = i % 4 == 3; /* mostly the policies' own steps; some under the guard */
+    return p;
+}
+
+static specd_loop *make_loop(int32_t max_seqs, int32_t max_queue, int32_t n_ctx) {
+    specd_loop_params lp = specd_loop_default_params();
+    lp.max_seqs = max_seqs;
+    lp.max_queue = max_queue;
+    lp.n_ctx = n_ctx;
+    lp.n_batch = 256;
+    lp.n_threads = N_THREADS;
+    lp.max_draft = MAX_DRAFT;
+    lp.model_path = model_path;
+    specd_loop *loop = NULL;
+    specd_error err;
+    if (specd_loop_create(model, &lp, &loop, &err) != SPECD_OK) fail_msg("create: %s", err.message);
+    return loop;
+}
+
+static void submit(specd_loop *loop, int i, record *r) {
+    specd_seq_params p = params_of(i);
+    specd_error err;
+    memset(r, 0, sizeof *r);
+    int pr = i % N_PROMPTS;
+    if (specd_loop_submit(loop, prompts[pr], n_prompts[pr], &p, on_event, r, &r->id, &err) !=
+        SPECD_OK)
+        fail_msg("submit %d (%s): %s", i, p.policy, err.message);
+}
+
+static void step(specd_loop *loop, specd_loop_step_info *info) {
+    specd_error err;
+    if (specd_loop_step(loop, info, &err) != SPECD_OK) fail_msg("step: %s", err.message);
+}
+
+static void drain(specd_loop *loop) {
+    while (specd_loop_n_running(loop) + specd_loop_n_queued(loop) > 0) step(loop, NULL);
+}
+
+static void test_64_mixed_equals_solo(void **s) {
+    (void)s;
+    static record batch[N_REQ], solo;
+    specd_loop *loop = make_loop(N_REQ, N_REQ, 128);
+    /* admitted in three waves: the later ones join while the first are decoding */
+    int next = 0, max_running = 0, mixed_steps = 0;
+    for (; next < 40; next++) submit(loop, next, &batch[next]);
+    for (int k = 0; specd_loop_n_running(loop) > 0 || next < N_REQ; k++) {
+        if ((k == 3 && next < 52) || (k == 5 && next < N_REQ))
+            for (int end = next + 12; next < end; next++) submit(loop, next, &batch[next]);
+        specd_loop_step_info info;
+        step(loop, &info);
+        if (info.n_running > max_running) max_running = info.n_running;
+        mixed_steps += info.n_running > 0 && info.n_prefill > 0;
+        assert_true(info.n_tokens <= 256 * 8); /* every extend within n_batch */
+    }
+    assert_true(max_running > 40); /* they really ran side by side */
+    assert_true(mixed_steps > 0);   /* prompt chunks rode with running steps */
+    specd_loop_stats ls;
+    specd_loop_get_stats(loop, &ls);
+    assert_int_equal(ls.n_submitted, N_REQ);
+    assert_int_equal(ls.n_finished, N_REQ);
+    assert_int_equal(ls.n_failed, 0);
+    assert_int_equal(ls.n_emitted, N_REQ * N_GEN);
+    assert_true(ls.n_accepted > 0);
+    specd_loop_destroy(loop);
+
+    int64_t drafted = 0;
+    specd_loop *one = make_loop(1, 0, 128);
+    for (int i = 0; i < N_REQ; i++) {
+        record *b = &batch[i];
+        assert_int_equal(b->n_done, 1);
+        if (b->status != SPECD_OK) fail_msg("request %d: %s", i, b->message);
+        assert_int_equal(b->n_out, N_GEN);
+        assert_int_equal(b->stats.n_emitted, N_GEN);
+        drafted += b->stats.n_draft_tokens;
+        submit(one, i, &solo);
+        drain(one);
+        assert_int_equal(solo.status, SPECD_OK);
+        for (int t = 0; t < N_GEN; t++)
+            if (solo.out[t] != b->out[t])
+                fail_msg("request %d (%s, T %.1f): token %d is %d among 63 others, %d alone", i,
+                         params_of(i).policy, params_of(i).sampling.temperature, t, b->out[t],
+                         solo.out[t]);
+    }
+    assert_true(drafted > 0);
+    specd_loop_destroy(one);
+}
+
+static void test_cancel(void **s) {
+    (void)s;
+    static record a, b, c;
+    specd_loop *loop = make_loop(1, 4, 128);
+    submit(loop, 1, &a);
+    submit(loop, 2, &b);
+    assert_int_equal(specd_loop_n_running(loop), 1);
+    assert_int_equal(specd_loop_n_queued(loop), 1);
+    while (a.n_out == 0) step(loop, NULL); /* a is decoding, b waits */
+    assert_int_equal(b.n_events, 0);
+    /* running: its last event arrives inside cancel, and its slot goes to b at the next step */
+    assert_int_equal(specd_loop_cancel(loop, a.id), SPECD_OK);
+    assert_int_equal(a.n_done, 1);
+    assert_int_equal(a.status, SPECD_E_STATE);
+    assert_string_equal(a.message, "cancelled");
+    assert_int_equal(specd_loop_n_running(loop), 0);
+    assert_int_equal(specd_loop_cancel(loop, a.id), SPECD_E_INVALID_ARG);
+    step(loop, NULL);
+    assert_int_equal(specd_loop_n_running(loop), 1);
+    assert_int_equal(specd_loop_n_queued(loop), 0);
+    /* queued: c waits behind b and is cancelled before it ever runs */
+    submit(loop, 3, &c);
+    assert_int_equal(specd_loop_n_queued(loop), 1);
+    assert_int_equal(specd_loop_cancel(loop, c.id), SPECD_OK);
+    assert_int_equal(c.n_done, 1);
+    assert_int_equal(c.n_out, 0);
+    assert_int_equal(c.status, SPECD_E_STATE);
+    assert_int_equal(specd_loop_n_queued(loop), 0);
+    drain(loop);
+    assert_int_equal(b.status, SPECD_OK);
+    assert_int_equal(b.n_out, N_GEN);
+    specd_loop_stats ls;
+    specd_loop_get_stats(loop, &ls);
+    assert_int_equal(ls.n_cancelled, 2);
+    assert_int_equal(ls.n_finished, 1);
+    assert_int_equal(specd_loop_cancel(loop, 12345), SPECD_E_INVALID_ARG);
+    specd_loop_destroy(loop);
+}
+
+static void test_queue_full(void **s) {
+    (void)s;
+    static record a, b, c;
+    specd_loop *loop = make_loop(1, 1, 128);
+    submit(loop, 0, &a);
+    submit(loop, 1, &b);
+    specd_seq_params p = params_of(2);
+    specd_error err;
+    int64_t id = -1;
+    assert_int_equal(specd_loop_submit(loop, prompts[2], n_prompts[2], &p, on_event, &c, &id, &err),
+                     SPECD_E_STATE);
+    assert_int_equal(id, -1);
+    assert_int_equal(specd_loop_n_queued(loop), 1);
+    drain(loop);
+    assert_int_equal(c.n_events, 0);
+    assert_int_equal(b.status, SPECD_OK);
+    specd_loop_destroy(loop);
+}
+
+static void test_refused_at_submit(void **s) {
+    (void)s;
+    static record r;
+    specd_loop *loop = make_loop(1, 4, 64);
+    specd_error err;
+    int64_t id = -1;
+    specd_seq_params p = params_of(1);
+    /* 18 prompt tokens + 40 + a step's 9 rows do not fit 64 KV rows */
+    p.max_tokens = 40;
+    assert_int_equal(specd_loop_submit(loop, prompts[2], n_prompts[2], &p, on_event, &r, &id, &err),
+                     SPECD_E_INVALID_ARG);
+    assert_non_null(strstr(err.message, "n_ctx"));
+    p.max_tokens = 8;
+    p.stream_key = SPECD_STREAM_KEY_SLOT;
+    assert_int_equal(specd_loop_submit(loop, prompts[2], n_prompts[2], &p, on_event, &r, &id, &err),
+                     SPECD_E_INVALID_ARG);
+    /* a bad option is refused whether the request would run at once or wait */
+    p = params_of(1);
+    p.max_tokens = 8;
+    p.policy_options = "k=99";
+    assert_int_equal(specd_loop_submit(loop, prompts[2], n_prompts[2], &p, on_event, &r, &id, &err),
+                     SPECD_E_INVALID_ARG);
+    assert_int_equal(specd_loop_n_running(loop), 0);
+    p.policy_options = NULL;
+    submit(loop, 5, &r);
+    p.policy = "nope";
+    assert_int_equal(specd_loop_submit(loop, prompts[2], n_prompts[2], &p, on_event, &r, &id, &err),
+                     SPECD_E_INVALID_ARG);
+    assert_int_equal(specd_loop_n_queued(loop), 0);
+    assert_int_equal(id, -1);
+    specd_loop_destroy(loop);
+    specd_loop_destroy(NULL);
+}
+
+int main(void) {
+    model_path = specd_test_model_path();
+    const char *src = getenv("SPECD_SOURCE_DIR");
+    if (!model_path || specd_model_create(model_path, &model, NULL) != SPECD_OK) {
+        printf("skipped: no model (SPECD_TEST_MODEL)\n");
+        return SPECD_TEST_SKIP;
+    }
+    if (specd_golden_prompts_read(src, N_PROMPTS, MAX_PROMPT, &prompts[0][0], n_prompts)) {
+        printf("cannot read the golden prompts\n");
+        return 1;
+    }
+    snprintf(draft_opts, sizeof draft_opts, "model=%s,k=3", model_path);
+    snprintf(risd_opts, sizeof risd_opts, "n=3,adapter=%s/models/adapters/smollm2-135m-risd",
+             src ? src : ".");
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_refused_at_submit),
+        cmocka_unit_test(test_queue_full),
+        cmocka_unit_test(test_cancel),
+        cmocka_unit_test(test_64_mixed_equals_solo),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    specd_model_destroy(model);
+    return rc;
+}

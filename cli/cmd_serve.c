@@ -3,6 +3,7 @@
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "serve_server.h"
+#include "specd/log.h"
 
 #include <errno.h>
 #include <libgen.h>
@@ -129,11 +130,11 @@ int specd_cmd_serve(int argc, char **argv) {
     p.default_policy = policy_name;
     p.default_policy_options = colon ? colon + 1 : NULL;
 
-    char def[4096], id[256];
+    char def[4096], copy[4096], id[256];
     if (!model_path) model_path = cli_default_model(def, sizeof def);
     if (!model_name) {
-        snprintf(def, sizeof def, "%s", model_path);
-        snprintf(id, sizeof id, "%s", basename(def));
+        snprintf(copy, sizeof copy, "%s", model_path); /* basename may write to its argument */
+        snprintf(id, sizeof id, "%s", basename(copy));
         size_t l = strlen(id);
         if (l > 5 && !strcmp(id + l - 5, ".gguf")) id[l - 5] = '\0';
         model_name = id;

@@ -312,8 +312,9 @@ static char *metrics_text(serve_server *s, size_t *len) {
     serve_prom_counter(&p, "specd:loop_forward_tokens_total",
                        "Tokens the loop's forwards ran (steps and prompt chunks).",
                        es.loop.n_tokens_run);
-    serve_prom_counter(&p, "specd:loop_forward_seconds_total_ns",
-                       "Nanoseconds spent in the loop's forwards.", (int64_t)es.loop.forward_ns);
+    serve_prom_family(&p, "specd:loop_forward_seconds_total", "counter",
+                      "Seconds spent in the loop's forwards.");
+    serve_prom_double(&p, "specd:loop_forward_seconds_total", NULL, (double)es.loop.forward_ns * 1e-9);
     serve_prom_spec_decode(&p, &es.spec, es.max_draft);
     if (p.failed) {
         free(p.buf);

@@ -208,6 +208,9 @@ static int parse_policy(const cJSON *root, const serve_limits *lim, serve_reques
     double k = 0;
     int has_k = 0;
     if (get_number(root, "draft_max", 1, lim->max_draft, 1, &k, &has_k, why)) return -1;
+    /* (plain decoding drafts nothing: any draft_max is moot there, so a client may send one
+     * request body to both and compare) */
+    if (has_k && !strcmp(name, "none")) has_k = 0;
     if (has_k && strcmp(name, "ngram") && strcmp(name, "draft") && strcmp(name, "layerskip"))
         return BAD("draft_max", "'draft_max' applies to ngram, draft and layerskip, not '%.64s'",
                    name);

@@ -3,10 +3,10 @@
  * instead.
  *
  * Each call to specd_loop_step runs ONE target forward (one specd_context_extend per distinct
- * LoRA adapter in use, since a context applies one adapter at a time) over every running
- * request: each request's own step layout (plain, drafter-shaped, self-speculative: mixed
- * policies in one batch), plus prompt chunks of newly admitted requests in the same forward, up
- * to n_batch tokens. Then every request is verified from its rows, its rejected and mask rows are
+ * LoRA adapter in use, since a context applies one adapter at a time, and per n_batch tokens)
+ * over every running request: each request's own step layout (plain, drafter-shaped,
+ * self-speculative: mixed policies in one batch), plus prompt chunks of newly admitted requests
+ * in the same forward. Then every request is verified from its rows, its rejected and mask rows are
  * trimmed from its KV cache, its tokens are reported, and finished requests are retired so that
  * queued ones take their slots before the next step.
  *
@@ -18,9 +18,20 @@
  * (session/batch_cost.h), so as the batch grows compute-bound, proposals stop paying and the
  * guard shortens or stops drafting per request.
  *
+ * Forwards: the step's sequences go in layout order into as few extends as their adapters and
+ * n_batch allow (a run of sequences shares an extend while their gated rows use one adapter and
+ * their tokens fit n_batch; rows without a gate run on base weights under any adapter). Prompt
+ * chunks of newly admitted requests, first come first served, fill the room the last extend
+ * leaves. Steps of policies that verify with hidden states get them from the same extend.
+ *
+ * Verification is always in-process: a loop has no verifier endpoint (specd_spec_params'
+ * verifier_endpoint is not used). The remote drafter policy ("remote") works like any drafter.
+ *
  * Threads: a loop is not thread-safe; one thread calls submit, cancel and step (a server hands
- * requests to that thread). Events are delivered on that thread, inside specd_loop_step or
- * specd_loop_cancel.
+ * requests to that thread). Events are delivered on that thread, inside specd_loop_step (after
+ * the step's every KV and slot change) or specd_loop_cancel.
+ * A callback may call specd_loop_submit and specd_loop_cancel (of any request, its own
+ * included), not specd_loop_step (SPECD_E_STATE) nor specd_loop_destroy.
  */
 #ifndef SPECD_SPEC_LOOP_H
 #define SPECD_SPEC_LOOP_H
@@ -62,7 +73,8 @@ SPECD_API void specd_loop_destroy(specd_loop *loop);
 /* What happened to one request. Everything it points to is borrowed for the callback only. */
 typedef struct specd_loop_event {
     int64_t request;         /* the id specd_loop_submit returned */
-    const int32_t *tokens;   /* tokens emitted by this step, in order (n_tokens may be 0) */
+    const int32_t *tokens;   /* tokens emitted by this step, in order (n_tokens is >= 1 except
+                                on the last event, which may carry none) */
     int32_t n_tokens;
     int done;                /* 1 on the request's last event */
     specd_status status;     /* with done: SPECD_OK (max_tokens or a stop token), or why not */

@@ -39,7 +39,6 @@ struct serve_engine {
     int started;
     pthread_mutex_t mu;
     pthread_cond_t cv;      /* work for the engine thread */
-    pthread_cond_t idle_cv; /* the engine finished an iteration */
     int stop;
     serve_job *in_head, *in_tail; /* handed over, not yet submitted to the loop */
     int32_t n_in;
@@ -164,7 +163,6 @@ static void *engine_main(void *arg) {
     pthread_mutex_lock(&eng->mu);
     for (;;) {
         refresh_locked(eng);
-        pthread_cond_broadcast(&eng->idle_cv);
         while (!eng->stop && !eng->in_head && !eng->cancels && eng->n_live == 0)
             pthread_cond_wait(&eng->cv, &eng->mu);
         if (eng->stop) break;
@@ -231,7 +229,6 @@ static void *engine_main(void *arg) {
     }
     pthread_mutex_lock(&eng->mu);
     refresh_locked(eng);
-    pthread_cond_broadcast(&eng->idle_cv);
     pthread_mutex_unlock(&eng->mu);
     return NULL;
 }
@@ -248,7 +245,6 @@ specd_status serve_engine_create(const specd_model *model, const specd_loop_para
     eng->max_draft = params->max_draft;
     pthread_mutex_init(&eng->mu, NULL);
     pthread_cond_init(&eng->cv, NULL);
-    pthread_cond_init(&eng->idle_cv, NULL);
     int e = pthread_create(&eng->thread, NULL, engine_main, eng);
     if (e) {
         serve_engine_destroy(eng);
@@ -274,7 +270,6 @@ void serve_engine_destroy(serve_engine *eng) {
     if (!eng) return;
     serve_engine_stop(eng);
     specd_loop_destroy(eng->loop);
-    pthread_cond_destroy(&eng->idle_cv);
     pthread_cond_destroy(&eng->cv);
     pthread_mutex_destroy(&eng->mu);
     free(eng);
@@ -349,17 +344,6 @@ static struct timespec deadline_after(int ms) {
         ts.tv_nsec -= 1000000000L;
     }
     return ts;
-}
-
-int serve_engine_wait_idle(serve_engine *eng, int timeout_ms) {
-    struct timespec dl = deadline_after(timeout_ms);
-    pthread_mutex_lock(&eng->mu);
-    int rc = 0;
-    while (!(eng->n_live == 0 && !eng->in_head) && rc != ETIMEDOUT)
-        rc = pthread_cond_timedwait(&eng->idle_cv, &eng->mu, &dl);
-    int idle = eng->n_live == 0 && !eng->in_head;
-    pthread_mutex_unlock(&eng->mu);
-    return idle;
 }
 
 int serve_job_wait(serve_job *j, int timeout_ms, serve_job_view *out) {

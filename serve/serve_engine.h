@@ -42,8 +42,6 @@ specd_status serve_engine_submit(serve_engine *eng, const int32_t *prompt, int64
                                  specd_error *err);
 /* Snapshot of the counters. */
 void serve_engine_get_stats(serve_engine *eng, serve_engine_stats *out);
-/* Waits until the engine is idle (nothing running or queued) or timeout_ms passes; 1 if idle. */
-int serve_engine_wait_idle(serve_engine *eng, int timeout_ms);
 
 /* What a handler reads from its job. */
 typedef struct serve_job_view {

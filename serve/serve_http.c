@@ -5,10 +5,10 @@
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
 #include "common/status_internal.h"
 
@@ -18,7 +18,7 @@ struct serve_http {
     void *user;
     size_t max_body;
     int port;
-    int quiesced_fd; /* the listening socket after quiesce: ours to close after stop */
+    atomic_int active; /* requests begun and not yet completed (answer sent or abandoned) */
 };
 
 /* One request's upload, collected across the access handler's calls. */
@@ -112,6 +112,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         u = calloc(1, sizeof *u);
         if (!u) return MHD_NO;
         *con_cls = u;
+        atomic_fetch_add(&h->active, 1);
         return MHD_YES;
     }
     if (*upload_size) {
@@ -134,9 +135,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
-    (void)cls, (void)c, (void)toe;
+    (void)c, (void)toe;
+    serve_http *h = cls;
     upload *u = *con_cls;
     if (u) {
+        atomic_fetch_sub(&h->active, 1);
         free(u->buf);
         free(u);
         *con_cls = NULL;
@@ -160,9 +163,8 @@ specd_status serve_http_create(const serve_http_params *p, serve_http_handler ha
     h->handler = handler;
     h->user = user;
     h->max_body = p->max_body ? p->max_body : d.max_body;
-    h->quiesced_fd = -1;
     h->daemon = MHD_start_daemon(
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ITC |
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
             MHD_USE_POLL,
         0, NULL, NULL, on_request, h, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_CONNECTION_LIMIT,
@@ -180,21 +182,15 @@ specd_status serve_http_create(const serve_http_params *p, serve_http_handler ha
     return SPECD_OK;
 }
 
-void serve_http_quiesce(serve_http *h) {
-    if (!h) return;
-    if (h->quiesced_fd >= 0) return;
-    MHD_socket s = MHD_quiesce_daemon(h->daemon);
-    if (s != MHD_INVALID_SOCKET) h->quiesced_fd = s;
-}
-
 void serve_http_destroy(serve_http *h) {
     if (!h) return;
     MHD_stop_daemon(h->daemon);
-    if (h->quiesced_fd >= 0) close(h->quiesced_fd); /* only after stop: see MHD_quiesce_daemon */
     free(h);
 }
 
 int serve_http_port(const serve_http *h) { return h ? h->port : 0; }
+
+int serve_http_active(serve_http *h) { return h ? atomic_load(&h->active) : 0; }
 
 int serve_http_peer_gone(int fd) {
     if (fd < 0) return 0;

@@ -57,11 +57,11 @@ serve_http_params serve_http_default_params(void);
 /* Starts listening. Caller owns *out (serve_http_destroy). */
 specd_status serve_http_create(const serve_http_params *p, serve_http_handler handler, void *user,
                                serve_http **out, specd_error *err);
-/* Stops accepting new connections; those open go on. */
-void serve_http_quiesce(serve_http *http);
 /* Closes every connection (waiting for their threads) and frees the server. NULL is a no-op. */
 void serve_http_destroy(serve_http *http);
 int serve_http_port(const serve_http *http);
+/* Requests begun whose answer is not yet wholly sent (or abandoned). */
+int serve_http_active(serve_http *http);
 
 /* 1 when the peer of fd has closed its side (or the socket failed), checked without blocking:
  * how a handler waiting for tokens learns that nobody is listening any more. */

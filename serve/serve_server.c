@@ -431,9 +431,19 @@ specd_status serve_server_create(const specd_model *model, const specd_tokenizer
 int serve_server_port(const serve_server *s) { return serve_http_port(s->http); }
 
 void serve_server_drain(serve_server *s, int grace_ms) {
+    /* Still listening: a client that comes now is told 503 (and /health says draining) rather
+     * than left waiting in the listen backlog. */
     atomic_store(&s->draining, 1);
-    serve_http_quiesce(s->http);
-    serve_engine_wait_idle(s->engine, grace_ms);
+    /* Until every answer is wholly sent: the engine going idle is not enough, the last chunks
+     * of a stream may still be on their way. */
+    struct timespec t0, now, nap = {0, 10 * 1000000L};
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        long ms = (now.tv_sec - t0.tv_sec) * 1000L + (now.tv_nsec - t0.tv_nsec) / 1000000L;
+        if (serve_http_active(s->http) == 0 || ms >= grace_ms) break;
+        nanosleep(&nap, NULL);
+    }
 }
 
 void serve_server_destroy(serve_server *s) {

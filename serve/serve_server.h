@@ -36,7 +36,7 @@ specd_status serve_server_create(const specd_model *model, const specd_tokenizer
                                  const serve_server_params *p, serve_server **out,
                                  specd_error *err);
 int serve_server_port(const serve_server *srv);
-/* Graceful stop: no new connections, then up to grace_ms for the requests in flight to end. */
+/* Graceful stop: new requests get 503, and the requests in flight get up to grace_ms to end. */
 void serve_server_drain(serve_server *srv, int grace_ms);
 /* Ends what still runs, closes every connection and frees the server. NULL is a no-op. */
 void serve_server_destroy(serve_server *srv);

@@ -325,9 +325,28 @@ def serve_tests():
         print("ok: /metrics parses (%d families); accepted %d of %d proposals"
               % (len(m), acc, drafted), flush=True)
 
-        # graceful stop
+        # graceful stop: a request in flight when SIGTERM comes still ends whole; new ones and
+        # /health are told 503 meanwhile
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        c.request("POST", "/v1/completions", json.dumps(dict(
+            model=model_id, prompt="Count from 1 to 1000, separated by commas.", max_tokens=48,
+            temperature=0, stream=True)), {"Content-Type": "application/json"})
+        r = c.getresponse()
+        first = r.readline()
+        check(first.startswith(b"data: "), "no first event: %r" % first)
         srv.send_signal(signal.SIGTERM)
+        wait_for(lambda: request(port, "GET", "/health")[0] == 503, "/health to say draining")
+        check(request(port, "POST", "/v1/completions", {"prompt": "hi"})[0] == 503,
+              "a new request while draining was not refused")
+        rest = (first + r.read()).decode()
+        c.close()
+        events = [json.loads(e[6:]) for e in rest.split("\n\n") if e.startswith("data: {")]
+        check(rest.rstrip().endswith("data: [DONE]") and
+              events[-1]["choices"][0]["finish_reason"] == "length" and
+              events[-1]["usage"]["completion_tokens"] == 48, "the request in flight was cut")
         check(srv.wait(timeout=60) == 0, "specd serve did not exit 0 on SIGTERM")
+        print("ok: SIGTERM drains: the request in flight ended whole, new ones got 503",
+              flush=True)
     finally:
         if srv.poll() is None:
             srv.kill()

@@ -70,7 +70,8 @@ int serve_daemon_metrics_args(int *argc, char **argv, const char *program, int *
 }
 
 void serve_daemon_metrics_help(void) {
-    printf("  --metrics-port N       serve Prometheus metrics at http://HOST:N/metrics (and\n"
+    printf("\nmetrics options:\n"
+           "  --metrics-port N       serve Prometheus metrics at http://HOST:N/metrics (and\n"
            "                         /health); 0 picks a free port (logged)\n"
            "  --metrics-host A       the IPv4 address to bind it to [127.0.0.1]\n");
 }

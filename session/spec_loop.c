@@ -242,22 +242,23 @@ void specd_loop_retire(specd_loop *loop, int32_t s, specd_status status, const c
     loop_pending p = {.slot = s, .id = sl->id, .on_event = sl->on_event, .user = sl->user,
                       .n_tokens = n_tokens, .done = 1, .status = status};
     specd_spec_seq_stats(loop->spec, s, &p.stats, NULL);
-    specd_spec_seq_close(loop->spec, s);
-    *sl = (loop_slot){.state = SLOT_FREE};
     if (status == SPECD_OK) loop->stats.n_finished++;
     else if (status == SPECD_E_STATE && message && !strcmp(message, "cancelled"))
         loop->stats.n_cancelled++;
     else loop->stats.n_failed++;
-    if (deliver_now) {
-        deliver_one(&p, tokens, message ? message : "");
-        return;
+    if (!deliver_now) {
+        /* copy before the close: the tokens live in the sequence's state */
+        p.tok0 = loop->n_ev_tokens;
+        if (n_tokens > 0)
+            memcpy(loop->ev_tokens + p.tok0, tokens, (size_t)n_tokens * sizeof(int32_t));
+        loop->n_ev_tokens += n_tokens;
+        snprintf(loop->ev_msg[loop->n_pending], SPECD_ERROR_MESSAGE_MAX, "%s",
+                 message ? message : "");
+        loop->pending[loop->n_pending++] = p;
     }
-    /* copy now: the tokens live in the sequence's state, which is gone */
-    p.tok0 = loop->n_ev_tokens;
-    if (n_tokens > 0) memcpy(loop->ev_tokens + p.tok0, tokens, (size_t)n_tokens * sizeof(int32_t));
-    loop->n_ev_tokens += n_tokens;
-    snprintf(loop->ev_msg[loop->n_pending], SPECD_ERROR_MESSAGE_MAX, "%s", message ? message : "");
-    loop->pending[loop->n_pending++] = p;
+    specd_spec_seq_close(loop->spec, s);
+    *sl = (loop_slot){.state = SLOT_FREE};
+    if (deliver_now) deliver_one(&p, NULL, message ? message : "");
 }
 
 void specd_loop_push_tokens(specd_loop *loop, int32_t s, const int32_t *tokens, int32_t n) {
@@ -272,7 +273,6 @@ void specd_loop_push_tokens(specd_loop *loop, int32_t s, const int32_t *tokens, 
 }
 
 void specd_loop_deliver(specd_loop *loop) {
-    loop->in_step = 1;
     for (int32_t i = 0; i < loop->n_pending; i++) {
         const loop_pending *p = &loop->pending[i];
         /* a callback may have cancelled a request whose tokens are still waiting: its last
@@ -283,7 +283,6 @@ void specd_loop_deliver(specd_loop *loop) {
     }
     loop->n_pending = 0;
     loop->n_ev_tokens = 0;
-    loop->in_step = 0;
 }
 
 specd_status specd_loop_submit(specd_loop *loop, const int32_t *prompt, int64_t n_prompt,

@@ -5,6 +5,7 @@
 
 #include "common/clock.h"
 #include "common/status_internal.h"
+#include "session/spec_internal.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -256,6 +257,7 @@ specd_status specd_loop_step(specd_loop *loop, specd_loop_step_info *info, specd
         return specd_fail(err, SPECD_E_STATE, "loop: step called from an event callback");
     uint64_t t0 = specd_now_ns();
     specd_loop_step_info si = {0};
+    loop->in_step = 1; /* callbacks run inside (admission failures, the step's events) */
     specd_loop_admit_queued(loop);
 
     int32_t n_run = list_running(loop);
@@ -273,6 +275,16 @@ specd_status specd_loop_step(specd_loop *loop, specd_loop_step_info *info, specd
         uint64_t f0 = specd_now_ns();
         st = run_forward(loop, &batch, n_ext, err);
         si.forward_ns = specd_now_ns() - f0;
+        if (st == SPECD_OK && n_run > 0 && si.n_tokens > 0) {
+            /* the guard reads a step's forward as layout-to-verify time over its scored rows
+             * (session/batch_cost.h): the prompt chunks' part of the forward, by tokens, is no
+             * step's cost, so it is moved out of that window (else it would read as fixed cost
+             * and make proposals look cheap while requests are being admitted) */
+            int32_t pf_tokens = 0;
+            for (int32_t i = 0; i < n_pf; i++) pf_tokens += loop->pf_chunk[i];
+            loop->spec->batch_t0 +=
+                (uint64_t)((double)si.forward_ns * (double)pf_tokens / (double)si.n_tokens);
+        }
         if (st == SPECD_OK) {
             for (int32_t i = 0; i < n_pf; i++) {
                 loop_slot *sl = &loop->slots[loop->pf_slot[i]];
@@ -292,6 +304,7 @@ specd_status specd_loop_step(specd_loop *loop, specd_loop_step_info *info, specd
     loop->stats.forward_ns += si.forward_ns;
     if (n_ext > 0 || n_run > 0) loop->stats.n_steps++;
     specd_loop_deliver(loop);
+    loop->in_step = 0;
     si.step_ns = specd_now_ns() - t0;
     loop->stats.step_ns += si.step_ns;
     if (info) *info = si;

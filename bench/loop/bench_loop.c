@@ -1,13 +1,15 @@
 /* The stationary batch loop (specd/spec_loop.h) under concurrency, in-process: for each
- * concurrency C (a loop of C slots) max(C, prompts) requests on the prompts file's lines (repeated
- * to fill, each request its own stream key), all submitted at once and run until the last one
- * retires, first with policy none (the anchor), then with each policy named, the guard on.
+ * concurrency C (a loop of C slots) max(R x C, prompts) requests on the prompts file's lines
+ * (repeated to fill, each request its own stream key), all submitted at once and run until the
+ * last one retires (R = 2: as requests finish, queued ones take their slots, so the loop stays
+ * near C busy slots for most of the run), first with policy none (the anchor), then with each policy named, the guard on.
  * Prints per (C, policy): aggregate tokens/s, its ratio to none at the same C (same requests, run
  * right before), tokens per target forward (per request: emitted / steps, summed), acceptance,
- * the loop's extends and tokens per extend, and how many requests emitted exactly the tokens of
+ * the loop's extends and tokens per extend, the forwards' share of the steps' time, and how many
+ * requests emitted exactly the tokens of
  * their none run (lossless under greedy and coupled sampling: anything less is a bug).
  *
- * usage: bench_loop -m MODEL -p PROMPTS.txt [-n TOKENS] [-t THREADS] [-c 1,4,16,64]
+ * usage: bench_loop -m MODEL -p PROMPTS.txt [-n TOKENS] [-t THREADS] [-c 1,4,16,64] [-r R]
  *                   [--temp T] [--seed S] [--max-draft K] [--n-batch B] [POLICY[:OPTIONS]...]
  * (default policies: ngram). Exit 1 when a request differs from its none run. */
 #include "specd/spec_loop.h"
@@ -36,7 +38,7 @@ typedef struct bench {
     int64_t n_prompt[MAX_PROMPTS];
     int n_prompts;
     int32_t max_prompt;
-    int32_t n_gen, n_threads, max_draft, n_batch;
+    int32_t n_gen, n_threads, max_draft, n_batch, per_slot;
     float temp;
     uint64_t seed;
     int32_t stop[16];
@@ -103,7 +105,7 @@ static int read_prompts(bench *b, const char *path) {
 }
 
 typedef struct result {
-    double seconds, tok_s, tpf, accept;
+    double seconds, tok_s, tpf, accept, fwd_share;
     int64_t emitted, forwards, tokens_run;
     int identical, compared;
 } result;
@@ -168,6 +170,7 @@ static int run(bench *b, int conc, int n_req, const char *policy, const char *op
     res->accept = ls.n_draft_tokens > 0 ? (double)ls.n_accepted / (double)ls.n_draft_tokens : 0;
     res->forwards = ls.n_forwards;
     res->tokens_run = ls.n_tokens_run;
+    res->fwd_share = ls.step_ns ? (double)ls.forward_ns / (double)ls.step_ns : 0;
     return 0;
 }
 
@@ -185,7 +188,7 @@ static int parse_conc(const char *s, int *conc) {
 }
 
 int main(int argc, char **argv) {
-    bench b = {.n_gen = 32, .n_threads = 0, .max_draft = 8, .n_batch = 512, .temp = 0.0f,
+    bench b = {.n_gen = 32, .n_threads = 0, .max_draft = 8, .n_batch = 512, .per_slot = 2, .temp = 0.0f,
                .seed = 1};
     const char *prompts_path = NULL;
     int conc[MAX_CONC] = {1, 4, 16, 64}, n_conc = 4;
@@ -200,6 +203,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "-p") && v) prompts_path = argv[++i];
         else if (!strcmp(a, "-n") && v) b.n_gen = atoi(argv[++i]);
         else if (!strcmp(a, "-t") && v) b.n_threads = atoi(argv[++i]);
+        else if (!strcmp(a, "-r") && v) b.per_slot = atoi(argv[++i]);
         else if (!strcmp(a, "-c") && v) {
             if ((n_conc = parse_conc(argv[++i], conc)) < 1) return fprintf(stderr, "bad -c\n"), 2;
         } else if (!strcmp(a, "--temp") && v) b.temp = (float)atof(argv[++i]);
@@ -213,14 +217,14 @@ int main(int argc, char **argv) {
             if (colon) *colon = '\0';
             n_pol++;
         } else {
-            fprintf(stderr, "usage: %s -m MODEL -p PROMPTS [-n N] [-t THREADS] [-c 1,4,16,64] "
+            fprintf(stderr, "usage: %s -m MODEL -p PROMPTS [-n N] [-t THREADS] [-c 1,4,16,64] [-r R] "
                             "[--temp T] [--seed S] [--max-draft K] [--n-batch B] "
                             "[POLICY[:OPTIONS]...]\n", argv[0]);
             return 2;
         }
     }
     if (n_pol == 1) pol[n_pol] = "ngram", opt[n_pol++] = NULL;
-    if (!b.model_path || !prompts_path || b.n_gen < 1) return fprintf(stderr, "need -m and -p\n"), 2;
+    if (!b.model_path || !prompts_path || b.n_gen < 1 || b.per_slot < 1) return fprintf(stderr, "need -m and -p\n"), 2;
     specd_error err;
     if (specd_model_create(b.model_path, &b.model, &err) != SPECD_OK ||
         specd_tokenizer_create_from_gguf(specd_model_gguf(b.model), &b.tok, &err) != SPECD_OK)
@@ -230,7 +234,8 @@ int main(int argc, char **argv) {
         if (specd_tokenizer_is_eog(b.tok, id)) b.stop[b.n_stop++] = id;
 
     int max_req = b.n_prompts;
-    for (int c = 0; c < n_conc; c++) max_req = conc[c] > max_req ? conc[c] : max_req;
+    for (int c = 0; c < n_conc; c++)
+        max_req = conc[c] * b.per_slot > max_req ? conc[c] * b.per_slot : max_req;
     request *reqs[MAX_POLICIES];
     for (int p = 0; p < n_pol; p++) {
         reqs[p] = calloc((size_t)max_req, sizeof(request));
@@ -241,11 +246,12 @@ int main(int argc, char **argv) {
 
     printf("%d prompts from %s, %d tokens each, T %.2f, %d threads, guard on\n", b.n_prompts,
            prompts_path, b.n_gen, (double)b.temp, b.n_threads);
-    printf("%5s %-10s %4s %7s %8s %7s %6s %7s %9s %9s %9s\n", "conc", "policy", "reqs", "tokens",
-           "tok/s", "vs_none", "TPF", "accept", "identical", "extends", "tok/ext");
+    printf("%5s %-10s %4s %7s %8s %7s %6s %7s %9s %8s %8s %5s\n", "conc", "policy", "reqs",
+           "tokens", "tok/s", "vs_none", "TPF", "accept", "identical", "extends", "tok/ext",
+           "fwd%");
     int all_identical = 1;
     for (int c = 0; c < n_conc; c++) {
-        int n_req = conc[c] > b.n_prompts ? conc[c] : b.n_prompts;
+        int n_req = conc[c] * b.per_slot > b.n_prompts ? conc[c] * b.per_slot : b.n_prompts;
         result none = {0};
         for (int p = 0; p < n_pol; p++) {
             result r;
@@ -258,10 +264,11 @@ int main(int argc, char **argv) {
                                        sizeof(int32_t) * (size_t)reqs[0][i].n_out);
             }
             all_identical &= r.identical == r.compared;
-            printf("%5d %-10s %4d %7lld %8.1f %6.2fx %6.2f %7.3f %5d/%-3d %9lld %9.1f\n",
+            printf("%5d %-10s %4d %7lld %8.1f %6.2fx %6.2f %7.3f %5d/%-3d %8lld %8.1f %5.1f\n",
                    conc[c], pol[p], n_req, (long long)r.emitted, r.tok_s, r.tok_s / none.tok_s,
                    r.tpf, r.accept, r.identical, r.compared, (long long)r.forwards,
-                   r.forwards ? (double)r.tokens_run / (double)r.forwards : 0.0);
+                   r.forwards ? (double)r.tokens_run / (double)r.forwards : 0.0,
+                   100.0 * r.fwd_share);
             fflush(stdout);
         }
     }

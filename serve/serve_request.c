@@ -252,7 +252,7 @@ static int parse_sampling(const cJSON *root, serve_request *r, serve_refusal *wh
 int serve_request_parse(const char *body, size_t len, int chat, const serve_limits *lim,
                         const specd_tokenizer *tok, serve_request *out, serve_refusal *why) {
     memset(why, 0, sizeof *why);
-    serve_request r = {.chat = chat, .max_tokens = lim->default_max_tokens};
+    serve_request r = {.chat = chat, .max_tokens = lim->default_max_tokens, .adaptive = 1};
     int rc = -1;
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, 0);
@@ -302,7 +302,8 @@ int serve_request_parse(const char *body, size_t len, int chat, const serve_limi
     }
     if (r.max_tokens > lim->max_tokens_cap) r.max_tokens = lim->max_tokens_cap;
     if (parse_sampling(root, &r, why) || parse_stop(root, &r, why) ||
-        get_bool(root, "stream", &r.stream, why) || parse_policy(root, lim, &r, why))
+        get_bool(root, "stream", &r.stream, why) || get_bool(root, "adaptive", &r.adaptive, why) ||
+        parse_policy(root, lim, &r, why))
         goto fail;
     const cJSON *so = cJSON_GetObjectItemCaseSensitive(root, "stream_options");
     if (so && !cJSON_IsNull(so)) {

@@ -2,7 +2,8 @@
  * field by field, so that each bad field gets a 400 naming it. Fields: model, prompt (a string)
  * or messages (role + content, rendered with the model's chat template), max_tokens,
  * temperature, top_p, top_k, min_p, seed, stop (a string or up to 4), stream,
- * stream_options.include_usage, n (1 only); specd's own: policy, policy_options, draft_max.
+ * stream_options.include_usage, n (1 only); specd's own: policy, policy_options, draft_max,
+ * adaptive (false: no adaptive guard, draft every step).
  * Fields it does not know are ignored, as OpenAI clients send many. */
 #ifndef SPECD_SERVE_REQUEST_H
 #define SPECD_SERVE_REQUEST_H
@@ -39,6 +40,7 @@ typedef struct serve_request {
     size_t stop_len[SERVE_MAX_STOP];
     int n_stop;
     int stream, include_usage;
+    int adaptive; /* the adaptive guard (default on) */
     char *policy;         /* registry name (malloc'd) */
     char *policy_options; /* malloc'd, may be NULL: the request's (or the default's) plus k= */
 } serve_request;

@@ -230,6 +230,7 @@ static void generate(serve_server *s, const serve_http_request *hr, int chat,
     sp.seed = g->req.has_seed ? g->req.seed : atomic_fetch_add(&s->next_seed, 1);
     sp.stream_key = 0; /* reproducible: the seed alone keys the request (see serve_server.h) */
     sp.max_tokens = g->req.max_tokens;
+    sp.adaptive = g->req.adaptive;
     sp.stop_tokens = s->eog;
     sp.n_stop_tokens = s->n_eog;
     specd_error err;

@@ -230,8 +230,10 @@ def serve_tests():
             check(s1["choices"][0]["finish_reason"] == "stop", "finish_reason with a stop string")
         print("ok: completions and chat, streamed == whole == alone == specd generate", flush=True)
 
-        # speculation that pays (repetitive text, greedy): drafts accepted, text unchanged
-        rep = dict(model=model_id, max_tokens=40, temperature=0, draft_max=4, messages=[
+        # speculation that pays (repetitive text, greedy, drafting every step: the guard's
+        # choices depend on measured times): drafts accepted, text unchanged
+        rep = dict(model=model_id, max_tokens=40, temperature=0, draft_max=4, adaptive=False,
+                   messages=[
             {"role": "user", "content": "Repeat the following list exactly three times: apple, "
                                         "banana, cherry, date, elderberry."}])
         spec = post(port, "/v1/chat/completions", dict(rep, policy="ngram"))
@@ -263,8 +265,11 @@ def serve_tests():
             got += chunk
         check(b" 200 " in got.split(b"\r\n")[0], "stream status: %r" % got[:80])
         s.close()
-        wait_for(lambda: prom(port)["specd:request_success_total"]['finished_reason="abort"']
-                 == aborts0 + 1, "the abort to be counted")
+        def freed():
+            m = prom(port)
+            return (m["specd:request_success_total"]['finished_reason="abort"'] == aborts0 + 1
+                    and m["specd:num_requests_running"][""] == 0)
+        wait_for(freed, "the abort to be counted and its slot freed")
         after = prom(port)
         check(after["specd:num_requests_running"][""] == 0, "a slot is still running")
         check(after["specd:num_requests_waiting"][""] == 0, "a request is still waiting")

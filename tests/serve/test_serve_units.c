@@ -124,7 +124,7 @@ static void request_fields(void **state) {
     serve_refusal why;
     assert_int_equal(parse("{\"model\":\"m\",\"prompt\":\"Hello\",\"max_tokens\":5,"
                            "\"temperature\":0.5,\"top_k\":-1,\"seed\":42,\"stop\":[\"a\",\"bc\"],"
-                           "\"stream\":true,\"draft_max\":3,\"unknown_field\":{\"x\":1}}",
+                           "\"stream\":true,\"adaptive\":false,\"draft_max\":3,\"unknown_field\":{\"x\":1}}",
                            0, &r, &why),
                      0);
     assert_int_equal(r.max_tokens, 5);
@@ -135,6 +135,7 @@ static void request_fields(void **state) {
     assert_int_equal(r.n_stop, 2);
     assert_string_equal(r.stop[1], "bc");
     assert_int_equal(r.stream, 1);
+    assert_int_equal(r.adaptive, 0);
     assert_string_equal(r.policy, "ngram");
     assert_string_equal(r.policy_options, "k=3");
     assert_true(r.n_prompt >= 1);
@@ -173,6 +174,7 @@ static void request_refusals(void **state) {
     refused("{\"prompt\":\"x\",\"stop\":[\"\"]}", 0, 400, "stop");
     refused("{\"prompt\":\"x\",\"stop\":3}", 0, 400, "stop");
     refused("{\"prompt\":\"x\",\"stream\":1}", 0, 400, "stream");
+    refused("{\"prompt\":\"x\",\"adaptive\":\"no\"}", 0, 400, "adaptive");
     refused("{\"prompt\":\"x\",\"stream_options\":[]}", 0, 400, "stream_options");
     refused("{\"prompt\":\"x\",\"policy\":\"nope\"}", 0, 400, "policy");
     refused("{\"prompt\":\"x\",\"policy\":\"risd\",\"policy_options\":\"adapter=/tmp\"}", 0, 400,

@@ -90,3 +90,24 @@ void serve_prom_spec_decode(serve_prom *p, const specd_seq_stats *s, int n_pos) 
     serve_prom_counter(p, "specd:spec_decode_num_guard_plain_steps_total",
                        "Steps the adaptive guard ran without proposals.", s->n_guard_plain);
 }
+
+void serve_hist_observe(serve_hist *h, double v) {
+    int i = 0;
+    while (i < h->n && v > h->bounds[i]) i++;
+    h->counts[i]++;
+    h->count++;
+    h->sum += v;
+}
+
+void serve_prom_histogram(serve_prom *p, const char *name, const char *help, const serve_hist *h) {
+    serve_prom_family(p, name, "histogram", help);
+    int64_t cum = 0;
+    for (int i = 0; i <= h->n; i++) {
+        cum += h->counts[i];
+        char l[48];
+        if (i < h->n) snprintf(l, sizeof l, "le=\"%g\"", h->bounds[i]);
+        else snprintf(l, sizeof l, "le=\"+Inf\"");
+        put(p, "%s_bucket{%s} %lld\n", name, l, (long long)cum);
+    }
+    put(p, "%s_sum %.9g\n%s_count %lld\n", name, h->sum, name, (long long)h->count);
+}

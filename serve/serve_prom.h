@@ -24,6 +24,21 @@ void serve_prom_double(serve_prom *p, const char *name, const char *labels, doub
 void serve_prom_counter(serve_prom *p, const char *name, const char *help, int64_t value);
 void serve_prom_gauge(serve_prom *p, const char *name, const char *help, double value);
 
+/* A histogram of observations in seconds, as Prometheus keeps one: cumulative buckets by upper
+ * bound. Observe under the owner's lock; write with serve_prom_histogram. */
+#define SERVE_HIST_MAX 24
+typedef struct serve_hist {
+    const double *bounds; /* ascending upper bounds (static), n of them; +Inf is implicit */
+    int n;
+    int64_t counts[SERVE_HIST_MAX]; /* per bucket, not cumulative; [n] is the +Inf bucket */
+    int64_t count;
+    double sum;
+} serve_hist;
+
+void serve_hist_observe(serve_hist *h, double v);
+/* # HELP/# TYPE histogram, then name_bucket{le=...} (cumulative), name_sum and name_count. */
+void serve_prom_histogram(serve_prom *p, const char *name, const char *help, const serve_hist *h);
+
 /* The speculative-decoding counters of s, vLLM's names (specd:spec_decode_num_drafts_total,
  * _num_draft_tokens_total, _num_accepted_tokens_total, _num_accepted_tokens_per_pos_total by
  * position) plus specd's own (emitted tokens, target forwards, guard backoffs and plain steps).

@@ -1,5 +1,6 @@
 #include "serve_server.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,7 +31,27 @@ struct serve_server {
     atomic_int draining;
     /* finished requests by reason, and refusals */
     atomic_llong n_stop, n_length, n_abort, n_failed, n_rejected;
+    pthread_mutex_t hist_mu;
+    serve_hist ttft, e2e; /* seconds from the request's arrival: first token; answer complete */
 };
+
+/* vLLM's buckets for the same two histograms. */
+static const double ttft_bounds[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5,
+                                     0.75,  1.0,   2.5,  5.0,  7.5,  10.0, 20.0, 40.0, 80.0, 160.0};
+static const double e2e_bounds[] = {0.3,  0.5,  0.8,  1.0,  1.5,  2.0,  2.5,   5.0,   10.0, 15.0,
+                                    20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0};
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void observe(serve_server *s, serve_hist *h, double v) {
+    pthread_mutex_lock(&s->hist_mu);
+    serve_hist_observe(h, v);
+    pthread_mutex_unlock(&s->hist_mu);
+}
 
 serve_server_params serve_server_default_params(void) {
     serve_server_params p = {.http = serve_http_default_params(),
@@ -51,9 +72,10 @@ typedef struct gen {
     serve_detok detok;
     serve_answer_meta meta;
     int fd;
+    double t_start; /* arrival (monotonic seconds) */
     int64_t n_completion;
     int32_t last_token;
-    int done, stop_cancelled, counted;
+    int done, stop_cancelled, counted, first_seen;
     specd_status status;
     char message[256];
     specd_seq_stats stats;
@@ -84,6 +106,10 @@ static int pump(gen *g, int timeout_ms) {
         }
     }
     free(v.tokens);
+    if (v.n_tokens > 0 && !g->first_seen) {
+        g->first_seen = 1;
+        observe(g->srv, &g->srv->ttft, now_s() - g->t_start);
+    }
     if (g->detok.stopped && !g->stop_cancelled && !v.done) {
         serve_job_cancel(g->job); /* the answer is complete: free the slot now */
         g->stop_cancelled = 1;
@@ -112,6 +138,7 @@ static void count_end(gen *g, int client_left) {
     else if (!r) atomic_fetch_add(&g->srv->n_failed, 1);
     else if (!strcmp(r, "stop")) atomic_fetch_add(&g->srv->n_stop, 1);
     else atomic_fetch_add(&g->srv->n_length, 1);
+    if (r) observe(g->srv, &g->srv->e2e, now_s() - g->t_start);
 }
 
 static void gen_free(gen *g) {
@@ -208,6 +235,7 @@ static void generate(serve_server *s, const serve_http_request *hr, int chat,
     }
     g->srv = s;
     g->fd = hr->fd;
+    g->t_start = now_s();
     serve_refusal why;
     if (serve_request_parse(hr->body, hr->body_len, chat, &s->limits, s->tok, &g->req, &why)) {
         reply_refusal(s, r, &why);
@@ -316,6 +344,13 @@ static char *metrics_text(serve_server *s, size_t *len) {
     serve_prom_family(&p, "specd:loop_forward_seconds_total", "counter",
                       "Seconds spent in the loop's forwards.");
     serve_prom_double(&p, "specd:loop_forward_seconds_total", NULL, (double)es.loop.forward_ns * 1e-9);
+    pthread_mutex_lock(&s->hist_mu);
+    serve_hist ttft = s->ttft, e2e = s->e2e;
+    pthread_mutex_unlock(&s->hist_mu);
+    serve_prom_histogram(&p, "specd:time_to_first_token_seconds",
+                         "Seconds from a request's arrival to its first token.", &ttft);
+    serve_prom_histogram(&p, "specd:e2e_request_latency_seconds",
+                         "Seconds from a request's arrival to its whole answer.", &e2e);
     serve_prom_spec_decode(&p, &es.spec, es.max_draft);
     if (p.failed) {
         free(p.buf);
@@ -401,6 +436,11 @@ specd_status serve_server_create(const specd_model *model, const specd_tokenizer
         p->default_policy_options ? strdup(p->default_policy_options) : NULL;
     atomic_init(&s->next_seed, p->seed_base);
     atomic_init(&s->next_id, 1);
+    pthread_mutex_init(&s->hist_mu, NULL);
+    s->ttft.bounds = ttft_bounds;
+    s->ttft.n = (int)(sizeof ttft_bounds / sizeof *ttft_bounds);
+    s->e2e.bounds = e2e_bounds;
+    s->e2e.n = (int)(sizeof e2e_bounds / sizeof *e2e_bounds);
     int32_t n_vocab = specd_tokenizer_vocab_size(tok);
     for (int32_t id = 0; id < n_vocab && s->n_eog < MAX_EOG; id++)
         if (specd_tokenizer_is_eog(tok, id)) s->eog[s->n_eog++] = id;
@@ -457,5 +497,6 @@ void serve_server_destroy(serve_server *s) {
     free(s->model_id);
     free(s->default_policy);
     free(s->default_policy_options);
+    pthread_mutex_destroy(&s->hist_mu);
     free(s);
 }

@@ -123,17 +123,28 @@ def prom(port):
             helped.add(name)
         elif line.startswith("# TYPE "):
             parts = line.split(" ")
-            check(len(parts) == 4 and parts[3] in ("counter", "gauge"), "bad TYPE: %s" % line)
+            check(len(parts) == 4 and parts[3] in ("counter", "gauge", "histogram"),
+                  "bad TYPE: %s" % line)
             typed[parts[2]] = parts[3]
         else:
             m = PROM_SAMPLE.match(line)
             check(m, "not a Prometheus sample line: %r" % line)
             name, labels, value = m.group(1), m.group(3) or "", m.group(5)
-            check(name in typed and name in helped, "%s has no HELP/TYPE before it" % name)
+            family = re.sub(r"_(bucket|sum|count)$", "", name)
+            if typed.get(family) != "histogram":
+                family = name
+            check(family in typed and family in helped, "%s has no HELP/TYPE before it" % name)
             v = float(value)
-            if typed[name] == "counter":
+            if typed[family] == "counter":
                 check(v >= 0 and name.endswith("_total"), "bad counter %s %s" % (name, value))
             out.setdefault(name, {})[labels] = v
+    for family, kind in typed.items():  # buckets cumulative, +Inf == count
+        if kind == "histogram":
+            b = out[family + "_bucket"]
+            les = sorted(b, key=lambda l: float(l[4:-1].replace("+Inf", "inf")))
+            counts = [b[l] for l in les]
+            check(counts == sorted(counts) and les[-1] == 'le="+Inf"' and
+                  counts[-1] == out[family + "_count"][""], "bad histogram %s" % family)
     return out
 
 
@@ -322,6 +333,10 @@ def serve_tests():
                      "specd:spec_decode_num_accepted_tokens_per_pos_total",
                      "specd:prompt_tokens_total", "specd:generation_tokens_total"):
             check(name in m, "%s missing from /metrics" % name)
+        answered = sum(v for k, v in m["specd:request_success_total"].items() if "abort" not in k)
+        check(m["specd:e2e_request_latency_seconds_count"][""] == answered and
+              m["specd:time_to_first_token_seconds_count"][""] >= answered,
+              "latency histograms do not count every answered request")
         acc = m["specd:spec_decode_num_accepted_tokens_total"][""]
         drafted = m["specd:spec_decode_num_draft_tokens_total"][""]
         per_pos = sum(m["specd:spec_decode_num_accepted_tokens_per_pos_total"].values())

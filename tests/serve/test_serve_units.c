@@ -221,6 +221,18 @@ static void prom_text(void **state) {
     assert_non_null(strstr(p.buf, "specd:spec_decode_num_accepted_tokens_per_pos_total"
                                   "{position=\"2\"} 0\n"));
     assert_null(strstr(p.buf, "position=\"3\""));
+    static const double bounds[] = {0.1, 1.0};
+    serve_hist h = {.bounds = bounds, .n = 2};
+    serve_hist_observe(&h, 0.05);
+    serve_hist_observe(&h, 0.1); /* upper bounds are inclusive */
+    serve_hist_observe(&h, 0.5);
+    serve_hist_observe(&h, 3.0);
+    serve_prom_histogram(&p, "specd:h_seconds", "A histogram.", &h);
+    assert_non_null(strstr(p.buf, "# TYPE specd:h_seconds histogram\n"
+                                  "specd:h_seconds_bucket{le=\"0.1\"} 2\n"
+                                  "specd:h_seconds_bucket{le=\"1\"} 3\n"
+                                  "specd:h_seconds_bucket{le=\"+Inf\"} 4\n"
+                                  "specd:h_seconds_sum 3.65\nspecd:h_seconds_count 4\n"));
     free(p.buf);
 }
 

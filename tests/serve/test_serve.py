@@ -286,10 +286,25 @@ def serve_tests():
         check(after["specd:num_requests_waiting"][""] == 0, "a request is still waiting")
         made = after["specd:generation_tokens_total"][""] - gen0
         check(made < 1000, "the cancelled request generated all its %d tokens" % made)
+        # the same for a whole (non-streamed) answer: the client leaves while it is generated
+        aborts1 = after["specd:request_success_total"]['finished_reason="abort"']
+        body = json.dumps(json.loads(body.decode()) | {"stream": False}).encode()
+        s = socket.create_connection(("127.0.0.1", port))
+        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        wait_for(lambda: prom(port)["specd:num_requests_running"][""] == 1, "it to run")
+        s.close()
+        def freed_whole():
+            m = prom(port)
+            return (m["specd:request_success_total"]['finished_reason="abort"'] == aborts1 + 1
+                    and m["specd:num_requests_running"][""] == 0)
+        wait_for(freed_whole, "the whole answer's abort to be counted and its slot freed")
+        made = prom(port)["specd:generation_tokens_total"][""] - gen0
+        check(made < 2000, "the cancelled requests generated all their tokens")
         again = post(port, "/v1/completions", comp)
         check(answer_text(again) == answer_text(ref_comp), "the server changed after a disconnect")
-        print("ok: a disconnect cancels its request (%d of 1000 tokens made), the slot is free"
-              % made, flush=True)
+        print("ok: a disconnect cancels its request, streamed or not (%d of 2 x 1000 tokens made), "
+              "the slot is free" % made, flush=True)
 
         # malformed requests: 4xx with an OpenAI-style error naming the problem
         def refused(path, want, body=None, raw=None, param=None, method="POST"):

@@ -15,9 +15,7 @@
 #include "common/status_internal.h"
 #include "ipc/buffer.h"
 #include "ipc/frame.h"
-#if defined(SPECD_WITH_CUDA)
 #include "ipc/cuda_buffer.h"
-#endif
 
 struct specd_ipc_buffer {
     specd_ipc_buffer_kind kind;
@@ -103,9 +101,7 @@ static specd_status shm_create(specd_ipc_buffer *b, specd_error *err) {
 }
 
 static specd_status cuda_create(specd_ipc_buffer *b, int device, specd_error *err) {
-#if defined(SPECD_WITH_CUDA)
-    if (!specd_ipc_cuda_usable(device))
-        return specd_fail(err, SPECD_E_UNSUPPORTED, "CUDA buffer: no usable device %d", device);
+    SPECD_TRY(specd_ipc_cuda_check(device, "CUDA buffer", err));
     b->device = device;
     int rc = specd_ipc_cuda_export(device, b->bytes, &b->dptr, &b->event, b->mem_handle,
                                    b->event_handle);
@@ -113,11 +109,6 @@ static specd_status cuda_create(specd_ipc_buffer *b, int device, specd_error *er
         return specd_fail(err, SPECD_E_IO, "CUDA buffer of %zu bytes on device %d: %s", b->bytes,
                           device, specd_ipc_cuda_error_string(rc));
     return SPECD_OK;
-#else
-    (void)b;
-    return specd_fail(err, SPECD_E_UNSUPPORTED, "CUDA buffer on device %d: built without CUDA",
-                      device);
-#endif
 }
 
 specd_status specd_ipc_buffer_create(specd_ipc_buffer_kind kind, size_t bytes, int cuda_device,
@@ -149,9 +140,7 @@ void specd_ipc_buffer_destroy(specd_ipc_buffer *b) {
     if (b->map) munmap(b->map, b->map_bytes);
     if (b->linked) shm_unlink(b->name);
     if (b->fd >= 0) close(b->fd);
-#if defined(SPECD_WITH_CUDA)
     if (b->dptr) specd_ipc_cuda_release(b->device, b->dptr, b->event);
-#endif
     specd_free(b);
 }
 
@@ -180,17 +169,12 @@ specd_status specd_ipc_buffer_publish(specd_ipc_buffer *b, void *cuda_stream, ui
         *seq = atomic_fetch_add_explicit(&h->seq, 1, memory_order_acq_rel) + 1;
         return SPECD_OK;
     }
-#if defined(SPECD_WITH_CUDA)
     int rc = specd_ipc_cuda_record(b->event, cuda_stream);
     if (rc != 0)
         return specd_fail(err, SPECD_E_IO, "buffer %llu: cudaEventRecord: %s",
                           (unsigned long long)b->id, specd_ipc_cuda_error_string(rc));
     *seq = ++b->cuda_seq;
     return SPECD_OK;
-#else
-    (void)cuda_stream;
-    return specd_fail(err, SPECD_E_UNSUPPORTED, "buffer_publish: built without CUDA");
-#endif
 }
 
 specd_status specd_ipc_buffer_ref(const specd_ipc_buffer *b, uint64_t offset, uint32_t rank,

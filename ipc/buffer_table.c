@@ -11,9 +11,7 @@
 #include "common/status_internal.h"
 #include "ipc/buffer.h"
 #include "ipc/frame.h"
-#if defined(SPECD_WITH_CUDA)
 #include "ipc/cuda_buffer.h"
-#endif
 
 typedef struct entry {
     int used;
@@ -61,9 +59,7 @@ void specd_ipc_buffer_table_set_quota(specd_ipc_buffer_table *t, size_t max_per_
 
 static void release(entry *x) {
     if (x->map) munmap(x->map, x->map_bytes);
-#if defined(SPECD_WITH_CUDA)
     if (x->dptr) specd_ipc_cuda_unimport(x->device, x->dptr, x->event);
-#endif
     memset(x, 0, sizeof *x);
 }
 
@@ -138,11 +134,10 @@ static specd_status map_shm(entry *x, const SpecdWire__BufferDesc *d, specd_erro
 }
 
 static specd_status map_cuda(entry *x, const SpecdWire__BufferDesc *d, specd_error *err) {
-#if defined(SPECD_WITH_CUDA)
     int dev = d->has_cuda_device ? d->cuda_device : 0;
-    if (!specd_ipc_cuda_usable(dev))
-        return specd_fail(err, SPECD_E_UNSUPPORTED, "buffer %llu: no usable CUDA device %d",
-                          (unsigned long long)d->buffer_id, dev);
+    char what[48];
+    snprintf(what, sizeof what, "buffer %llu", (unsigned long long)d->buffer_id);
+    SPECD_TRY(specd_ipc_cuda_check(dev, what, err));
     int rc = specd_ipc_cuda_import(dev, d->cuda_mem_handle.data, d->cuda_event_handle.data,
                                    &x->dptr, &x->event);
     if (rc != 0)
@@ -151,11 +146,6 @@ static specd_status map_cuda(entry *x, const SpecdWire__BufferDesc *d, specd_err
     x->device = dev;
     memcpy(x->mem_handle, d->cuda_mem_handle.data, SPECD_IPC_CUDA_HANDLE_BYTES);
     return SPECD_OK;
-#else
-    (void)x;
-    return specd_fail(err, SPECD_E_UNSUPPORTED, "buffer %llu: CUDA buffer, built without CUDA",
-                      (unsigned long long)d->buffer_id);
-#endif
 }
 
 specd_status specd_ipc_buffer_table_attach(specd_ipc_buffer_table *t, uint64_t owner,
@@ -247,12 +237,10 @@ specd_status specd_ipc_buffer_table_resolve(specd_ipc_buffer_table *t, uint64_t 
             return specd_fail(err, SPECD_E_PROTOCOL,
                               "buffer %llu: stale reference (seq %llu, newest seen %llu)", id,
                               (unsigned long long)r->seq, (unsigned long long)x->newest_seq);
-#if defined(SPECD_WITH_CUDA)
         int rc = specd_ipc_cuda_wait(x->device, x->event);
         if (rc != 0)
             return specd_fail(err, SPECD_E_IO, "buffer %llu: waiting on its event: %s", id,
                               specd_ipc_cuda_error_string(rc));
-#endif
         x->newest_seq = r->seq;
         v.data = (const uint8_t *)x->dptr + r->offset;
         v.on_device = 1;

@@ -52,6 +52,8 @@ struct specd_ipc_client {
     size_t n_seqs, cap_seqs;
     specd_ipc_buffer *bufs[MAX_BUFFERS];
     size_t n_bufs;
+    /* The wire's ErrorReason of the last exchange's Error reply (REASON_NONE otherwise). */
+    SpecdWire__ErrorReason refused;
 };
 
 specd_ipc_params specd_ipc_default_params(void) {
@@ -163,6 +165,7 @@ static void init_env(SpecdWire__Envelope *e, SpecdWire__Envelope__BodyCase body)
 static specd_status exchange(specd_ipc_client *c, SpecdWire__Envelope *q,
                              SpecdWire__Envelope__BodyCase expect, const SpecdWire__Envelope **out,
                              specd_error *err) {
+    c->refused = SPECD_WIRE__ERROR_REASON__REASON_NONE;
     if (!c->sock) return specd_fail(err, SPECD_E_PEER, "not connected");
     q->request_id = ++c->next_id;
     specd_status st = specd_ipc_send(c->sock, NULL, 0, q, c->p.max_frame, err);
@@ -204,10 +207,12 @@ static specd_status exchange(specd_ipc_client *c, SpecdWire__Envelope *q,
         /* Replies are in order on one socket; a different id is a late answer to a request we
          * gave up on, and is never taken for this one. */
         if (r->request_id != q->request_id) continue;
-        if (r->body_case == SPECD_WIRE__ENVELOPE__BODY_ERROR)
+        if (r->body_case == SPECD_WIRE__ENVELOPE__BODY_ERROR) {
+            if (r->error->has_reason) c->refused = r->error->reason;
             return specd_fail(err, (specd_status)r->error->code, "%s refused: %s",
                               c->peer == SPECD_IPC_ROLE_DRAFTER ? "drafter" : "verifier",
                               r->error->message);
+        }
         if (r->body_case != expect) {
             drop(c);
             return specd_fail(err, SPECD_E_PROTOCOL, "reply of kind %d to a request expecting %d",
@@ -355,8 +360,10 @@ specd_status specd_ipc_client_connect(specd_ipc_client *c, specd_error *err) {
     return connect_now(c, err);
 }
 
-static int lost_session(const specd_error *e) {
-    return e->status == SPECD_E_STATE && strstr(e->message, "no session") != NULL;
+/* The daemon answered that this connection has no session (it restarted between two of our
+ * requests, so it applied nothing): decided by the reply's reason code, never its text. */
+static int lost_session(const specd_ipc_client *c, specd_status st) {
+    return st != SPECD_OK && c->refused == SPECD_WIRE__ERROR_REASON__REASON_NO_SESSION;
 }
 
 /* A request within the session: connects first if needed; if the daemon answers that it does
@@ -369,7 +376,7 @@ static specd_status request(specd_ipc_client *c, SpecdWire__Envelope *q,
     if (!err) err = &local;
     SPECD_TRY(specd_ipc_client_connect(c, err));
     specd_status st = exchange(c, q, expect, out, err);
-    if (st != SPECD_OK && lost_session(err)) {
+    if (lost_session(c, st)) {
         SPECD_TRY(connect_now(c, err));
         st = exchange(c, q, expect, out, err);
     }
@@ -460,7 +467,7 @@ specd_status specd_ipc_client_open_seq(specd_ipc_client *c, const specd_ipc_seq_
     specd_error local;
     if (!err) err = &local;
     specd_status st = send_open(c, &c->seqs[c->n_seqs - 1], err);
-    if (st != SPECD_OK && lost_session(err)) st = connect_now(c, err);
+    if (lost_session(c, st)) st = connect_now(c, err);
     if (st != SPECD_OK && c->up) {
         /* The daemon answered and refused it (bad policy, ...): it is not open anywhere. */
         specd_free(c->seqs[--c->n_seqs].tokens);
@@ -486,7 +493,7 @@ specd_status specd_ipc_client_close_seq(specd_ipc_client *c, uint64_t seq_id, sp
     specd_error local;
     if (!err) err = &local;
     specd_status st = exchange(c, &e, SPECD_WIRE__ENVELOPE__BODY_ACK, &r, err);
-    if (st != SPECD_OK && lost_session(err)) return connect_now(c, err);
+    if (lost_session(c, st)) return connect_now(c, err);
     return st;
 }
 
@@ -513,7 +520,7 @@ specd_status specd_ipc_client_commit(specd_ipc_client *c, uint64_t seq_id, const
     if (!err) err = &local;
     specd_status st = exchange(c, &e, SPECD_WIRE__ENVELOPE__BODY_ACK, &r, err);
     /* A restarted daemon that refused it gets the whole history (with these tokens) instead. */
-    if (st != SPECD_OK && lost_session(err)) return connect_now(c, err);
+    if (lost_session(c, st)) return connect_now(c, err);
     return st;
 }
 
@@ -545,7 +552,7 @@ specd_status specd_ipc_client_propose(specd_ipc_client *c, uint64_t seq_id, uint
     e.propose = &m;
     const SpecdWire__Envelope *r;
     specd_status st = exchange(c, &e, SPECD_WIRE__ENVELOPE__BODY_DRAFT, &r, err);
-    if (st != SPECD_OK && lost_session(err)) {
+    if (lost_session(c, st)) {
         SPECD_TRY(connect_now(c, err));
         m.n_commit_tokens = 0;
         st = exchange(c, &e, SPECD_WIRE__ENVELOPE__BODY_DRAFT, &r, err);
@@ -628,7 +635,7 @@ specd_status specd_ipc_client_attach_buffer(specd_ipc_client *c, specd_ipc_buffe
     specd_error local;
     if (!err) err = &local;
     specd_status st = send_attach(c, b, err);
-    if (st != SPECD_OK && lost_session(err)) st = connect_now(c, err);
+    if (lost_session(c, st)) st = connect_now(c, err);
     if (st != SPECD_OK && c->up) c->n_bufs--; /* answered and refused: not shared anywhere */
     return st;
 }

@@ -1,19 +1,22 @@
-/* CUDA IPC buffers (ipc/cuda_buffer.cu, built when CUDA is): dedicated cudaMalloc allocations
- * exported whole with cudaIpcGetMemHandle, and interprocess events that order the writer's stream
- * before the reader's work. Callable from C; each returns 0 or a cudaError_t value. */
+/* CUDA IPC buffers (ipc/cuda_buffer.c): dedicated cudaMalloc allocations exported whole with
+ * cudaIpcGetMemHandle, and interprocess events that order the writer's stream before the
+ * reader's work. The CUDA runtime is opened on first use (kernels/cuda/cudart.h), so these work
+ * in any build wherever a libcudart and a device are present. */
 #ifndef SPECD_IPC_CUDA_BUFFER_H
 #define SPECD_IPC_CUDA_BUFFER_H
 
 #include <stddef.h>
 
-#ifdef __cplusplus
-extern "C" {
-#endif
+#include "specd/status.h"
 
 #define SPECD_IPC_CUDA_HANDLE 64
 
-/* 1 when `device` exists and can be used. */
-int specd_ipc_cuda_usable(int device);
+/* SPECD_OK when `device` exists and can be used; else SPECD_E_UNSUPPORTED saying why (no
+ * runtime, or no such device). `what` names the buffer in the message. */
+specd_status specd_ipc_cuda_check(int device, const char *what, specd_error *err);
+
+/* The rest return 0 or a cudaError_t value, and are called only after a successful check (the
+ * runtime is loaded). */
 int specd_ipc_cuda_export(int device, size_t bytes, void **dptr, void **event,
                           unsigned char mem_handle[SPECD_IPC_CUDA_HANDLE],
                           unsigned char event_handle[SPECD_IPC_CUDA_HANDLE]);
@@ -27,7 +30,4 @@ int specd_ipc_cuda_wait(int device, void *event);
 void specd_ipc_cuda_unimport(int device, void *dptr, void *event);
 const char *specd_ipc_cuda_error_string(int code);
 
-#ifdef __cplusplus
-}
-#endif
 #endif

@@ -37,6 +37,7 @@ typedef struct reply {
     SpecdWire__Pong pong;
     SpecdWire__Error error;
     specd_error error_text;
+    SpecdWire__ErrorReason error_reason; /* set by dispatch where the peer can act on it */
     SpecdWire__Stats stats;
     SpecdWire__SeqInfo seq_info;
     SpecdWire__Draft draft;
@@ -445,7 +446,10 @@ static specd_status dispatch(specd_ipc_service *s, const SpecdWire__Envelope *q,
         r->env.hello_ok = &r->hello_ok;
         return SPECD_OK;
     }
-    if (!s->caller) return specd_fail(err, SPECD_E_STATE, "no session: say hello first");
+    if (!s->caller) {
+        r->error_reason = SPECD_WIRE__ERROR_REASON__REASON_NO_SESSION;
+        return specd_fail(err, SPECD_E_STATE, "no session: say hello first");
+    }
     uint64_t owner = s->caller->owner;
     switch (q->body_case) {
     case SPECD_WIRE__ENVELOPE__BODY_PING: {
@@ -582,12 +586,14 @@ specd_status specd_ipc_service_poll_once(specd_ipc_service *s, int timeout_ms, i
     else
         st = specd_ipc_frame_decode(s->dec, zmq_msg_data(&msg), zmq_msg_size(&msg), &q, &e);
     uint64_t id = q ? q->request_id : 0;
+    s->r.error_reason = SPECD_WIRE__ERROR_REASON__REASON_NONE;
     if (st == SPECD_OK) st = dispatch(s, q, &e);
     if (st != SPECD_OK) {
         s->errors++;
         s->r.error_text = e;
         specd_log(SPECD_LOG_DEBUG, "request %llu refused: %s", (unsigned long long)id, e.message);
-        specd_ipc_error_body(&s->r.env, &s->r.error, id, st, s->r.error_text.message);
+        specd_ipc_error_body(&s->r.env, &s->r.error, id, st, s->r.error_reason,
+                             s->r.error_text.message);
     }
     /* Never blocks: a peer that does not read its replies loses them (its pipe is full, the
      * send fails at once) rather than holding up every other peer. */

@@ -193,10 +193,12 @@ specd_status specd_ipc_send(void *sock, const void *rid, size_t rid_len,
 }
 
 void specd_ipc_error_body(SpecdWire__Envelope *env, SpecdWire__Error *body, uint64_t request_id,
-                          specd_status code, const char *message) {
+                          specd_status code, SpecdWire__ErrorReason reason, const char *message) {
     SpecdWire__Error init = SPECD_WIRE__ERROR__INIT;
     *body = init;
     body->code = (uint32_t)(code == SPECD_OK ? SPECD_E_INTERNAL : code);
+    body->has_reason = reason != SPECD_WIRE__ERROR_REASON__REASON_NONE;
+    body->reason = reason;
     body->message = (char *)message;
     SpecdWire__Envelope e = SPECD_WIRE__ENVELOPE__INIT;
     *env = e;

@@ -37,8 +37,9 @@ specd_status specd_ipc_socket_open(void *ctx, int type, const char *endpoint,
 specd_status specd_ipc_send(void *sock, const void *rid, size_t rid_len,
                             const SpecdWire__Envelope *env, size_t max_frame, specd_error *err);
 
-/* Fills an Error envelope body (storage supplied by the caller). */
+/* Fills an Error envelope body (storage supplied by the caller); reason is what the peer should
+ * do about it (the wire's ErrorReason; REASON_NONE is sent as an absent field). */
 void specd_ipc_error_body(SpecdWire__Envelope *env, SpecdWire__Error *body, uint64_t request_id,
-                          specd_status code, const char *message);
+                          specd_status code, SpecdWire__ErrorReason reason, const char *message);
 
 #endif

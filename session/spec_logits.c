@@ -4,13 +4,11 @@
 #include "common/alloc.h"
 #include "common/status_internal.h"
 #include "kernels/cpu/fp16.h"
+#include "kernels/cuda/cudart.h"
 
 #include <float.h>
 #include <math.h>
 #include <string.h>
-
-#include <dlfcn.h>
-#include <pthread.h>
 
 enum { MARGIN_Z = 128 }; /* masked z below the best unmasked z: weight 0, never the argmax */
 
@@ -39,50 +37,20 @@ static specd_status ensure_rows(specd_logits_scratch *s, int32_t max_rows, int32
     return SPECD_OK;
 }
 
-/* The CUDA runtime, opened when CUDA logits first arrive: libspecd itself does not link it, so
- * a CPU-only program never needs libcudart, and a CPU build still takes a CUDA host's logits. */
-typedef struct cudart {
-    int ok;
-    int (*get_device_count)(int *);
-    int (*memcpy_2d)(void *, size_t, const void *, size_t, size_t, size_t, int);
-    const char *(*error_string)(int);
-    int (*get_last_error)(void);
-} cudart;
-static cudart rt;
-static pthread_once_t rt_once = PTHREAD_ONCE_INIT;
-
-static void cudart_open(void) {
-    static const char *const names[] = {"libcudart.so", "libcudart.so.13", "libcudart.so.12",
-                                        "libcudart.so.11.0"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0] && !rt.ok; i++) {
-        void *h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
-        if (!h) continue;
-        *(void **)&rt.get_device_count = dlsym(h, "cudaGetDeviceCount");
-        *(void **)&rt.memcpy_2d = dlsym(h, "cudaMemcpy2D");
-        *(void **)&rt.error_string = dlsym(h, "cudaGetErrorString");
-        *(void **)&rt.get_last_error = dlsym(h, "cudaGetLastError");
-        rt.ok = rt.get_device_count && rt.memcpy_2d && rt.error_string && rt.get_last_error;
-        if (!rt.ok) dlclose(h); /* kept open for the process when usable */
-    }
-}
-
-enum { CUDA_SUCCESS = 0, CUDA_MEMCPY_DEVICE_TO_HOST = 2 };
-
 /* Device rows -> s->stage, densely (n_vocab apart), still in the source dtype. */
 static specd_status copy_from_device(specd_logits_scratch *s, const specd_logits *lg,
                                      int32_t row0, int32_t n_rows, int32_t n_vocab,
                                      specd_error *err) {
-    pthread_once(&rt_once, cudart_open);
-    if (!rt.ok)
+    /* libspecd does not link the runtime: it is opened now (kernels/cuda/cudart.h), so a
+     * CPU-only program never needs libcudart and any build takes a CUDA host's logits. */
+    const specd_cudart *rt = specd_cudart_get(NULL);
+    if (!rt)
         return specd_fail(err, SPECD_E_UNSUPPORTED,
                           "spec: CUDA logits given but the CUDA runtime (libcudart) is not "
                           "available");
-    int n_dev = 0;
-    if (rt.get_device_count(&n_dev) != CUDA_SUCCESS || n_dev == 0) {
-        (void)rt.get_last_error(); /* clear the sticky "no device" error */
+    if (specd_cuda_device_count() == 0)
         return specd_fail(err, SPECD_E_UNSUPPORTED,
                           "spec: CUDA logits given but this machine has no CUDA device");
-    }
     size_t es = dtype_size(lg->dtype), width = (size_t)n_vocab * es;
     size_t need = width * (size_t)n_rows;
     if (s->stage_bytes < need) {
@@ -92,12 +60,12 @@ static specd_status copy_from_device(specd_logits_scratch *s, const specd_logits
         if (!s->stage) return specd_fail(err, SPECD_E_NOMEM, "spec: out of memory for staging");
     }
     const char *src = (const char *)lg->data + (size_t)row0 * (size_t)lg->row_stride * es;
-    int ce = rt.memcpy_2d(s->stage, width, src, (size_t)lg->row_stride * es, width,
-                          (size_t)n_rows, CUDA_MEMCPY_DEVICE_TO_HOST);
-    if (ce != CUDA_SUCCESS) {
-        (void)rt.get_last_error();
+    int ce = rt->memcpy_2d(s->stage, width, src, (size_t)lg->row_stride * es, width,
+                           (size_t)n_rows, SPECD_CUDA_MEMCPY_DEVICE_TO_HOST);
+    if (ce != SPECD_CUDA_SUCCESS) {
+        (void)rt->get_last_error();
         return specd_fail(err, SPECD_E_INVALID_ARG, "spec: copying CUDA logits failed: %s",
-                          rt.error_string(ce));
+                          rt->get_error_string(ce));
     }
     return SPECD_OK;
 }

@@ -9,8 +9,13 @@
 #include <string.h>
 
 specd_loop_params specd_loop_default_params(void) {
-    return (specd_loop_params){.max_seqs = 16, .max_queue = 1024, .n_ctx = 2048, .n_batch = 512,
-                               .n_threads = 0, .max_draft = 8, .model_path = NULL};
+    return (specd_loop_params){.max_seqs = 16,
+                               .max_queue = 1024,
+                               .n_ctx = 2048,
+                               .n_batch = 512,
+                               .n_threads = 0,
+                               .max_draft = 8,
+                               .model_path = NULL};
 }
 
 static char *dup_str(const char *s) {
@@ -70,6 +75,7 @@ void specd_loop_destroy(specd_loop *loop) {
     specd_free(loop->slots);
     specd_free(loop->queue);
     specd_free(loop->run);
+    specd_free(loop->run_gen);
     specd_free(loop->kv_before);
     specd_free(loop->rows);
     specd_free(loop->logits);
@@ -87,10 +93,12 @@ void specd_loop_destroy(specd_loop *loop) {
 
 specd_status specd_loop_create(const specd_model *model, const specd_loop_params *params,
                                specd_loop **out, specd_error *err) {
-    if (!model || !params || !out) return specd_fail(err, SPECD_E_INVALID_ARG, "loop: NULL argument");
+    if (!model || !params || !out)
+        return specd_fail(err, SPECD_E_INVALID_ARG, "loop: NULL argument");
     const specd_loop_params *p = params;
     if (p->max_seqs < 1 || p->max_seqs > 256)
-        return specd_fail(err, SPECD_E_INVALID_ARG, "loop: max_seqs %d outside [1, 256]", p->max_seqs);
+        return specd_fail(err, SPECD_E_INVALID_ARG, "loop: max_seqs %d outside [1, 256]",
+                          p->max_seqs);
     if (p->max_queue < 0 || p->max_queue > (1 << 24))
         return specd_fail(err, SPECD_E_INVALID_ARG, "loop: max_queue %d outside [0, 2^24]",
                           p->max_queue);
@@ -142,9 +150,10 @@ specd_status specd_loop_create(const specd_model *model, const specd_loop_params
         loop->rows_cap = p->max_seqs * loop->max_step_rows;
         size_t rows = (size_t)loop->rows_cap;
         loop->slots = specd_alloc_array(n, sizeof *loop->slots);
-        loop->queue = specd_alloc_array(p->max_queue > 0 ? (size_t)p->max_queue : 1,
-                                        sizeof *loop->queue);
+        loop->queue =
+            specd_alloc_array(p->max_queue > 0 ? (size_t)p->max_queue : 1, sizeof *loop->queue);
         loop->run = specd_alloc_array(n, sizeof(int32_t));
+        loop->run_gen = specd_alloc_array(n, sizeof(uint64_t));
         loop->kv_before = specd_alloc_array(n, sizeof(int32_t));
         loop->rows = specd_alloc_array(rows, sizeof(int32_t));
         /* not zeroed: only rows an extend wrote are read (and untouched pages cost nothing) */
@@ -161,9 +170,9 @@ specd_status specd_loop_create(const specd_model *model, const specd_loop_params
         loop->pending = specd_alloc_array(n, sizeof *loop->pending);
         loop->ev_tokens = specd_alloc_array(rows, sizeof(int32_t));
         loop->ev_msg = specd_alloc_array(n, sizeof *loop->ev_msg);
-        if (!loop->slots || !loop->queue || !loop->run || !loop->kv_before || !loop->rows ||
-            !loop->logits || !loop->hidden || !loop->sb || !loop->sb_slot || !loop->ext ||
-            !loop->pf_slot || !loop->pf_chunk || !loop->pending || !loop->ev_tokens ||
+        if (!loop->slots || !loop->queue || !loop->run || !loop->run_gen || !loop->kv_before ||
+            !loop->rows || !loop->logits || !loop->hidden || !loop->sb || !loop->sb_slot ||
+            !loop->ext || !loop->pf_slot || !loop->pf_chunk || !loop->pending || !loop->ev_tokens ||
             !loop->ev_msg)
             st = specd_fail(err, SPECD_E_NOMEM, "loop: out of memory for %d slots", p->max_seqs);
     }
@@ -178,11 +187,14 @@ specd_status specd_loop_create(const specd_model *model, const specd_loop_params
 int32_t specd_loop_n_running(const specd_loop *loop) {
     if (!loop) return 0;
     int32_t n = 0;
-    for (int32_t s = 0; s < loop->params.max_seqs; s++) n += loop->slots[s].state != SLOT_FREE;
+    for (int32_t s = 0; s < loop->params.max_seqs; s++)
+        n += loop->slots[s].state != SLOT_FREE;
     return n;
 }
 
-int32_t specd_loop_n_queued(const specd_loop *loop) { return loop ? loop->q_count : 0; }
+int32_t specd_loop_n_queued(const specd_loop *loop) {
+    return loop ? loop->q_count : 0;
+}
 
 void specd_loop_get_stats(const specd_loop *loop, specd_loop_stats *out) {
     if (!out) return;
@@ -198,8 +210,11 @@ specd_status specd_loop_admit(specd_loop *loop, int32_t s, const loop_request *r
     SPECD_TRY(specd_context_kv_truncate(loop->ctx, s, 0, err));
     SPECD_TRY(specd_spec_seq_open(loop->spec, s, r->prompt, r->n_prompt, &r->params, err));
     loop->slots[s] = (loop_slot){.state = r->n_prompt > 1 ? SLOT_PREFILL : SLOT_RUNNING,
-                                 .id = r->id, .on_event = r->on_event, .user = r->user,
-                                 .n_prompt = r->n_prompt, .admitted = loop->next_admit++};
+                                 .id = r->id,
+                                 .on_event = r->on_event,
+                                 .user = r->user,
+                                 .n_prompt = r->n_prompt,
+                                 .admitted = loop->next_admit++};
     return SPECD_OK;
 }
 
@@ -211,8 +226,11 @@ static int32_t free_slot(const specd_loop *loop) {
 
 static void deliver_one(const loop_pending *p, const int32_t *tokens, const char *message) {
     if (!p->on_event) return;
-    specd_loop_event ev = {.request = p->id, .tokens = tokens, .n_tokens = p->n_tokens,
-                           .done = p->done, .status = p->status,
+    specd_loop_event ev = {.request = p->id,
+                           .tokens = tokens,
+                           .n_tokens = p->n_tokens,
+                           .done = p->done,
+                           .status = p->status,
                            .message = p->done && p->status != SPECD_OK ? message : "",
                            .stats = p->done ? &p->stats : NULL};
     p->on_event(&ev, p->user);
@@ -228,8 +246,12 @@ void specd_loop_admit_queued(specd_loop *loop) {
         specd_status st = specd_loop_admit(loop, s, &r, &e);
         if (st != SPECD_OK) { /* it passed the same open at submit: memory, most likely */
             loop->stats.n_failed++;
-            loop_pending p = {.slot = -1, .id = r.id, .on_event = r.on_event, .user = r.user,
-                              .done = 1, .status = st};
+            loop_pending p = {.slot = -1,
+                              .id = r.id,
+                              .on_event = r.on_event,
+                              .user = r.user,
+                              .done = 1,
+                              .status = st};
             deliver_one(&p, NULL, e.message);
         }
         request_free(&r);
@@ -239,13 +261,20 @@ void specd_loop_admit_queued(specd_loop *loop) {
 void specd_loop_retire(specd_loop *loop, int32_t s, specd_status status, const char *message,
                        const int32_t *tokens, int32_t n_tokens, int deliver_now) {
     loop_slot *sl = &loop->slots[s];
-    loop_pending p = {.slot = s, .id = sl->id, .on_event = sl->on_event, .user = sl->user,
-                      .n_tokens = n_tokens, .done = 1, .status = status};
+    loop_pending p = {.slot = s,
+                      .id = sl->id,
+                      .on_event = sl->on_event,
+                      .user = sl->user,
+                      .n_tokens = n_tokens,
+                      .done = 1,
+                      .status = status};
     specd_spec_seq_stats(loop->spec, s, &p.stats, NULL);
-    if (status == SPECD_OK) loop->stats.n_finished++;
+    if (status == SPECD_OK)
+        loop->stats.n_finished++;
     else if (status == SPECD_E_STATE && message && !strcmp(message, "cancelled"))
         loop->stats.n_cancelled++;
-    else loop->stats.n_failed++;
+    else
+        loop->stats.n_failed++;
     if (!deliver_now) {
         /* copy before the close: the tokens live in the sequence's state */
         p.tok0 = loop->n_ev_tokens;
@@ -264,8 +293,12 @@ void specd_loop_retire(specd_loop *loop, int32_t s, specd_status status, const c
 void specd_loop_push_tokens(specd_loop *loop, int32_t s, const int32_t *tokens, int32_t n) {
     if (n <= 0) return;
     const loop_slot *sl = &loop->slots[s];
-    loop_pending p = {.slot = s, .id = sl->id, .on_event = sl->on_event, .user = sl->user,
-                      .tok0 = loop->n_ev_tokens, .n_tokens = n};
+    loop_pending p = {.slot = s,
+                      .id = sl->id,
+                      .on_event = sl->on_event,
+                      .user = sl->user,
+                      .tok0 = loop->n_ev_tokens,
+                      .n_tokens = n};
     memcpy(loop->ev_tokens + p.tok0, tokens, (size_t)n * sizeof(int32_t));
     loop->n_ev_tokens += n;
     loop->ev_msg[loop->n_pending][0] = '\0';
@@ -277,7 +310,8 @@ void specd_loop_deliver(specd_loop *loop) {
         const loop_pending *p = &loop->pending[i];
         /* a callback may have cancelled a request whose tokens are still waiting: its last
          * event has been delivered, so nothing more of it is */
-        if (!p->done && (loop->slots[p->slot].state == SLOT_FREE || loop->slots[p->slot].id != p->id))
+        if (!p->done &&
+            (loop->slots[p->slot].state == SLOT_FREE || loop->slots[p->slot].id != p->id))
             continue;
         deliver_one(p, loop->ev_tokens + p->tok0, loop->ev_msg[i]);
     }
@@ -290,8 +324,7 @@ specd_status specd_loop_submit(specd_loop *loop, const int32_t *prompt, int64_t 
                                void *user, int64_t *request, specd_error *err) {
     if (!loop || !prompt || !params)
         return specd_fail(err, SPECD_E_INVALID_ARG, "loop: NULL argument");
-    if (n_prompt < 1)
-        return specd_fail(err, SPECD_E_INVALID_ARG, "loop: empty prompt");
+    if (n_prompt < 1) return specd_fail(err, SPECD_E_INVALID_ARG, "loop: empty prompt");
     if (params->stream_key == SPECD_STREAM_KEY_SLOT)
         return specd_fail(err, SPECD_E_INVALID_ARG,
                           "loop: give the request its own stream_key (slots are the loop's)");
@@ -349,8 +382,12 @@ specd_status specd_loop_cancel(specd_loop *loop, int64_t request) {
     for (int32_t i = 0; i < loop->q_count; i++) {
         loop_request *r = &loop->queue[(loop->q_head + i) % cap];
         if (r->id != request) continue;
-        loop_pending p = {.slot = -1, .id = r->id, .on_event = r->on_event, .user = r->user,
-                          .done = 1, .status = SPECD_E_STATE};
+        loop_pending p = {.slot = -1,
+                          .id = r->id,
+                          .on_event = r->on_event,
+                          .user = r->user,
+                          .done = 1,
+                          .status = SPECD_E_STATE};
         request_free(r);
         for (int32_t j = i; j + 1 < loop->q_count; j++)
             loop->queue[(loop->q_head + j) % cap] = loop->queue[(loop->q_head + j + 1) % cap];

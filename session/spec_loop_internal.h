@@ -28,13 +28,13 @@ typedef enum { SLOT_FREE = 0, SLOT_PREFILL, SLOT_RUNNING } slot_state;
 /* A slot: spec sequence id and KV sequence of the context, both = its index. */
 typedef struct loop_slot {
     slot_state state;
-    int64_t id;                /* the request in it */
+    int64_t id; /* the request in it */
     specd_loop_event_fn on_event;
     void *user;
     int64_t n_prompt;
-    int64_t n_cached;          /* prompt tokens in the KV cache (the goal is n_prompt - 1) */
-    uint64_t admitted;         /* admission order: prompt chunks are served first come */
-    const void *last_lora;     /* the adapter its last step gated rows onto (ordering hint) */
+    int64_t n_cached;      /* prompt tokens in the KV cache (the goal is n_prompt - 1) */
+    uint64_t admitted;     /* admission order: prompt chunks are served first come */
+    const void *last_lora; /* the adapter its last step gated rows onto (ordering hint) */
 } loop_slot;
 
 /* An event waiting to be delivered at the end of a step (after every KV and slot update, so a
@@ -53,8 +53,8 @@ typedef struct loop_pending {
 /* One extend of a step: a run of consecutive sequences of the laid-out batch that share an
  * adapter (or need none), and prompt chunks riding along. */
 typedef struct loop_extend {
-    int32_t seq0, n_seqs;       /* batch sequences [seq0, seq0 + n_seqs) */
-    int32_t n_prefill;          /* prompt chunks appended after them (sb entries) */
+    int32_t seq0, n_seqs; /* batch sequences [seq0, seq0 + n_seqs) */
+    int32_t n_prefill;    /* prompt chunks appended after them (sb entries) */
     int32_t n_tokens, row0, n_rows;
     const struct specd_lora *lora;
 } loop_extend;
@@ -64,30 +64,31 @@ struct specd_loop {
     char *model_path;
     const specd_model *model;
     int32_t n_vocab, n_embd, max_step_rows;
-    specd_spec *spec;    /* max_seqs + 1 sequences: the last validates queued requests' params */
-    specd_context *ctx;  /* max_seqs KV sequences */
+    specd_spec *spec;   /* max_seqs + 1 sequences: the last validates queued requests' params */
+    specd_context *ctx; /* max_seqs KV sequences */
 
     loop_slot *slots;    /* max_seqs */
     loop_request *queue; /* ring of max_queue */
     int32_t q_head, q_count;
     int64_t next_id;
     uint64_t next_admit;
-    int in_step;         /* events of a step are being delivered */
+    int in_step; /* inside specd_loop_step (a callback may not step again) */
 
     /* step scratch, sized at create */
-    int32_t *run;             /* running slots listed for layout (max_seqs) */
-    int32_t *kv_before;       /* per batch sequence */
-    int32_t *rows;            /* per batch row: its token index within its extend */
-    float *logits;            /* rows_cap x n_vocab */
-    float *hidden;            /* rows_cap x n_embd */
+    int32_t *run;       /* running slots listed for layout (max_seqs) */
+    uint64_t *run_gen;  /* their step generations before a layout (max_seqs) */
+    int32_t *kv_before; /* per batch sequence */
+    int32_t *rows;      /* per batch row: its token index within its extend */
+    float *logits;      /* rows_cap x n_vocab */
+    float *hidden;      /* rows_cap x n_embd */
     int32_t rows_cap;
-    specd_seq_batch *sb;      /* max_seqs entries: steps then prompt chunks, per extend in order */
-    int32_t *sb_slot;         /* which slot each sb entry belongs to */
-    loop_extend *ext;         /* at most max_seqs + 1 extends */
+    specd_seq_batch *sb; /* max_seqs entries: steps then prompt chunks, per extend in order */
+    int32_t *sb_slot;    /* which slot each sb entry belongs to */
+    loop_extend *ext;    /* at most max_seqs + 1 extends */
     int32_t *pf_slot, *pf_chunk; /* this step's prompt chunks */
-    loop_pending *pending;    /* at most one event per slot per step */
+    loop_pending *pending;       /* at most one event per slot per step */
     int32_t n_pending;
-    int32_t *ev_tokens;       /* max_seqs * max_step_rows */
+    int32_t *ev_tokens; /* max_seqs * max_step_rows */
     int32_t n_ev_tokens;
     char (*ev_msg)[SPECD_ERROR_MESSAGE_MAX]; /* per pending event */
 

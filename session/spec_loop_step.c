@@ -27,33 +27,30 @@ static int32_t list_running(specd_loop *loop) {
     return n;
 }
 
-/* Lays out the running requests. A request whose own layout fails (its policy) is retired and
- * the rest are laid out again; *n is what remains. */
-static specd_status layout_running(specd_loop *loop, int32_t *n, specd_batch *batch,
-                                   specd_error *err) {
-    if (*n == 0) return SPECD_OK;
-    if (specd_spec_batch_layout(loop->spec, loop->run, *n, batch, err) == SPECD_OK) return SPECD_OK;
-    /* find the culprits one by one (a batch layout leaves none of its list laid out) */
-    int32_t kept = 0;
-    for (int32_t i = 0; i < *n; i++) {
-        int32_t s = loop->run[i];
-        specd_batch one;
+/* Lays out the running requests. A request whose own layout fails (its policy) is retired with
+ * that error and the others are laid out again (a batch layout leaves none of its list laid
+ * out); *n is what remains. The culprit is the last request whose step generation moved: the
+ * session lays a batch out in list order and stops at the first failure, so the policy that
+ * failed is not asked again. */
+static void layout_running(specd_loop *loop, int32_t *n, specd_batch *batch) {
+    while (*n > 0) {
+        for (int32_t i = 0; i < *n; i++)
+            loop->run_gen[i] = loop->spec->seqs[loop->run[i]].step_gen;
         specd_error e;
-        if (specd_spec_batch_layout(loop->spec, &s, 1, &one, &e) == SPECD_OK)
-            loop->run[kept++] = s;
-        else
-            specd_loop_retire(loop, s, e.status, e.message, NULL, 0, 0);
+        if (specd_spec_batch_layout(loop->spec, loop->run, *n, batch, &e) == SPECD_OK) return;
+        int32_t bad = -1;
+        for (int32_t i = 0; i < *n; i++)
+            if (loop->spec->seqs[loop->run[i]].step_gen != loop->run_gen[i]) bad = i;
+        if (bad < 0) { /* refused before any layout: nothing to single out */
+            for (int32_t i = 0; i < *n; i++)
+                specd_loop_retire(loop, loop->run[i], e.status, e.message, NULL, 0, 0);
+            *n = 0;
+            return;
+        }
+        specd_loop_retire(loop, loop->run[bad], e.status, e.message, NULL, 0, 0);
+        memmove(loop->run + bad, loop->run + bad + 1, (size_t)(*n - bad - 1) * sizeof(int32_t));
+        (*n)--;
     }
-    *n = kept;
-    if (kept == 0) return SPECD_OK;
-    specd_status st = specd_spec_batch_layout(loop->spec, loop->run, kept, batch, err);
-    if (st != SPECD_OK) { /* failed together but not alone: give up on all of them */
-        for (int32_t i = 0; i < kept; i++)
-            specd_loop_retire(loop, loop->run[i], st, err ? err->message : "layout failed", NULL,
-                              0, 0);
-        *n = 0;
-    }
-    return SPECD_OK;
 }
 
 /* Cuts the batch into extends: consecutive sequences share one while their gated rows (if any)
@@ -83,7 +80,9 @@ static int32_t plan_extends(specd_loop *loop, const specd_batch *batch) {
 }
 
 /* Prompt chunks of requests still prefilling, first admitted first, in the room the last extend
- * leaves (or an extend of their own when there is none). Returns the extends now planned. */
+ * leaves, or in an extend of their own when there is none or that room is under a quarter of
+ * n_batch (so admission keeps pace while the steps fill the batch). Returns the extends now
+ * planned. */
 static int32_t plan_prefill(specd_loop *loop, int32_t n_ext, int32_t *n_pf) {
     *n_pf = 0;
     for (int32_t s = 0; s < loop->params.max_seqs; s++) {
@@ -97,12 +96,17 @@ static int32_t plan_prefill(specd_loop *loop, int32_t n_ext, int32_t *n_pf) {
     }
     if (*n_pf == 0) return n_ext;
     int32_t n_batch = loop->params.n_batch;
-    if (n_ext == 0 || loop->ext[n_ext - 1].n_tokens >= n_batch)
-        loop->ext[n_ext++] = (loop_extend){.seq0 = n_ext > 0 ? loop->ext[n_ext - 1].seq0 +
-                                                                   loop->ext[n_ext - 1].n_seqs
-                                                             : 0};
+    int64_t pending = 0;
+    for (int32_t i = 0; i < *n_pf; i++)
+        pending +=
+            loop->slots[loop->pf_slot[i]].n_prompt - 1 - loop->slots[loop->pf_slot[i]].n_cached;
+    int32_t room = n_ext > 0 ? n_batch - loop->ext[n_ext - 1].n_tokens : 0;
+    if (n_ext == 0 || (room < pending && room < n_batch / 4))
+        loop->ext[n_ext++] = (loop_extend){
+            .seq0 = n_ext > 0 ? loop->ext[n_ext - 1].seq0 + loop->ext[n_ext - 1].n_seqs : 0};
     loop_extend *e = &loop->ext[n_ext - 1];
-    int32_t room = n_batch - e->n_tokens, used = 0;
+    int32_t used = 0;
+    room = n_batch - e->n_tokens;
     for (int32_t i = 0; i < *n_pf; i++) {
         const loop_slot *sl = &loop->slots[loop->pf_slot[i]];
         int64_t left = sl->n_prompt - 1 - sl->n_cached;
@@ -113,7 +117,8 @@ static int32_t plan_prefill(specd_loop *loop, int32_t n_ext, int32_t *n_pf) {
     }
     *n_pf = used;
     e->n_prefill = used;
-    for (int32_t i = 0; i < used; i++) e->n_tokens += loop->pf_chunk[i];
+    for (int32_t i = 0; i < used; i++)
+        e->n_tokens += loop->pf_chunk[i];
     return n_ext;
 }
 
@@ -127,17 +132,21 @@ static int32_t extend_batches(specd_loop *loop, const specd_batch *batch, const 
         const specd_step_layout *l = &b->layout;
         loop->kv_before[i] = specd_context_kv_len(loop->ctx, b->seq);
         loop->sb_slot[n] = b->seq;
-        loop->sb[n++] = (specd_seq_batch){.seq = b->seq, .n_tokens = l->n_tokens,
-                                          .tokens = l->tokens, .pos = l->pos,
-                                          .visible = l->visible, .lora_gate = l->lora_gate,
-                                          .embd = l->input_embd, .embd_rows = l->input_embd_rows};
+        loop->sb[n++] = (specd_seq_batch){.seq = b->seq,
+                                          .n_tokens = l->n_tokens,
+                                          .tokens = l->tokens,
+                                          .pos = l->pos,
+                                          .visible = l->visible,
+                                          .lora_gate = l->lora_gate,
+                                          .embd = l->input_embd,
+                                          .embd_rows = l->input_embd_rows};
     }
     for (int32_t i = pf; i < pf + e->n_prefill; i++) {
         int32_t s = loop->pf_slot[i];
         const int32_t *prompt = specd_spec_seq_prompt(loop->spec, s, NULL);
         loop->sb_slot[n] = s;
-        loop->sb[n++] = (specd_seq_batch){.seq = s, .n_tokens = loop->pf_chunk[i],
-                                          .tokens = prompt + loop->slots[s].n_cached};
+        loop->sb[n++] = (specd_seq_batch){
+            .seq = s, .n_tokens = loop->pf_chunk[i], .tokens = prompt + loop->slots[s].n_cached};
     }
     return n;
 }
@@ -151,14 +160,17 @@ static void forward_failed(specd_loop *loop, const specd_batch *batch, int32_t n
         const loop_extend *ext = &loop->ext[x];
         for (int32_t i = ext->seq0; i < ext->seq0 + ext->n_seqs; i++) {
             int32_t s = batch->seqs[i].seq;
-            if (x == failed) specd_loop_retire(loop, s, st, e->message, NULL, 0, 0);
-            else if (x < failed) specd_context_kv_truncate(loop->ctx, s, loop->kv_before[i], NULL);
+            if (x == failed)
+                specd_loop_retire(loop, s, st, e->message, NULL, 0, 0);
+            else if (x < failed)
+                specd_context_kv_truncate(loop->ctx, s, loop->kv_before[i], NULL);
         }
         for (int32_t i = pf; i < pf + ext->n_prefill; i++) {
             int32_t s = loop->pf_slot[i];
-            if (x == failed) specd_loop_retire(loop, s, st, e->message, NULL, 0, 0);
-            else if (x < failed && (loop->slots[s].n_cached += loop->pf_chunk[i]) ==
-                                       loop->slots[s].n_prompt - 1)
+            if (x == failed)
+                specd_loop_retire(loop, s, st, e->message, NULL, 0, 0);
+            else if (x < failed &&
+                     (loop->slots[s].n_cached += loop->pf_chunk[i]) == loop->slots[s].n_prompt - 1)
                 loop->slots[s].state = SLOT_RUNNING;
         }
         pf += ext->n_prefill;
@@ -176,7 +188,8 @@ static specd_status run_forward(specd_loop *loop, const specd_batch *batch, int3
         int32_t n = extend_batches(loop, batch, ext, pf);
         size_t r0 = (size_t)ext->row0;
         specd_extend_out out = {
-            .n_rows = ext->n_rows, .rows = loop->rows + r0,
+            .n_rows = ext->n_rows,
+            .rows = loop->rows + r0,
             .logits = loop->logits + r0 * (size_t)loop->n_vocab,
             .hidden = batch->needs_hidden ? loop->hidden + r0 * (size_t)loop->n_embd : NULL};
         st = specd_context_set_lora(loop->ctx, ext->lora, &e);
@@ -199,17 +212,21 @@ static specd_status run_forward(specd_loop *loop, const specd_batch *batch, int3
 
 /* Verifies the batch from the forward's rows; trims each request's KV to what it keeps, queues
  * its tokens and retires it when done or failed. Returns tokens emitted. */
-static int32_t verify_batch(specd_loop *loop, const specd_batch *batch, int32_t *n_done) {
-    specd_logits lg = {.data = loop->logits, .row_stride = loop->n_vocab,
-                       .n_rows = batch->n_rows, .dtype = SPECD_DTYPE_F32,
+static int32_t verify_batch(specd_loop *loop, const specd_batch *batch) {
+    specd_logits lg = {.data = loop->logits,
+                       .row_stride = loop->n_vocab,
+                       .n_rows = batch->n_rows,
+                       .dtype = SPECD_DTYPE_F32,
                        .device = SPECD_DEVICE_HOST};
-    specd_logits hd = {.data = loop->hidden, .row_stride = loop->n_embd, .n_rows = batch->n_rows,
-                       .dtype = SPECD_DTYPE_F32, .device = SPECD_DEVICE_HOST};
+    specd_logits hd = {.data = loop->hidden,
+                       .row_stride = loop->n_embd,
+                       .n_rows = batch->n_rows,
+                       .dtype = SPECD_DTYPE_F32,
+                       .device = SPECD_DEVICE_HOST};
     specd_batch_result res;
     specd_error first;
-    specd_status vst = specd_spec_batch_verify_hidden(loop->spec, &lg,
-                                                      batch->needs_hidden ? &hd : NULL, &res,
-                                                      &first);
+    specd_status vst = specd_spec_batch_verify_hidden(
+        loop->spec, &lg, batch->needs_hidden ? &hd : NULL, &res, &first);
     int32_t emitted = 0;
     int first_seen = 0;
     for (int32_t i = 0; i < batch->n_seqs; i++) {
@@ -226,27 +243,24 @@ static int32_t verify_batch(specd_loop *loop, const specd_batch *batch, int32_t 
                          (long long)loop->slots[s].id, specd_status_name(st));
             }
             specd_loop_retire(loop, s, st, msg, NULL, 0, 0);
-            (*n_done)++;
             continue;
         }
         const specd_step_outcome *o = &res.outcome[i];
         int32_t *keep = loop->rows; /* free again once the forward ran */
-        for (int32_t j = 0; j < o->n_keep; j++) keep[j] = loop->kv_before[i] + o->keep[j];
+        for (int32_t j = 0; j < o->n_keep; j++)
+            keep[j] = loop->kv_before[i] + o->keep[j];
         specd_error e;
         st = specd_context_kv_keep(loop->ctx, s, loop->kv_before[i], o->n_keep, keep, &e);
         emitted += o->n_emitted;
         loop->stats.n_drafts += o->n_drafted > 0;
         loop->stats.n_draft_tokens += o->n_drafted;
         loop->stats.n_accepted += o->n_accepted;
-        if (st != SPECD_OK) {
+        if (st != SPECD_OK)
             specd_loop_retire(loop, s, st, e.message, o->emitted, o->n_emitted, 0);
-            (*n_done)++;
-        } else if (specd_spec_seq_done(loop->spec, s)) {
+        else if (specd_spec_seq_done(loop->spec, s))
             specd_loop_retire(loop, s, SPECD_OK, "", o->emitted, o->n_emitted, 0);
-            (*n_done)++;
-        } else {
+        else
             specd_loop_push_tokens(loop, s, o->emitted, o->n_emitted);
-        }
     }
     return emitted;
 }
@@ -262,8 +276,9 @@ specd_status specd_loop_step(specd_loop *loop, specd_loop_step_info *info, specd
 
     int32_t n_run = list_running(loop);
     specd_batch batch = {0};
-    specd_status st = layout_running(loop, &n_run, &batch, err);
+    layout_running(loop, &n_run, &batch);
     if (n_run == 0) batch = (specd_batch){0};
+    specd_status st = SPECD_OK;
     int32_t n_ext = n_run > 0 ? plan_extends(loop, &batch) : 0, n_pf;
     n_ext = plan_prefill(loop, n_ext, &n_pf);
     for (int32_t x = 0; x < n_ext; x++) {
@@ -281,7 +296,8 @@ specd_status specd_loop_step(specd_loop *loop, specd_loop_step_info *info, specd
              * step's cost, so it is moved out of that window (else it would read as fixed cost
              * and make proposals look cheap while requests are being admitted) */
             int32_t pf_tokens = 0;
-            for (int32_t i = 0; i < n_pf; i++) pf_tokens += loop->pf_chunk[i];
+            for (int32_t i = 0; i < n_pf; i++)
+                pf_tokens += loop->pf_chunk[i];
             loop->spec->batch_t0 +=
                 (uint64_t)((double)si.forward_ns * (double)pf_tokens / (double)si.n_tokens);
         }
@@ -294,12 +310,12 @@ specd_status specd_loop_step(specd_loop *loop, specd_loop_step_info *info, specd
             }
             if (n_run > 0) {
                 si.n_running = n_run;
-                si.n_emitted = verify_batch(loop, &batch, &si.n_finished);
+                si.n_emitted = verify_batch(loop, &batch);
             }
-        } else {
-            si.n_finished = loop->n_pending;
         }
     }
+    for (int32_t i = 0; i < loop->n_pending; i++)
+        si.n_finished += loop->pending[i].done;
     loop->stats.n_emitted += si.n_emitted;
     loop->stats.forward_ns += si.forward_ns;
     if (n_ext > 0 || n_run > 0) loop->stats.n_steps++;

@@ -2,12 +2,12 @@
  * concurrency C (a loop of C slots) max(R x C, prompts) requests on the prompts file's lines
  * (repeated to fill, each request its own stream key), all submitted at once and run until the
  * last one retires (R = 2: as requests finish, queued ones take their slots, so the loop stays
- * near C busy slots for most of the run), first with policy none (the anchor), then with each policy named, the guard on.
- * Prints per (C, policy): aggregate tokens/s, its ratio to none at the same C (same requests, run
- * right before), tokens per target forward (per request: emitted / steps, summed), acceptance,
- * the loop's extends and tokens per extend, the forwards' share of the steps' time, and how many
- * requests emitted exactly the tokens of
- * their none run (lossless under greedy and coupled sampling: anything less is a bug).
+ * near C busy slots for most of the run), first with policy none (the anchor), then with each
+ * policy named, the guard on. Prints per (C, policy): aggregate tokens/s, its ratio to none at the
+ * same C (same requests, run right before), tokens per target forward (per request: emitted /
+ * steps, summed), acceptance, the loop's extends and tokens per extend, the forwards' share of the
+ * steps' time, and how many requests emitted exactly the tokens of their none run (lossless under
+ * greedy and coupled sampling: anything less is a bug).
  *
  * usage: bench_loop -m MODEL -p PROMPTS.txt [-n TOKENS] [-t THREADS] [-c 1,4,16,64] [-r R]
  *                   [--temp T] [--seed S] [--max-draft K] [--n-batch B] [POLICY[:OPTIONS]...]
@@ -160,9 +160,9 @@ static int run(bench *b, int conc, int n_req, const char *policy, const char *op
     for (int i = 0; i < n_req; i++) {
         if (!reqs[i].done || reqs[i].status != SPECD_OK) return -1;
         res->emitted += reqs[i].n_out;
-        tpf += reqs[i].stats.n_steps > 0 ? (double)reqs[i].stats.n_emitted /
-                                               (double)reqs[i].stats.n_steps
-                                         : 0.0;
+        tpf += reqs[i].stats.n_steps > 0
+                   ? (double)reqs[i].stats.n_emitted / (double)reqs[i].stats.n_steps
+                   : 0.0;
     }
     res->seconds = t1 - t0;
     res->tok_s = (double)res->emitted / res->seconds;
@@ -188,7 +188,12 @@ static int parse_conc(const char *s, int *conc) {
 }
 
 int main(int argc, char **argv) {
-    bench b = {.n_gen = 32, .n_threads = 0, .max_draft = 8, .n_batch = 512, .per_slot = 2, .temp = 0.0f,
+    bench b = {.n_gen = 32,
+               .n_threads = 0,
+               .max_draft = 8,
+               .n_batch = 512,
+               .per_slot = 2,
+               .temp = 0.0f,
                .seed = 1};
     const char *prompts_path = NULL;
     int conc[MAX_CONC] = {1, 4, 16, 64}, n_conc = 4;
@@ -199,17 +204,26 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "-m") && v) b.model_path = argv[++i];
-        else if (!strcmp(a, "-p") && v) prompts_path = argv[++i];
-        else if (!strcmp(a, "-n") && v) b.n_gen = atoi(argv[++i]);
-        else if (!strcmp(a, "-t") && v) b.n_threads = atoi(argv[++i]);
-        else if (!strcmp(a, "-r") && v) b.per_slot = atoi(argv[++i]);
+        if (!strcmp(a, "-m") && v)
+            b.model_path = argv[++i];
+        else if (!strcmp(a, "-p") && v)
+            prompts_path = argv[++i];
+        else if (!strcmp(a, "-n") && v)
+            b.n_gen = atoi(argv[++i]);
+        else if (!strcmp(a, "-t") && v)
+            b.n_threads = atoi(argv[++i]);
+        else if (!strcmp(a, "-r") && v)
+            b.per_slot = atoi(argv[++i]);
         else if (!strcmp(a, "-c") && v) {
             if ((n_conc = parse_conc(argv[++i], conc)) < 1) return fprintf(stderr, "bad -c\n"), 2;
-        } else if (!strcmp(a, "--temp") && v) b.temp = (float)atof(argv[++i]);
-        else if (!strcmp(a, "--seed") && v) b.seed = strtoull(argv[++i], NULL, 10);
-        else if (!strcmp(a, "--max-draft") && v) b.max_draft = atoi(argv[++i]);
-        else if (!strcmp(a, "--n-batch") && v) b.n_batch = atoi(argv[++i]);
+        } else if (!strcmp(a, "--temp") && v)
+            b.temp = (float)atof(argv[++i]);
+        else if (!strcmp(a, "--seed") && v)
+            b.seed = strtoull(argv[++i], NULL, 10);
+        else if (!strcmp(a, "--max-draft") && v)
+            b.max_draft = atoi(argv[++i]);
+        else if (!strcmp(a, "--n-batch") && v)
+            b.n_batch = atoi(argv[++i]);
         else if (a[0] != '-' && n_pol < MAX_POLICIES) {
             pol[n_pol] = argv[i];
             char *colon = strchr(argv[i], ':');
@@ -217,14 +231,17 @@ int main(int argc, char **argv) {
             if (colon) *colon = '\0';
             n_pol++;
         } else {
-            fprintf(stderr, "usage: %s -m MODEL -p PROMPTS [-n N] [-t THREADS] [-c 1,4,16,64] [-r R] "
-                            "[--temp T] [--seed S] [--max-draft K] [--n-batch B] "
-                            "[POLICY[:OPTIONS]...]\n", argv[0]);
+            fprintf(stderr,
+                    "usage: %s -m MODEL -p PROMPTS [-n N] [-t THREADS] [-c 1,4,16,64] [-r R] "
+                    "[--temp T] [--seed S] [--max-draft K] [--n-batch B] "
+                    "[POLICY[:OPTIONS]...]\n",
+                    argv[0]);
             return 2;
         }
     }
     if (n_pol == 1) pol[n_pol] = "ngram", opt[n_pol++] = NULL;
-    if (!b.model_path || !prompts_path || b.n_gen < 1 || b.per_slot < 1) return fprintf(stderr, "need -m and -p\n"), 2;
+    if (!b.model_path || !prompts_path || b.n_gen < 1 || b.per_slot < 1)
+        return fprintf(stderr, "need -m and -p\n"), 2;
     specd_error err;
     if (specd_model_create(b.model_path, &b.model, &err) != SPECD_OK ||
         specd_tokenizer_create_from_gguf(specd_model_gguf(b.model), &b.tok, &err) != SPECD_OK)
@@ -239,7 +256,8 @@ int main(int argc, char **argv) {
     request *reqs[MAX_POLICIES];
     for (int p = 0; p < n_pol; p++) {
         reqs[p] = calloc((size_t)max_req, sizeof(request));
-        for (int i = 0; i < max_req; i++) reqs[p][i].out = calloc((size_t)b.n_gen, sizeof(int32_t));
+        for (int i = 0; i < max_req; i++)
+            reqs[p][i].out = calloc((size_t)b.n_gen, sizeof(int32_t));
     }
     result warm;
     run(&b, 1, 1, "none", NULL, reqs[0], &warm); /* maps the weights in: not timed */
@@ -273,10 +291,12 @@ int main(int argc, char **argv) {
         }
     }
     for (int p = 0; p < n_pol; p++) {
-        for (int i = 0; i < max_req; i++) free(reqs[p][i].out);
+        for (int i = 0; i < max_req; i++)
+            free(reqs[p][i].out);
         free(reqs[p]);
     }
-    for (int i = 0; i < b.n_prompts; i++) free(b.prompt[i]);
+    for (int i = 0; i < b.n_prompts; i++)
+        free(b.prompt[i]);
     specd_tokenizer_destroy(b.tok);
     specd_model_destroy(b.model);
     return all_identical ? 0 : 1;

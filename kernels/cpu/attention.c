@@ -1,5 +1,6 @@
 #include "kernels/cpu/ops.h"
 
+#include "common/alloc.h"
 #include "kernels/cpu/fp16.h"
 
 #include <math.h>
@@ -100,12 +101,190 @@ static AVX2 void mix_avx2(const uint16_t *vt, size_t vt_stride, const float *pro
     for (int32_t d = 0; d < head_dim; d++)
         out[d] = dot_f16_avx2(vt + (size_t)d * vt_stride, probs, n_pos);
 }
+
+/* --- several query rows over one cache --------------------------------------------------------
+ * The query rows of one sequence's new tokens and of the heads that share a KV head read the same
+ * K rows and V^T rows: each is converted from F16 once for the whole tile, and every row then takes
+ * exactly the operations of specd_attention_row (the same fused multiply-adds into the same
+ * accumulators, the same reduction, its own n_pos, mask and zero padding), so every output keeps
+ * its bits whatever the tile. */
+#define INLINE inline __attribute__((always_inline))
+
+/* scores of R rows against K row j (converted once into kf, zero-padded to hdp) */
+static AVX2 INLINE void tile_scores(const specd_attention_query *rows, int32_t R, const uint16_t *k,
+                                    size_t k_stride, int32_t n_max, int32_t hd, int32_t hdp,
+                                    float scale, const float *qh, float *pr, size_t p_stride) {
+    float kf[512];
+    for (int32_t i = hd; i < hdp; i++)
+        kf[i] = 0.0f;
+    for (int32_t j = 0; j < n_max; j++) {
+        const uint16_t *kr = k + (size_t)j * k_stride;
+        int32_t i = 0;
+        for (; i + 8 <= hd; i += 8)
+            _mm256_storeu_ps(kf + i, load_f16x8(kr + i));
+        for (; i < hd; i++)
+            kf[i] = specd_fp16_to_fp32(kr[i]);
+        for (int32_t r = 0; r < R; r++) {
+            if (j >= rows[r].n_pos) continue;
+            float *sc = pr + (size_t)r * p_stride;
+            if (rows[r].visible && !rows[r].visible[j]) {
+                sc[j] = -INFINITY;
+                continue;
+            }
+            const float *y = qh + (size_t)r * (size_t)hdp;
+            __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+            for (int32_t e = 0; e < hdp; e += 32) {
+                a0 = _mm256_fmadd_ps(_mm256_loadu_ps(kf + e), _mm256_loadu_ps(y + e), a0);
+                a1 = _mm256_fmadd_ps(_mm256_loadu_ps(kf + e + 8), _mm256_loadu_ps(y + e + 8), a1);
+                a2 = _mm256_fmadd_ps(_mm256_loadu_ps(kf + e + 16), _mm256_loadu_ps(y + e + 16), a2);
+                a3 = _mm256_fmadd_ps(_mm256_loadu_ps(kf + e + 24), _mm256_loadu_ps(y + e + 24), a3);
+            }
+            sc[j] = reduce_4x8_avx2(a0, a1, a2, a3) * scale;
+        }
+    }
+}
+
+/* out[d] of S rows (p: their probabilities, zero-padded to 32; np: their n_pos, 0 = no row) for one
+ * V^T row: each 32-position chunk converted once; a row whose n_pos ends inside the chunk takes it
+ * with the positions past its end zeroed, as dot_f16_avx2's padded copy does. */
+static AVX2 INLINE void mix_rows(const uint16_t *vr, const float *const *p, const int32_t *np,
+                                 const int S, float *res) {
+    int32_t n_max = 0;
+    for (int s = 0; s < S; s++)
+        n_max = np[s] > n_max ? np[s] : n_max;
+    __m256 acc[8][4];
+#pragma GCC unroll 8
+    for (int s = 0; s < S; s++)
+        acc[s][0] = acc[s][1] = acc[s][2] = acc[s][3] = _mm256_setzero_ps();
+    const __m256i iota0 = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    uint16_t xt[32];
+    for (int32_t i = 0; i < n_max; i += 32) {
+        const uint16_t *xs = vr + i;
+        if (n_max - i < 32) {
+            memset(xt, 0, sizeof xt);
+            memcpy(xt, xs, (size_t)(n_max - i) * sizeof *xt);
+            xs = xt;
+        }
+        const __m256 v0 = load_f16x8(xs), v1 = load_f16x8(xs + 8);
+        const __m256 v2 = load_f16x8(xs + 16), v3 = load_f16x8(xs + 24);
+#pragma GCC unroll 8
+        for (int s = 0; s < S; s++) {
+            const int32_t left = np[s] - i;
+            if (left <= 0) continue;
+            __m256 w0 = v0, w1 = v1, w2 = v2, w3 = v3;
+            if (left < 32) {
+                const __m256i n = _mm256_set1_epi32(left);
+                w0 = _mm256_and_ps(w0, _mm256_castsi256_ps(_mm256_cmpgt_epi32(n, iota0)));
+                w1 = _mm256_and_ps(w1, _mm256_castsi256_ps(_mm256_cmpgt_epi32(
+                                           n, _mm256_add_epi32(iota0, _mm256_set1_epi32(8)))));
+                w2 = _mm256_and_ps(w2, _mm256_castsi256_ps(_mm256_cmpgt_epi32(
+                                           n, _mm256_add_epi32(iota0, _mm256_set1_epi32(16)))));
+                w3 = _mm256_and_ps(w3, _mm256_castsi256_ps(_mm256_cmpgt_epi32(
+                                           n, _mm256_add_epi32(iota0, _mm256_set1_epi32(24)))));
+            }
+            const float *y = p[s] + i;
+            acc[s][0] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(y), acc[s][0]);
+            acc[s][1] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(y + 8), acc[s][1]);
+            acc[s][2] = _mm256_fmadd_ps(w2, _mm256_loadu_ps(y + 16), acc[s][2]);
+            acc[s][3] = _mm256_fmadd_ps(w3, _mm256_loadu_ps(y + 24), acc[s][3]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int s = 0; s < S; s++)
+        res[s] = reduce_4x8_avx2(acc[s][0], acc[s][1], acc[s][2], acc[s][3]);
+}
+
+/* The whole tile; S rows per mix pass (as many as the vector registers hold). */
+static AVX2 INLINE void tile_rows(const specd_attention_query *rows, int32_t R, const uint16_t *k,
+                                  size_t k_stride, const uint16_t *vt, size_t vt_stride,
+                                  int32_t hd, float scale, float *qh, float *pr, size_t p_stride,
+                                  const int S) {
+    const int32_t hdp = (hd + 31) & ~31;
+    int32_t n_max = 0;
+    for (int32_t r = 0; r < R; r++) {
+        float *y = qh + (size_t)r * (size_t)hdp;
+        round_f16_avx2(rows[r].q, y, hd);
+        for (int32_t d = hd; d < hdp; d++)
+            y[d] = 0.0f;
+        n_max = rows[r].n_pos > n_max ? rows[r].n_pos : n_max;
+    }
+    tile_scores(rows, R, k, k_stride, n_max, hd, hdp, scale, qh, pr, p_stride);
+    for (int32_t r = 0; r < R; r++) {
+        float *sc = pr + (size_t)r * p_stride;
+        const int32_t n = rows[r].n_pos;
+        specd_softmax_f32(sc, n, 1);
+        round_f16_avx2(sc, sc, n);
+        for (int32_t j = n; j % 32; j++)
+            sc[j] = 0.0f;
+    }
+    for (int32_t r0 = 0; r0 < R; r0 += S) {
+        const float *p[8];
+        int32_t np[8];
+        float res[8];
+        for (int s = 0; s < S; s++) {
+            const int live = r0 + s < R;
+            p[s] = pr + (size_t)(live ? r0 + s : r0) * p_stride;
+            np[s] = live ? rows[r0 + s].n_pos : 0;
+        }
+        for (int32_t d = 0; d < hd; d++) {
+            mix_rows(vt + (size_t)d * vt_stride, p, np, S, res);
+            for (int s = 0; s < S && r0 + s < R; s++)
+                rows[r0 + s].out[d] = res[s];
+        }
+    }
+}
+
+static AVX2 void tile_rows_avx2(const specd_attention_query *rows, int32_t R, const uint16_t *k,
+                                size_t k_stride, const uint16_t *vt, size_t vt_stride, int32_t hd,
+                                float scale, float *qh, float *pr, size_t p_stride) {
+    tile_rows(rows, R, k, k_stride, vt, vt_stride, hd, scale, qh, pr, p_stride, 2);
+}
+
+/* The same instructions with AVX-512VL's 32 ymm registers: six rows per mix pass. */
+__attribute__((target("avx512f,avx512vl,avx2,fma,f16c"))) static void
+tile_rows_avx512(const specd_attention_query *rows, int32_t R, const uint16_t *k, size_t k_stride,
+                 const uint16_t *vt, size_t vt_stride, int32_t hd, float scale, float *qh,
+                 float *pr, size_t p_stride) {
+    tile_rows(rows, R, k, k_stride, vt, vt_stride, hd, scale, qh, pr, p_stride, 6);
+}
 #endif
+
+void specd_attention_rows(const specd_attention_query *rows, int32_t n_rows, const uint16_t *k,
+                          size_t k_stride, const uint16_t *vt, size_t vt_stride, int32_t head_dim,
+                          float scale, float *scores, float *probs, int simd) {
+#if defined(__x86_64__)
+    if (simd && n_rows > 1) {
+        int32_t n_max = 0;
+        for (int32_t r = 0; r < n_rows; r++)
+            n_max = rows[r].n_pos > n_max ? rows[r].n_pos : n_max;
+        const size_t p_stride = ((size_t)n_max + 31) & ~(size_t)31;
+        const size_t hdp = ((size_t)head_dim + 31) & ~(size_t)31;
+        float *buf = specd_alloc_array((size_t)n_rows, (p_stride + hdp) * sizeof(float));
+        if (buf) {
+            float *qh = buf + (size_t)n_rows * p_stride;
+            if (simd >= 2)
+                tile_rows_avx512(rows, n_rows, k, k_stride, vt, vt_stride, head_dim, scale, qh,
+                                 buf, p_stride);
+            else
+                tile_rows_avx2(rows, n_rows, k, k_stride, vt, vt_stride, head_dim, scale, qh, buf,
+                               p_stride);
+            specd_free(buf);
+            return;
+        }
+    }
+#endif
+    for (int32_t r = 0; r < n_rows; r++)
+        specd_attention_row(rows[r].q, k, k_stride, vt, vt_stride, rows[r].visible, rows[r].n_pos,
+                            head_dim, scale, scores, probs, rows[r].out, simd);
+}
 
 void specd_attention_row(const float *q, const uint16_t *k, size_t k_stride, const uint16_t *vt,
                          size_t vt_stride, const uint8_t *visible, int32_t n_pos, int32_t head_dim,
                          float scale, float *scores, float *probs, float *out, int simd) {
     float qh[512]; /* head_dim <= 512, checked at model load */
+    /* the dots read q up to head_dim rounded up to 32: zeros there (the K side is zero-padded) */
+    for (int32_t d = head_dim; d % 32; d++)
+        qh[d] = 0.0f;
 #if defined(__x86_64__)
     if (simd) {
         round_f16_avx2(q, qh, head_dim);

@@ -3,6 +3,7 @@
 #include "kernels/cpu/cpu_dispatch.h"
 #include "kernels/cpu/lanes_avx2.h"
 #include "kernels/cpu/matmul_avx512.h"
+#include "kernels/cpu/matmul_kquant.h"
 #include "kernels/cpu/quant_blocks.h"
 
 #include <math.h>
@@ -260,6 +261,9 @@ void specd_matmul_rows(const specd_dtype_traits *w_traits, uint32_t w_type, cons
                        int64_t n_in, int64_t o_begin, int64_t o_end, const void *xq,
                        size_t xq_row_bytes, int64_t n_rows, float *y, int64_t ld_y, int simd) {
     const size_t wrb = specd_dtype_row_bytes(w_type, n_in);
+    if (specd_matmul_rows_kquant(simd, w_type, w, n_in, o_begin, o_end, xq, xq_row_bytes, n_rows,
+                                 y, ld_y))
+        return;
     if (simd >= SPECD_CPU_AVX512 && specd_matmul_rows_avx512(w_type, w, n_in, o_begin, o_end, xq,
                                                              xq_row_bytes, n_rows, y, ld_y))
         return;

@@ -7,7 +7,7 @@
  *   rope.c       rotary embedding, adjacent pairs ("normal", llama) or halves (NeoX, qwen)
  *   softmax.c    in place, ggml's vectorised exp (vexp.h) in chunks of 8, sum in double
  *   swiglu.c     y = silu(g) * u
- *   attention.c  one query row of one head over an F16 K cache and a transposed F16 V cache
+ *   attention.c  query rows of one head over an F16 K cache and a transposed F16 V cache
  *   matmul.c     rows of a quantized weight against activations quantized once per row
  * simd: the specd_cpu_path in use (kernels/cpu/cpu_dispatch.h): 0 scalar, 1 AVX2, 2 AVX-512
  * (AVX2 wherever an op has no AVX-512 kernel); checked once, since CPUID traps to the hypervisor in
@@ -44,6 +44,23 @@ void specd_swiglu_f32(const float *g, const float *u, float *y, int64_t n, int s
 void specd_attention_row(const float *q, const uint16_t *k, size_t k_stride, const uint16_t *vt,
                          size_t vt_stride, const uint8_t *visible, int32_t n_pos, int32_t head_dim,
                          float scale, float *scores, float *probs, float *out, int simd);
+
+/* One query row of specd_attention_rows: q[head_dim], its visibility row (NULL: all) and n_pos,
+ * out[head_dim]. */
+typedef struct specd_attention_query {
+    const float *q;
+    const uint8_t *visible;
+    int32_t n_pos;
+    float *out;
+} specd_attention_query;
+
+/* specd_attention_row for n_rows query rows over the same K and V^T caches (one sequence's new
+ * tokens, the heads of one KV head): each K and V^T row is converted once for all of them, and
+ * every row's output has the bits specd_attention_row gives it alone. scores and probs: scratch
+ * as for specd_attention_row, used only where the tile's own buffer cannot be allocated. */
+void specd_attention_rows(const specd_attention_query *rows, int32_t n_rows, const uint16_t *k,
+                          size_t k_stride, const uint16_t *vt, size_t vt_stride, int32_t head_dim,
+                          float scale, float *scores, float *probs, int simd);
 
 /* Activation rows quantized to a weight's vec_dot_type: n_rows rows of n floats (stride ld_x) into
  * dst rows of specd_dtype_row_bytes(vdt, n) bytes. F32 copies. */

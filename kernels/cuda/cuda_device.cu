@@ -1,22 +1,30 @@
-#include "kernels/cuda/cuda_device.h"
+/* libspecd_cuda.so's kernels and its entry point (kernels/cuda/cuda_kernels.h). */
+#include "kernels/cuda/cuda_kernels.h"
 
 #include <cuda_runtime.h>
 
-extern "C" int specd_cuda_device_count(void) {
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) {
-        cudaGetLastError();  // clear the sticky "no driver" error
-        return 0;
-    }
-    return n;
+extern "C" {
+#include "kernels/cuda/cudart.h"
 }
+
+/* libspecd calls the runtime through kernels/cuda/cudart.h's restated types, never the toolkit's
+ * headers: they must agree with the toolkit this library is built with. */
+static_assert(sizeof(cudaIpcMemHandle_t) == sizeof(specd_cuda_ipc_handle), "mem handle size");
+static_assert(sizeof(cudaIpcEventHandle_t) == sizeof(specd_cuda_ipc_handle), "event handle size");
+static_assert((int)cudaSuccess == (int)SPECD_CUDA_SUCCESS, "cudaSuccess");
+static_assert((int)cudaMemcpyHostToDevice == (int)SPECD_CUDA_MEMCPY_HOST_TO_DEVICE, "cudaMemcpyKind");
+static_assert((int)cudaMemcpyDeviceToHost == (int)SPECD_CUDA_MEMCPY_DEVICE_TO_HOST, "cudaMemcpyKind");
+static_assert(cudaEventDisableTiming == SPECD_CUDA_EVENT_DISABLE_TIMING, "event flag");
+static_assert(cudaEventInterprocess == SPECD_CUDA_EVENT_INTERPROCESS, "event flag");
+static_assert(cudaIpcMemLazyEnablePeerAccess == SPECD_CUDA_IPC_LAZY_PEER_ACCESS, "ipc flag");
+static_assert(sizeof(cudaError_t) == sizeof(int), "cudaError_t returned as int");
 
 static __global__ void scale_by_two(const float *in, float *out, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) out[i] = 2.0f * in[i];
 }
 
-extern "C" int specd_cuda_scale_roundtrip(const float *in, float *out, int n) {
+static int scale_roundtrip(const float *in, float *out, int n) {
     float *d_in = nullptr, *d_out = nullptr;
     size_t bytes = (size_t)n * sizeof(float);
     cudaError_t e = cudaMalloc(&d_in, bytes);
@@ -30,4 +38,16 @@ extern "C" int specd_cuda_scale_roundtrip(const float *in, float *out, int n) {
     cudaFree(d_in);
     cudaFree(d_out);
     return (int)e;
+}
+
+static const specd_cuda_kernels table = {
+    SPECD_CUDA_KERNELS_ABI,
+    sizeof(specd_cuda_kernels),
+    scale_roundtrip,
+};
+
+/* The library's one exported symbol (everything else is hidden). */
+extern "C" __attribute__((visibility("default"))) const specd_cuda_kernels *
+specd_cuda_kernels_v1(void) {
+    return &table;
 }

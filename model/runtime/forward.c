@@ -68,6 +68,66 @@ static void lora_row(const specd_context *c, int32_t layer, int proj, float gate
     }
 }
 
+/* Attention of layer l, this thread's share. Query rows that read the same cache (one
+ * sequence's run of new tokens x the heads of one KV head) go through specd_attention_rows in tiles
+ * of at most ATT_TILE rows, so each K and V row is converted once per tile; every row's result is
+ * the same whatever the tiling. Each (run, KV head) splits into tiles of even size, at least two
+ * per thread in all where there are rows enough, and a thread takes a contiguous share of them. */
+enum { ATT_TILE = 16 };
+
+/* tiles of a (run, KV head) of rows query rows: enough for ATT_TILE each, at least min_split */
+static int64_t att_split(int64_t rows, int64_t min_split) {
+    int64_t m = (rows + ATT_TILE - 1) / ATT_TILE;
+    if (m < min_split) m = min_split;
+    return m < rows ? m : rows;
+}
+
+static void attention_share(specd_context *c, int32_t l, int64_t n, float scale, int ith, int nth) {
+    const specd_model_info *in = &c->model->info;
+    const int32_t G = in->n_head / in->n_head_kv, hd = in->head_dim;
+    const int64_t NQ = (int64_t)in->n_head * hd;
+    const size_t n_ctx = (size_t)c->p.n_ctx;
+    float *scores = c->scores + (size_t)ith * n_ctx;
+    float *probs = c->probs + (size_t)ith * c->probs_stride;
+    int64_t n_runs = 0;
+    for (int64_t t = 0; t < n; t++)
+        n_runs += t == 0 || c->tok[t].seq != c->tok[t - 1].seq;
+    const int64_t units = n_runs * in->n_head_kv;
+    const int64_t min_split = (2 * (int64_t)nth + units - 1) / units;
+    int64_t total = 0;
+    for (int64_t t0 = 0, t1; t0 < n; t0 = t1) {
+        for (t1 = t0 + 1; t1 < n && c->tok[t1].seq == c->tok[t0].seq; t1++) {
+        }
+        total += in->n_head_kv * att_split((t1 - t0) * G, min_split);
+    }
+    int64_t ib, ie, idx = 0;
+    share(total, ith, nth, &ib, &ie);
+    specd_attention_query rows[ATT_TILE];
+    for (int64_t t0 = 0, t1; t0 < n && idx < ie; t0 = t1) {
+        for (t1 = t0 + 1; t1 < n && c->tok[t1].seq == c->tok[t0].seq; t1++) {
+        }
+        const int64_t n_rows = (t1 - t0) * G, m = att_split(n_rows, min_split);
+        const int32_t seq = c->tok[t0].seq;
+        for (int32_t kvh = 0; kvh < in->n_head_kv; kvh++)
+            for (int64_t k = 0; k < m; k++, idx++) {
+                if (idx < ib || idx >= ie) continue;
+                const int64_t q0 = n_rows * k / m, q1 = n_rows * (k + 1) / m;
+                for (int64_t qi = q0; qi < q1; qi++) {
+                    const int64_t r = t0 + qi / G;
+                    const int64_t h = (int64_t)kvh * G + qi % G;
+                    const rt_token *t = &c->tok[r];
+                    rows[qi - q0] = (specd_attention_query){.q = c->q + r * NQ + h * hd,
+                                                            .visible = t->visible,
+                                                            .n_pos = t->n_pos,
+                                                            .out = c->att + r * NQ + h * hd};
+                }
+                specd_attention_rows(rows, (int32_t)(q1 - q0), rt_kv_k(c, seq, l) + kvh * hd,
+                                     c->kv_dim, rt_kv_vt(c, seq, l) + (size_t)kvh * hd * n_ctx,
+                                     n_ctx, hd, scale, scores, probs, c->simd);
+            }
+    }
+}
+
 static void fwd_worker(void *arg, int ith, int nth) {
     fwd_job *job = arg;
     specd_context *c = job->c;
@@ -141,23 +201,7 @@ static void fwd_worker(void *arg, int ith, int nth) {
             }
         }
         specd_threadpool_barrier(pool);
-        /* attention: (token, head) items dealt round-robin */
-        {
-            float *scores = c->scores + (size_t)ith * (size_t)c->p.n_ctx;
-            float *probs = c->probs + (size_t)ith * c->probs_stride;
-            const int32_t group = in->n_head / in->n_head_kv;
-            const size_t n_ctx = (size_t)c->p.n_ctx;
-            for (int64_t it = ith; it < n * in->n_head; it += nth) {
-                const int64_t r = it / in->n_head;
-                const int32_t h = (int32_t)(it % in->n_head);
-                const rt_token *t = &c->tok[r];
-                const int32_t kvh = h / group;
-                specd_attention_row(c->q + r * NQ + h * hd, rt_kv_k(c, t->seq, l) + kvh * hd,
-                                    c->kv_dim, rt_kv_vt(c, t->seq, l) + (size_t)kvh * hd * n_ctx,
-                                    n_ctx, t->visible, t->n_pos, (int32_t)hd, scale,
-                                    scores, probs, c->att + r * NQ + h * hd, c->simd);
-            }
-        }
+        attention_share(c, l, n, scale, ith, nth);
         specd_threadpool_barrier(pool);
         for (int64_t r = rb; r < re; r++)
             quant_rows(c, &L->w[RT_O], c->att, NQ, r, r + 1);

@@ -1,8 +1,10 @@
 /* Transport: hello (accepted, and refused with a reason on version/model mismatch), endpoint
  * policy (private ipc:// directory, tcp:// only with CURVE, an unauthenticated tcp peer refused),
- * finite timeouts, hostile frames, requests before hello, and library mode over inproc://. */
+ * finite timeouts, hostile frames, requests before hello (refused with the NO_SESSION reason code,
+ * on which alone the client replays its session), and library mode over inproc://. */
 #include "test_main.h"
 
+#include <pthread.h>
 #include <sys/stat.h>
 #include <zmq.h>
 
@@ -114,9 +116,12 @@ static void test_hello_mismatch_refused(void **state) {
         uint64_t schema;
         int ping_only;
         const char *needle;
-    } cases[] = {{SPECD_IPC_MAJOR + 1, SPECD_IPC_SCHEMA_HASH, 0, "major version 2"},
-                 {SPECD_IPC_MAJOR, SPECD_IPC_SCHEMA_HASH ^ 0xff, 0, "schema hash"},
-                 {0, 0, 1, "no session"}};
+        SpecdWire__ErrorReason reason; /* what the host acts on: a code, not the text */
+    } cases[] = {{SPECD_IPC_MAJOR + 1, SPECD_IPC_SCHEMA_HASH, 0, "major version 2",
+                  SPECD_WIRE__ERROR_REASON__REASON_NONE},
+                 {SPECD_IPC_MAJOR, SPECD_IPC_SCHEMA_HASH ^ 0xff, 0, "schema hash",
+                  SPECD_WIRE__ERROR_REASON__REASON_NONE},
+                 {0, 0, 1, "no session", SPECD_WIRE__ERROR_REASON__REASON_NO_SESSION}};
     for (size_t i = 0; i < 3; i++) {
         SpecdWire__ModelFingerprint m = SPECD_WIRE__MODEL_FINGERPRINT__INIT;
         m.vocab_size = TEST_VOCAB;
@@ -147,6 +152,9 @@ static void test_hello_mismatch_refused(void **state) {
         assert_int_equal(r->body_case, SPECD_WIRE__ENVELOPE__BODY_ERROR);
         if (!strstr(r->error->message, cases[i].needle))
             fail_msg("'%s' lacks '%s'", r->error->message, cases[i].needle);
+        assert_int_equal(r->error->reason, cases[i].reason);
+        assert_int_equal(r->error->has_reason,
+                         cases[i].reason != SPECD_WIRE__ERROR_REASON__REASON_NONE);
     }
     /* Garbage and a two-frame message: answered with an Error, the service keeps serving. */
     assert_int_equal(zmq_send(s, "\xff\xff\xff", 3, 0), 3);
@@ -171,6 +179,115 @@ static void test_hello_mismatch_refused(void **state) {
     assert_int_equal(specd_ipc_client_ping(c, &err), SPECD_OK);
     specd_ipc_client_destroy(c);
     test_service_stop(&t);
+    test_private_dir_remove(dir);
+}
+
+/* A scripted daemon (a ROUTER socket served by a thread of this test) whose replies to Ping are
+ * chosen: it shows that the client replays its session on the NO_SESSION reason code and only
+ * on it, whatever the Error's message says. */
+typedef struct scripted {
+    void *sock;
+    const SpecdWire__ErrorReason *why; /* per Ping: the Error's reason, or a Pong where text */
+    const char *const *text;           /* is NULL */
+    int n_requests;
+    int hellos, pings, failed;
+} scripted;
+
+/* Serves one request; returns 0, or -1 on anything unexpected. */
+static int scripted_serve(scripted *d, specd_ipc_decoder *dec) {
+    zmq_msg_t rid, body;
+    zmq_msg_init(&rid);
+    zmq_msg_init(&body);
+    int rc = -1;
+    zmq_pollitem_t it = {.socket = d->sock, .events = ZMQ_POLLIN};
+    const SpecdWire__Envelope *q = NULL;
+    if (zmq_poll(&it, 1, 10000) != 1 || zmq_msg_recv(&rid, d->sock, 0) < 0 ||
+        zmq_msg_recv(&body, d->sock, 0) < 0 ||
+        specd_ipc_frame_decode(dec, zmq_msg_data(&body), zmq_msg_size(&body), &q, NULL) !=
+            SPECD_OK)
+        goto out;
+    SpecdWire__Envelope e = SPECD_WIRE__ENVELOPE__INIT;
+    e.request_id = q->request_id;
+    SpecdWire__HelloOk ok = SPECD_WIRE__HELLO_OK__INIT;
+    SpecdWire__Pong pong = SPECD_WIRE__PONG__INIT;
+    SpecdWire__Error error;
+    if (q->body_case == SPECD_WIRE__ENVELOPE__BODY_HELLO) {
+        d->hellos++;
+        ok.major = SPECD_IPC_MAJOR;
+        ok.schema_hash = SPECD_IPC_SCHEMA_HASH;
+        ok.role = SPECD_WIRE__ROLE__ROLE_DRAFTER;
+        ok.instance = 77;
+        e.body_case = SPECD_WIRE__ENVELOPE__BODY_HELLO_OK;
+        e.hello_ok = &ok;
+    } else if (q->body_case == SPECD_WIRE__ENVELOPE__BODY_PING) {
+        int n = d->pings++;
+        if (d->text[n]) {
+            specd_ipc_error_body(&e, &error, q->request_id, SPECD_E_STATE, d->why[n], d->text[n]);
+        } else {
+            e.body_case = SPECD_WIRE__ENVELOPE__BODY_PONG;
+            e.pong = &pong;
+        }
+    } else {
+        goto out;
+    }
+    rc = specd_ipc_send(d->sock, zmq_msg_data(&rid), zmq_msg_size(&rid), &e, 1 << 20, NULL) ==
+                 SPECD_OK
+             ? 0
+             : -1;
+out:
+    zmq_msg_close(&rid);
+    zmq_msg_close(&body);
+    return rc;
+}
+
+static void *scripted_run(void *arg) {
+    scripted *d = arg;
+    specd_ipc_decoder *dec = NULL;
+    if (specd_ipc_decoder_create(0, &dec, NULL) != SPECD_OK) d->failed = 1;
+    for (int i = 0; i < d->n_requests && !d->failed; i++)
+        if (scripted_serve(d, dec) != 0) d->failed = 1;
+    specd_ipc_decoder_destroy(dec);
+    return NULL;
+}
+
+static void test_lost_session_is_a_code(void **state) {
+    (void)state;
+    char dir[64], ep[128];
+    test_private_dir(dir, sizeof dir);
+    snprintf(ep, sizeof ep, "ipc://%s/d.sock", dir);
+    void *ctx = zmq_ctx_new();
+    /* Ping 1: NO_SESSION under a message that never says so (replayed: Hello, then the Ping
+     * again, answered by ping 2's Pong); ping 3: a message that says "no session" with no
+     * reason (reported, not replayed); ping 4: Pong on the same session. */
+    const SpecdWire__ErrorReason why[] = {SPECD_WIRE__ERROR_REASON__REASON_NO_SESSION,
+                                          SPECD_WIRE__ERROR_REASON__REASON_NONE,
+                                          SPECD_WIRE__ERROR_REASON__REASON_NONE,
+                                          SPECD_WIRE__ERROR_REASON__REASON_NONE};
+    const char *const text[] = {"the daemon restarted", NULL, "no session: say hello first",
+                                NULL};
+    scripted d = {.sock = zmq_socket(ctx, ZMQ_ROUTER), .why = why, .text = text,
+                  .n_requests = 6};
+    assert_int_equal(zmq_bind(d.sock, ep), 0);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, scripted_run, &d), 0);
+    specd_ipc_client *c = client_for(ep, &model, NULL);
+    specd_error err;
+    if (specd_ipc_client_ping(c, &err) != SPECD_OK) fail_msg("ping 1: %s", err.message);
+    assert_int_equal(specd_ipc_client_sessions(c), 2); /* replayed once */
+    assert_int_equal(specd_ipc_client_ping(c, &err), SPECD_E_STATE);
+    assert_non_null(strstr(err.message, "no session"));
+    assert_int_equal(specd_ipc_client_sessions(c), 2); /* the text alone replays nothing */
+    assert_true(specd_ipc_client_connected(c));
+    if (specd_ipc_client_ping(c, &err) != SPECD_OK) fail_msg("ping 4: %s", err.message);
+    pthread_join(th, NULL);
+    assert_false(d.failed);
+    assert_int_equal(d.hellos, 2);
+    assert_int_equal(d.pings, 4);
+    specd_ipc_client_destroy(c);
+    int zero = 0;
+    zmq_setsockopt(d.sock, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_close(d.sock);
+    zmq_ctx_term(ctx);
     test_private_dir_remove(dir);
 }
 
@@ -358,6 +475,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hello_and_session),
         cmocka_unit_test(test_hello_mismatch_refused),
+        cmocka_unit_test(test_lost_session_is_a_code),
         cmocka_unit_test(test_endpoint_policy),
         cmocka_unit_test(test_curve_refuses_unauthenticated),
         cmocka_unit_test(test_timeout_is_finite),

@@ -10,6 +10,7 @@
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/fp16.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/quant_blocks.h"
 #include "kernels/cpu/vexp.h"
 
 #include <math.h>
@@ -141,6 +142,92 @@ static void test_matmul_matches_vec_dot(void **state) {
     }
 }
 
+static float test_input(uint32_t *s, float range) {
+    *s = *s * 1664525u + 1013904223u;
+    return ((float)(*s >> 8) / 16777216.0f - 0.5f) * range;
+}
+
+/* Q4_K and Q6_K weights (random blocks: every byte random, scales over the full 6-bit or int8
+ * range, d and dmin random halves) against Q8_K activations from the quantizer, some quants then
+ * set to -128 and 127 (the int8 extremes the tiles' unsigned offset and 16-bit pair sums must
+ * hold): on every CPU path this machine runs, each tile output equals the scalar reference
+ * vec_dot bit for bit (so the AVX-512 tiles equal the AVX2 ones, and a row's result is the same
+ * alone or in any batch), the AVX2 vec_dot equals it too, and all lie close to a double-precision
+ * dot of the dequantized rows. Rows 1..35 pass two 16-row groups and a short one. */
+static void test_kquant_matmul(void **state) {
+    (void)state;
+    const uint32_t types[2] = {SPECD_DTYPE_Q4_K, SPECD_DTYPE_Q6_K};
+    enum { N_IN = 768, N_OUT = 19, MAX_ROWS = 35 };
+    for (int t = 0; t < 2; t++) {
+        const specd_dtype_traits *ref = specd_dtype_traits_scalar(types[t]);
+        const specd_dtype_traits *fast = specd_dtype_traits_get(types[t]);
+        const specd_dtype_traits *q8k = specd_dtype_traits_scalar(SPECD_DTYPE_Q8_K);
+        assert_non_null(ref);
+        assert_non_null(fast);
+        assert_int_equal(ref->vec_dot_type, SPECD_DTYPE_Q8_K);
+        const size_t wrb = specd_dtype_row_bytes(types[t], N_IN);
+        const size_t xrb = specd_dtype_row_bytes(SPECD_DTYPE_Q8_K, N_IN);
+        unsigned char *w = malloc(wrb * N_OUT), *xq = malloc(xrb * MAX_ROWS);
+        static float x[MAX_ROWS * N_IN], wf[N_OUT * N_IN], xf[MAX_ROWS * N_IN];
+        static float y[MAX_ROWS * N_OUT], want[MAX_ROWS * N_OUT];
+        uint32_t s = 5 + (uint32_t)t;
+        for (size_t i = 0; i < wrb * N_OUT; i++) {
+            s = s * 1664525u + 1013904223u;
+            w[i] = (unsigned char)(s >> 24);
+        }
+        const size_t bb = ref->block_bytes;
+        for (size_t b = 0; b < wrb * N_OUT / bb; b++) { /* finite scales: d (and dmin) */
+            unsigned char *blk = w + b * bb;
+            const size_t d_off = types[t] == SPECD_DTYPE_Q4_K ? 0 : bb - 2;
+            for (int h = 0; h < (types[t] == SPECD_DTYPE_Q4_K ? 2 : 1); h++) {
+                const uint16_t d = specd_fp32_to_fp16(test_input(&s, 0.02f));
+                memcpy(blk + d_off + 2 * (size_t)h, &d, sizeof d);
+            }
+        }
+        for (int i = 0; i < MAX_ROWS * N_IN; i++)
+            x[i] = test_input(&s, 3.0f) * (1 + i % 11);
+        q8k->from_float(x, xq, (int64_t)MAX_ROWS * N_IN);
+        for (int r = 0; r < MAX_ROWS; r += 3) { /* int8 extremes, bsums kept consistent */
+            specd_block_q8_k *blk = (specd_block_q8_k *)(xq + (size_t)r * xrb) + r % 3;
+            const int e = (r * 37) % 256, f = (e + 101) % 256;
+            blk->bsums[e / 16] = (int16_t)(blk->bsums[e / 16] - blk->qs[e] - 128);
+            blk->qs[e] = -128;
+            blk->bsums[f / 16] = (int16_t)(blk->bsums[f / 16] - blk->qs[f] + 127);
+            blk->qs[f] = 127;
+        }
+        ref->to_float(w, wf, (int64_t)N_OUT * N_IN);
+        q8k->to_float(xq, xf, (int64_t)MAX_ROWS * N_IN);
+        for (int r = 0; r < MAX_ROWS; r++)
+            for (int o = 0; o < N_OUT; o++) {
+                const unsigned char *wr = w + (size_t)o * wrb, *xr = xq + (size_t)r * xrb;
+                float a, b;
+                ref->vec_dot(N_IN, &a, wr, xr);
+                fast->vec_dot(N_IN, &b, wr, xr);
+                assert_memory_equal(&a, &b, sizeof a);
+                want[r * N_OUT + o] = a;
+                double dot = 0, mag = 0;
+                for (int i = 0; i < N_IN; i++) {
+                    dot += (double)wf[o * N_IN + i] * xf[r * N_IN + i];
+                    mag += fabs((double)wf[o * N_IN + i] * xf[r * N_IN + i]);
+                }
+                assert_true(fabs(a - dot) <= 1e-4 * mag + 1e-6);
+            }
+        for (int path = SPECD_CPU_SCALAR; path <= SPECD_CPU_AVX512; path++) {
+            if (!specd_cpu_path_supported((specd_cpu_path)path)) continue;
+            for (int rows = 1; rows <= MAX_ROWS; rows++) {
+                memset(y, 0, sizeof y);
+                specd_matmul_rows(fast, types[t], w, N_IN, 2, N_OUT, xq, xrb, rows, y, N_OUT,
+                                  path);
+                for (int r = 0; r < rows; r++)
+                    assert_memory_equal(&want[r * N_OUT + 2], &y[r * N_OUT + 2],
+                                        sizeof(float) * (N_OUT - 2));
+            }
+        }
+        free(w);
+        free(xq);
+    }
+}
+
 /* ggml's exp is within a few ulp of expf, and underflows and overflows as expf does. */
 static void test_vexp_accuracy(void **state) {
     (void)state;
@@ -161,11 +248,6 @@ static void test_vexp_accuracy(void **state) {
     assert_true(specd_vexp_lane(0.0f) == 1.0f);
     const float sub = specd_vexp_lane(-100.0f); /* a subnormal result */
     assert_true(sub > 0.0f && fabsf(sub - expf(-100.0f)) <= 1e-44f);
-}
-
-static float test_input(uint32_t *s, float range) {
-    *s = *s * 1664525u + 1013904223u;
-    return ((float)(*s >> 8) / 16777216.0f - 0.5f) * range;
 }
 
 /* Every AVX2 path against its scalar form, bit for bit (batch invariance and the llama.cpp match
@@ -216,6 +298,72 @@ static void test_simd_equals_scalar(void **state) {
         }
 }
 
+/* Attention tiles (several query rows over one cache, each K and V^T row converted once) against
+ * the one-row op, bit for bit, on each vector path: rows with their own n_pos (causal steps, so
+ * each row's last 32-position chunk ends elsewhere), with and without masks, head sizes that are
+ * and are not multiples of 32, and cache entries past a row's n_pos that are infinite (a row must
+ * not read them: 0 * inf is NaN). */
+static void test_attention_tiles(void **state) {
+    (void)state;
+    if (!specd_cpu_has_avx2_f16c()) skip();
+    enum { NPOS = 150, MAXR = 19, HDMAX = 64 };
+    static uint16_t k[NPOS * HDMAX], vt[HDMAX * NPOS];
+    static float q[MAXR * HDMAX], oa[MAXR * HDMAX], ob[HDMAX], sc[NPOS], pr[NPOS + 32];
+    static uint8_t vis[MAXR * NPOS];
+    uint32_t s = 23;
+    for (int i = 0; i < NPOS * HDMAX; i++) {
+        k[i] = specd_fp32_to_fp16(test_input(&s, 2.0f));
+        vt[i] = specd_fp32_to_fp16(test_input(&s, 2.0f));
+    }
+    for (int i = 0; i < MAXR * HDMAX; i++)
+        q[i] = test_input(&s, 6.0f);
+    for (int i = 0; i < MAXR * NPOS; i++)
+        vis[i] = (uint8_t)((i * 7) % 5 != 1);
+    const int32_t hds[2] = {64, 48};
+    for (int path = SPECD_CPU_AVX2; path <= SPECD_CPU_AVX512; path++) {
+        if (!specd_cpu_path_supported((specd_cpu_path)path)) continue;
+        for (int h = 0; h < 2; h++)
+            for (int masked = 0; masked < 2; masked++)
+                for (int R = 1; R <= MAXR; R += 3) {
+                    const int32_t hd = hds[h], base = 100 - 3 * R;
+                    specd_attention_query rows[MAXR];
+                    for (int r = 0; r < R; r++) {
+                        rows[r] = (specd_attention_query){.q = q + r * HDMAX,
+                                                          .visible = masked ? vis + r * NPOS : NULL,
+                                                          .n_pos = base + 3 * r + r % 2,
+                                                          .out = oa + r * HDMAX};
+                    }
+                    /* past the longest row: infinities in K and V^T */
+                    const int32_t n_max = rows[R - 1].n_pos;
+                    for (int j = n_max; j < NPOS; j++)
+                        for (int d = 0; d < hd; d++) {
+                            k[j * hd + d] = 0x7c00;
+                            vt[d * NPOS + j] = 0xfc00;
+                        }
+                    /* and one inside the longer rows' span, just past the first row's */
+                    const int32_t p0 = rows[0].n_pos;
+                    for (int d = 0; d < hd; d++)
+                        vt[d * NPOS + p0] = 0x7c00;
+                    specd_attention_rows(rows, R, k, (size_t)hd, vt, NPOS, hd, 0.125f, sc, pr,
+                                         path);
+                    for (int r = 0; r < R; r++) {
+                        specd_attention_row(rows[r].q, k, (size_t)hd, vt, NPOS, rows[r].visible,
+                                            rows[r].n_pos, hd, 0.125f, sc, pr, ob, path);
+                        assert_memory_equal(ob, rows[r].out, sizeof(float) * (size_t)hd);
+                        for (int d = 0; d < hd && rows[r].n_pos <= p0; d++)
+                            assert_true(isfinite(ob[d]));
+                    }
+                    for (int d = 0; d < hd; d++)
+                        vt[d * NPOS + p0] = specd_fp32_to_fp16(0.75f);
+                    for (int j = n_max; j < NPOS; j++) /* finite again for the next case */
+                        for (int d = 0; d < hd; d++) {
+                            k[j * hd + d] = specd_fp32_to_fp16(0.5f);
+                            vt[d * NPOS + j] = specd_fp32_to_fp16(-0.25f);
+                        }
+                }
+    }
+}
+
 typedef struct pool_arg {
     specd_threadpool *pool;
     _Atomic int hits[8];
@@ -262,7 +410,9 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_half_conversion),  cmocka_unit_test(test_rope),
         cmocka_unit_test(test_softmax_and_norm), cmocka_unit_test(test_matmul_matches_vec_dot),
+        cmocka_unit_test(test_kquant_matmul),
         cmocka_unit_test(test_vexp_accuracy),    cmocka_unit_test(test_simd_equals_scalar),
+        cmocka_unit_test(test_attention_tiles),
         cmocka_unit_test(test_threadpool),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

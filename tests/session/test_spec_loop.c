@@ -14,7 +14,7 @@
 
 #include <string.h>
 
-enum { N_REQ = 64, N_GEN = 12, MAX_PROMPT = 64, N_PROMPTS = 10, MAX_DRAFT = 4, N_THREADS = 2 };
+enum { N_REQ = 64, N_GEN = 12, MAX_PROMPT = 64, N_PROMPTS = 10, MAX_DRAFT = 4, N_THREADS = 1 };
 
 static int32_t prompts[N_PROMPTS][MAX_PROMPT];
 static int64_t n_prompts[N_PROMPTS];
@@ -31,7 +31,7 @@ typedef struct record {
     specd_status status;
     char message[256];
     specd_seq_stats stats;
-    specd_loop *loop;       /* with cancel: cancel that request from this one's first event */
+    specd_loop *loop; /* with cancel: cancel that request from this one's first event */
     int64_t cancel;
     specd_status cancel_status;
 } record;
@@ -42,7 +42,8 @@ static void on_event(const specd_loop_event *ev, void *user) {
     assert_int_equal(r->n_done, 0); /* nothing after the last event */
     r->n_events++;
     assert_true(r->n_out + ev->n_tokens <= N_GEN);
-    if (ev->n_tokens > 0) memcpy(r->out + r->n_out, ev->tokens, sizeof(int32_t) * (size_t)ev->n_tokens);
+    if (ev->n_tokens > 0)
+        memcpy(r->out + r->n_out, ev->tokens, sizeof(int32_t) * (size_t)ev->n_tokens);
     r->n_out += ev->n_tokens;
     if (r->cancel) {
         r->cancel_status = specd_loop_cancel(r->loop, r->cancel);
@@ -122,7 +123,8 @@ static void step(specd_loop *loop, specd_loop_step_info *info) {
 }
 
 static void drain(specd_loop *loop) {
-    while (specd_loop_n_running(loop) + specd_loop_n_queued(loop) > 0) step(loop, NULL);
+    while (specd_loop_n_running(loop) + specd_loop_n_queued(loop) > 0)
+        step(loop, NULL);
 }
 
 static void test_64_mixed_equals_solo(void **s) {
@@ -130,24 +132,30 @@ static void test_64_mixed_equals_solo(void **s) {
     static record batch[N_REQ], solo;
     specd_loop *loop = make_loop(N_REQ, N_REQ, 128);
     /* admitted in three waves: the later ones join while the first are decoding */
-    int next = 0, max_running = 0, mixed_steps = 0;
-    for (; next < 40; next++) submit(loop, next, &batch[next]);
+    int next = 0, max_running = 0, mixed_steps = 0, finished = 0, emitted = 0;
+    for (; next < 40; next++)
+        submit(loop, next, &batch[next]);
     for (int k = 0; specd_loop_n_running(loop) > 0 || next < N_REQ; k++) {
         if ((k == 3 && next < 52) || (k == 5 && next < N_REQ))
-            for (int end = next + 12; next < end; next++) submit(loop, next, &batch[next]);
+            for (int end = next + 12; next < end; next++)
+                submit(loop, next, &batch[next]);
         specd_loop_step_info info;
         step(loop, &info);
         if (info.n_running > max_running) max_running = info.n_running;
+        finished += info.n_finished;
+        emitted += info.n_emitted;
         mixed_steps += info.n_running > 0 && info.n_prefill > 0;
     }
     assert_true(max_running > 40); /* they really ran side by side */
-    assert_true(mixed_steps > 0);   /* prompt chunks rode with running steps */
+    assert_true(mixed_steps > 0);  /* prompt chunks rode with running steps */
     specd_loop_stats ls;
     specd_loop_get_stats(loop, &ls);
     assert_int_equal(ls.n_submitted, N_REQ);
     assert_int_equal(ls.n_finished, N_REQ);
     assert_int_equal(ls.n_failed, 0);
     assert_int_equal(ls.n_emitted, N_REQ * N_GEN);
+    assert_int_equal(finished, N_REQ);
+    assert_int_equal(emitted, N_REQ * N_GEN);
     assert_true(ls.n_accepted > 0);
     specd_loop_destroy(loop);
 
@@ -181,7 +189,8 @@ static void test_cancel(void **s) {
     submit(loop, 2, &b);
     assert_int_equal(specd_loop_n_running(loop), 1);
     assert_int_equal(specd_loop_n_queued(loop), 1);
-    while (a.n_out == 0) step(loop, NULL); /* a is decoding, b waits */
+    while (a.n_out == 0)
+        step(loop, NULL); /* a is decoding, b waits */
     assert_int_equal(b.n_events, 0);
     /* running: its last event arrives inside cancel, and its slot goes to b at the next step */
     assert_int_equal(specd_loop_cancel(loop, a.id), SPECD_OK);
@@ -226,6 +235,99 @@ static void test_cancel(void **s) {
     assert_int_equal(b.n_done, 1);
     assert_int_equal(b.status, SPECD_E_STATE);
     assert_true(b.n_out < N_GEN);
+    specd_loop_destroy(loop);
+}
+
+/* A self-speculative policy that steps plainly (one row, greedy) and fails on purpose at its
+ * third layout ("layout") or third verify ("verify"). */
+typedef struct failing {
+    int32_t n_vocab, calls, fail_layout;
+    int32_t tok, pos, row, out;
+} failing;
+
+static specd_status failing_create(const specd_policy_env *env, const char *opts, void **st,
+                                   specd_error *err) {
+    (void)err;
+    failing *f = calloc(1, sizeof *f);
+    f->n_vocab = env->n_vocab;
+    f->fail_layout = opts && !strcmp(opts, "layout");
+    *st = f;
+    return SPECD_OK;
+}
+static void failing_destroy(void *st) {
+    free(st);
+}
+static specd_status fail_with(specd_error *err, specd_status st, const char *msg) {
+    if (err) {
+        err->status = st;
+        snprintf(err->message, sizeof err->message, "%s", msg);
+    }
+    return st;
+}
+static specd_status failing_layout(void *st, const int32_t *h, int64_t n, specd_step_layout *out,
+                                   specd_error *err) {
+    failing *f = st;
+    if (f->fail_layout && ++f->calls == 3)
+        return fail_with(err, SPECD_E_INTERNAL, "failing: layout fails on purpose");
+    f->tok = h[n - 1];
+    f->pos = (int32_t)n - 1;
+    f->row = 0;
+    *out = (specd_step_layout){
+        .n_tokens = 1, .tokens = &f->tok, .pos = &f->pos, .n_rows = 1, .rows = &f->row};
+    return SPECD_OK;
+}
+static specd_status failing_verify(void *st, const float *logits, specd_step_outcome *out,
+                                   specd_error *err) {
+    failing *f = st;
+    if (!f->fail_layout && ++f->calls == 3)
+        return fail_with(err, SPECD_E_NUMERIC, "failing: verify fails on purpose");
+    f->out = 0;
+    for (int32_t x = 1; x < f->n_vocab; x++)
+        if (logits[x] > logits[f->out]) f->out = x;
+    *out = (specd_step_outcome){.n_emitted = 1, .emitted = &f->out, .n_keep = 1, .keep = &f->row};
+    return SPECD_OK;
+}
+static const specd_policy_ops failing_ops = {.abi_version = SPECD_POLICY_ABI_VERSION,
+                                             .name = "failing",
+                                             .create = failing_create,
+                                             .destroy = failing_destroy,
+                                             .layout = failing_layout,
+                                             .verify = failing_verify};
+
+/* A request whose step fails (its layout, or its verify) is retired with that status and
+ * message; the requests beside it go on to finish. */
+static void test_failing_request_retired(void **s) {
+    (void)s;
+    static record r[4];
+    specd_loop *loop = make_loop(4, 0, 128);
+    for (int i = 0; i < 4; i++) {
+        specd_seq_params p = params_of(i);
+        p.adaptive = 0;
+        if (i >= 2) {
+            p.policy_ops = &failing_ops;
+            p.policy_options = i == 2 ? "layout" : "verify";
+        }
+        memset(&r[i], 0, sizeof r[i]);
+        specd_error err;
+        if (specd_loop_submit(loop, prompts[i], n_prompts[i], &p, on_event, &r[i], &r[i].id,
+                              &err) != SPECD_OK)
+            fail_msg("submit: %s", err.message);
+    }
+    drain(loop);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(r[i].status, SPECD_OK);
+        assert_int_equal(r[i].n_out, N_GEN);
+    }
+    assert_int_equal(r[2].status, SPECD_E_INTERNAL);
+    assert_non_null(strstr(r[2].message, "layout fails on purpose"));
+    assert_int_equal(r[3].status, SPECD_E_NUMERIC);
+    assert_non_null(strstr(r[3].message, "verify fails on purpose"));
+    assert_int_equal(r[2].n_out, 2); /* the steps before the failure were delivered */
+    assert_int_equal(r[3].n_out, 2);
+    specd_loop_stats ls;
+    specd_loop_get_stats(loop, &ls);
+    assert_int_equal(ls.n_failed, 2);
+    assert_int_equal(ls.n_finished, 2);
     specd_loop_destroy(loop);
 }
 
@@ -300,6 +402,7 @@ int main(void) {
         cmocka_unit_test(test_refused_at_submit),
         cmocka_unit_test(test_queue_full),
         cmocka_unit_test(test_cancel),
+        cmocka_unit_test(test_failing_request_retired),
         cmocka_unit_test(test_64_mixed_equals_solo),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

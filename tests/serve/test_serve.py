@@ -165,7 +165,7 @@ def generate_cli(prompt, n, seed):
 
 def serve_tests():
     srv, port = start([SPECD, "serve", "-m", MODEL, "--port", "0", "--max-seqs", "4", "-t", "2",
-                       "--max-tokens-cap", "1000", "--policy", "ngram"],
+                       "--max-tokens-cap", "1000", "--policy", "ngram", "--grace-ms", "300000"],
                       r"listening on http://127\.0\.0\.1:(\d+)")
     try:
         status, _, data = request(port, "GET", "/health")
@@ -360,7 +360,8 @@ def serve_tests():
         print("ok: /metrics parses (%d families); accepted %d of %d proposals"
               % (len(m), acc, drafted), flush=True)
 
-        # graceful stop: a request in flight when SIGTERM comes still ends whole; new ones and
+        # graceful stop: a request in flight when SIGTERM comes still ends whole (--grace-ms is
+        # long: the machine may be slow), new ones and
         # /health are told 503 meanwhile
         c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
         c.request("POST", "/v1/completions", json.dumps(dict(

@@ -370,6 +370,11 @@ def serve_tests():
         r = c.getresponse()
         first = r.readline()
         check(first.startswith(b"data: "), "no first event: %r" % first)
+        # a request whose body is still arriving keeps the server draining until we finish it,
+        # so the checks below cannot race the server's exit
+        late = socket.create_connection(("127.0.0.1", port))
+        late.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 16\r\n\r\n"
+                     b'{"prompt"')
         srv.send_signal(signal.SIGTERM)
         wait_for(lambda: request(port, "GET", "/health")[0] == 503, "/health to say draining")
         check(request(port, "POST", "/v1/completions", {"prompt": "hi"})[0] == 503,
@@ -380,6 +385,10 @@ def serve_tests():
         check(rest.rstrip().endswith("data: [DONE]") and
               events[-1]["choices"][0]["finish_reason"] == "length" and
               events[-1]["usage"]["completion_tokens"] == 48, "the request in flight was cut")
+        late.sendall(b': "hi"}')
+        reply = late.recv(4096)
+        late.close()
+        check(reply.startswith(b"HTTP/1.1 503"), "a late request was not refused: %r" % reply[:80])
         check(srv.wait(timeout=60) == 0, "specd serve did not exit 0 on SIGTERM")
         print("ok: SIGTERM drains: the request in flight ended whole, new ones got 503",
               flush=True)

@@ -15,6 +15,7 @@ static const command commands[] = {
     {"inspect", specd_cmd_inspect, "show a GGUF model's metadata, tokenizer and tensors"},
     {"generate", specd_cmd_generate, "generate text, plainly or with a speculative policy"},
     {"ab", specd_cmd_ab, "A/B: plain vs speculative on a prompt set, proving identical output"},
+    {"serve", specd_cmd_serve, "an OpenAI-compatible HTTP server on the batch loop"},
 };
 
 static void usage(FILE *out) {

@@ -1,0 +1,28 @@
+/* --metrics-port for the daemons (specd-drafter, specd-verifier): their handlers wrapped to count
+ * what they do, served as Prometheus text at /metrics (and /health) on a loopback HTTP port, with
+ * the names `specd serve` uses (specd:spec_decode_num_drafts_total and the rest). The wrapper
+ * counts on the service thread; the HTTP thread reads the counts under a mutex. */
+#ifndef SPECD_SERVE_DAEMON_METRICS_H
+#define SPECD_SERVE_DAEMON_METRICS_H
+
+#include "ipc/daemon/daemon_main.h"
+
+/* Removes "--metrics-port N" / "--metrics-port=N" and "--metrics-host A" from argv (shifting the
+ * rest, updating *argc) before the daemon's own option parser sees them. *port stays -1 when
+ * absent. Returns 0, or 2 after printing why a value is bad. */
+int serve_daemon_metrics_args(int *argc, char **argv, const char *program, int *port,
+                              const char **host);
+/* The lines --help adds for those options. */
+void serve_daemon_metrics_help(void);
+
+/* A setup/teardown pair for specd_daemon_main: calls inner_setup, then (when
+ * serve_daemon_metrics_configure gave a port) wraps the handlers and starts the HTTP server. */
+void serve_daemon_metrics_configure(const char *program, int port, const char *host,
+                                    specd_daemon_setup_fn inner_setup,
+                                    specd_daemon_teardown_fn inner_teardown);
+specd_status serve_daemon_metrics_setup(const specd_ipc_service_params *p,
+                                        const specd_daemon_config *c, specd_ipc_handlers *h,
+                                        specd_error *err);
+void serve_daemon_metrics_teardown(specd_ipc_handlers *h);
+
+#endif

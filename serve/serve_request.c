@@ -1,0 +1,359 @@
+#include "serve_request.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "specd/policy.h"
+
+int serve_refuse(serve_refusal *why, int status, const char *type, const char *param,
+                 const char *fmt, ...) {
+    why->status = status;
+    snprintf(why->type, sizeof why->type, "%s", type);
+    snprintf(why->param, sizeof why->param, "%s", param ? param : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why->message, sizeof why->message, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+#define BAD(param, ...) serve_refuse(why, 400, "invalid_request_error", param, __VA_ARGS__)
+
+/* A number field: absent (returns 0, *v untouched), or a number in [lo, hi] (integral when
+ * integer is set). Refusals name the field. */
+static int get_number(const cJSON *root, const char *name, double lo, double hi, int integer,
+                      double *v, int *present, serve_refusal *why) {
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(root, name);
+    if (present) *present = 0;
+    if (!f || cJSON_IsNull(f)) return 0;
+    if (!cJSON_IsNumber(f)) return BAD(name, "'%s' must be a number", name);
+    double x = f->valuedouble;
+    if (!isfinite(x) || x < lo || x > hi)
+        return BAD(name, "'%s' is %g, outside [%g, %g]", name, x, lo, hi);
+    if (integer && x != floor(x)) return BAD(name, "'%s' must be an integer, got %g", name, x);
+    *v = x;
+    if (present) *present = 1;
+    return 0;
+}
+
+static int get_bool(const cJSON *root, const char *name, int *v, serve_refusal *why) {
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(root, name);
+    if (!f || cJSON_IsNull(f)) return 0;
+    if (!cJSON_IsBool(f)) return BAD(name, "'%s' must be true or false", name);
+    *v = cJSON_IsTrue(f);
+    return 0;
+}
+
+static char *dup_n(const char *s, size_t n) {
+    char *d = malloc(n + 1);
+    if (d) {
+        memcpy(d, s, n);
+        d[n] = '\0';
+    }
+    return d;
+}
+
+static int parse_stop(const cJSON *root, serve_request *r, serve_refusal *why) {
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(root, "stop");
+    if (!f || cJSON_IsNull(f)) return 0;
+    const cJSON *one[1] = {f};
+    int n = cJSON_IsString(f) ? 1 : cJSON_IsArray(f) ? cJSON_GetArraySize(f) : -1;
+    if (n < 0) return BAD("stop", "'stop' must be a string or an array of strings");
+    if (n > SERVE_MAX_STOP) return BAD("stop", "'stop' has %d strings; at most %d", n,
+                                       SERVE_MAX_STOP);
+    for (int i = 0; i < n; i++) {
+        const cJSON *s = cJSON_IsString(f) ? one[0] : cJSON_GetArrayItem(f, i);
+        if (!cJSON_IsString(s)) return BAD("stop", "'stop'[%d] must be a string", i);
+        size_t len = strlen(s->valuestring);
+        if (len == 0 || len > SERVE_MAX_STOP_LEN)
+            return BAD("stop", "'stop'[%d] must have 1..%d bytes", i, SERVE_MAX_STOP_LEN);
+        r->stop[r->n_stop] = dup_n(s->valuestring, len);
+        if (!r->stop[r->n_stop]) return serve_refuse(why, 500, "server_error", NULL, "no memory");
+        r->stop_len[r->n_stop++] = len;
+    }
+    return 0;
+}
+
+/* A message's content: a string, or OpenAI's array of parts whose text parts are joined. */
+static char *message_content(const cJSON *c, int i, serve_refusal *why) {
+    if (cJSON_IsString(c)) return dup_n(c->valuestring, strlen(c->valuestring));
+    if (!cJSON_IsArray(c)) {
+        BAD("messages", "'messages'[%d].content must be a string or an array of text parts", i);
+        return NULL;
+    }
+    size_t len = 0;
+    const cJSON *part;
+    cJSON_ArrayForEach(part, c) {
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(part, "type");
+        const cJSON *text = cJSON_GetObjectItemCaseSensitive(part, "text");
+        if (!cJSON_IsString(type) || strcmp(type->valuestring, "text") || !cJSON_IsString(text)) {
+            BAD("messages", "'messages'[%d].content: only {\"type\": \"text\", \"text\": ...} "
+                            "parts are supported", i);
+            return NULL;
+        }
+        len += strlen(text->valuestring);
+    }
+    char *out = malloc(len + 1), *p = out;
+    if (!out) return NULL;
+    cJSON_ArrayForEach(part, c) {
+        const char *t = cJSON_GetObjectItemCaseSensitive(part, "text")->valuestring;
+        size_t l = strlen(t);
+        memcpy(p, t, l);
+        p += l;
+    }
+    *p = '\0';
+    return out;
+}
+
+/* The chat template's rendering of messages, as text to encode with special tokens parsed. */
+static char *render_chat(const cJSON *root, const specd_tokenizer *tok, size_t *len,
+                         serve_refusal *why) {
+    const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(root, "messages");
+    if (!msgs) {
+        BAD("messages", "'messages' is required");
+        return NULL;
+    }
+    int n = cJSON_IsArray(msgs) ? cJSON_GetArraySize(msgs) : -1;
+    if (n <= 0) {
+        BAD("messages", "'messages' must be a non-empty array");
+        return NULL;
+    }
+    specd_chat_message *m = calloc((size_t)n, sizeof *m);
+    char **contents = calloc((size_t)n, sizeof *contents);
+    char *out = NULL;
+    if (!m || !contents) goto done;
+    for (int i = 0; i < n; i++) {
+        const cJSON *msg = cJSON_GetArrayItem(msgs, i);
+        const cJSON *role = cJSON_GetObjectItemCaseSensitive(msg, "role");
+        const cJSON *content = cJSON_GetObjectItemCaseSensitive(msg, "content");
+        if (!cJSON_IsObject(msg) || !cJSON_IsString(role) || !content) {
+            BAD("messages", "'messages'[%d] must be an object with a string 'role' and "
+                            "a 'content'", i);
+            goto done;
+        }
+        const char *r = role->valuestring;
+        if (strcmp(r, "system") && strcmp(r, "user") && strcmp(r, "assistant") &&
+            strcmp(r, "developer")) {
+            BAD("messages", "'messages'[%d].role '%.40s' is not system, developer, user or "
+                            "assistant", i, r);
+            goto done;
+        }
+        if (!(contents[i] = message_content(content, i, why))) goto done;
+        m[i].role = strcmp(r, "developer") ? r : "system";
+        m[i].content = contents[i];
+    }
+    specd_error err;
+    size_t need = 0;
+    specd_tokenizer_apply_chat_template(tok, m, (size_t)n, 1, NULL, 0, &need, NULL);
+    out = malloc(need + 1);
+    if (out && specd_tokenizer_apply_chat_template(tok, m, (size_t)n, 1, out, need, &need,
+                                                   &err) != SPECD_OK) {
+        serve_refuse(why, 400, "invalid_request_error", "messages", "chat template: %s",
+                     err.message);
+        free(out);
+        out = NULL;
+    } else if (out) {
+        out[need] = '\0';
+        *len = need;
+    }
+done:
+    if (contents)
+        for (int i = 0; i < n; i++) free(contents[i]);
+    free(contents);
+    free(m);
+    if (!out && why->status == 0) serve_refuse(why, 500, "server_error", NULL, "no memory");
+    return out;
+}
+
+static int encode(const specd_tokenizer *tok, const char *text, size_t len, uint32_t flags,
+                  serve_request *r, const char *param, serve_refusal *why) {
+    specd_error err;
+    size_t need = 0;
+    specd_tokenizer_encode(tok, text, len, flags, NULL, 0, &need, NULL);
+    if (need == 0) return BAD(param, "'%s' encodes to no tokens", param);
+    r->prompt = malloc(need * sizeof *r->prompt);
+    if (!r->prompt) return serve_refuse(why, 500, "server_error", NULL, "no memory");
+    if (specd_tokenizer_encode(tok, text, len, flags, r->prompt, need, &need, &err) != SPECD_OK)
+        return BAD(param, "cannot encode '%s': %s", param, err.message);
+    r->n_prompt = (int64_t)need;
+    return 0;
+}
+
+/* policy, policy_options and draft_max: the policy must be registered, its options may not
+ * name files (paths are the operator's to choose, with --policy at start), and draft_max
+ * becomes the k= option of the policies that have one. */
+static int parse_policy(const cJSON *root, const serve_limits *lim, serve_request *r,
+                        serve_refusal *why) {
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(root, "policy");
+    const cJSON *o = cJSON_GetObjectItemCaseSensitive(root, "policy_options");
+    const char *name = lim->default_policy ? lim->default_policy : "none";
+    const char *opts = lim->default_policy_options;
+    if (p && !cJSON_IsNull(p)) {
+        if (!cJSON_IsString(p)) return BAD("policy", "'policy' must be a string");
+        name = p->valuestring;
+        opts = NULL; /* the default's options belong to the default policy */
+    }
+    if (!specd_policy_find(name)) return BAD("policy", "unknown policy '%.64s'", name);
+    if (o && !cJSON_IsNull(o)) {
+        if (!cJSON_IsString(o)) return BAD("policy_options", "'policy_options' must be a string");
+        if (strchr(o->valuestring, '/'))
+            return BAD("policy_options", "'policy_options' may not name files: paths are the "
+                                         "operator's (specd serve --policy)");
+        opts = o->valuestring;
+    }
+    double k = 0;
+    int has_k = 0;
+    if (get_number(root, "draft_max", 1, lim->max_draft, 1, &k, &has_k, why)) return -1;
+    /* (plain decoding drafts nothing: any draft_max is moot there, so a client may send one
+     * request body to both and compare) */
+    if (has_k && !strcmp(name, "none")) has_k = 0;
+    if (has_k && strcmp(name, "ngram") && strcmp(name, "draft") && strcmp(name, "layerskip"))
+        return BAD("draft_max", "'draft_max' applies to ngram, draft and layerskip, not '%.64s'",
+                   name);
+    r->policy = dup_n(name, strlen(name));
+    size_t ol = opts ? strlen(opts) : 0;
+    r->policy_options = malloc(ol + 32);
+    if (!r->policy || !r->policy_options)
+        return serve_refuse(why, 500, "server_error", NULL, "no memory");
+    snprintf(r->policy_options, ol + 32, "%s", opts ? opts : "");
+    if (has_k) /* a later key wins in the policies' option parser */
+        snprintf(r->policy_options + ol, 32, "%sk=%d", ol ? "," : "", (int)k);
+    return 0;
+}
+
+static int parse_sampling(const cJSON *root, serve_request *r, serve_refusal *why) {
+    double v;
+    int has;
+    r->sampling = specd_sampling_default_params();
+    if (get_number(root, "temperature", 0, 2, 0, &v, &has, why)) return -1;
+    if (has) r->sampling.temperature = (float)v;
+    if (get_number(root, "top_p", 0, 1, 0, &v, &has, why)) return -1;
+    if (has) {
+        if (v <= 0) return BAD("top_p", "'top_p' must be in (0, 1]");
+        r->sampling.top_p = (float)v;
+    }
+    if (get_number(root, "top_k", -1, 1 << 30, 1, &v, &has, why)) return -1;
+    if (has) r->sampling.top_k = v < 0 ? 0 : (int32_t)v; /* -1 is vLLM's "off" */
+    if (get_number(root, "min_p", 0, 1, 0, &v, &has, why)) return -1;
+    if (has) {
+        if (v >= 1) return BAD("min_p", "'min_p' must be in [0, 1)");
+        r->sampling.min_p = (float)v;
+    }
+    /* Up to 2^53: the largest integer a JSON number carries exactly in every client. */
+    if (get_number(root, "seed", 0, 9007199254740992.0, 1, &v, &r->has_seed, why)) return -1;
+    if (r->has_seed) r->seed = (uint64_t)v;
+    return 0;
+}
+
+int serve_request_parse(const char *body, size_t len, int chat, const serve_limits *lim,
+                        const specd_tokenizer *tok, serve_request *out, serve_refusal *why) {
+    memset(why, 0, sizeof *why);
+    serve_request r = {.chat = chat, .max_tokens = lim->default_max_tokens, .adaptive = 1};
+    int rc = -1;
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, 0);
+    if (!root) {
+        size_t at = end && end >= body ? (size_t)(end - body) : 0;
+        BAD(NULL, "the body is not valid JSON (near byte %zu)", at);
+        goto fail;
+    }
+    for (; end && (size_t)(end - body) < len; end++)
+        if (*end != ' ' && *end != '\n' && *end != '\r' && *end != '\t') {
+            BAD(NULL, "the body has bytes after its JSON value (byte %zu)",
+                (size_t)(end - body));
+            goto fail;
+        }
+    if (!cJSON_IsObject(root)) {
+        BAD(NULL, "the body must be a JSON object");
+        goto fail;
+    }
+    const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
+    if (model && !cJSON_IsNull(model)) {
+        if (!cJSON_IsString(model)) {
+            BAD("model", "'model' must be a string");
+            goto fail;
+        }
+        if (strcmp(model->valuestring, lim->model_id)) {
+            serve_refuse(why, 404, "not_found_error", "model",
+                         "the model '%.100s' does not exist; this server serves '%.100s'",
+                         model->valuestring, lim->model_id);
+            goto fail;
+        }
+    }
+    double v;
+    int has;
+    if (get_number(root, "n", 1, 1, 1, &v, NULL, why)) goto fail;
+    /* OpenAI's newer name for the same limit on the chat endpoint. */
+    const char *mt = cJSON_GetObjectItemCaseSensitive(root, "max_completion_tokens") &&
+                             !cJSON_GetObjectItemCaseSensitive(root, "max_tokens")
+                         ? "max_completion_tokens"
+                         : "max_tokens";
+    if (get_number(root, mt, 1, 1e18, 1, &v, &has, why)) goto fail;
+    if (has) {
+        if (v > lim->max_tokens_cap) {
+            BAD(mt, "'%s' is %.0f; this server allows at most %d", mt, v, lim->max_tokens_cap);
+            goto fail;
+        }
+        r.max_tokens = (int32_t)v;
+    }
+    if (r.max_tokens > lim->max_tokens_cap) r.max_tokens = lim->max_tokens_cap;
+    if (parse_sampling(root, &r, why) || parse_stop(root, &r, why) ||
+        get_bool(root, "stream", &r.stream, why) || get_bool(root, "adaptive", &r.adaptive, why) ||
+        parse_policy(root, lim, &r, why))
+        goto fail;
+    const cJSON *so = cJSON_GetObjectItemCaseSensitive(root, "stream_options");
+    if (so && !cJSON_IsNull(so)) {
+        if (!cJSON_IsObject(so)) {
+            BAD("stream_options", "'stream_options' must be an object");
+            goto fail;
+        }
+        if (get_bool(so, "include_usage", &r.include_usage, why)) goto fail;
+    }
+    if (chat) {
+        size_t tl = 0;
+        char *text = render_chat(root, tok, &tl, why);
+        if (!text) goto fail;
+        int e = encode(tok, text, tl, SPECD_TOKENIZE_ADD_SPECIAL | SPECD_TOKENIZE_PARSE_SPECIAL,
+                       &r, "messages", why);
+        free(text);
+        if (e) goto fail;
+    } else {
+        const cJSON *p = cJSON_GetObjectItemCaseSensitive(root, "prompt");
+        if (!p) {
+            BAD("prompt", "'prompt' is required");
+            goto fail;
+        }
+        if (!cJSON_IsString(p)) {
+            BAD("prompt", "'prompt' must be a string");
+            goto fail;
+        }
+        if (encode(tok, p->valuestring, strlen(p->valuestring), SPECD_TOKENIZE_ADD_SPECIAL, &r,
+                   "prompt", why))
+            goto fail;
+    }
+    if (r.n_prompt + r.max_tokens + lim->step_rows > lim->n_ctx) {
+        BAD(chat ? "messages" : "prompt",
+            "the prompt (%lld tokens) plus max_tokens (%d) does not fit the context of %d "
+            "tokens per request (%d kept for a speculative step)",
+            (long long)r.n_prompt, r.max_tokens, lim->n_ctx, lim->step_rows);
+        goto fail;
+    }
+    rc = 0;
+    *out = r;
+fail:
+    cJSON_Delete(root);
+    if (rc) serve_request_free(&r);
+    return rc;
+}
+
+void serve_request_free(serve_request *r) {
+    free(r->prompt);
+    for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
+    free(r->policy);
+    free(r->policy_options);
+    memset(r, 0, sizeof *r);
+}

@@ -1,0 +1,249 @@
+/* serve/'s pieces without HTTP, on the real model's tokenizer: incremental detokenization (no
+ * delta ends inside a UTF-8 character or shows part of a stop string; the deltas add up to the
+ * whole text), request parsing (every bad field refused with its name; hostile JSON refused, not
+ * crashed on), and the Prometheus writer. */
+#include "test_main.h"
+
+#include <string.h>
+
+#include "cli/utf8.h"
+#include "serve_detok.h"
+#include "serve_prom.h"
+#include "serve_request.h"
+#include "specd/gguf.h"
+#include "specd/runtime.h"
+
+static specd_model *model;
+static specd_tokenizer *tok;
+
+static int setup(void **state) {
+    (void)state;
+    const char *path = specd_test_model_path();
+    if (!path || specd_model_create(path, &model, NULL) != SPECD_OK) return -1;
+    return specd_tokenizer_create_from_gguf(specd_model_gguf(model), &tok, NULL) == SPECD_OK ? 0
+                                                                                           : -1;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    specd_tokenizer_destroy(tok);
+    specd_model_destroy(model);
+    return 0;
+}
+
+static size_t encode(const char *text, int32_t *ids, size_t cap) {
+    size_t n = 0;
+    assert_int_equal(specd_tokenizer_encode(tok, text, strlen(text), 0, ids, cap, &n, NULL),
+                     SPECD_OK);
+    return n;
+}
+
+/* Feeds text's tokens one at a time; returns the concatenated deltas (static buffer) and checks
+ * that every delta is whole UTF-8. */
+static const char *stream_text(const char *text, const char *const *stop, const size_t *stop_len,
+                               int n_stop, int *stopped) {
+    static char out[4096];
+    int32_t ids[512];
+    size_t n = encode(text, ids, 512), len = 0;
+    serve_detok d;
+    serve_detok_init(&d, tok, stop, stop_len, n_stop);
+    for (size_t i = 0; i <= n; i++) {
+        if (i < n) assert_int_equal(serve_detok_push(&d, &ids[i], 1), 0);
+        size_t off, m;
+        serve_detok_take(&d, i == n, &off, &m);
+        for (size_t k = 0; k < m && i < n;) { /* a delta before the end is whole UTF-8 */
+            size_t l = utf8_valid_len((const unsigned char *)d.text + off + k, m - k);
+            assert_true(l > 0);
+            k += l;
+        }
+        memcpy(out + len, d.text + off, m);
+        len += m;
+    }
+    out[len] = '\0';
+    *stopped = d.stopped;
+    serve_detok_free(&d);
+    return out;
+}
+
+static void detok_keeps_characters_whole(void **state) {
+    (void)state;
+    /* emoji and accents split into byte tokens by the byte-level BPE */
+    const char *text = "caf\xc3\xa9 \xf0\x9f\x98\x80\xf0\x9f\x8e\x89 na\xc3\xafve \xe4\xb8\xad";
+    int32_t ids[64];
+    size_t n = encode(text, ids, 64);
+    assert_true(n > 6); /* several tokens, some of them parts of one character */
+    int stopped;
+    assert_string_equal(stream_text(text, NULL, NULL, 0, &stopped), text);
+    assert_int_equal(stopped, 0);
+}
+
+static void detok_stops_before_a_stop_string(void **state) {
+    (void)state;
+    const char *stops[] = {"lazy dog", "zebra"};
+    size_t lens[] = {8, 5};
+    int stopped;
+    const char *out = stream_text("The quick brown fox jumps over the lazy dog and runs.", stops,
+                                  lens, 2, &stopped);
+    assert_string_equal(out, "The quick brown fox jumps over the ");
+    assert_int_equal(stopped, 1);
+    /* a tail that begins a stop string but never completes it is released at the end */
+    const char *stops2[] = {"dog!"};
+    size_t lens2[] = {4};
+    out = stream_text("the lazy dog", stops2, lens2, 1, &stopped);
+    assert_string_equal(out, "the lazy dog");
+    assert_int_equal(stopped, 0);
+}
+
+static const serve_limits limits = {.model_id = "m",
+                                    .max_tokens_cap = 100,
+                                    .default_max_tokens = 16,
+                                    .n_ctx = 256,
+                                    .step_rows = 17,
+                                    .max_draft = 8,
+                                    .default_policy = "ngram"};
+
+static int parse(const char *body, int chat, serve_request *r, serve_refusal *why) {
+    return serve_request_parse(body, strlen(body), chat, &limits, tok, r, why);
+}
+
+static void refused(const char *body, int chat, int status, const char *param) {
+    serve_request r;
+    serve_refusal why;
+    assert_int_equal(parse(body, chat, &r, &why), -1);
+    if (why.status != status || strcmp(why.param, param)) {
+        print_error("%s: status %d param '%s' (%s), want %d '%s'\n", body, why.status, why.param,
+                    why.message, status, param);
+        fail();
+    }
+    assert_true(why.message[0] != '\0');
+}
+
+static void request_fields(void **state) {
+    (void)state;
+    serve_request r;
+    serve_refusal why;
+    assert_int_equal(parse("{\"model\":\"m\",\"prompt\":\"Hello\",\"max_tokens\":5,"
+                           "\"temperature\":0.5,\"top_k\":-1,\"seed\":42,\"stop\":[\"a\",\"bc\"],"
+                           "\"stream\":true,\"adaptive\":false,\"draft_max\":3,\"unknown_field\":{\"x\":1}}",
+                           0, &r, &why),
+                     0);
+    assert_int_equal(r.max_tokens, 5);
+    assert_true(r.sampling.temperature == 0.5f);
+    assert_int_equal(r.sampling.top_k, 0);
+    assert_int_equal(r.has_seed, 1);
+    assert_int_equal(r.seed, 42);
+    assert_int_equal(r.n_stop, 2);
+    assert_string_equal(r.stop[1], "bc");
+    assert_int_equal(r.stream, 1);
+    assert_int_equal(r.adaptive, 0);
+    assert_string_equal(r.policy, "ngram");
+    assert_string_equal(r.policy_options, "k=3");
+    assert_true(r.n_prompt >= 1);
+    serve_request_free(&r);
+    assert_int_equal(parse("{\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},"
+                           "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"Hi\"}]}"
+                           "],\"policy\":\"none\"}",
+                           1, &r, &why),
+                     0);
+    assert_int_equal(r.max_tokens, 16);
+    assert_string_equal(r.policy, "none");
+    assert_true(r.n_prompt > 5); /* the chat template's tokens */
+    serve_request_free(&r);
+}
+
+static void request_refusals(void **state) {
+    (void)state;
+    refused("", 0, 400, "");
+    refused("{\"prompt\":\"x\"} trailing", 0, 400, "");
+    refused("\"just a string\"", 0, 400, "");
+    refused("{\"prompt\":\"x\",\"model\":\"other\"}", 0, 404, "model");
+    refused("{\"prompt\":\"x\",\"model\":7}", 0, 400, "model");
+    refused("{}", 0, 400, "prompt");
+    refused("{\"prompt\":[1,2]}", 0, 400, "prompt");
+    refused("{\"prompt\":\"\"}", 0, 400, "prompt");
+    refused("{\"prompt\":\"x\",\"max_tokens\":101}", 0, 400, "max_tokens");
+    refused("{\"prompt\":\"x\",\"max_tokens\":0}", 0, 400, "max_tokens");
+    refused("{\"prompt\":\"x\",\"max_tokens\":1e400}", 0, 400, "max_tokens");
+    refused("{\"prompt\":\"x\",\"temperature\":-1}", 0, 400, "temperature");
+    refused("{\"prompt\":\"x\",\"top_p\":1.5}", 0, 400, "top_p");
+    refused("{\"prompt\":\"x\",\"min_p\":1}", 0, 400, "min_p");
+    refused("{\"prompt\":\"x\",\"top_k\":2.5}", 0, 400, "top_k");
+    refused("{\"prompt\":\"x\",\"seed\":-3}", 0, 400, "seed");
+    refused("{\"prompt\":\"x\",\"n\":2}", 0, 400, "n");
+    refused("{\"prompt\":\"x\",\"stop\":[\"a\",\"b\",\"c\",\"d\",\"e\"]}", 0, 400, "stop");
+    refused("{\"prompt\":\"x\",\"stop\":[\"\"]}", 0, 400, "stop");
+    refused("{\"prompt\":\"x\",\"stop\":3}", 0, 400, "stop");
+    refused("{\"prompt\":\"x\",\"stream\":1}", 0, 400, "stream");
+    refused("{\"prompt\":\"x\",\"adaptive\":\"no\"}", 0, 400, "adaptive");
+    refused("{\"prompt\":\"x\",\"stream_options\":[]}", 0, 400, "stream_options");
+    refused("{\"prompt\":\"x\",\"policy\":\"nope\"}", 0, 400, "policy");
+    refused("{\"prompt\":\"x\",\"policy\":\"risd\",\"policy_options\":\"adapter=/tmp\"}", 0, 400,
+            "policy_options");
+    refused("{\"prompt\":\"x\",\"policy\":\"isd\",\"draft_max\":2}", 0, 400, "draft_max");
+    refused("{\"prompt\":\"x\",\"draft_max\":9}", 0, 400, "draft_max");
+    refused("{\"messages\":[]}", 1, 400, "messages");
+    refused("{\"messages\":[{\"role\":\"user\"}]}", 1, 400, "messages");
+    refused("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}", 1, 400,
+            "messages");
+    /* a prompt that cannot fit the context with its max_tokens */
+    char big[8192];
+    strcpy(big, "{\"max_tokens\":100,\"prompt\":\"");
+    for (int i = 0; i < 200; i++) strcat(big, "word ");
+    strcat(big, "\"}");
+    refused(big, 0, 400, "prompt");
+    /* nesting deeper than cJSON's limit is refused, not recursed into */
+    static char deep[20000];
+    size_t k = 0;
+    deep[k++] = '{';
+    memcpy(deep + k, "\"a\":", 4), k += 4;
+    for (int i = 0; i < 5000; i++) deep[k++] = '[';
+    for (int i = 0; i < 5000; i++) deep[k++] = ']';
+    deep[k++] = '}';
+    deep[k] = '\0';
+    refused(deep, 0, 400, "");
+}
+
+static void prom_text(void **state) {
+    (void)state;
+    serve_prom p = {0};
+    serve_prom_gauge(&p, "specd:g", "A gauge.", 0.0 / 0.0);
+    serve_prom_family(&p, "specd:c_total", "counter", "A counter.");
+    serve_prom_int(&p, "specd:c_total", "a=\"1\"", 7);
+    specd_seq_stats s = {0};
+    s.n_drafts = 2, s.n_draft_tokens = 5, s.n_accepted = 3;
+    s.drafted_at[0] = 2, s.drafted_at[1] = 2, s.drafted_at[2] = 1;
+    s.accepted_at[0] = 2, s.accepted_at[1] = 1;
+    serve_prom_spec_decode(&p, &s, -1);
+    assert_int_equal(p.failed, 0);
+    assert_non_null(strstr(p.buf, "# TYPE specd:g gauge\nspecd:g NaN\n"));
+    assert_non_null(strstr(p.buf, "specd:c_total{a=\"1\"} 7\n"));
+    assert_non_null(strstr(p.buf, "specd:spec_decode_num_accepted_tokens_total 3\n"));
+    assert_non_null(strstr(p.buf, "specd:spec_decode_num_accepted_tokens_per_pos_total"
+                                  "{position=\"2\"} 0\n"));
+    assert_null(strstr(p.buf, "position=\"3\""));
+    static const double bounds[] = {0.1, 1.0};
+    serve_hist h = {.bounds = bounds, .n = 2};
+    serve_hist_observe(&h, 0.05);
+    serve_hist_observe(&h, 0.1); /* upper bounds are inclusive */
+    serve_hist_observe(&h, 0.5);
+    serve_hist_observe(&h, 3.0);
+    serve_prom_histogram(&p, "specd:h_seconds", "A histogram.", &h);
+    assert_non_null(strstr(p.buf, "# TYPE specd:h_seconds histogram\n"
+                                  "specd:h_seconds_bucket{le=\"0.1\"} 2\n"
+                                  "specd:h_seconds_bucket{le=\"1\"} 3\n"
+                                  "specd:h_seconds_bucket{le=\"+Inf\"} 4\n"
+                                  "specd:h_seconds_sum 3.65\nspecd:h_seconds_count 4\n"));
+    free(p.buf);
+}
+
+int main(void) {
+    if (!specd_test_model_path()) return SPECD_TEST_SKIP;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(detok_keeps_characters_whole),
+        cmocka_unit_test(detok_stops_before_a_stop_string),
+        cmocka_unit_test(request_fields),
+        cmocka_unit_test(request_refusals),
+        cmocka_unit_test(prom_text),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -18,8 +18,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "gof.h"
 #include "common/philox.h"
+#include "gof.h"
 #include "specd/specd.h"
 #include "verifier/accept/accept_internal.h"
 
@@ -32,7 +32,9 @@ static uint64_t lcg(uint64_t *s) {
     *s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
     return *s >> 33;
 }
-static double unif(uint64_t *s) { return ((double)lcg(s) + 0.5) / 2147483648.0; }
+static double unif(uint64_t *s) {
+    return ((double)lcg(s) + 0.5) / 2147483648.0;
+}
 
 static specd_accept *make(specd_accept_rule rule, float temperature) {
     specd_accept_params p = specd_accept_default_params();
@@ -61,9 +63,11 @@ typedef struct layout {
 static void make_layout(layout *l, uint64_t *s, int peaked) {
     for (int i = 0; i < (K + 1) * V; i++)
         l->plain[i] = (float)(unif(s) * (peaked ? 14.0 : 2.0) - 1.0);
-    for (int i = 0; i < ROWS * V; i++) l->keyed[i] = (float)(unif(s) * 30.0 - 15.0);
+    for (int i = 0; i < ROWS * V; i++)
+        l->keyed[i] = (float)(unif(s) * 30.0 - 15.0);
     int32_t slot[ROWS];
-    for (int i = 0; i < ROWS; i++) slot[i] = i;
+    for (int i = 0; i < ROWS; i++)
+        slot[i] = i;
     for (int i = ROWS - 1; i > 0; i--) { /* Fisher-Yates */
         int j = (int)(lcg(s) % (uint64_t)(i + 1)), t = slot[i];
         slot[i] = slot[j];
@@ -74,8 +78,10 @@ static void make_layout(layout *l, uint64_t *s, int peaked) {
         memcpy(l->keyed + (size_t)a * V, l->plain + (size_t)r * V, V * sizeof(float));
         memcpy(l->keyed + (size_t)b * V, l->plain + (size_t)r * V, V * sizeof(float));
         int32_t use = (r & 1) ? a : b;
-        if (r < K) l->key_row[r] = use;
-        else l->bonus_row = use;
+        if (r < K)
+            l->key_row[r] = use;
+        else
+            l->bonus_row = use;
     }
 }
 
@@ -88,8 +94,10 @@ static void make_drafts(const layout *l, uint64_t *s, int32_t *draft, float *q) 
             if (row[x] > row[best]) best = x;
         draft[i] = (lcg(s) % 4) ? best : (int32_t)(lcg(s) % V);
         double sum = 0.0;
-        for (int x = 0; x < V; x++) sum += q[i * V + x] = (float)(0.05 + unif(s));
-        for (int x = 0; x < V; x++) q[i * V + x] = (float)(q[i * V + x] / sum);
+        for (int x = 0; x < V; x++)
+            sum += q[i * V + x] = (float)(0.05 + unif(s));
+        for (int x = 0; x < V; x++)
+            q[i * V + x] = (float)(q[i * V + x] / sum);
     }
 }
 
@@ -104,10 +112,14 @@ static void run_identity(specd_accept_rule rule, float temperature, int with_q) 
         float q[K * V];
         make_drafts(&l, &s, draft, q);
         int32_t k = 1 + (int32_t)(lcg(&s) % K);
-        specd_chain_input in = {.k = k, .draft = draft, .draft_probs = with_q ? q : NULL,
-                                .q_vocab = V, .target_logits = l.plain, .n_vocab = V,
-                                .key = {.seed = 77 + (uint64_t)t, .sequence = 3,
-                                        .position = 100 + (uint32_t)t}};
+        specd_chain_input in = {
+            .k = k,
+            .draft = draft,
+            .draft_probs = with_q ? q : NULL,
+            .q_vocab = V,
+            .target_logits = l.plain,
+            .n_vocab = V,
+            .key = {.seed = 77 + (uint64_t)t, .sequence = 3, .position = 100 + (uint32_t)t}};
         int32_t tok_a[K + 1], tok_b[K + 1], tok_c[K + 1];
         float pr_a[K], pr_b[K];
         specd_chain_result ra = {.tokens = tok_a, .accept_prob = pr_a};
@@ -118,10 +130,13 @@ static void run_identity(specd_accept_rule rule, float temperature, int with_q) 
 
         /* the keyed block, bonus row named, positions implied or explicit */
         if (k < K) l.bonus_row = l.key_row[k]; /* the row after draft k - 1 is row k */
-        for (int i = 0; i <= k; i++) l.pos[i] = in.key.position + (uint32_t)i;
+        for (int i = 0; i <= k; i++)
+            l.pos[i] = in.key.position + (uint32_t)i;
         specd_chain_input kin = in;
         kin.target_logits = l.keyed;
-        specd_chain_keys keys = {.n_rows = ROWS, .key_row = l.key_row, .bonus_row = l.bonus_row,
+        specd_chain_keys keys = {.n_rows = ROWS,
+                                 .key_row = l.key_row,
+                                 .bonus_row = l.bonus_row,
                                  .positions = (t & 2) ? l.pos : NULL};
         assert_int_equal(specd_accept_chain_keyed(a, &kin, &keys, &rb, &err), SPECD_OK);
         assert_int_equal(rb.n_accepted, ra.n_accepted);
@@ -176,7 +191,8 @@ static void test_positions(void **st) {
     int moved = 0;
     for (int t = 0; t < 200; t++) {
         float logits[V];
-        for (int x = 0; x < V; x++) logits[x] = (float)unif(&s);
+        for (int x = 0; x < V; x++)
+            logits[x] = (float)unif(&s);
         specd_sample_key key = {.seed = 9, .sequence = 1, .position = 50};
         uint32_t pos[2] = {1000 + (uint32_t)t * 7, 0};
         int32_t at_pos, at_implied;
@@ -185,11 +201,15 @@ static void test_positions(void **st) {
         assert_int_equal(specd_sampler_sample(smp, logits, V, kp, &at_pos, &err), SPECD_OK);
         assert_int_equal(specd_sampler_sample(smp, logits, V, key, &at_implied, &err), SPECD_OK);
         int32_t draft = (at_pos + 1) % V; /* rejected: the correction is the keyed sample */
-        specd_chain_input in = {.k = 1, .draft = &draft, .q_vocab = V, .target_logits = logits,
-                                .n_vocab = V, .key = key};
+        specd_chain_input in = {.k = 1,
+                                .draft = &draft,
+                                .q_vocab = V,
+                                .target_logits = logits,
+                                .n_vocab = V,
+                                .key = key};
         int32_t key_row = 0, tok[2];
-        specd_chain_keys keys = {.n_rows = 1, .key_row = &key_row,
-                                 .bonus_row = SPECD_CHAIN_NO_BONUS, .positions = pos};
+        specd_chain_keys keys = {
+            .n_rows = 1, .key_row = &key_row, .bonus_row = SPECD_CHAIN_NO_BONUS, .positions = pos};
         specd_chain_result r = {.tokens = tok};
         assert_int_equal(specd_accept_chain_keyed(a, &in, &keys, &r, &err), SPECD_OK);
         assert_int_equal(r.n_accepted, 0);
@@ -206,10 +226,15 @@ static void test_bad_keys(void **st) {
     (void)st;
     specd_accept *a = make(SPECD_ACCEPT_REJECTION, 1.0f);
     float logits[3 * V];
-    for (int i = 0; i < 3 * V; i++) logits[i] = (float)(i % 5);
+    for (int i = 0; i < 3 * V; i++)
+        logits[i] = (float)(i % 5);
     int32_t draft[2] = {1, 2}, tok[3] = {-7, -7, -7};
-    specd_chain_input in = {.k = 2, .draft = draft, .q_vocab = V, .target_logits = logits,
-                            .n_vocab = V, .key = {1, 2, 3}};
+    specd_chain_input in = {.k = 2,
+                            .draft = draft,
+                            .q_vocab = V,
+                            .target_logits = logits,
+                            .n_vocab = V,
+                            .key = {1, 2, 3}};
     specd_chain_result r = {.tokens = tok, .n_accepted = -7, .n_emitted = -7};
     specd_error err;
     struct {
@@ -225,10 +250,9 @@ static void test_bad_keys(void **st) {
         {{0, 0}, SPECD_CHAIN_NO_BONUS, 0, "n_rows 0"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        specd_chain_keys keys = {.n_rows = bad[i].n_rows, .key_row = bad[i].key,
-                                 .bonus_row = bad[i].bonus};
-        assert_int_equal(specd_accept_chain_keyed(a, &in, &keys, &r, &err),
-                         SPECD_E_INVALID_ARG);
+        specd_chain_keys keys = {
+            .n_rows = bad[i].n_rows, .key_row = bad[i].key, .bonus_row = bad[i].bonus};
+        assert_int_equal(specd_accept_chain_keyed(a, &in, &keys, &r, &err), SPECD_E_INVALID_ARG);
         if (!strstr(err.message, bad[i].fragment))
             fail_msg("case %zu: '%s' lacks '%s'", i, err.message, bad[i].fragment);
         assert_int_equal(r.n_emitted, -7);
@@ -258,13 +282,17 @@ static void stat_run(specd_accept_mutant mutant, const float p_logits[SK][SV],
     specd_accept *a = make(SPECD_ACCEPT_REJECTION, 1.0f);
     specd_accept_debug_mutate(a, mutant);
     float block[(SK + 1) * SV];
-    for (int x = 0; x < SV; x++) block[SK * SV + x] = -3.0f; /* never read */
-    for (int i = 0; i < SK; i++) memcpy(block + (size_t)(SK - 1 - i) * SV, p_logits[i], sizeof p_logits[i]);
+    for (int x = 0; x < SV; x++)
+        block[SK * SV + x] = -3.0f; /* never read */
+    for (int i = 0; i < SK; i++)
+        memcpy(block + (size_t)(SK - 1 - i) * SV, p_logits[i], sizeof p_logits[i]);
     int32_t key_row[SK];
-    for (int i = 0; i < SK; i++) key_row[i] = SK - 1 - i;
+    for (int i = 0; i < SK; i++)
+        key_row[i] = SK - 1 - i;
     float qf[SK * SV];
     for (int i = 0; i < SK; i++)
-        for (int x = 0; x < SV; x++) qf[i * SV + x] = (float)q[i][x];
+        for (int x = 0; x < SV; x++)
+            qf[i * SV + x] = (float)q[i][x];
     memset(c, 0, sizeof *c);
     uint32_t ctr[4] = {0}, key[2] = {0x6b657965u, 0x64636861u}, out[4];
     for (uint64_t d = 0; d < n; d++) {
@@ -282,12 +310,16 @@ static void stat_run(specd_accept_mutant mutant, const float p_logits[SK][SV],
                 }
             draft[i] = x;
         }
-        specd_chain_input in = {.k = SK, .draft = draft, .draft_probs = qf, .q_vocab = SV,
-                                .target_logits = block, .n_vocab = SV,
-                                .key = {.seed = 1234, .sequence = (uint32_t)d,
-                                        .position = (uint32_t)(d >> 32)}};
-        specd_chain_keys keys = {.n_rows = SK + 1, .key_row = key_row,
-                                 .bonus_row = SPECD_CHAIN_NO_BONUS};
+        specd_chain_input in = {
+            .k = SK,
+            .draft = draft,
+            .draft_probs = qf,
+            .q_vocab = SV,
+            .target_logits = block,
+            .n_vocab = SV,
+            .key = {.seed = 1234, .sequence = (uint32_t)d, .position = (uint32_t)(d >> 32)}};
+        specd_chain_keys keys = {
+            .n_rows = SK + 1, .key_row = key_row, .bonus_row = SPECD_CHAIN_NO_BONUS};
         int32_t tok[SK];
         specd_chain_result r = {.tokens = tok};
         specd_error err;
@@ -351,9 +383,9 @@ static void test_rejection_statistics(void **st) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_identity_greedy),     cmocka_unit_test(test_identity_coupled),
-        cmocka_unit_test(test_identity_rejection),  cmocka_unit_test(test_positions),
-        cmocka_unit_test(test_bad_keys),            cmocka_unit_test(test_rejection_statistics),
+        cmocka_unit_test(test_identity_greedy),    cmocka_unit_test(test_identity_coupled),
+        cmocka_unit_test(test_identity_rejection), cmocka_unit_test(test_positions),
+        cmocka_unit_test(test_bad_keys),           cmocka_unit_test(test_rejection_statistics),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

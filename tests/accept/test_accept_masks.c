@@ -29,7 +29,9 @@ static uint64_t lcg(uint64_t *s) {
     *s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
     return *s >> 33;
 }
-static float unif(uint64_t *s) { return (float)(((double)lcg(s) + 0.5) / 2147483648.0); }
+static float unif(uint64_t *s) {
+    return (float)(((double)lcg(s) + 0.5) / 2147483648.0);
+}
 
 /* A handle with the rule and temperature; ban = 1 adds a -inf bias on the masked ids, and every
  * handle biases token 3 (masked) by +50 and token 5 by +0.5. */
@@ -38,7 +40,8 @@ static specd_accept *make(specd_accept_rule rule, float t, int ban) {
     size_t n = 0;
     b[n++] = (specd_logit_bias){5, 0.5f};
     for (int i = 0; i < N_MASK; i++)
-        b[n++] = (specd_logit_bias){mask_ids[i], ban ? -INFINITY : (mask_ids[i] == 3 ? 50.0f : 0.0f)};
+        b[n++] =
+            (specd_logit_bias){mask_ids[i], ban ? -INFINITY : (mask_ids[i] == 3 ? 50.0f : 0.0f)};
     specd_accept_params p = specd_accept_default_params();
     p.rule = rule;
     p.sampling.temperature = t;
@@ -68,18 +71,23 @@ static void run(specd_accept_rule rule, float t) {
         float q[K * V];
         for (int i = 0; i < K; i++) {
             draft[i] = (int32_t)(lcg(&s) % V); /* masked drafts too: they must be rejected */
-            for (int x = 0; x < V; x++) q[i * V + x] = 1.0f / V;
+            for (int x = 0; x < V; x++)
+                q[i * V + x] = 1.0f / V;
         }
-        specd_chain_input in = {.k = K, .draft = draft,
+        specd_chain_input in = {.k = K,
+                                .draft = draft,
                                 .draft_probs = rule == SPECD_ACCEPT_REJECTION ? q : NULL,
-                                .q_vocab = V, .target_logits = plain, .n_vocab = V,
+                                .q_vocab = V,
+                                .target_logits = plain,
+                                .n_vocab = V,
                                 .key = {.seed = 5, .sequence = (uint32_t)trial, .position = 11}};
         int32_t tb[K + 1], tm[K + 1];
         float pb[K], pm[K];
         specd_chain_result rb = {.tokens = tb, .accept_prob = pb};
         specd_error err;
         assert_int_equal(specd_accept_chain(banned, &in, &rb, &err), SPECD_OK);
-        for (int i = 0; i < rb.n_emitted; i++) assert_false(is_masked(tb[i]));
+        for (int i = 0; i < rb.n_emitted; i++)
+            assert_false(is_masked(tb[i]));
         emitted += rb.n_emitted;
         for (int v = 0; v < 2; v++) {
             specd_chain_input mi = in;
@@ -119,7 +127,8 @@ static void test_sampler(void **st) {
     specd_sampling_params sp = specd_sampling_default_params();
     sp.temperature = 0.5f;
     specd_logit_bias ban[N_MASK];
-    for (int i = 0; i < N_MASK; i++) ban[i] = (specd_logit_bias){mask_ids[i], -INFINITY};
+    for (int i = 0; i < N_MASK; i++)
+        ban[i] = (specd_logit_bias){mask_ids[i], -INFINITY};
     specd_sampler *plain = NULL, *banned = NULL;
     specd_error err;
     assert_int_equal(specd_sampler_create(&sp, V, &plain, &err), SPECD_OK);
@@ -142,7 +151,8 @@ static void test_sampler(void **st) {
     }
     /* a row masked throughout has nothing to sample; NaN stays an error */
     float all[V];
-    for (int x = 0; x < V; x++) all[x] = -FLT_MAX;
+    for (int x = 0; x < V; x++)
+        all[x] = -FLT_MAX;
     int32_t tok = -5;
     assert_int_equal(specd_sampler_sample(plain, all, V, (specd_sample_key){1, 2, 3}, &tok, &err),
                      SPECD_E_NUMERIC);

@@ -34,14 +34,15 @@ static int32_t n_vocab;
 typedef struct oracle {
     const int32_t *ref; /* plain decoding's output, N_GEN + MAX_DRAFT tokens */
     int64_t n_prompt;
-    int32_t n_gen;      /* the run's max_tokens */
+    int32_t n_gen; /* the run's max_tokens */
 } oracle;
 
 /* Drafts for the sequence's next k tokens: the reference continuation, with the second draft
  * corrupted every third output length and the first every fifth. */
 static void oracle_drafts(const oracle *o, int64_t n_history, int32_t k, int32_t *draft) {
     int64_t done = n_history - o->n_prompt;
-    for (int32_t i = 0; i < k; i++) draft[i] = o->ref[done + i];
+    for (int32_t i = 0; i < k; i++)
+        draft[i] = o->ref[done + i];
     if (done % 3 == 1 && k > 1) draft[1] = (draft[1] + 1) % n_vocab;
     if (done % 5 == 2) draft[0] = (draft[0] + 7) % n_vocab;
 }
@@ -53,7 +54,9 @@ static specd_status plain_create(const specd_policy_env *env, const char *opts, 
     *st = env->user;
     return SPECD_OK;
 }
-static void nop_destroy(void *st) { (void)st; }
+static void nop_destroy(void *st) {
+    (void)st;
+}
 static specd_status plain_propose(void *st, const int32_t *h, int64_t n, int32_t max_draft,
                                   int32_t *draft, int32_t *n_draft, float *q, int *has_q,
                                   specd_error *err) {
@@ -63,16 +66,18 @@ static specd_status plain_propose(void *st, const int32_t *h, int64_t n, int32_t
     *has_q = 0;
     return SPECD_OK;
 }
-static const specd_policy_ops plain_ops = {.abi_version = 2, .name = "oracle-chain",
-                                           .create = plain_create, .destroy = nop_destroy,
+static const specd_policy_ops plain_ops = {.abi_version = 2,
+                                           .name = "oracle-chain",
+                                           .create = plain_create,
+                                           .destroy = nop_destroy,
                                            .propose = plain_propose};
 
 /* ---- the keyed policy ---------------------------------------------------------------------- */
 typedef struct keyed {
     const oracle *o;
-    int bonus;     /* score the row after the last draft as the bonus row */
-    int bad_key;   /* name a key row outside rows[] */
-    int32_t k;     /* drafts of the step laid out last */
+    int bonus;   /* score the row after the last draft as the bonus row */
+    int bad_key; /* name a key row outside rows[] */
+    int32_t k;   /* drafts of the step laid out last */
     int32_t draft[MAX_DRAFT], key[MAX_DRAFT], keep[MAX_DRAFT + 1];
     int32_t tokens[MAX_STEP], pos[MAX_STEP], rows[MAX_STEP];
     uint8_t *visible;
@@ -113,16 +118,21 @@ static specd_status keyed_layout(void *st, const int32_t *h, int64_t n, specd_st
     s->k = k;
     oracle_drafts(s->o, n, k, s->draft);
     s->tokens[0] = h[n - 1];
-    for (int32_t i = 0; i < k; i++) s->tokens[1 + i] = s->draft[i];
-    for (int32_t j = 0; j < k; j++) s->tokens[k + 1 + j] = s->tokens[j];
-    for (int32_t j = 0; j <= k; j++) s->pos[j] = cached + j;
-    for (int32_t j = 0; j < k; j++) s->pos[k + 1 + j] = cached + j;
+    for (int32_t i = 0; i < k; i++)
+        s->tokens[1 + i] = s->draft[i];
+    for (int32_t j = 0; j < k; j++)
+        s->tokens[k + 1 + j] = s->tokens[j];
+    for (int32_t j = 0; j <= k; j++)
+        s->pos[j] = cached + j;
+    for (int32_t j = 0; j < k; j++)
+        s->pos[k + 1 + j] = cached + j;
     memset(s->visible, 0, (size_t)n_tok * (size_t)width);
     for (int32_t r = 0; r < n_tok; r++) {
         uint8_t *row = s->visible + (size_t)r * (size_t)width;
         int32_t twin_of = r <= k ? r : r - (k + 1);
         memset(row, 1, (size_t)cached);
-        for (int32_t j = 0; j <= twin_of; j++) row[cached + j] = 1; /* ordinary rows 0..twin_of */
+        for (int32_t j = 0; j <= twin_of; j++)
+            row[cached + j] = 1; /* ordinary rows 0..twin_of */
     }
     int32_t n_rows = 0;
     for (int32_t j = k - 1; j >= 0; j--) {
@@ -135,11 +145,19 @@ static specd_status keyed_layout(void *st, const int32_t *h, int64_t n, specd_st
         s->rows[n_rows++] = k;
     }
     if (s->bad_key) s->key[k - 1] = n_rows;
-    for (int32_t i = 0; i <= k; i++) s->keep[i] = i;
-    *out = (specd_step_layout){.n_tokens = n_tok, .tokens = s->tokens, .pos = s->pos,
-                               .visible = s->visible, .n_rows = n_rows, .rows = s->rows,
-                               .n_chain = k, .chain_draft = s->draft, .chain_key = s->key,
-                               .chain_bonus = bonus, .chain_keep = s->keep};
+    for (int32_t i = 0; i <= k; i++)
+        s->keep[i] = i;
+    *out = (specd_step_layout){.n_tokens = n_tok,
+                               .tokens = s->tokens,
+                               .pos = s->pos,
+                               .visible = s->visible,
+                               .n_rows = n_rows,
+                               .rows = s->rows,
+                               .n_chain = k,
+                               .chain_draft = s->draft,
+                               .chain_key = s->key,
+                               .chain_bonus = bonus,
+                               .chain_keep = s->keep};
     return SPECD_OK;
 }
 static specd_status keyed_verify(void *st, const float *logits, specd_step_outcome *out,
@@ -148,9 +166,12 @@ static specd_status keyed_verify(void *st, const float *logits, specd_step_outco
     fail_msg("the policy's verify ran for a step whose chain the session verifies");
     return SPECD_E_INTERNAL;
 }
-static const specd_policy_ops keyed_ops = {.abi_version = 2, .name = "oracle-keyed",
-                                           .create = keyed_create, .destroy = keyed_destroy,
-                                           .layout = keyed_layout, .verify = keyed_verify};
+static const specd_policy_ops keyed_ops = {.abi_version = 2,
+                                           .name = "oracle-keyed",
+                                           .create = keyed_create,
+                                           .destroy = keyed_destroy,
+                                           .layout = keyed_layout,
+                                           .verify = keyed_verify};
 
 /* ---- the driver ---------------------------------------------------------------------------- */
 typedef struct step_log {
@@ -193,8 +214,11 @@ static void generate(int p, const specd_policy_ops *ops, const char *opts, float
         if (specd_spec_seq_layout(spec, 0, &lay, &err) != SPECD_OK)
             fail_msg("layout: %s", err.message);
         int32_t kv_before = specd_context_kv_len(ctx, 0);
-        specd_seq_batch b = {.seq = 0, .n_tokens = lay.n_tokens, .tokens = lay.tokens,
-                             .pos = lay.pos, .visible = lay.visible};
+        specd_seq_batch b = {.seq = 0,
+                             .n_tokens = lay.n_tokens,
+                             .tokens = lay.tokens,
+                             .pos = lay.pos,
+                             .visible = lay.visible};
         specd_extend_out eo = {.n_rows = lay.n_rows, .rows = lay.rows, .logits = logits};
         if (specd_context_extend(ctx, &b, 1, &eo, &err) != SPECD_OK)
             fail_msg("extend: %s", err.message);
@@ -215,9 +239,9 @@ static void generate(int p, const specd_policy_ops *ops, const char *opts, float
             log->n_rejected += !full;
         }
         int32_t keep[MAX_STEP];
-        for (int32_t i = 0; i < oc.n_keep; i++) keep[i] = kv_before + oc.keep[i];
-        assert_int_equal(specd_context_kv_keep(ctx, 0, kv_before, oc.n_keep, keep, &err),
-                         SPECD_OK);
+        for (int32_t i = 0; i < oc.n_keep; i++)
+            keep[i] = kv_before + oc.keep[i];
+        assert_int_equal(specd_context_kv_keep(ctx, 0, kv_before, oc.n_keep, keep, &err), SPECD_OK);
         if (log->n < N_GEN) {
             log->drafted[log->n] = oc.n_drafted;
             log->accepted[log->n] = oc.n_accepted;

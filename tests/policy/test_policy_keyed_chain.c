@@ -9,7 +9,8 @@
  * runtime's batch invariance). Only the twins and the row after the last draft are scored, in a
  * permuted order, and each draft's key is its twin. Then:
  *  - with a bonus row, the keyed policy emits token for token what the drafter-shaped one and
- *    plain decoding emit, with the same acceptance per step, under greedy and coupled sampling;
+ *    plain decoding emit, with the same acceptance per step, under greedy and coupled sampling
+ *    (under REJECTION: what the drafter-shaped one emits);
  *  - without a bonus row (no row after the last draft is scored), every step emits exactly its
  *    accepted drafts, plus the correction after a rejection, the output is still plain
  *    decoding's, and both endings occur;
@@ -174,6 +175,10 @@ static const specd_policy_ops keyed_ops = {.abi_version = 2,
                                            .verify = keyed_verify};
 
 /* ---- the driver ---------------------------------------------------------------------------- */
+/* REJECTION instead of COUPLED: speculative output then follows the target's distribution but is
+ * not plain decoding's tokens, so the keyed chain is compared with the ordinary chain only. */
+static int rejection;
+
 typedef struct step_log {
     int32_t n;
     int32_t drafted[N_GEN], accepted[N_GEN], emitted[N_GEN];
@@ -197,7 +202,9 @@ static void generate(int p, const specd_policy_ops *ops, const char *opts, float
     params.policy_options = opts;
     params.policy_user = (void *)o;
     params.sampling.temperature = temperature;
-    params.rule = temperature > 0 ? SPECD_ACCEPT_COUPLED : SPECD_ACCEPT_GREEDY;
+    params.rule = rejection         ? SPECD_ACCEPT_REJECTION
+                  : temperature > 0 ? SPECD_ACCEPT_COUPLED
+                                    : SPECD_ACCEPT_GREEDY;
     params.seed = 4321;
     params.max_tokens = n_gen;
     params.adaptive = 0; /* the policies' own steps throughout */
@@ -265,7 +272,11 @@ static void check(float temperature) {
         generate(p, &plain_ops, NULL, temperature, &o, N_GEN, chain, &l_chain);
         generate(p, &keyed_ops, "bonus=1", temperature, &o, N_GEN, kb, &l_kb);
         generate(p, &keyed_ops, "bonus=0", temperature, &o, N_GEN, knb, &l_knb);
-        for (int i = 0; i < N_GEN; i++) {
+        for (int i = 0; i < N_GEN && rejection; i++)
+            if (kb[i] != chain[i])
+                fail_msg("REJECTION prompt %d: the keyed chain differs from the ordinary one at %d",
+                         p, i);
+        for (int i = 0; i < N_GEN && !rejection; i++) {
             if (chain[i] != ref[i])
                 fail_msg("T=%.2f prompt %d: the drafter chain differs from plain decoding at %d",
                          temperature, p, i);
@@ -287,6 +298,7 @@ static void check(float temperature) {
             assert_int_equal(l_kb.emitted[s], l_chain.emitted[s]);
         }
         /* both endings of a no-bonus step happened */
+        if (rejection) continue; /* sampled acceptance: not promised for these few steps */
         assert_true(l_knb.n_full > 0 && l_knb.n_rejected > 0);
         assert_true(l_kb.n_full > 0 && l_kb.n_rejected > 0);
     }
@@ -299,6 +311,13 @@ static void test_greedy(void **st) {
 static void test_coupled(void **st) {
     (void)st;
     check(0.8f);
+}
+
+static void test_rejection(void **st) {
+    (void)st;
+    rejection = 1;
+    check(0.8f);
+    rejection = 0;
 }
 
 static void test_bad_key_refused(void **st) {
@@ -347,6 +366,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_greedy),
         cmocka_unit_test(test_coupled),
+        cmocka_unit_test(test_rejection),
         cmocka_unit_test(test_bad_key_refused),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

@@ -52,6 +52,12 @@ typedef struct spec_seq {
     int32_t *tree_parent, *tree_path;
     uint8_t *visible;       /* the tree step's visibility rows, (cap_history + rows) per row */
     int plain_step;         /* self-speculative policy: the guard made this a plain step */
+    /* a keyed chain the policy's layout handed to the session (specd_step_layout.n_chain > 0):
+     * the policy's arrays, valid until its next call */
+    int32_t n_chain;
+    const int32_t *chain_draft, *chain_key, *chain_keep;
+    const float *chain_q;
+    int32_t chain_bonus;
     uint64_t t_step;        /* layout started (the guard times whole steps) */
     uint64_t own_ns;        /* the step's time inside specd: layout (proposing) and verify */
 

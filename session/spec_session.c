@@ -534,6 +534,49 @@ static specd_status layout_chain(const specd_spec *spec, spec_seq *q, int32_t k,
     return SPECD_OK;
 }
 
+/* Checks a keyed chain a self-speculative layout declared (policy ABI 2) and takes it over. */
+static specd_status take_keyed_chain(const specd_spec *spec, spec_seq *q,
+                                     const specd_step_layout *l, specd_error *err) {
+    const char *name = q->ops->name;
+    int32_t n = l->n_chain;
+    if (n < 0 || n > spec->params.max_draft || !l->chain_draft || !l->chain_key || !l->chain_keep)
+        return specd_fail(err, SPECD_E_INTERNAL,
+                          "policy %s: keyed chain of %d drafts (max %d) lacks its arrays", name, n,
+                          spec->params.max_draft);
+    if (l->chain_bonus != SPECD_CHAIN_NO_BONUS &&
+        (l->chain_bonus < 0 || l->chain_bonus >= l->n_rows))
+        return specd_fail(err, SPECD_E_INTERNAL,
+                          "policy %s: keyed chain's bonus row %d is not a scored row (%d)", name,
+                          l->chain_bonus, l->n_rows);
+    for (int32_t i = 0; i < n; i++) {
+        if (l->chain_draft[i] < 0 || l->chain_draft[i] >= spec->params.n_vocab ||
+            l->chain_key[i] < 0 || l->chain_key[i] >= l->n_rows)
+            return specd_fail(err, SPECD_E_INTERNAL,
+                              "policy %s: keyed chain draft %d is id %d with key row %d (vocab "
+                              "%d, %d scored rows)", name, i, l->chain_draft[i], l->chain_key[i],
+                              spec->params.n_vocab, l->n_rows);
+    }
+    /* the keep list the step may produce must be distinct rows of the step */
+    for (int32_t i = 0; i <= n; i++) {
+        int32_t r = l->chain_keep[i];
+        if (r < -1 || r >= l->n_tokens)
+            return specd_fail(err, SPECD_E_INTERNAL,
+                              "policy %s: keyed chain keeps row %d of a %d-token step", name, r,
+                              l->n_tokens);
+        for (int32_t j = 0; j < i && r >= 0; j++)
+            if (l->chain_keep[j] == r)
+                return specd_fail(err, SPECD_E_INTERNAL,
+                                  "policy %s: keyed chain keeps row %d twice", name, r);
+    }
+    q->n_chain = n;
+    q->chain_draft = l->chain_draft;
+    q->chain_key = l->chain_key;
+    q->chain_keep = l->chain_keep;
+    q->chain_q = l->chain_q;
+    q->chain_bonus = l->chain_bonus;
+    return SPECD_OK;
+}
+
 specd_status specd_spec_seq_layout_step(specd_spec *spec, spec_seq *q, specd_step_layout *out,
                                         specd_error *err) {
     if (q->done) return specd_fail(err, SPECD_E_STATE, "spec: sequence %d has finished", q->id);
@@ -545,6 +588,7 @@ specd_status specd_spec_seq_layout_step(specd_spec *spec, spec_seq *q, specd_ste
      * either lays out its own step or the session makes it a plain one. */
     int32_t k = specd_adaptive_budget(&q->guard);
     q->plain_step = !q->ops->propose && k == 0;
+    q->n_chain = 0;
     if (q->ops->propose || q->plain_step)
         SPECD_TRY(layout_chain(spec, q, k, out, err));
     else {
@@ -555,6 +599,8 @@ specd_status specd_spec_seq_layout_step(specd_spec *spec, spec_seq *q, specd_ste
             out->n_rows > most)
             return specd_fail(err, SPECD_E_INTERNAL, "policy %s laid out %d rows, %d scored (max %d)",
                               q->ops->name, out->n_tokens, out->n_rows, most);
+        if (q->ops->abi_version >= 2 && out->n_chain != 0)
+            SPECD_TRY(take_keyed_chain(spec, q, out, err));
     }
     for (int32_t r = 0; r < out->n_rows; r++)
         q->step_gated[r] = out->lora_gate && out->rows && out->rows[r] >= 0 &&
@@ -628,6 +674,37 @@ static specd_status verify_chain(specd_spec *spec, spec_seq *q, const float *log
     return SPECD_OK;
 }
 
+/* A self-speculative layout's keyed chain (specd_step_layout.n_chain): verified here on the
+ * rows the policy named; the pending row and the emitted drafts that are not the new pending
+ * token keep their KV. */
+static specd_status verify_keyed_chain(specd_spec *spec, spec_seq *q, const float *logits,
+                                       specd_step_outcome *out, specd_error *err) {
+    int32_t n_vocab = spec->params.n_vocab;
+    specd_sample_key key = q->key;
+    key.position = (uint32_t)q->n_history;
+    specd_chain_input in = {.k = q->n_chain, .draft = q->chain_draft, .draft_probs = q->chain_q,
+                            .q_vocab = n_vocab, .target_logits = logits, .n_vocab = n_vocab,
+                            .key = key};
+    specd_chain_keys keys = {.n_rows = q->n_step_rows, .key_row = q->chain_key,
+                             .bonus_row = q->chain_bonus};
+    specd_chain_result res = {.tokens = q->emitted, .accept_prob = q->accept_prob};
+    SPECD_TRY(specd_accept_chain_keyed(q->accept, &in, &keys, &res, err));
+    int32_t n_keep = 0;
+    if (q->chain_keep[0] >= 0) q->keep[n_keep++] = q->chain_keep[0];
+    for (int32_t i = 0; i < res.n_accepted && i + 1 < res.n_emitted; i++)
+        if (q->chain_keep[1 + i] >= 0) q->keep[n_keep++] = q->chain_keep[1 + i];
+    for (int32_t i = 1; i < n_keep; i++) /* ascending, as hosts expect (rows may be permuted) */
+        for (int32_t j = i; j > 0 && q->keep[j - 1] > q->keep[j]; j--) {
+            int32_t t = q->keep[j];
+            q->keep[j] = q->keep[j - 1];
+            q->keep[j - 1] = t;
+        }
+    *out = (specd_step_outcome){.n_emitted = res.n_emitted, .emitted = q->emitted,
+                                .n_keep = n_keep, .keep = q->keep, .n_drafted = q->n_chain,
+                                .n_accepted = res.n_accepted, .lossy = res.lossy};
+    return SPECD_OK;
+}
+
 static int is_stop(const spec_seq *q, int32_t token) {
     for (int32_t i = 0; i < q->n_stop; i++)
         if (q->stop[i] == token) return 1;
@@ -657,7 +734,7 @@ specd_status specd_spec_seq_verify_step(specd_spec *spec, spec_seq *q, const spe
     }
     const float *hid = NULL;
     int wants_hidden = specd_policy_flags(q->ops) & SPECD_POLICY_WANTS_HIDDEN;
-    if (wants_hidden && q->n_step_rows > 0 && !q->plain_step) {
+    if (wants_hidden && q->n_step_rows > 0 && !q->plain_step && q->n_chain == 0) {
         if (!hidden)
             return specd_fail(err, SPECD_E_INVALID_ARG,
                               "spec: sequence %d: policy %s verifies with hidden states and "
@@ -670,6 +747,8 @@ specd_status specd_spec_seq_verify_step(specd_spec *spec, spec_seq *q, const spe
     specd_step_outcome o;
     if (q->ops->propose || q->plain_step)
         SPECD_TRY(verify_chain(spec, q, logits, &o, err));
+    else if (q->n_chain > 0)
+        SPECD_TRY(verify_keyed_chain(spec, q, logits, &o, err));
     else if (wants_hidden)
         SPECD_TRY(q->ops->verify_hidden(q->policy, logits, hid, spec->params.n_embd, &o, err));
     else

@@ -20,7 +20,10 @@
  *
  * Rows: target_logits has one row per scored context: row 0 scores the first draft position,
  * row i + 1 the position after draft i (chain) or after node i (tree). Logits are raw; the
- * handle's sampling transform turns them into p. Draft distributions q are probabilities (rows
+ * handle's sampling transform turns them into p. A logit of -inf or at most -FLT_MAX (PyTorch's
+ * mask value) masks its token: it is banned exactly as a -inf logit bias bans it (probability 0,
+ * never sampled nor accepted), at any temperature; a row with every token masked or banned is
+ * SPECD_E_NUMERIC, and NaN and +inf are SPECD_E_NUMERIC. Draft distributions q are probabilities (rows
  * that sum to 1 within 1e-3, entries finite and >= 0).
  *
  * Outputs: every call writes its results only on SPECD_OK; on failure the result struct and its
@@ -89,12 +92,41 @@ typedef struct specd_chain_result {
                            * examined draft (REJECTION: min(1, (1+tau) p/q); others 1 or 0);
                            * -1 for drafts after the first rejection */
     int32_t n_accepted;   /* accepted drafts, 0..k */
-    int32_t n_emitted;    /* n_accepted + 1 (a correction or the bonus token) */
+    int32_t n_emitted;    /* n_accepted + 1 (a correction or the bonus token); a keyed chain
+                           * without a bonus row emits n_accepted when all k are accepted */
     bool lossy;           /* produced with relaxed_tau > 0 */
 } specd_chain_result;
 
 SPECD_API specd_status specd_accept_chain(specd_accept *acc, const specd_chain_input *in,
                                 specd_chain_result *out, specd_error *err);
+
+/* ---- keyed chain: explicit key rows and positions per draft, optional bonus (brief gap G5) -----
+ * The same chain rule with the rows named instead of implied. Draft i is verified against row
+ * key_row[i] of target_logits (its key row: the row whose distribution is the target's at draft
+ * i's position), and on its rejection the correction is drawn from that row as usual (residual
+ * under REJECTION, the keyed sample under GREEDY / COUPLED). Rows may come in any order, be
+ * shared or be left unread: a layout that scores a draft's position on a separate row (SimSD's
+ * masked twin rows, which carry the draft rows' positions) names that row. When every draft is
+ * accepted the bonus token is drawn from bonus_row, or, with SPECD_CHAIN_NO_BONUS, nothing is
+ * drawn and n_emitted == n_accepted == k (a step whose layout scores no row after its last draft).
+ * Sampling keys: draft i and the token drawn at slot i use key.position = positions[i] (the
+ * bonus token positions[k]), or key.position + i when positions is NULL, so drafts decided out
+ * of position order key each decision on its own position. With key_row = NULL (row i),
+ * bonus_row = k and positions = NULL this is specd_accept_chain exactly.
+ * in->target_logits has keys->n_rows rows (in->k + 1 is not required). */
+#define SPECD_CHAIN_NO_BONUS (-1)
+
+typedef struct specd_chain_keys {
+    int32_t n_rows;             /* rows in target_logits (>= 1); every row index is below it */
+    const int32_t *key_row;     /* k row indices, or NULL: draft i's key row is i */
+    int32_t bonus_row;          /* the bonus token's row, or SPECD_CHAIN_NO_BONUS */
+    const uint32_t *positions;  /* k key positions (k + 1 with a bonus row), or NULL */
+} specd_chain_keys;
+
+/* out->tokens needs k + 1 entries with a bonus row, else k. */
+SPECD_API specd_status specd_accept_chain_keyed(specd_accept *acc, const specd_chain_input *in,
+                                                const specd_chain_keys *keys,
+                                                specd_chain_result *out, specd_error *err);
 
 /* ---- tree / multi-draft ------------------------------------------------------------------- */
 /* Nodes in topological order: parent[i] is -1 (a child of the root, i.e. of the last committed

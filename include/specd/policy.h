@@ -12,7 +12,9 @@
  * the session zeroes what a policy of an older version does not know.
  * ABI 2 adds: tree-shaped proposals (propose_tree), per-model shared state created once per spec (shared_create / shared_destroy;
  * env.shared), the host's user pointer (env.user), and flags (SPECD_POLICY_NEEDS_Q: the session
- * allocates q only for policies that set it).
+ * allocates q only for policies that set it), and keyed chains the session verifies for a
+ * self-speculative layout (specd_step_layout.n_chain: explicit key rows per draft, optional
+ * bonus row).
  *
  * Two shapes fit:
  *  - Drafter policies (draft model, n-gram, layer-skip) implement `propose`: given the sequence so
@@ -105,6 +107,29 @@ typedef struct specd_step_layout {
      * embedding (specd_seq_batch.embd). */
     const float *input_embd;
     const uint8_t *input_embd_rows;
+    /* A keyed chain the session verifies (brief gap G5; policy ABI 2, self-speculative shape).
+     * n_chain > 0 says the step's drafts are the next n_chain tokens of the sequence, in order
+     * (draft i at position n_history + i, whose sampling key it uses), and names per draft the
+     * scored row whose logits are the target's distribution there: its key row, any of rows[]
+     * (e.g. SimSD's masked twin rows, which carry the draft rows' positions; rows may repeat,
+     * come in any order or be left unread). The session verifies them with the sequence's rule
+     * through specd_accept_chain_keyed and the policy's verify (or verify_hidden) is not called
+     * for that step; the policy learns the outcome from advance. At the first rejection the
+     * correction is drawn from that draft's key row and the rest are dropped; when every draft
+     * is accepted the bonus token is drawn from chain_bonus, or, with SPECD_CHAIN_NO_BONUS,
+     * nothing more is emitted (the last draft becomes the pending token). KV: chain_keep[0] is
+     * committed always (the pending token's row, or -1 for none) and chain_keep[1 + i] (the row
+     * that holds draft i, or -1) when draft i is emitted and is not the last emitted token (which
+     * becomes the next step's pending token, so its KV must not be in the cache yet). Zeroed
+     * (n_chain = 0, as a policy that does not know these fields leaves it): the policy verifies
+     * its own step. */
+    int32_t n_chain;            /* 0..max_draft */
+    const int32_t *chain_draft; /* n_chain ids */
+    const int32_t *chain_key;   /* n_chain indices into rows[] (logits rows) */
+    const float *chain_q;       /* n_chain x n_vocab probabilities the drafts were drawn from, or
+                                 * NULL: deterministic drafts (q one-hot) */
+    int32_t chain_bonus;        /* index into rows[] of the bonus row, or SPECD_CHAIN_NO_BONUS */
+    const int32_t *chain_keep;  /* n_chain + 1 step-token indices or -1 (see above) */
 } specd_step_layout;
 
 /* What one verified step decided. Arrays are owned by the policy (or session) state. */

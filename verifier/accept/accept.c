@@ -33,6 +33,7 @@ struct specd_accept {
     int32_t *tokens;    /* max_k + 1 */
     float *prob;        /* max_k */
     uint8_t *flag;      /* max_k */
+    int32_t *rowmap;    /* max_k + 1: a keyed chain's logits row per walk slot */
     specd_accept_mutant mutant; /* always NONE outside the statistical suite's power check */
 };
 
@@ -62,6 +63,7 @@ void specd_accept_destroy(specd_accept *a) {
     specd_free(a->tokens);
     specd_free(a->prob);
     specd_free(a->flag);
+    specd_free(a->rowmap);
     specd_free(a);
 }
 
@@ -109,8 +111,9 @@ specd_status specd_accept_create(const specd_accept_params *p, specd_accept **ou
     a->tokens = specd_alloc_array(rows, sizeof *a->tokens);
     a->prob = specd_alloc_array(k, sizeof *a->prob);
     a->flag = specd_alloc_array(k, sizeof *a->flag);
+    a->rowmap = specd_alloc_array(rows, sizeof *a->rowmap);
     if (!a->bmax || !a->rmax || !a->rmin || !a->resid || !a->bsum || !a->parent || !a->first || !a->next ||
-        !a->path || !a->tokens || !a->prob || !a->flag) {
+        !a->path || !a->tokens || !a->prob || !a->flag || !a->rowmap) {
         specd_accept_destroy(a);
         return specd_fail(err, SPECD_E_NOMEM, "accept scratch for max_k %d, max_vocab %d",
                           (int)p->max_k, (int)p->max_vocab);
@@ -132,12 +135,17 @@ static specd_status check_tokens(const specd_accept *a, const int32_t *tok, int3
     return SPECD_OK;
 }
 
-static specd_status check_rows(specd_accept *a, const float *logits, int32_t rows,
-                               int32_t n_vocab, specd_error *err) {
-    for (int32_t r = 0; r < rows; r++)
+/* Checks the rows the walk will read: walk slot s reads logits row rowmap[s] (s without a
+ * rowmap; -1 = a slot that reads nothing), and its block maxima and extremes go to slot s. */
+static specd_status check_rows(specd_accept *a, const float *logits, const int32_t *rowmap,
+                               int32_t slots, int32_t n_vocab, specd_error *err) {
+    for (int32_t s = 0; s < slots; s++) {
+        int32_t r = rowmap ? rowmap[s] : s;
+        if (r < 0) continue;
         SPECD_TRY(specd_row_check(logits + (size_t)r * (size_t)n_vocab, n_vocab, "target_logits",
-                                  r, a->bmax + (size_t)r * (size_t)a->nb, &a->rmax[r],
-                                  &a->rmin[r], err));
+                                  r, a->bmax + (size_t)s * (size_t)a->nb, &a->rmax[s],
+                                  &a->rmin[s], err));
+    }
     return SPECD_OK;
 }
 
@@ -181,13 +189,19 @@ typedef struct walk_in {
     const float *q, *logits;
     int32_t n_vocab;
     specd_sample_key key;
+    /* keyed chains (specd_accept_chain_keyed), else NULL: the logits row of walk slot s (-1 for
+     * the slot after the last draft = no bonus token), and the key position of slot s */
+    const int32_t *rowmap;
+    const uint32_t *pos;
 } walk_in;
 
-static specd_status prepare_row(specd_accept *a, const walk_in *w, int32_t row, specd_xrow *r,
+/* Prepares the row that walk slot `slot` reads (the children of node slot - 1 are tested on it). */
+static specd_status prepare_row(specd_accept *a, const walk_in *w, int32_t slot, specd_xrow *r,
                                 specd_error *err) {
+    int32_t row = w->rowmap ? w->rowmap[slot] : slot;
     return specd_xform_prepare(&a->xf, w->logits + (size_t)row * (size_t)w->n_vocab, w->n_vocab,
-                               a->bmax + (size_t)row * (size_t)a->nb, a->rmax[row], a->rmin[row],
-                               "target_logits", row, r, err);
+                               a->bmax + (size_t)slot * (size_t)a->nb, a->rmax[slot],
+                               a->rmin[slot], "target_logits", row, r, err);
 }
 
 /* resid <- max(0, resid / rsum - q_j) (or from p on the first rejection); returns the new sum. */
@@ -232,10 +246,12 @@ static specd_status verify_walk(specd_accept *a, const walk_in *w, int32_t *n_ac
     }
     int32_t v = -1, na = 0;
     for (;;) {
+        /* a keyed chain without a bonus row ends at its last accepted draft, sampling nothing */
+        if (w->rowmap && w->rowmap[v + 1] < 0) break;
         specd_xrow r;
         SPECD_TRY(prepare_row(a, w, v + 1, &r, err));
         specd_sample_key key = w->key;
-        key.position = w->key.position + (uint32_t)na;
+        key.position = w->pos ? w->pos[na] : w->key.position + (uint32_t)na;
         int32_t c = a->first[v + 1], next_v = -1;
         if (a->rule != SPECD_ACCEPT_REJECTION || r.greedy) {
             int32_t target = specd_xrow_keyed(&a->xf, &r, key, SPECD_RNG_SAMPLE);
@@ -303,16 +319,61 @@ specd_status specd_accept_chain(specd_accept *a, const specd_chain_input *in,
         return specd_fail(err, SPECD_E_MISMATCH, "draft_probs have %d tokens, target_logits %d",
                           (int)in->q_vocab, (int)in->n_vocab);
     SPECD_TRY(check_tokens(a, in->draft, in->k, in->n_vocab, "draft", err));
-    SPECD_TRY(check_rows(a, in->target_logits, in->k + 1, in->n_vocab, err));
+    SPECD_TRY(check_rows(a, in->target_logits, NULL, in->k + 1, in->n_vocab, err));
     if (in->draft_probs) SPECD_TRY(check_q(in->draft_probs, in->k, in->n_vocab, in->draft, err));
     walk_in w = {in->k, a->parent, in->draft, in->draft_probs, in->target_logits, in->n_vocab,
-                 in->key};
+                 in->key, NULL, NULL};
     int32_t na;
     SPECD_TRY(verify_walk(a, &w, &na, err));
     memcpy(out->tokens, a->tokens, (size_t)(na + 1) * sizeof *out->tokens);
     if (out->accept_prob) memcpy(out->accept_prob, a->prob, (size_t)in->k * sizeof *a->prob);
     out->n_accepted = na;
     out->n_emitted = na + 1;
+    out->lossy = a->tau > 0.0f;
+    return SPECD_OK;
+}
+
+specd_status specd_accept_chain_keyed(specd_accept *a, const specd_chain_input *in,
+                                      const specd_chain_keys *keys, specd_chain_result *out,
+                                      specd_error *err) {
+    if (!a || !in || !keys || !out) return specd_fail(err, SPECD_E_INVALID_ARG, "NULL argument");
+    SPECD_TRY(check_common(a, in->k, "k", in->n_vocab, err));
+    if (!in->draft || !in->target_logits || !out->tokens)
+        return specd_fail(err, SPECD_E_INVALID_ARG, "draft, target_logits or tokens is NULL");
+    if (in->draft_probs && in->q_vocab != in->n_vocab)
+        return specd_fail(err, SPECD_E_MISMATCH, "draft_probs have %d tokens, target_logits %d",
+                          (int)in->q_vocab, (int)in->n_vocab);
+    const int32_t k = in->k;
+    if (keys->n_rows < 1)
+        return specd_fail(err, SPECD_E_INVALID_ARG, "keys: n_rows %d must be >= 1",
+                          (int)keys->n_rows);
+    for (int32_t i = 0; i < k; i++) {
+        int32_t r = keys->key_row ? keys->key_row[i] : i;
+        if (r < 0 || r >= keys->n_rows)
+            return specd_fail(err, SPECD_E_INVALID_ARG,
+                              "keys: draft %d's key row %d is outside [0, n_rows %d)", (int)i,
+                              (int)r, (int)keys->n_rows);
+        a->rowmap[i] = r;
+    }
+    if (keys->bonus_row != SPECD_CHAIN_NO_BONUS &&
+        (keys->bonus_row < 0 || keys->bonus_row >= keys->n_rows))
+        return specd_fail(err, SPECD_E_INVALID_ARG,
+                          "keys: bonus row %d is neither SPECD_CHAIN_NO_BONUS nor in [0, %d)",
+                          (int)keys->bonus_row, (int)keys->n_rows);
+    a->rowmap[k] = keys->bonus_row;
+    SPECD_TRY(check_tokens(a, in->draft, k, in->n_vocab, "draft", err));
+    SPECD_TRY(check_rows(a, in->target_logits, a->rowmap, k + 1, in->n_vocab, err));
+    if (in->draft_probs) SPECD_TRY(check_q(in->draft_probs, k, in->n_vocab, in->draft, err));
+    walk_in w = {k, a->parent, in->draft, in->draft_probs, in->target_logits, in->n_vocab,
+                 in->key, a->rowmap, keys->positions};
+    int32_t na;
+    SPECD_TRY(verify_walk(a, &w, &na, err));
+    /* a correction after a rejection, or the bonus token when there is a bonus row */
+    int32_t n_emitted = na + (na < k || keys->bonus_row != SPECD_CHAIN_NO_BONUS);
+    memcpy(out->tokens, a->tokens, (size_t)n_emitted * sizeof *out->tokens);
+    if (out->accept_prob) memcpy(out->accept_prob, a->prob, (size_t)k * sizeof *a->prob);
+    out->n_accepted = na;
+    out->n_emitted = n_emitted;
     out->lossy = a->tau > 0.0f;
     return SPECD_OK;
 }
@@ -333,11 +394,11 @@ specd_status specd_accept_tree(specd_accept *a, const specd_tree_input *in,
         return specd_fail(err, SPECD_E_MISMATCH, "draft_probs have %d tokens, target_logits %d",
                           (int)in->q_vocab, (int)in->n_vocab);
     SPECD_TRY(check_tokens(a, in->token, in->n_nodes, in->n_vocab, "tree node", err));
-    SPECD_TRY(check_rows(a, in->target_logits, in->n_nodes + 1, in->n_vocab, err));
+    SPECD_TRY(check_rows(a, in->target_logits, NULL, in->n_nodes + 1, in->n_vocab, err));
     if (in->draft_probs)
         SPECD_TRY(check_q(in->draft_probs, in->n_nodes, in->n_vocab, in->token, err));
     walk_in w = {in->n_nodes, in->parent, in->token, in->draft_probs, in->target_logits,
-                 in->n_vocab, in->key};
+                 in->n_vocab, in->key, NULL, NULL};
     int32_t na;
     SPECD_TRY(verify_walk(a, &w, &na, err));
     memcpy(out->path, a->path, (size_t)na * sizeof *out->path);
@@ -355,8 +416,9 @@ specd_status specd_accept_positionwise(specd_accept *a, const specd_positionwise
     if (!in->draft || !in->target_logits || !out->accept)
         return specd_fail(err, SPECD_E_INVALID_ARG, "draft, target_logits or accept is NULL");
     SPECD_TRY(check_tokens(a, in->draft, in->n, in->n_vocab, "draft", err));
-    SPECD_TRY(check_rows(a, in->target_logits, in->n, in->n_vocab, err));
-    walk_in w = {in->n, NULL, in->draft, NULL, in->target_logits, in->n_vocab, in->key};
+    SPECD_TRY(check_rows(a, in->target_logits, NULL, in->n, in->n_vocab, err));
+    walk_in w = {in->n, NULL, in->draft, NULL, in->target_logits, in->n_vocab, in->key, NULL,
+                 NULL};
     int32_t na = 0;
     for (int32_t i = 0; i < in->n; i++) {
         specd_xrow r;

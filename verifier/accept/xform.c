@@ -1,5 +1,6 @@
 #include "verifier/accept/xform.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,11 +114,29 @@ specd_status specd_row_check(const float *l, int32_t n, const char *what, int32_
                              float *bmax, float *max, float *min, specd_error *err) {
     float gmax, gmin;
     if (specd_check_kernel(l, n, bmax, &gmax, &gmin)) {
-        for (int32_t x = 0; x < n; x++)
-            if (!isfinite(l[x]))
-                return specd_fail(err, SPECD_E_NUMERIC, "%s row %d token %d: %g is not finite",
-                                  what, (int)row, (int)x, (double)l[x]);
+        /* -inf is a mask (a banned token, as host engines pad and constrain); NaN and +inf are
+         * errors. The extremes are recomputed here, where the kernel's are not defined. */
+        gmax = -INFINITY;
+        gmin = INFINITY;
+        for (int32_t b = 0; b < n; b += SPECD_BLOCK) {
+            int32_t e = b + SPECD_BLOCK < n ? b + SPECD_BLOCK : n;
+            float m = -INFINITY;
+            for (int32_t x = b; x < e; x++) {
+                float v = l[x];
+                if (v != v || v == INFINITY)
+                    return specd_fail(err, SPECD_E_NUMERIC,
+                                      "%s row %d token %d: %g is not finite (only -inf masks)",
+                                      what, (int)row, (int)x, (double)v);
+                m = v > m ? v : m;
+                gmin = v < gmin ? v : gmin;
+            }
+            bmax[b / SPECD_BLOCK] = m;
+            gmax = m > gmax ? m : gmax;
+        }
     }
+    if (gmax <= -FLT_MAX) /* checked with the rest, before anything is decided */
+        return specd_fail(err, SPECD_E_NUMERIC, "%s row %d: every token is masked (-inf)", what,
+                          (int)row);
     *max = gmax;
     *min = gmin;
     return SPECD_OK;
@@ -234,8 +253,15 @@ specd_status specd_xform_prepare(specd_xform *xf, const float *logits, int32_t n
     r->bmax = bmax;
     float lmax = raw_max, lmin = raw_min;
     const float t = xf->temperature;
-    if (xf->n_bias) {
+    /* A logit at or below -FLT_MAX (-inf, or PyTorch's finfo.min mask) is a banned token: the
+     * row is copied with those entries at -inf, which the bias path below already treats as
+     * banned (weight 0, never the argmax nor a keyed sample, out of the overflow check). */
+    int masked = raw_min <= -FLT_MAX;
+    if (xf->n_bias || masked) {
         memcpy(xf->biased, logits, (size_t)n * sizeof *logits);
+        if (masked)
+            for (int32_t x = 0; x < n; x++)
+                if (xf->biased[x] <= -FLT_MAX) xf->biased[x] = -INFINITY;
         for (size_t i = 0; i < xf->n_bias; i++) {
             int32_t tok = xf->bias[i].token;
             float v = xf->biased[tok] + xf->bias[i].bias;
@@ -261,8 +287,9 @@ specd_status specd_xform_prepare(specd_xform *xf, const float *logits, int32_t n
         r->bmax = xf->bbmax;
     }
     if (lmax == -INFINITY)
-        return specd_fail(err, SPECD_E_NUMERIC, "%s row %d: every token is banned by the bias",
-                          what, (int)row);
+        return specd_fail(err, SPECD_E_NUMERIC,
+                          "%s row %d: every token is masked (-inf) or banned by the bias", what,
+                          (int)row);
     r->lmax = lmax;
     r->greedy = t == 0.0f;
     float zmax = r->greedy ? lmax : zval(lmax, t);

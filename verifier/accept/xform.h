@@ -67,8 +67,9 @@ specd_status specd_xform_check_vocab(const specd_xform *xf, int32_t n_vocab, spe
 #define SPECD_BLOCK 64
 static inline int32_t specd_n_blocks(int32_t n) { return (n + SPECD_BLOCK - 1) / SPECD_BLOCK; }
 
-/* NaN/Inf check of one raw row, filling bmax[specd_n_blocks(n)] with block maxima and *max,
- * *min with the row's extremes. what/row name the row in the message. */
+/* NaN/+inf check of one raw row, filling bmax[specd_n_blocks(n)] with block maxima and *max,
+ * *min with the row's extremes. -inf (and anything <= -FLT_MAX) is a mask, which
+ * specd_xform_prepare bans; a row masked throughout fails here. what/row name the row. */
 specd_status specd_row_check(const float *l, int32_t n, const char *what, int32_t row,
                              float *bmax, float *max, float *min, specd_error *err);
 

@@ -3,9 +3,11 @@
  * every value finite).
  *
  * Masks. Host engines mask tokens with -inf (vocabulary padding, grammars) or with their dtype's
- * lowest finite value (PyTorch's torch.finfo(dtype).min). The acceptance engine takes finite
- * logits, so a masked entry is replaced by a floor F below every unmasked logit by a margin that
- * makes it unreachable under the sequence's transform:
+ * lowest finite value (PyTorch's torch.finfo(dtype).min). The acceptance engine bans such entries
+ * itself too (verifier/accept/xform.c); the session still replaces each by a finite floor first,
+ * because its rows also feed policies and statistics that expect finite values. The floor F lies
+ * below every unmasked logit by a margin that makes it unreachable under the sequence's
+ * transform:
  *     F = m + b_min - b_max - 128 T - 1
  * where m is the row's least unmasked logit, b_min <= 0 <= b_max bound the finite logit biases
  * and T is the temperature (0 when greedy). After biasing and dividing by T, a masked token's z is

@@ -2,7 +2,7 @@
  * is the command line: options, the model, signals; serve/serve_server.c is the server. */
 #include "cli/cli_common.h"
 #include "cli/commands.h"
-#include "serve_server.h"
+#include "serve/serve_server.h"
 #include "specd/log.h"
 
 #include <errno.h>

@@ -1,4 +1,4 @@
-#include "serve_daemon_metrics.h"
+#include "serve/serve_daemon_metrics.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -7,8 +7,8 @@
 
 #include "common/log_internal.h"
 #include "common/status_internal.h"
-#include "serve_http.h"
-#include "serve_prom.h"
+#include "serve/serve_http.h"
+#include "serve/serve_prom.h"
 
 /* What the wrapped handlers counted. */
 typedef struct counts {

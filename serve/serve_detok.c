@@ -1,4 +1,4 @@
-#include "serve_detok.h"
+#include "serve/serve_detok.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-#include "serve_engine.h"
+#include "serve/serve_engine.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -29,6 +29,7 @@ struct serve_job {
     char message[256];
     specd_seq_stats stats;
     int cancel_requested;
+    int out_of_memory; /* its tokens could not be stored: it ends failed (engine thread only) */
     serve_job *next_in, *next_cancel, *next_live;
 };
 
@@ -95,33 +96,56 @@ static void finish(serve_job *j, specd_status st, const char *message,
     if (last) job_free(j);
 }
 
-/* Called by the loop on the engine thread, inside step or cancel. */
+#define NOMEM_MESSAGE "serve: no memory for the request's tokens"
+
+/* Called by the loop on the engine thread, inside step or cancel. A request whose tokens cannot
+ * be stored ends as failed (SPECD_E_NOMEM) on every path, so that its handler never waits for
+ * an end that does not come:
+ * - on a middle event: it cancels itself; the cancel delivers the last event (re-entering here
+ *   with done set), which finishes it with the failure below rather than "cancelled";
+ * - on the last event: the loop has already retired it (a cancel would be refused with
+ *   SPECD_E_INVALID_ARG and deliver nothing), so it is finished here, directly.
+ * (Exercising these needs realloc to fail mid-request; no test injects that fault.) */
 static void on_event(const specd_loop_event *ev, void *user) {
     serve_job *j = user;
     serve_engine *eng = j->eng;
+    int lost = 0;
     if (ev->n_tokens > 0) {
         pthread_mutex_lock(&eng->mu);
         if (j->n_tokens + ev->n_tokens > j->cap) {
             int64_t cap = j->cap ? j->cap : 64;
             while (cap < j->n_tokens + ev->n_tokens) cap *= 2;
             int32_t *t = realloc(j->tokens, (size_t)cap * sizeof *t);
-            if (!t) { /* keep what fits; the request ends as failed below */
-                pthread_mutex_unlock(&eng->mu);
-                specd_log(SPECD_LOG_ERROR, "serve: no memory for request %lld's tokens",
-                          (long long)ev->request);
-                specd_loop_cancel(eng->loop, ev->request);
-                return;
+            if (t) {
+                j->tokens = t;
+                j->cap = cap;
+            } else {
+                lost = 1; /* keep what fits; the request ends as failed below */
+                j->out_of_memory = 1;
             }
-            j->tokens = t;
-            j->cap = cap;
         }
-        memcpy(j->tokens + j->n_tokens, ev->tokens, (size_t)ev->n_tokens * sizeof *ev->tokens);
-        j->n_tokens += ev->n_tokens;
-        eng->stats.generation_tokens += ev->n_tokens;
-        pthread_cond_broadcast(&j->cv);
+        if (!lost) {
+            memcpy(j->tokens + j->n_tokens, ev->tokens,
+                   (size_t)ev->n_tokens * sizeof *ev->tokens);
+            j->n_tokens += ev->n_tokens;
+            eng->stats.generation_tokens += ev->n_tokens;
+            pthread_cond_broadcast(&j->cv);
+        }
         pthread_mutex_unlock(&eng->mu);
+        if (lost)
+            specd_log(SPECD_LOG_ERROR, "serve: no memory for request %lld's tokens",
+                      (long long)ev->request);
     }
-    if (ev->done) finish(j, ev->status, ev->message, ev->stats);
+    if (ev->done) {
+        /* out_of_memory is only written on this (the engine's) thread */
+        if (j->out_of_memory) finish(j, SPECD_E_NOMEM, NOMEM_MESSAGE, NULL);
+        else finish(j, ev->status, ev->message, ev->stats);
+        return;
+    }
+    /* Not the last event: the loop still runs the request, so the cancel must succeed and
+     * finish it (re-entrantly). Should the loop not know it, finish it here all the same. */
+    if (lost && specd_loop_cancel(eng->loop, ev->request) != SPECD_OK)
+        finish(j, SPECD_E_NOMEM, NOMEM_MESSAGE, NULL);
 }
 
 /* The gauges and the loop's totals, read on the engine thread (the loop is not thread-safe). */

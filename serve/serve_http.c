@@ -1,4 +1,4 @@
-#include "serve_http.h"
+#include "serve/serve_http.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

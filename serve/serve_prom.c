@@ -1,4 +1,4 @@
-#include "serve_prom.h"
+#include "serve/serve_prom.h"
 
 #include <math.h>
 #include <stdarg.h>

@@ -1,4 +1,4 @@
-#include "serve_request.h"
+#include "serve/serve_request.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>

@@ -1,4 +1,4 @@
-#include "serve_response.h"
+#include "serve/serve_response.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "serve_request.h"
+#include "serve/serve_request.h"
 #include "specd/spec.h"
 
 typedef struct serve_answer_meta {

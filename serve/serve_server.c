@@ -1,4 +1,4 @@
-#include "serve_server.h"
+#include "serve/serve_server.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -8,11 +8,11 @@
 #include <time.h>
 
 #include "common/status_internal.h"
-#include "serve_detok.h"
-#include "serve_engine.h"
-#include "serve_prom.h"
-#include "serve_request.h"
-#include "serve_response.h"
+#include "serve/serve_detok.h"
+#include "serve/serve_engine.h"
+#include "serve/serve_prom.h"
+#include "serve/serve_request.h"
+#include "serve/serve_response.h"
 
 #define MAX_EOG 16
 /* How long a waiting handler sleeps between checks that its client is still there. */

@@ -10,7 +10,7 @@
 
 #include <stdint.h>
 
-#include "serve_http.h"
+#include "serve/serve_http.h"
 #include "specd/runtime.h"
 #include "specd/spec_loop.h"
 #include "specd/tokenizer.h"

@@ -7,9 +7,9 @@
 #include <string.h>
 
 #include "cli/utf8.h"
-#include "serve_detok.h"
-#include "serve_prom.h"
-#include "serve_request.h"
+#include "serve/serve_detok.h"
+#include "serve/serve_prom.h"
+#include "serve/serve_request.h"
 #include "specd/gguf.h"
 #include "specd/runtime.h"
 

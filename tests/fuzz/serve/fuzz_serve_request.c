@@ -1,0 +1,98 @@
+/* fuzz_serve_request: the OpenAI request parser of `specd serve` (serve/serve_request.c) on
+ * arbitrary bodies, the untrusted bytes of every POST to /v1/completions and /v1/chat/completions.
+ * First byte: bit 0 picks the endpoint (1: chat), bits 1-2 one of four servers' limits (a tiny
+ * context, another default policy, a max_tokens cap of 1); the rest is the body, as HTTP gives
+ * it (not NUL-terminated). A parse either refuses with a 4xx/5xx and a message, or gives a
+ * request that keeps every promise the engine relies on (checked below; abort() otherwise).
+ * The tokenizer is the toy vocabulary of the tokenizer tests with a ChatML template, built once:
+ * no model file is needed, and the chat path reaches the template and the encoder. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "serve/serve_request.h"
+#include "specd/gguf.h"
+#include "specd/policy.h"
+#include "specd/tokenizer.h"
+#include "tokenizer/toy_vocab.h"
+
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static specd_tokenizer *tok;
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+    (void)argc;
+    (void)argv;
+    static gguf_builder b;
+    static specd_gguf *g;
+    /* the Qwen2.5 form of ChatML (a default system prompt), as in the tokenizer's tests */
+    toy_opts o = {.bos = 1,
+                  .chat_template = "{%- if messages[0]['role'] == 'system' %}{{- "
+                                   "'<|im_start|>system\\n' + messages[0]['content'] + "
+                                   "'<|im_end|>\\n' }}{%- else %}{{- '<|im_start|>system\\nYou "
+                                   "are Qwen.<|im_end|>\\n' }}{%- endif %}"};
+    toy_build(&b, &o);
+    if (specd_gguf_create_from_memory(b.buf, b.len, &g, NULL) != SPECD_OK ||
+        specd_tokenizer_create_from_gguf(g, &tok, NULL) != SPECD_OK)
+        abort();
+    return 0;
+}
+
+static const serve_limits limits[4] = {
+    {.model_id = "smollm2", .max_tokens_cap = 512, .default_max_tokens = 16, .n_ctx = 2048,
+     .step_rows = 17, .max_draft = 8, .default_policy = "none"},
+    /* a context a long prompt does not fit */
+    {.model_id = "smollm2", .max_tokens_cap = 32, .default_max_tokens = 8, .n_ctx = 48,
+     .step_rows = 9, .max_draft = 4, .default_policy = "ngram", .default_policy_options = "k=4"},
+    {.model_id = "m", .max_tokens_cap = 4096, .default_max_tokens = 256, .n_ctx = 8192,
+     .step_rows = 33, .max_draft = 16, .default_policy = "ngram", .default_policy_options = "n=3"},
+    {.model_id = "smollm2", .max_tokens_cap = 1, .default_max_tokens = 1, .n_ctx = 512,
+     .step_rows = 3, .max_draft = 1, .default_policy = "none"},
+};
+
+static void check_request(const serve_request *r, const serve_limits *lim, int chat) {
+    if (r->chat != chat || r->n_prompt < 1 || !r->prompt) abort();
+    int32_t n_vocab = specd_tokenizer_vocab_size(tok);
+    for (int64_t i = 0; i < r->n_prompt; i++)
+        if (r->prompt[i] < 0 || r->prompt[i] >= n_vocab) abort();
+    if (r->max_tokens < 1 || r->max_tokens > lim->max_tokens_cap) abort();
+    if (r->n_prompt + r->max_tokens + lim->step_rows > lim->n_ctx) abort();
+    if (r->n_stop < 0 || r->n_stop > SERVE_MAX_STOP) abort();
+    for (int i = 0; i < r->n_stop; i++)
+        if (!r->stop[i] || r->stop_len[i] < 1 || r->stop_len[i] > SERVE_MAX_STOP_LEN ||
+            strlen(r->stop[i]) != r->stop_len[i])
+            abort();
+    if (!r->policy || !specd_policy_find(r->policy) || !r->policy_options) abort();
+    if (strchr(r->policy_options, '/') &&
+        !(lim->default_policy_options && strchr(lim->default_policy_options, '/')))
+        abort(); /* a request may not name files */
+    const specd_sampling_params *s = &r->sampling;
+    if (!(s->temperature >= 0 && s->temperature <= 2) || !(s->top_p > 0 && s->top_p <= 1) ||
+        !(s->min_p >= 0 && s->min_p < 1) || s->top_k < 0)
+        abort();
+    if (r->has_seed && r->seed > (1ull << 53)) abort();
+    if ((r->stream != 0 && r->stream != 1) || (r->adaptive != 0 && r->adaptive != 1)) abort();
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size < 1) return 0;
+    int chat = data[0] & 1;
+    const serve_limits *lim = &limits[(data[0] >> 1) & 3];
+    /* an exact-size copy, so that a read past the body is caught */
+    size_t len = size - 1;
+    char *body = malloc(len ? len : 1);
+    if (len) memcpy(body, data + 1, len);
+    serve_request r;
+    serve_refusal why;
+    if (serve_request_parse(body, len, chat, lim, tok, &r, &why) == 0) {
+        check_request(&r, lim, chat);
+        serve_request_free(&r);
+    } else if ((why.status != 400 && why.status != 404 && why.status != 500) ||
+               !why.message[0] || !why.type[0]) {
+        abort();
+    }
+    free(body);
+    return 0;
+}

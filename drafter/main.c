@@ -5,7 +5,7 @@
 
 #include "drafter/drafter_service.h"
 #include "ipc/daemon/daemon_main.h"
-#include "serve_daemon_metrics.h"
+#include "serve/serve_daemon_metrics.h"
 
 int main(int argc, char **argv) {
     int port;

@@ -101,9 +101,10 @@ static int32_t plan_prefill(specd_loop *loop, int32_t n_ext, int32_t *n_pf) {
         pending +=
             loop->slots[loop->pf_slot[i]].n_prompt - 1 - loop->slots[loop->pf_slot[i]].n_cached;
     int32_t room = n_ext > 0 ? n_batch - loop->ext[n_ext - 1].n_tokens : 0;
-    if (n_ext == 0 || (room < pending && room < n_batch / 4))
-        loop->ext[n_ext++] = (loop_extend){
-            .seq0 = n_ext > 0 ? loop->ext[n_ext - 1].seq0 + loop->ext[n_ext - 1].n_seqs : 0};
+    if (n_ext == 0 || (room < pending && room < n_batch / 4)) {
+        int32_t seq0 = n_ext > 0 ? loop->ext[n_ext - 1].seq0 + loop->ext[n_ext - 1].n_seqs : 0;
+        loop->ext[n_ext++] = (loop_extend){.seq0 = seq0};
+    }
     loop_extend *e = &loop->ext[n_ext - 1];
     int32_t used = 0;
     room = n_batch - e->n_tokens;

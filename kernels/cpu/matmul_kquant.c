@@ -285,7 +285,9 @@ static AVX512 INLINE void unpack_q6_k_512(const specd_block_q6_k *x, kq_block5 *
     const __m512i sh = _mm512_setr_epi64(0, 0, 0, 0, 2, 2, 2, 2);
     for (int g = 0; g < 2; g++) {
         const __m512i l = transpose_run2(_mm512_loadu_si512(x->ql + 64 * g));
-        const __m512i hg = _mm512_srlv_epi64(_mm512_shuffle_i64x2(h, h, g ? 0xee : 0x44), sh);
+        /* the shuffle's selector must be a literal (clang refuses a computed one) */
+        const __m512i hq = g ? _mm512_shuffle_i64x2(h, h, 0xee) : _mm512_shuffle_i64x2(h, h, 0x44);
+        const __m512i hg = _mm512_srlv_epi64(hq, sh);
 #define Q6(lo, s)                                                                                  \
     _mm512_sub_epi8(                                                                               \
         _mm512_or_si512(lo, _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(hg, s), m2), 4)), \

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "ipc/daemon/daemon_main.h"
-#include "serve_daemon_metrics.h"
+#include "serve/serve_daemon_metrics.h"
 #include "verifier/daemon/verifier_service.h"
 
 int main(int argc, char **argv) {

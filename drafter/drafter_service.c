@@ -106,7 +106,8 @@ static specd_status make_policy(const drafter *d, const SpecdWire__OpenSeq *m, p
     }
     inst->ops = ops;
     inst->max_draft = max_draft;
-    inst->needs_q = (ops->flags & SPECD_POLICY_NEEDS_Q) != 0;
+    /* only rejection sampling reads q: greedy and coupled verification never do */
+    inst->needs_q = (ops->flags & SPECD_POLICY_NEEDS_Q) && env.rule == SPECD_ACCEPT_REJECTION;
     *out = inst;
     return SPECD_OK;
 }

@@ -186,6 +186,22 @@ static int encode(const specd_tokenizer *tok, const char *text, size_t len, uint
 /* policy, policy_options and draft_max: the policy must be registered, its options may not
  * name files (paths are the operator's to choose, with --policy at start), and draft_max
  * becomes the k= option of the policies that have one. */
+/* A client's policy options: "key=number,..." only. Every key naming a file (a draft model, an
+ * adapter) or an endpoint takes a string, so numbers-only keeps the server's files the operator's
+ * to name, without a list of such keys to keep in step with the policies. */
+static int numeric_options(const char *s) {
+    while (*s) {
+        const char *eq = strchr(s, '=');
+        if (!eq || eq == s) return 0;
+        char *end;
+        strtod(eq + 1, &end);
+        if (end == eq + 1 || (*end && *end != ',')) return 0;
+        if (*end && !end[1]) return 0; /* a trailing comma */
+        s = *end ? end + 1 : end;
+    }
+    return 1;
+}
+
 static int parse_policy(const cJSON *root, const serve_limits *lim, serve_request *r,
                         serve_refusal *why) {
     const cJSON *p = cJSON_GetObjectItemCaseSensitive(root, "policy");
@@ -200,9 +216,10 @@ static int parse_policy(const cJSON *root, const serve_limits *lim, serve_reques
     if (!specd_policy_find(name)) return BAD("policy", "unknown policy '%.64s'", name);
     if (o && !cJSON_IsNull(o)) {
         if (!cJSON_IsString(o)) return BAD("policy_options", "'policy_options' must be a string");
-        if (strchr(o->valuestring, '/'))
-            return BAD("policy_options", "'policy_options' may not name files: paths are the "
-                                         "operator's (specd serve --policy)");
+        if (!numeric_options(o->valuestring))
+            return BAD("policy_options", "'policy_options' takes numeric key=value pairs only: "
+                                         "files and endpoints are the operator's (specd serve "
+                                         "--policy)");
         opts = o->valuestring;
     }
     double k = 0;

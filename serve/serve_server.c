@@ -190,7 +190,7 @@ static ssize_t stream_read(void *user, char *buf, size_t cap) {
         serve_detok_take(&g->detok, g->done, &off, &n);
         if (g->done) {
             const char *reason = finish_reason(g);
-            char *last = reason ? serve_sse_chunk(&g->meta, g->detok.text + off, n, !g->first_sent,
+            char *last = reason ? serve_sse_chunk(&g->meta, (g->detok.text ? g->detok.text + off : ""), n, !g->first_sent,
                                                   reason, g->req.n_prompt, g->n_completion,
                                                   &g->stats, &g->out_len)
                                 : serve_sse_error(g->message, &g->out_len);
@@ -207,7 +207,7 @@ static ssize_t stream_read(void *user, char *buf, size_t cap) {
             g->ended = 1;
             count_end(g, 0);
         } else if (n > 0) {
-            g->out = serve_sse_chunk(&g->meta, g->detok.text + off, n, !g->first_sent, NULL, 0,
+            g->out = serve_sse_chunk(&g->meta, (g->detok.text ? g->detok.text + off : ""), n, !g->first_sent, NULL, 0,
                                      0, NULL, &g->out_len);
             if (!g->out) return -1;
             g->first_sent = 1;

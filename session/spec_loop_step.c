@@ -224,15 +224,16 @@ static int32_t verify_batch(specd_loop *loop, const specd_batch *batch) {
                        .n_rows = batch->n_rows,
                        .dtype = SPECD_DTYPE_F32,
                        .device = SPECD_DEVICE_HOST};
-    specd_batch_result res;
-    specd_error first;
+    specd_batch_result res = {0};
+    specd_error first = {0};
     specd_status vst = specd_spec_batch_verify_hidden(
         loop->spec, &lg, batch->needs_hidden ? &hd : NULL, &res, &first);
     int32_t emitted = 0;
     int first_seen = 0;
     for (int32_t i = 0; i < batch->n_seqs; i++) {
         int32_t s = batch->seqs[i].seq;
-        specd_status st = res.status[i];
+        /* a refusal of the whole call (no per-sequence status) fails every request in it */
+        specd_status st = res.status ? res.status[i] : vst;
         if (st != SPECD_OK) {
             char msg[SPECD_ERROR_MESSAGE_MAX];
             /* the call names only its first failure: the others get their status */

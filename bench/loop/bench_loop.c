@@ -179,7 +179,8 @@ static int run(bench *b, int conc, int n_req, const char *policy, const char *op
 
 static int parse_conc(const char *s, int *conc) {
     int n = 0;
-    for (const char *p = s; *p && n < MAX_CONC;) {
+    const char *p = s;
+    while (*p && n < MAX_CONC) {
         char *end;
         long v = strtol(p, &end, 10);
         if (end == p || v < 1 || v > 256) return -1;
@@ -187,7 +188,7 @@ static int parse_conc(const char *s, int *conc) {
         p = *end == ',' ? end + 1 : end;
         if (*end && *end != ',') return -1;
     }
-    return n;
+    return *p ? -1 : n; /* more levels than MAX_CONC */
 }
 
 int main(int argc, char **argv) {

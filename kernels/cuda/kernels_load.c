@@ -17,7 +17,7 @@ static int try_open(const char *path) {
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         const char *e = dlerror();
-        snprintf(why, sizeof why, "%s", e ? e : path);
+        if (!why[0]) snprintf(why, sizeof why, "%s", e ? e : path); /* the first try's reason */
         return 0;
     }
     specd_cuda_kernels_entry_fn entry;

@@ -3,6 +3,7 @@
 #include "common/alloc.h"
 #include "common/status_internal.h"
 #include "kernels/cpu/cpu_dispatch.h"
+#include "kernels/cpu/ops.h"
 
 #include <string.h>
 
@@ -96,6 +97,8 @@ specd_status specd_context_create(const specd_model *model, const specd_context_
     c->scores = grab((size_t)p.n_threads * (size_t)p.n_ctx, sizeof(float), &total, &ok);
     c->probs_stride = ((size_t)p.n_ctx + 31) & ~(size_t)31; /* attention pads to 32 */
     c->probs = grab((size_t)p.n_threads * c->probs_stride, sizeof(float), &total, &ok);
+    c->att_work_stride = specd_attention_rows_work(ATT_TILE, p.n_ctx, model->info.head_dim);
+    c->att_work = grab((size_t)p.n_threads * c->att_work_stride, sizeof(float), &total, &ok);
     c->mark = grab(B > (size_t)p.n_seq ? B : (size_t)p.n_seq, 1, &total, &ok);
     c->out_rows = grab(B, sizeof(int32_t), &total, &ok);
     c->total_bytes = total;
@@ -135,6 +138,7 @@ void specd_context_destroy(specd_context *c) {
     specd_free(c->xq);
     specd_free(c->scores);
     specd_free(c->probs);
+    specd_free(c->att_work);
     specd_free(c->mark);
     specd_free(c->out_rows);
     specd_free(c->lora_scratch);

@@ -74,8 +74,6 @@ static void lora_row(const specd_context *c, int32_t layer, int proj, float gate
  * of at most ATT_TILE rows, so each K and V row is converted once per tile; every row's result is
  * the same whatever the tiling. Each (run, KV head) splits into tiles of even size, at least two
  * per thread in all where there are rows enough, and a thread takes a contiguous share of them. */
-enum { ATT_TILE = 16 };
-
 /* tiles of a (run, KV head) of rows query rows: enough for ATT_TILE each, at least min_split */
 static int64_t att_split(int64_t rows, int64_t min_split) {
     int64_t m = (rows + ATT_TILE - 1) / ATT_TILE;
@@ -257,18 +255,10 @@ static void fwd_layers(fwd_job *job, int ith, int nth, float *att_work, size_t a
     matmul_share(c, &m->output, job->n_out, job->logits, in->n_vocab, ith, nth);
 }
 
-/* Each thread's attention tile scratch comes once per forward pass (not per tile); without it the
- * rows go one by one. */
 static void fwd_worker(void *arg, int ith, int nth) {
     fwd_job *job = arg;
     const specd_context *c = job->c;
-    const specd_model_info *in = &c->model->info;
-    const int64_t tile = (int64_t)job->n_tok * (in->n_head / in->n_head_kv);
-    const size_t att_work_floats = specd_attention_rows_work(
-        (int32_t)(tile < ATT_TILE ? tile : ATT_TILE), c->p.n_ctx, in->head_dim);
-    float *att_work = specd_alloc(att_work_floats * sizeof(float));
-    fwd_layers(job, ith, nth, att_work, att_work ? att_work_floats : 0);
-    specd_free(att_work);
+    fwd_layers(job, ith, nth, c->att_work + (size_t)ith * c->att_work_stride, c->att_work_stride);
 }
 
 static specd_status validate_seq(specd_context *c, const specd_seq_batch *s, int32_t k,

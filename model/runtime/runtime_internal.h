@@ -7,6 +7,9 @@
 #include "common/threadpool.h"
 #include "kernels/cpu/dtype.h"
 
+/* most query rows of one attention tile (forward.c) */
+enum { ATT_TILE = 16 };
+
 /* A weight matrix y = W x: n_out rows of n_in columns of type `type` (ggml ne[0] = n_in). */
 typedef struct rt_matrix {
     const void *data;
@@ -93,6 +96,8 @@ struct specd_context {
     float *scores;     /* n_threads x n_ctx */
     float *probs;        /* n_threads x probs_stride */
     size_t probs_stride; /* n_ctx rounded up to 32 */
+    float *att_work;         /* n_threads x att_work_stride: attention tile scratch */
+    size_t att_work_stride;  /* specd_attention_rows_work(ATT_TILE, n_ctx, head_dim) */
     uint8_t *mark;     /* max(n_batch, n_seq) flags for validation */
     int32_t *out_rows; /* n_batch */
 };

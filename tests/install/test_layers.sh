@@ -34,6 +34,9 @@ files_of() { # the paths a layer's files are found under
 bad=0
 for layer in common kernels model verifier/accept ipc policy session clitext serve drafter verifier/daemon cli; do
   allowed=$(below "$layer")
+  for f in $(files_of "$layer"); do # a renamed file must not leave its layer unchecked
+    [ -e "$src/$f" ] || { echo "layer $layer: $f does not exist"; bad=1; }
+  done
   while IFS= read -r line; do
     file=${line%%:*}
     inc=$(sed -E 's/.*#include "([^"]+)".*/\1/' <<<"$line")

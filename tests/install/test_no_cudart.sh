@@ -22,5 +22,8 @@ fi
 if ldd "$build/libspecd.so" | grep -E 'libcuda(rt)?\.so'; then
   echo "libspecd.so pulls in the CUDA runtime through a dependency"; bad=1
 fi
+# and a CPU-only program runs with no CUDA library reachable
+LD_LIBRARY_PATH=/nonexistent SPECD_CUDA_LIBRARY=/nonexistent/libspecd_cuda.so "$build/specd" version \
+  >/dev/null || { echo "specd does not start without CUDA libraries"; bad=1; }
 [ $bad = 0 ] && echo "no libcudart: libspecd.so and the programs need no CUDA library"
 exit $bad

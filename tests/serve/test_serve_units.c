@@ -179,6 +179,11 @@ static void request_refusals(void **state) {
     refused("{\"prompt\":\"x\",\"policy\":\"nope\"}", 0, 400, "policy");
     refused("{\"prompt\":\"x\",\"policy\":\"risd\",\"policy_options\":\"adapter=/tmp\"}", 0, 400,
             "policy_options");
+    /* a file in the server's working directory is a file too, slash or not */
+    refused("{\"prompt\":\"x\",\"policy\":\"draft\",\"policy_options\":\"model=x.gguf\"}", 0, 400,
+            "policy_options");
+    refused("{\"prompt\":\"x\",\"policy\":\"ngram\",\"policy_options\":\"k=3,\"}", 0, 400,
+            "policy_options");
     refused("{\"prompt\":\"x\",\"policy\":\"isd\",\"draft_max\":2}", 0, 400, "draft_max");
     refused("{\"prompt\":\"x\",\"draft_max\":9}", 0, 400, "draft_max");
     refused("{\"messages\":[]}", 1, 400, "messages");

@@ -113,13 +113,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (!u) return MHD_NO;
         *con_cls = u;
         atomic_fetch_add(&h->active, 1);
-        /* A declared length over the limit is answered now: waiting for a body that may never
-         * come (or is huge) would hold the connection until the idle timeout. */
-        const char *cl =
-            MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (!cl || strtoull(cl, NULL, 10) <= h->max_body) return MHD_YES;
-        u->too_large = 1;
-    } else if (*upload_size) {
+        return MHD_YES;
+    }
+    if (*upload_size) {
         if (append(u, upload_data, *upload_size, h->max_body) != 0) return MHD_NO;
         *upload_size = 0;
         return MHD_YES;

@@ -3,7 +3,7 @@
 # under the exclusive CPU lock (other work on the machine gets the lock between chunks), and logs
 # each shard to DATA/GEN_LOG.md. Each shard continues at the job where the previous one stopped.
 #   usage: gen_shards.sh BUILD DATA PROMPTS FIRST_SHARD N_SHARDS START_JOB [extra gen-data flags]
-#   env: BATCH (32) THREADS (2) MAX_SECONDS (330) SEED (1) STOP_AT (epoch seconds: start no shard
+#   env: BATCH (32) THREADS (2) MAX_SECONDS (330) SEED (1) XWAIT (900) STOP_AT (epoch seconds: start no shard
 #        after it)
 set -euo pipefail
 build=$1 data=$2 prompts=$3 first=$4 n=$5 job=$6
@@ -19,12 +19,21 @@ for ((i = first; i < first + n; i++)); do
        --seed "${SEED:-1}" --model-sha256 "$sha" "$@")
   t0=$(date -u +%H:%M:%S)
   load0=$(cut -d' ' -f1-3 /proc/loadavg)
-  out=$(flock -x -w 900 /tmp/specd-cpu.lock "${cmd[@]}")
+  # The exclusive lock first; when long shared holders (training runs) keep it from us for
+  # XWAIT seconds, run the chunk under the shared lock at a lower priority instead, so data keeps
+  # coming while an exclusive benchmark still waits for at most one chunk.
+  lock=-x
+  if ! out=$(flock -x -w "${XWAIT:-900}" /tmp/specd-cpu.lock "${cmd[@]}"); then
+    [[ -z $out ]] || { echo "$out"; exit 1; } # the generator itself failed
+    lock=-s
+    cmd[2]=10
+    out=$(flock -s -w 900 /tmp/specd-cpu.lock "${cmd[@]}")
+  fi
   echo "$out"
   job=$(sed -n 's/.*next_job \([0-9]*\).*/\1/p' <<<"$out")
   {
     echo "- $shard ($t0 -> $(date -u +%H:%M:%S) UTC, load before $load0, after $(cut -d' ' -f1-3 /proc/loadavg)):"
-    echo "  \`flock -x -w 900 /tmp/specd-cpu.lock ${cmd[*]}\`"
+    echo "  \`flock $lock /tmp/specd-cpu.lock ${cmd[*]}\`"
     echo "  -> $out"
   } >>"$log"
 done

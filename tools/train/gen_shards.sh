@@ -20,13 +20,12 @@ for ((i = first; i < first + n; i++)); do
   t0=$(date -u +%H:%M:%S)
   load0=$(cut -d' ' -f1-3 /proc/loadavg)
   # The exclusive lock first; when long shared holders (training runs) keep it from us for
-  # XWAIT seconds, run the chunk under the shared lock at a lower priority instead, so data keeps
+  # XWAIT seconds, run the chunk under the shared lock instead (still nice 5), so data keeps
   # coming while an exclusive benchmark still waits for at most one chunk.
   lock=-x
   if ! out=$(flock -x -w "${XWAIT:-900}" /tmp/specd-cpu.lock "${cmd[@]}"); then
     [[ -z $out ]] || { echo "$out"; exit 1; } # the generator itself failed
     lock=-s
-    cmd[2]=10
     out=$(flock -s -w 900 /tmp/specd-cpu.lock "${cmd[@]}")
   fi
   echo "$out"

@@ -4,12 +4,14 @@
 #include "model/runtime/runtime_internal.h"
 
 #include "common/alloc.h"
+#include "common/clock.h"
 #include "common/status_internal.h"
 #include "kernels/cpu/fp16.h"
 #include "kernels/cpu/ops.h"
 
 #include <math.h>
 #include <string.h>
+#include <time.h>
 
 typedef struct fwd_job {
     specd_context *c;
@@ -18,6 +20,28 @@ typedef struct fwd_job {
     const int32_t *out_rows;
     float *logits, *hidden; /* caller's, validated */
 } fwd_job;
+
+/* this thread's CPU time (SPECD_PROFILE=cpu) */
+static uint64_t thread_cpu_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* SPECD_PROFILE: charges the time since this thread's last mark to op (pt NULL: off). */
+static inline void mark(rt_prof_thread *pt, int op) {
+    if (!pt) return;
+    const uint64_t now = pt->cpu_time ? thread_cpu_ns() : specd_now_ns();
+    pt->cur[op] += now - pt->last;
+    pt->last = now;
+}
+
+/* The phase before ends as op; waiting for the other threads counts as PR_BARRIER. */
+static inline void phase_end(specd_threadpool *pool, rt_prof_thread *pt, int op) {
+    mark(pt, op);
+    specd_threadpool_barrier(pool);
+    mark(pt, PR_BARRIER);
+}
 
 /* Contiguous share [*b, *e) of n items for thread ith of nth. */
 static inline void share(int64_t n, int ith, int nth, int64_t *b, int64_t *e) {
@@ -129,7 +153,8 @@ static void attention_share(specd_context *c, int32_t l, int64_t n, float scale,
     }
 }
 
-static void fwd_layers(fwd_job *job, int ith, int nth, float *att_work, size_t att_work_floats) {
+static void fwd_layers(fwd_job *job, int ith, int nth, float *att_work, size_t att_work_floats,
+                       rt_prof_thread *pt) {
     specd_context *c = job->c;
     const specd_model *m = c->model;
     const specd_model_info *in = &m->info;
@@ -153,6 +178,7 @@ static void fwd_layers(fwd_job *job, int ith, int nth, float *att_work, size_t a
         specd_rope_angles(c->tok[r].pos, in->n_rot, in->rope_freq_base,
                           c->rope_cos + r * (in->n_rot / 2), c->rope_sin + r * (in->n_rot / 2));
     }
+    mark(pt, PR_EMBED);
     const int32_t n_layers = c->p.n_layers > 0 ? c->p.n_layers : in->n_layer;
     for (int32_t l = 0; l < n_layers; l++) {
         const rt_layer *L = &m->layers[l];
@@ -160,13 +186,14 @@ static void fwd_layers(fwd_job *job, int ith, int nth, float *att_work, size_t a
         for (int64_t r = rb; r < re; r++) {
             specd_rmsnorm_f32(c->x + r * E, L->attn_norm, c->xn + r * E, E, in->rms_eps);
         }
+        mark(pt, PR_NORM);
         for (int64_t r = rb; r < re; r++)
             quant_rows(c, &L->w[RT_Q], c->xn, E, r, r + 1);
-        specd_threadpool_barrier(pool);
+        phase_end(pool, pt, PR_QUANT);
         matmul_share(c, &L->w[RT_Q], n, c->q, NQ, ith, nth);
         matmul_share(c, &L->w[RT_K], n, c->k, NKV, ith, nth);
         matmul_share(c, &L->w[RT_V], n, c->v, NKV, ith, nth);
-        specd_threadpool_barrier(pool);
+        phase_end(pool, pt, PR_MM_QKV);
         /* LoRA, bias, QK norm, RoPE, then the new K/V rows into the cache */
         for (int64_t r = rb; r < re; r++) {
             const rt_token *t = &c->tok[r];
@@ -200,14 +227,14 @@ static void fwd_layers(fwd_job *job, int ith, int nth, float *att_work, size_t a
                 vt[(size_t)i * (size_t)c->p.n_ctx] = specd_fp32_to_fp16(v[i]);
             }
         }
-        specd_threadpool_barrier(pool);
+        phase_end(pool, pt, PR_ROPE_KV);
         attention_share(c, l, n, scale, att_work, att_work_floats, ith, nth);
-        specd_threadpool_barrier(pool);
+        phase_end(pool, pt, PR_ATTN);
         for (int64_t r = rb; r < re; r++)
             quant_rows(c, &L->w[RT_O], c->att, NQ, r, r + 1);
-        specd_threadpool_barrier(pool);
+        phase_end(pool, pt, PR_QUANT);
         matmul_share(c, &L->w[RT_O], n, c->tmp, E, ith, nth);
-        specd_threadpool_barrier(pool);
+        phase_end(pool, pt, PR_MM_O);
         /* residual, FFN norm, quantize for gate/up */
         for (int64_t r = rb; r < re; r++) {
             float *o = c->tmp + r * E, *x = c->x + r * E;
@@ -215,29 +242,33 @@ static void fwd_layers(fwd_job *job, int ith, int nth, float *att_work, size_t a
             for (int64_t i = 0; i < E; i++)
                 x[i] = o[i] + x[i];
             specd_rmsnorm_f32(x, L->ffn_norm, c->xn + r * E, E, in->rms_eps);
-            quant_rows(c, &L->w[RT_GATE], c->xn, E, r, r + 1);
         }
-        specd_threadpool_barrier(pool);
+        mark(pt, PR_NORM);
+        for (int64_t r = rb; r < re; r++)
+            quant_rows(c, &L->w[RT_GATE], c->xn, E, r, r + 1);
+        phase_end(pool, pt, PR_QUANT);
         matmul_share(c, &L->w[RT_GATE], n, c->g, F, ith, nth);
         matmul_share(c, &L->w[RT_UP], n, c->u, F, ith, nth);
-        specd_threadpool_barrier(pool);
+        phase_end(pool, pt, PR_MM_GU);
         for (int64_t r = rb; r < re; r++) {
             float *g = c->g + r * F, *u = c->u + r * F;
             lora_row(c, l, RT_GATE, c->tok[r].gate, c->xn + r * E, g, ith);
             lora_row(c, l, RT_UP, c->tok[r].gate, c->xn + r * E, u, ith);
             specd_swiglu_f32(g, u, g, F, c->simd);
-            quant_rows(c, &L->w[RT_DOWN], c->g, F, r, r + 1);
         }
-        specd_threadpool_barrier(pool);
+        mark(pt, PR_SWIGLU);
+        for (int64_t r = rb; r < re; r++)
+            quant_rows(c, &L->w[RT_DOWN], c->g, F, r, r + 1);
+        phase_end(pool, pt, PR_QUANT);
         matmul_share(c, &L->w[RT_DOWN], n, c->tmp, E, ith, nth);
-        specd_threadpool_barrier(pool);
+        phase_end(pool, pt, PR_MM_DOWN);
         for (int64_t r = rb; r < re; r++) {
             float *o = c->tmp + r * E, *x = c->x + r * E;
             lora_row(c, l, RT_DOWN, c->tok[r].gate, c->g + r * F, o, ith);
             for (int64_t i = 0; i < E; i++)
                 x[i] = o[i] + x[i];
         }
-        specd_threadpool_barrier(pool);
+        phase_end(pool, pt, PR_NORM);
     }
     if (job->n_out == 0) return;
     /* output norm and head for the requested rows only */
@@ -248,17 +279,33 @@ static void fwd_layers(fwd_job *job, int ith, int nth, float *att_work, size_t a
         float *h = c->xn + j * E; /* xn is free now: the last layer is done */
         specd_rmsnorm_f32(c->x + r * E, m->output_norm, h, E, in->rms_eps);
         if (job->hidden) memcpy(job->hidden + j * E, h, (size_t)E * sizeof(float));
-        if (job->logits) quant_rows(c, &m->output, c->xn, E, j, j + 1);
     }
+    mark(pt, PR_NORM);
     if (!job->logits) return;
-    specd_threadpool_barrier(pool);
+    for (int64_t j = ob; j < oe; j++)
+        quant_rows(c, &m->output, c->xn, E, j, j + 1);
+    phase_end(pool, pt, PR_QUANT);
     matmul_share(c, &m->output, job->n_out, job->logits, in->n_vocab, ith, nth);
+    mark(pt, PR_HEAD);
 }
 
 static void fwd_worker(void *arg, int ith, int nth) {
     fwd_job *job = arg;
     const specd_context *c = job->c;
-    fwd_layers(job, ith, nth, c->att_work + (size_t)ith * c->att_work_stride, c->att_work_stride);
+    rt_prof_thread *pt = NULL;
+    if (c->prof) {
+        pt = &c->prof->th[ith];
+        pt->cur = pt->ns[rt_prof_bucket(job->n_tok)];
+        pt->cpu_time = c->prof->cpu_time;
+        if (pt->cpu_time) {
+            pt->last = thread_cpu_ns();
+        } else {
+            pt->last = specd_now_ns();
+            pt->cur[PR_WAKE] += pt->last - c->prof->t_dispatch;
+        }
+    }
+    fwd_layers(job, ith, nth, c->att_work + (size_t)ith * c->att_work_stride, c->att_work_stride,
+               pt);
 }
 
 static specd_status validate_seq(specd_context *c, const specd_seq_batch *s, int32_t k,
@@ -354,6 +401,7 @@ static specd_status validate(specd_context *c, const specd_seq_batch *seqs, int3
 
 specd_status specd_context_extend(specd_context *c, const specd_seq_batch *seqs, int32_t n_seqs,
                                   const specd_extend_out *out, specd_error *err) {
+    const uint64_t t_start = c && c->prof ? specd_now_ns() : 0;
     int32_t n_tok = 0;
     SPECD_TRY(validate(c, seqs, n_seqs, out, &n_tok, err));
     int32_t r = 0;
@@ -391,6 +439,7 @@ specd_status specd_context_extend(specd_context *c, const specd_seq_batch *seqs,
         job.logits = out->logits;
         job.hidden = out->hidden;
     }
+    if (c->prof) c->prof->t_dispatch = specd_now_ns();
     specd_threadpool_run(c->pool, fwd_worker, &job);
     /* commit: the new rows sit at l0..l0+n-1; keep the chosen ones in order */
     for (int32_t k = 0; k < n_seqs; k++) {
@@ -404,6 +453,12 @@ specd_status specd_context_extend(specd_context *c, const specd_seq_batch *seqs,
         for (int32_t i = 0; i < s->n_tokens; i++)
             if (s->commit[i]) c->out_rows[nk++] = l0 + i;
         rt_kv_compact(c, s->seq, l0, nk, c->out_rows);
+    }
+    if (c->prof) {
+        const int b = rt_prof_bucket(n_tok);
+        c->prof->calls[b]++;
+        c->prof->tokens[b] += (uint64_t)n_tok;
+        c->prof->wall_ns[b] += specd_now_ns() - t_start;
     }
     return SPECD_OK;
 }

@@ -194,37 +194,48 @@ static void fwd_layers(fwd_job *job, int ith, int nth, float *att_work, size_t a
         matmul_share(c, &L->w[RT_K], n, c->k, NKV, ith, nth);
         matmul_share(c, &L->w[RT_V], n, c->v, NKV, ith, nth);
         phase_end(pool, pt, PR_MM_QKV);
-        /* LoRA, bias, QK norm, RoPE, then the new K/V rows into the cache */
-        for (int64_t r = rb; r < re; r++) {
+        /* LoRA, bias, QK norm, RoPE, then the new K/V rows into the cache; each token's Q, K and
+         * V are separate units of work, so that a decode's single row splits across threads */
+        int64_t ub, ue;
+        share(3 * n, ith, nth, &ub, &ue);
+        for (int64_t u = ub; u < ue; u++) {
+            const int64_t r = u / 3;
             const rt_token *t = &c->tok[r];
-            float *q = c->q + r * NQ, *k = c->k + r * NKV, *v = c->v + r * NKV;
-            lora_row(c, l, RT_Q, t->gate, c->xn + r * E, q, ith);
-            lora_row(c, l, RT_K, t->gate, c->xn + r * E, k, ith);
-            lora_row(c, l, RT_V, t->gate, c->xn + r * E, v, ith);
-            if (L->bq) {
-                for (int64_t i = 0; i < NQ; i++)
-                    q[i] += L->bq[i];
-                for (int64_t i = 0; i < NKV; i++)
-                    k[i] += L->bk[i];
-                for (int64_t i = 0; i < NKV; i++)
-                    v[i] += L->bv[i];
-            }
-            if (L->q_norm) {
-                for (int32_t h = 0; h < in->n_head; h++)
-                    specd_rmsnorm_f32(q + h * hd, L->q_norm, q + h * hd, hd, in->rms_eps);
-                for (int32_t h = 0; h < in->n_head_kv; h++)
-                    specd_rmsnorm_f32(k + h * hd, L->k_norm, k + h * hd, hd, in->rms_eps);
-            }
             const float *cs = c->rope_cos + r * (in->n_rot / 2);
             const float *sn = c->rope_sin + r * (in->n_rot / 2);
-            specd_rope_f32(q, in->n_head, (int32_t)hd, in->n_rot, cs, sn, neox);
-            specd_rope_f32(k, in->n_head_kv, (int32_t)hd, in->n_rot, cs, sn, neox);
             const size_t row = (size_t)(t->l0 + t->i);
-            uint16_t *kc = rt_kv_k(c, t->seq, l) + row * c->kv_dim;
-            uint16_t *vt = rt_kv_vt(c, t->seq, l) + row; /* V is stored transposed */
-            for (int64_t i = 0; i < NKV; i++) {
-                kc[i] = specd_fp32_to_fp16(k[i]);
-                vt[(size_t)i * (size_t)c->p.n_ctx] = specd_fp32_to_fp16(v[i]);
+            if (u % 3 == 0) {
+                float *q = c->q + r * NQ;
+                lora_row(c, l, RT_Q, t->gate, c->xn + r * E, q, ith);
+                if (L->bq)
+                    for (int64_t i = 0; i < NQ; i++)
+                        q[i] += L->bq[i];
+                if (L->q_norm)
+                    for (int32_t h = 0; h < in->n_head; h++)
+                        specd_rmsnorm_f32(q + h * hd, L->q_norm, q + h * hd, hd, in->rms_eps);
+                specd_rope_f32(q, in->n_head, (int32_t)hd, in->n_rot, cs, sn, neox);
+            } else if (u % 3 == 1) {
+                float *k = c->k + r * NKV;
+                lora_row(c, l, RT_K, t->gate, c->xn + r * E, k, ith);
+                if (L->bk)
+                    for (int64_t i = 0; i < NKV; i++)
+                        k[i] += L->bk[i];
+                if (L->k_norm)
+                    for (int32_t h = 0; h < in->n_head_kv; h++)
+                        specd_rmsnorm_f32(k + h * hd, L->k_norm, k + h * hd, hd, in->rms_eps);
+                specd_rope_f32(k, in->n_head_kv, (int32_t)hd, in->n_rot, cs, sn, neox);
+                uint16_t *kc = rt_kv_k(c, t->seq, l) + row * c->kv_dim;
+                for (int64_t i = 0; i < NKV; i++)
+                    kc[i] = specd_fp32_to_fp16(k[i]);
+            } else {
+                float *v = c->v + r * NKV;
+                lora_row(c, l, RT_V, t->gate, c->xn + r * E, v, ith);
+                if (L->bv)
+                    for (int64_t i = 0; i < NKV; i++)
+                        v[i] += L->bv[i];
+                uint16_t *vt = rt_kv_vt(c, t->seq, l) + row; /* V is stored transposed */
+                for (int64_t i = 0; i < NKV; i++)
+                    vt[(size_t)i * (size_t)c->p.n_ctx] = specd_fp32_to_fp16(v[i]);
             }
         }
         phase_end(pool, pt, PR_ROPE_KV);

@@ -28,13 +28,14 @@ rt_prof *rt_prof_create(int n_threads) {
  * share of the extend's wall time ("other": validation, commit, the dispatch itself). */
 void rt_prof_destroy(rt_prof *p) {
     if (!p) return;
-    static const char *names[PR_N] = {"embed",   "norm",   "quant",  "mm_qkv", "rope_kv",
-                                      "attn",    "mm_o",   "mm_gu",  "swiglu", "mm_down",
-                                      "head",    "barrier", "wake"};
+    static const char *names[PR_N] = {"embed", "norm",    "quant", "mm_qkv", "rope_kv",
+                                      "attn",  "mm_o",    "mm_gu", "swiglu", "mm_down",
+                                      "head",  "barrier", "wake"};
     for (int b = 0; b < PR_BUCKETS; b++) {
         if (!p->calls[b]) continue;
         const double n = (double)p->calls[b], wall = (double)p->wall_ns[b] / n * 1e-6;
-        fprintf(stderr, "specd profile: extends of %llu tokens: %llu calls, %.3f ms each (wall)%s\n",
+        fprintf(stderr,
+                "specd profile: extends of %llu tokens: %llu calls, %.3f ms each (wall)%s\n",
                 (unsigned long long)(p->tokens[b] / p->calls[b]), (unsigned long long)p->calls[b],
                 wall, p->cpu_time ? ", ops in thread CPU time" : "");
         fprintf(stderr, "  %-8s", "op");
@@ -50,16 +51,16 @@ void rt_prof_destroy(rt_prof *p) {
             t0_sum += t0;
             fprintf(stderr, "  %7.1f\n", wall > 0 ? 100.0 * t0 / wall : 0.0);
         }
-        fprintf(stderr, "  %-8s %8.3f%*s  %7.1f\n", "other", wall - t0_sum,
-                9 * (p->n_threads - 1), "", wall > 0 ? 100.0 * (wall - t0_sum) / wall : 0.0);
+        fprintf(stderr, "  %-8s %8.3f%*s  %7.1f\n", "other", wall - t0_sum, 9 * (p->n_threads - 1),
+                "", wall > 0 ? 100.0 * (wall - t0_sum) / wall : 0.0);
     }
     specd_free(p->th);
     specd_free(p);
 }
 
 specd_context_params specd_context_default_params(void) {
-    specd_context_params p = {.n_seq = 1, .n_ctx = 2048, .n_batch = 512, .n_threads = 0,
-                              .n_layers = 0};
+    specd_context_params p = {
+        .n_seq = 1, .n_ctx = 2048, .n_batch = 512, .n_threads = 0, .n_layers = 0};
     return p;
 }
 
@@ -105,8 +106,8 @@ specd_status specd_context_create(const specd_model *model, const specd_context_
                           p.n_threads);
     const specd_model_info *in = &model->info;
     if (p.n_layers < 0 || p.n_layers > in->n_layer)
-        return specd_fail(err, SPECD_E_INVALID_ARG, "context: n_layers %d not in 0..%d",
-                          p.n_layers, in->n_layer);
+        return specd_fail(err, SPECD_E_INVALID_ARG, "context: n_layers %d not in 0..%d", p.n_layers,
+                          in->n_layer);
     specd_cpu_path path;
     char path_err[160];
     if (!specd_cpu_path_get(&path, path_err, sizeof path_err))

@@ -147,8 +147,7 @@ static void attention_share(specd_context *c, int32_t l, int64_t n, float scale,
                 }
                 specd_attention_rows(rows, (int32_t)(q1 - q0), rt_kv_k(c, seq, l) + kvh * hd,
                                      c->kv_dim, rt_kv_vt(c, seq, l) + (size_t)kvh * hd * n_ctx,
-                                     n_ctx, hd, scale, work, work_floats, scores, probs,
-                                     c->simd);
+                                     n_ctx, hd, scale, work, work_floats, scores, probs, c->simd);
             }
     }
 }
@@ -213,7 +212,7 @@ static void fwd_layers(fwd_job *job, int ith, int nth, float *att_work, size_t a
                 if (L->q_norm)
                     for (int32_t h = 0; h < in->n_head; h++)
                         specd_rmsnorm_f32(q + h * hd, L->q_norm, q + h * hd, hd, in->rms_eps);
-                specd_rope_f32(q, in->n_head, (int32_t)hd, in->n_rot, cs, sn, neox);
+                specd_rope_f32_simd(q, in->n_head, (int32_t)hd, in->n_rot, cs, sn, neox, c->simd);
             } else if (u % 3 == 1) {
                 float *k = c->k + r * NKV;
                 lora_row(c, l, RT_K, t->gate, c->xn + r * E, k, ith);
@@ -223,7 +222,8 @@ static void fwd_layers(fwd_job *job, int ith, int nth, float *att_work, size_t a
                 if (L->k_norm)
                     for (int32_t h = 0; h < in->n_head_kv; h++)
                         specd_rmsnorm_f32(k + h * hd, L->k_norm, k + h * hd, hd, in->rms_eps);
-                specd_rope_f32(k, in->n_head_kv, (int32_t)hd, in->n_rot, cs, sn, neox);
+                specd_rope_f32_simd(k, in->n_head_kv, (int32_t)hd, in->n_rot, cs, sn, neox,
+                                    c->simd);
                 uint16_t *kc = rt_kv_k(c, t->seq, l) + row * c->kv_dim;
                 for (int64_t i = 0; i < NKV; i++)
                     kc[i] = specd_fp32_to_fp16(k[i]);

@@ -80,9 +80,9 @@ enum { PR_BUCKETS = 18 }; /* extends of 1..16 tokens, 17..64, more */
 
 typedef struct rt_prof_thread {
     uint64_t ns[PR_BUCKETS][PR_N];
-    uint64_t last;        /* time of the last mark */
-    uint64_t *cur;        /* ns[bucket] of the extend in flight */
-    int cpu_time;         /* copied from rt_prof */
+    uint64_t last; /* time of the last mark */
+    uint64_t *cur; /* ns[bucket] of the extend in flight */
+    int cpu_time;  /* copied from rt_prof */
     char pad[64];
 } rt_prof_thread;
 
@@ -133,16 +133,16 @@ struct specd_context {
     rt_token *tok;
     float *x, *xn, *q, *k, *v, *att, *tmp, *g, *u;
     float *rope_cos, *rope_sin; /* per token: n_rot / 2 angles, the same in every layer */
-    void *xq;          /* quantized activation rows */
-    size_t xq_stride;  /* bytes per row of xq (the largest vec_dot row) */
-    float *scores;     /* n_threads x n_ctx */
-    float *probs;        /* n_threads x probs_stride */
-    size_t probs_stride; /* n_ctx rounded up to 32 */
-    float *att_work;         /* n_threads x att_work_stride: attention tile scratch */
-    size_t att_work_stride;  /* specd_attention_rows_work(ATT_TILE, n_ctx, head_dim) */
-    uint8_t *mark;     /* max(n_batch, n_seq) flags for validation */
-    int32_t *out_rows; /* n_batch */
-    rt_prof *prof;     /* SPECD_PROFILE, else NULL */
+    void *xq;                   /* quantized activation rows */
+    size_t xq_stride;           /* bytes per row of xq (the largest vec_dot row) */
+    float *scores;              /* n_threads x n_ctx */
+    float *probs;               /* n_threads x probs_stride */
+    size_t probs_stride;        /* n_ctx rounded up to 32 */
+    float *att_work;            /* n_threads x att_work_stride: attention tile scratch */
+    size_t att_work_stride;     /* specd_attention_rows_work(ATT_TILE, n_ctx, head_dim) */
+    uint8_t *mark;              /* max(n_batch, n_seq) flags for validation */
+    int32_t *out_rows;          /* n_batch */
+    rt_prof *prof;              /* SPECD_PROFILE, else NULL */
 };
 
 /* SPECD_PROFILE: allocate (NULL when unset or out of memory) / print to stderr and free. */

@@ -279,7 +279,12 @@ static void fwd_layers(fwd_job *job, int ith, int nth, float *att_work, size_t a
             for (int64_t i = 0; i < E; i++)
                 x[i] = o[i] + x[i];
         }
-        phase_end(pool, pt, PR_NORM);
+        /* the next layer's first phase reads and writes only these rows, on this thread, so it
+         * needs no barrier here; the output head's rows are split otherwise */
+        if (l + 1 < n_layers)
+            mark(pt, PR_NORM);
+        else
+            phase_end(pool, pt, PR_NORM);
     }
     if (job->n_out == 0) return;
     /* output norm and head for the requested rows only */

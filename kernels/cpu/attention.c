@@ -71,12 +71,37 @@ static AVX2 inline float dot_f16_avx2(const uint16_t *x, const float *y, int32_t
     return reduce_4x8_avx2(a0, a1, a2, a3);
 }
 
+/* The KV cache is read from memory (the weights stream through the caches between layers), in
+ * short strided runs the hardware prefetcher does not follow: K rows of one KV head are 128-byte
+ * pieces of kv_dim-wide rows, and V^T rows are n_pos-long pieces of n_ctx-wide rows. Profiles
+ * showed attention stalled on those loads, so each loop asks for the rows it reads a little later.
+ * Hints only: they may point past the cache and change no result. */
+enum { K_AHEAD = 16, V_AHEAD = 2 };
+
+static inline void prefetch_span(const void *p, size_t bytes) {
+    for (size_t o = 0; o < bytes; o += 64)
+        __builtin_prefetch((const void *)((uintptr_t)p + o), 0, 3);
+}
+
+/* the row's K data later in the loop: key j + K_AHEAD */
+static inline void prefetch_key(const uint16_t *k, size_t k_stride, int32_t j, int32_t head_dim) {
+    prefetch_span((const void *)((uintptr_t)k + (size_t)(j + K_AHEAD) * k_stride * 2),
+                  (size_t)head_dim * 2);
+}
+
+/* V^T row d + V_AHEAD's first n_pos values */
+static inline void prefetch_vrow(const uint16_t *vt, size_t vt_stride, int32_t d, int32_t n_pos) {
+    prefetch_span((const void *)((uintptr_t)vt + (size_t)(d + V_AHEAD) * vt_stride * 2),
+                  (size_t)n_pos * 2);
+}
+
 /* The row's scores in one AVX2 loop (no call per key): scores[j] = dot(K_j, qh) * scale, or -inf
  * where masked. */
 static AVX2 void scores_avx2(const uint16_t *k, size_t k_stride, const float *qh,
                              const uint8_t *visible, int32_t n_pos, int32_t head_dim, float scale,
                              float *scores) {
     for (int32_t j = 0; j < n_pos; j++) {
+        prefetch_key(k, k_stride, j, head_dim);
         if (visible && !visible[j]) {
             scores[j] = -INFINITY;
             continue;
@@ -97,8 +122,10 @@ static AVX2 void round_f16_avx2(const float *x, float *y, int32_t n) {
 
 static AVX2 void mix_avx2(const uint16_t *vt, size_t vt_stride, const float *probs, int32_t n_pos,
                           int32_t head_dim, float *out) {
-    for (int32_t d = 0; d < head_dim; d++)
+    for (int32_t d = 0; d < head_dim; d++) {
+        if (d + V_AHEAD < head_dim) prefetch_vrow(vt, vt_stride, d, n_pos);
         out[d] = dot_f16_avx2(vt + (size_t)d * vt_stride, probs, n_pos);
+    }
 }
 
 /* --- several query rows over one cache --------------------------------------------------------
@@ -130,6 +157,7 @@ static AVX2 INLINE void tile_scores(const specd_attention_query *rows, int32_t R
     float kf[8 * 512];
     for (int32_t j0 = 0; j0 < n_max; j0 += 8) {
         for (int32_t kk = 0; kk < 8; kk++) {
+            prefetch_key(k, k_stride, j0 + kk, hd);
             float *f = kf + kk * hdp;
             int32_t i = 0;
             if (j0 + kk < n_max) {
@@ -269,6 +297,7 @@ static AVX2 INLINE void tile_rows(const specd_attention_query *rows, int32_t R, 
             np[s] = live ? rows[r0 + s].n_pos : 0;
         }
         for (int32_t d = 0; d < hd; d++) {
+            if (d + V_AHEAD < hd) prefetch_vrow(vt, vt_stride, d, n_max);
             mix_rows(vt + (size_t)d * vt_stride, p, np, S, res);
             for (int s = 0; s < S && r0 + s < R; s++)
                 rows[r0 + s].out[d] = res[s];

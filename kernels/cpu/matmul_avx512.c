@@ -38,11 +38,14 @@
 enum { GROUP = 16, PREFETCH_AHEAD = 1024 };
 
 /* What a group of up to 16 activation rows needs per block, gathered once so the tile loop
- * reads it with broadcasts: scale d, Q8_1's s, and the int32 correction -k * sum(4 quants). */
+ * reads it with broadcasts at fixed offsets from one pointer per block (no per-row pointers to
+ * keep in registers or reload): the 32 quants, scale d, Q8_1's s, and the int32 correction
+ * -k * sum(4 quants). */
 typedef struct act_group {
     int rows;
     const char *x[GROUP]; /* row r's block b: x[r] + b * xb */
     size_t xb;
+    uint8_t *q;    /* [(b * GROUP + r) * 32]: the quants of row r's block b */
     float *d;      /* [b * GROUP + r] */
     float *s;      /* [b * GROUP + r], Q4_1 only */
     int32_t *corr; /* [(b * GROUP + r) * 8 + lane], Q4_0/Q8_0 only */
@@ -66,6 +69,7 @@ static AVX512 void gather_group(uint32_t w_type, int64_t nb, act_group *g) {
                 continue;
             }
             const char *blk = g->x[r] + (size_t)b * g->xb;
+            memcpy(g->q + i * 32, blk + (g->s ? 4 : 2), 32);
             uint16_t h[2];
             memcpy(h, blk, sizeof h);
             g->d[i] = specd_fp16_to_fp32(h[0]);
@@ -112,6 +116,8 @@ static AVX512 INLINE void tile(uint32_t t, const int R, int64_t nb, const act_gr
         acc[r] = _mm512_setzero_ps();
     __m512 mins_lo = _mm512_setzero_ps(), mins_hi = _mm512_setzero_ps();
     const __m512i lo_m = _mm512_setr_epi32(1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m512i lo_d = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2);
+    (void)qoff;
     for (int64_t b = 0; b < nb; b++) {
         const char *b0 = x0 + (size_t)b * wb, *b1 = x1 + (size_t)b * wb;
         /* as in one_row below */
@@ -120,23 +126,21 @@ static AVX512 INLINE void tile(uint32_t t, const int R, int64_t nb, const act_gr
         /* d0 m0 d1 m1 (for Q4_0/Q8_0 the m slots hold quant bytes, never used) */
         const __m512 h = _mm512_castps128_ps512(
             _mm_cvtph_ps(_mm_unpacklo_epi32(head32(b0), head32(b1))));
-        /* the scale products of all pairs in two multiplies: lane r of p0 is d_w0 * d_xr, of p1
-         * d_w1 * d_xr (padding rows have d 0); each row's [p0[r] x8 | p1[r] x8] is one shuffle */
-        const __m512 xd = _mm512_loadu_ps(g->d + (size_t)b * GROUP);
-        const __m512 p0 = _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_set1_epi32(0), h), xd);
-        const __m512 p1 = _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_set1_epi32(2), h), xd);
+        /* each row's scale products [d_w0 * d_xr x8 | d_w1 * d_xr x8]: one multiply by a
+         * broadcast from memory (padding rows are never read) */
+        const __m512 wd = _mm512_permutexvar_ps(lo_d, h);
+        const float *xd = g->d + (size_t)b * GROUP;
+        const uint8_t *xqb = g->q + (size_t)b * GROUP * 32;
+        const int32_t *cb = q41 ? NULL : g->corr + (size_t)b * GROUP * 8;
 #pragma GCC unroll 16
         for (int r = 0; r < R; r++) {
-            const __m512i xq = _mm512_broadcast_i64x4(
-                _mm256_loadu_si256((const __m256i *)(g->x[r] + (size_t)b * g->xb + qoff)));
-            const __m512i c0 =
-                q41 ? _mm512_setzero_si512()
-                    : _mm512_broadcast_i64x4(_mm256_loadu_si256(
-                          (const __m256i *)(g->corr + ((size_t)b * GROUP + (size_t)r) * 8)));
+            const __m512i xq =
+                _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(xqb + r * 32)));
+            const __m512i c0 = q41 ? _mm512_setzero_si512()
+                                   : _mm512_broadcast_i64x4(
+                                         _mm256_loadu_si256((const __m256i *)(cb + r * 8)));
             const __m512 sum = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(c0, w, xq));
-            const __m512 dd = _mm512_permutex2var_ps(
-                p0, _mm512_setr_epi32(r, r, r, r, r, r, r, r, 16 + r, 16 + r, 16 + r, 16 + r,
-                                      16 + r, 16 + r, 16 + r, 16 + r), p1);
+            const __m512 dd = _mm512_mul_ps(wd, _mm512_set1_ps(xd[r]));
             acc[r] = _mm512_fmadd_ps(dd, sum, acc[r]);
         }
         if (q41) { /* lanes: (w0, x0..7) then (w1, x0..7); rows 8..15 in mins_hi */
@@ -265,12 +269,14 @@ int specd_matmul_rows_avx512(uint32_t w_type, const void *w, int64_t n_in, int64
     const size_t wrb = specd_dtype_row_bytes(w_type, n_in);
     const int q41 = w_type == SPECD_DTYPE_Q4_1;
     /* per block: d, s (Q4_1) or the corrections (Q4_0/Q8_0) of the group's rows */
-    const size_t per_block = GROUP * sizeof(float) * 2 + (q41 ? 0 : GROUP * 8 * sizeof(int32_t));
+    const size_t per_block =
+        GROUP * sizeof(float) * 2 + (q41 ? 0 : GROUP * 8 * sizeof(int32_t)) + GROUP * 32;
     char *scratch = malloc((size_t)nb * per_block);
     if (!scratch) return 0;
     act_group g = {.xb = xb, .d = (float *)scratch};
     g.s = q41 ? g.d + nb * GROUP : NULL;
     g.corr = q41 ? NULL : (int32_t *)(g.d + nb * GROUP * 2);
+    g.q = (uint8_t *)(g.d + nb * GROUP * 2) + (q41 ? 0 : (size_t)nb * GROUP * 8 * sizeof(int32_t));
     /* Activation groups outside, weight rows inside: an extend of up to 16 rows streams the
      * weights once, in memory order (two rows at a time, as the decode path does). */
     for (int64_t r0 = 0; r0 < n_rows; r0 += GROUP) {

@@ -31,6 +31,9 @@ void specd_rope_angles(int32_t pos, int32_t n_rot, float freq_base, float *cos_o
  * angles of specd_rope_angles. */
 void specd_rope_f32(float *x, int32_t n_heads, int32_t head_dim, int32_t n_rot, const float *cs,
                     const float *sn, int neox);
+/* The same with the AVX2 kernel where simd (a specd_cpu_path) is not scalar: the same bits. */
+void specd_rope_f32_simd(float *x, int32_t n_heads, int32_t head_dim, int32_t n_rot,
+                         const float *cs, const float *sn, int neox, int simd);
 
 void specd_softmax_f32(float *x, int64_t n, int simd);
 

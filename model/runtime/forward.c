@@ -4,12 +4,14 @@
 #include "model/runtime/runtime_internal.h"
 
 #include "common/alloc.h"
+#include "common/clock.h"
 #include "common/status_internal.h"
 #include "kernels/cpu/fp16.h"
 #include "kernels/cpu/ops.h"
 
 #include <math.h>
 #include <string.h>
+#include <time.h>
 
 typedef struct fwd_job {
     specd_context *c;
@@ -18,6 +20,28 @@ typedef struct fwd_job {
     const int32_t *out_rows;
     float *logits, *hidden; /* caller's, validated */
 } fwd_job;
+
+/* this thread's CPU time (SPECD_PROFILE=cpu) */
+static uint64_t thread_cpu_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* SPECD_PROFILE: charges the time since this thread's last mark to op (pt NULL: off). */
+static inline void mark(rt_prof_thread *pt, int op) {
+    if (!pt) return;
+    const uint64_t now = pt->cpu_time ? thread_cpu_ns() : specd_now_ns();
+    pt->cur[op] += now - pt->last;
+    pt->last = now;
+}
+
+/* The phase before ends as op; waiting for the other threads counts as PR_BARRIER. */
+static inline void phase_end(specd_threadpool *pool, rt_prof_thread *pt, int op) {
+    mark(pt, op);
+    specd_threadpool_barrier(pool);
+    mark(pt, PR_BARRIER);
+}
 
 /* Contiguous share [*b, *e) of n items for thread ith of nth. */
 static inline void share(int64_t n, int ith, int nth, int64_t *b, int64_t *e) {
@@ -123,13 +147,13 @@ static void attention_share(specd_context *c, int32_t l, int64_t n, float scale,
                 }
                 specd_attention_rows(rows, (int32_t)(q1 - q0), rt_kv_k(c, seq, l) + kvh * hd,
                                      c->kv_dim, rt_kv_vt(c, seq, l) + (size_t)kvh * hd * n_ctx,
-                                     n_ctx, hd, scale, work, work_floats, scores, probs,
-                                     c->simd);
+                                     n_ctx, hd, scale, work, work_floats, scores, probs, c->simd);
             }
     }
 }
 
-static void fwd_layers(fwd_job *job, int ith, int nth, float *att_work, size_t att_work_floats) {
+static void fwd_layers(fwd_job *job, int ith, int nth, float *att_work, size_t att_work_floats,
+                       rt_prof_thread *pt) {
     specd_context *c = job->c;
     const specd_model *m = c->model;
     const specd_model_info *in = &m->info;
@@ -153,6 +177,7 @@ static void fwd_layers(fwd_job *job, int ith, int nth, float *att_work, size_t a
         specd_rope_angles(c->tok[r].pos, in->n_rot, in->rope_freq_base,
                           c->rope_cos + r * (in->n_rot / 2), c->rope_sin + r * (in->n_rot / 2));
     }
+    mark(pt, PR_EMBED);
     const int32_t n_layers = c->p.n_layers > 0 ? c->p.n_layers : in->n_layer;
     for (int32_t l = 0; l < n_layers; l++) {
         const rt_layer *L = &m->layers[l];
@@ -160,54 +185,67 @@ static void fwd_layers(fwd_job *job, int ith, int nth, float *att_work, size_t a
         for (int64_t r = rb; r < re; r++) {
             specd_rmsnorm_f32(c->x + r * E, L->attn_norm, c->xn + r * E, E, in->rms_eps);
         }
+        mark(pt, PR_NORM);
         for (int64_t r = rb; r < re; r++)
             quant_rows(c, &L->w[RT_Q], c->xn, E, r, r + 1);
-        specd_threadpool_barrier(pool);
+        phase_end(pool, pt, PR_QUANT);
         matmul_share(c, &L->w[RT_Q], n, c->q, NQ, ith, nth);
         matmul_share(c, &L->w[RT_K], n, c->k, NKV, ith, nth);
         matmul_share(c, &L->w[RT_V], n, c->v, NKV, ith, nth);
-        specd_threadpool_barrier(pool);
-        /* LoRA, bias, QK norm, RoPE, then the new K/V rows into the cache */
-        for (int64_t r = rb; r < re; r++) {
+        phase_end(pool, pt, PR_MM_QKV);
+        /* LoRA, bias, QK norm, RoPE, then the new K/V rows into the cache; each token's Q, K and
+         * V are separate units of work, so that a decode's single row splits across threads */
+        int64_t ub, ue;
+        share(3 * n, ith, nth, &ub, &ue);
+        for (int64_t u = ub; u < ue; u++) {
+            const int64_t r = u / 3;
             const rt_token *t = &c->tok[r];
-            float *q = c->q + r * NQ, *k = c->k + r * NKV, *v = c->v + r * NKV;
-            lora_row(c, l, RT_Q, t->gate, c->xn + r * E, q, ith);
-            lora_row(c, l, RT_K, t->gate, c->xn + r * E, k, ith);
-            lora_row(c, l, RT_V, t->gate, c->xn + r * E, v, ith);
-            if (L->bq) {
-                for (int64_t i = 0; i < NQ; i++)
-                    q[i] += L->bq[i];
-                for (int64_t i = 0; i < NKV; i++)
-                    k[i] += L->bk[i];
-                for (int64_t i = 0; i < NKV; i++)
-                    v[i] += L->bv[i];
-            }
-            if (L->q_norm) {
-                for (int32_t h = 0; h < in->n_head; h++)
-                    specd_rmsnorm_f32(q + h * hd, L->q_norm, q + h * hd, hd, in->rms_eps);
-                for (int32_t h = 0; h < in->n_head_kv; h++)
-                    specd_rmsnorm_f32(k + h * hd, L->k_norm, k + h * hd, hd, in->rms_eps);
-            }
             const float *cs = c->rope_cos + r * (in->n_rot / 2);
             const float *sn = c->rope_sin + r * (in->n_rot / 2);
-            specd_rope_f32(q, in->n_head, (int32_t)hd, in->n_rot, cs, sn, neox);
-            specd_rope_f32(k, in->n_head_kv, (int32_t)hd, in->n_rot, cs, sn, neox);
             const size_t row = (size_t)(t->l0 + t->i);
-            uint16_t *kc = rt_kv_k(c, t->seq, l) + row * c->kv_dim;
-            uint16_t *vt = rt_kv_vt(c, t->seq, l) + row; /* V is stored transposed */
-            for (int64_t i = 0; i < NKV; i++) {
-                kc[i] = specd_fp32_to_fp16(k[i]);
-                vt[(size_t)i * (size_t)c->p.n_ctx] = specd_fp32_to_fp16(v[i]);
+            if (u % 3 == 0) {
+                float *q = c->q + r * NQ;
+                lora_row(c, l, RT_Q, t->gate, c->xn + r * E, q, ith);
+                if (L->bq)
+                    for (int64_t i = 0; i < NQ; i++)
+                        q[i] += L->bq[i];
+                if (L->q_norm)
+                    for (int32_t h = 0; h < in->n_head; h++)
+                        specd_rmsnorm_f32(q + h * hd, L->q_norm, q + h * hd, hd, in->rms_eps);
+                specd_rope_f32_simd(q, in->n_head, (int32_t)hd, in->n_rot, cs, sn, neox, c->simd);
+            } else if (u % 3 == 1) {
+                float *k = c->k + r * NKV;
+                lora_row(c, l, RT_K, t->gate, c->xn + r * E, k, ith);
+                if (L->bk)
+                    for (int64_t i = 0; i < NKV; i++)
+                        k[i] += L->bk[i];
+                if (L->k_norm)
+                    for (int32_t h = 0; h < in->n_head_kv; h++)
+                        specd_rmsnorm_f32(k + h * hd, L->k_norm, k + h * hd, hd, in->rms_eps);
+                specd_rope_f32_simd(k, in->n_head_kv, (int32_t)hd, in->n_rot, cs, sn, neox,
+                                    c->simd);
+                uint16_t *kc = rt_kv_k(c, t->seq, l) + row * c->kv_dim;
+                for (int64_t i = 0; i < NKV; i++)
+                    kc[i] = specd_fp32_to_fp16(k[i]);
+            } else {
+                float *v = c->v + r * NKV;
+                lora_row(c, l, RT_V, t->gate, c->xn + r * E, v, ith);
+                if (L->bv)
+                    for (int64_t i = 0; i < NKV; i++)
+                        v[i] += L->bv[i];
+                uint16_t *vt = rt_kv_vt(c, t->seq, l) + row; /* V is stored transposed */
+                for (int64_t i = 0; i < NKV; i++)
+                    vt[(size_t)i * (size_t)c->p.n_ctx] = specd_fp32_to_fp16(v[i]);
             }
         }
-        specd_threadpool_barrier(pool);
+        phase_end(pool, pt, PR_ROPE_KV);
         attention_share(c, l, n, scale, att_work, att_work_floats, ith, nth);
-        specd_threadpool_barrier(pool);
+        phase_end(pool, pt, PR_ATTN);
         for (int64_t r = rb; r < re; r++)
             quant_rows(c, &L->w[RT_O], c->att, NQ, r, r + 1);
-        specd_threadpool_barrier(pool);
+        phase_end(pool, pt, PR_QUANT);
         matmul_share(c, &L->w[RT_O], n, c->tmp, E, ith, nth);
-        specd_threadpool_barrier(pool);
+        phase_end(pool, pt, PR_MM_O);
         /* residual, FFN norm, quantize for gate/up */
         for (int64_t r = rb; r < re; r++) {
             float *o = c->tmp + r * E, *x = c->x + r * E;
@@ -215,29 +253,38 @@ static void fwd_layers(fwd_job *job, int ith, int nth, float *att_work, size_t a
             for (int64_t i = 0; i < E; i++)
                 x[i] = o[i] + x[i];
             specd_rmsnorm_f32(x, L->ffn_norm, c->xn + r * E, E, in->rms_eps);
-            quant_rows(c, &L->w[RT_GATE], c->xn, E, r, r + 1);
         }
-        specd_threadpool_barrier(pool);
+        mark(pt, PR_NORM);
+        for (int64_t r = rb; r < re; r++)
+            quant_rows(c, &L->w[RT_GATE], c->xn, E, r, r + 1);
+        phase_end(pool, pt, PR_QUANT);
         matmul_share(c, &L->w[RT_GATE], n, c->g, F, ith, nth);
         matmul_share(c, &L->w[RT_UP], n, c->u, F, ith, nth);
-        specd_threadpool_barrier(pool);
+        phase_end(pool, pt, PR_MM_GU);
         for (int64_t r = rb; r < re; r++) {
             float *g = c->g + r * F, *u = c->u + r * F;
             lora_row(c, l, RT_GATE, c->tok[r].gate, c->xn + r * E, g, ith);
             lora_row(c, l, RT_UP, c->tok[r].gate, c->xn + r * E, u, ith);
             specd_swiglu_f32(g, u, g, F, c->simd);
-            quant_rows(c, &L->w[RT_DOWN], c->g, F, r, r + 1);
         }
-        specd_threadpool_barrier(pool);
+        mark(pt, PR_SWIGLU);
+        for (int64_t r = rb; r < re; r++)
+            quant_rows(c, &L->w[RT_DOWN], c->g, F, r, r + 1);
+        phase_end(pool, pt, PR_QUANT);
         matmul_share(c, &L->w[RT_DOWN], n, c->tmp, E, ith, nth);
-        specd_threadpool_barrier(pool);
+        phase_end(pool, pt, PR_MM_DOWN);
         for (int64_t r = rb; r < re; r++) {
             float *o = c->tmp + r * E, *x = c->x + r * E;
             lora_row(c, l, RT_DOWN, c->tok[r].gate, c->g + r * F, o, ith);
             for (int64_t i = 0; i < E; i++)
                 x[i] = o[i] + x[i];
         }
-        specd_threadpool_barrier(pool);
+        /* the next layer's first phase reads and writes only these rows, on this thread, so it
+         * needs no barrier here; the output head's rows are split otherwise */
+        if (l + 1 < n_layers)
+            mark(pt, PR_NORM);
+        else
+            phase_end(pool, pt, PR_NORM);
     }
     if (job->n_out == 0) return;
     /* output norm and head for the requested rows only */
@@ -248,17 +295,33 @@ static void fwd_layers(fwd_job *job, int ith, int nth, float *att_work, size_t a
         float *h = c->xn + j * E; /* xn is free now: the last layer is done */
         specd_rmsnorm_f32(c->x + r * E, m->output_norm, h, E, in->rms_eps);
         if (job->hidden) memcpy(job->hidden + j * E, h, (size_t)E * sizeof(float));
-        if (job->logits) quant_rows(c, &m->output, c->xn, E, j, j + 1);
     }
+    mark(pt, PR_NORM);
     if (!job->logits) return;
-    specd_threadpool_barrier(pool);
+    for (int64_t j = ob; j < oe; j++)
+        quant_rows(c, &m->output, c->xn, E, j, j + 1);
+    phase_end(pool, pt, PR_QUANT);
     matmul_share(c, &m->output, job->n_out, job->logits, in->n_vocab, ith, nth);
+    mark(pt, PR_HEAD);
 }
 
 static void fwd_worker(void *arg, int ith, int nth) {
     fwd_job *job = arg;
     const specd_context *c = job->c;
-    fwd_layers(job, ith, nth, c->att_work + (size_t)ith * c->att_work_stride, c->att_work_stride);
+    rt_prof_thread *pt = NULL;
+    if (c->prof) {
+        pt = &c->prof->th[ith];
+        pt->cur = pt->ns[rt_prof_bucket(job->n_tok)];
+        pt->cpu_time = c->prof->cpu_time;
+        if (pt->cpu_time) {
+            pt->last = thread_cpu_ns();
+        } else {
+            pt->last = specd_now_ns();
+            pt->cur[PR_WAKE] += pt->last - c->prof->t_dispatch;
+        }
+    }
+    fwd_layers(job, ith, nth, c->att_work + (size_t)ith * c->att_work_stride, c->att_work_stride,
+               pt);
 }
 
 static specd_status validate_seq(specd_context *c, const specd_seq_batch *s, int32_t k,
@@ -354,6 +417,7 @@ static specd_status validate(specd_context *c, const specd_seq_batch *seqs, int3
 
 specd_status specd_context_extend(specd_context *c, const specd_seq_batch *seqs, int32_t n_seqs,
                                   const specd_extend_out *out, specd_error *err) {
+    const uint64_t t_start = c && c->prof ? specd_now_ns() : 0;
     int32_t n_tok = 0;
     SPECD_TRY(validate(c, seqs, n_seqs, out, &n_tok, err));
     int32_t r = 0;
@@ -391,6 +455,7 @@ specd_status specd_context_extend(specd_context *c, const specd_seq_batch *seqs,
         job.logits = out->logits;
         job.hidden = out->hidden;
     }
+    if (c->prof) c->prof->t_dispatch = specd_now_ns();
     specd_threadpool_run(c->pool, fwd_worker, &job);
     /* commit: the new rows sit at l0..l0+n-1; keep the chosen ones in order */
     for (int32_t k = 0; k < n_seqs; k++) {
@@ -404,6 +469,12 @@ specd_status specd_context_extend(specd_context *c, const specd_seq_batch *seqs,
         for (int32_t i = 0; i < s->n_tokens; i++)
             if (s->commit[i]) c->out_rows[nk++] = l0 + i;
         rt_kv_compact(c, s->seq, l0, nk, c->out_rows);
+    }
+    if (c->prof) {
+        const int b = rt_prof_bucket(n_tok);
+        c->prof->calls[b]++;
+        c->prof->tokens[b] += (uint64_t)n_tok;
+        c->prof->wall_ns[b] += specd_now_ns() - t_start;
     }
     return SPECD_OK;
 }

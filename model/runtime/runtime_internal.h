@@ -54,7 +54,49 @@ struct specd_lora {
 specd_status rt_matrix_init(rt_matrix *m, const specd_gguf_tensor *t, int64_t n_in, int64_t n_out,
                             specd_error *err);
 
-#endif
+/* SPECD_PROFILE=1 (read at context creation): the forward adds each thread's time per op to
+ * per-extend-size buckets, and specd_context_destroy prints them to stderr, so that where an
+ * extend of k rows spends its time (and how much goes to barriers and thread wake-ups) can be
+ * read without an external profiler. Off, each mark is one branch on a NULL pointer.
+ * SPECD_PROFILE=cpu counts each thread's CPU time instead of wall time (a system call per mark,
+ * but a loaded machine's preemptions stay out of the figures; wake-ups then read 0). */
+enum rt_prof_op {
+    PR_EMBED,   /* token embeddings + RoPE angles */
+    PR_NORM,    /* rms norms and residual adds */
+    PR_QUANT,   /* activation rows to the weights' vec_dot type */
+    PR_MM_QKV,  /* Q, K, V projections */
+    PR_ROPE_KV, /* LoRA/bias/QK norm, RoPE, K/V rows into the cache */
+    PR_ATTN,    /* attention over the cache */
+    PR_MM_O,    /* attention output projection */
+    PR_MM_GU,   /* FFN gate and up projections */
+    PR_SWIGLU,
+    PR_MM_DOWN, /* FFN down projection */
+    PR_HEAD,    /* output head matmul */
+    PR_BARRIER, /* waiting at barriers (load imbalance + the barrier itself) */
+    PR_WAKE,    /* from the dispatch to this thread's start (thread 0: 0) */
+    PR_N
+};
+enum { PR_BUCKETS = 18 }; /* extends of 1..16 tokens, 17..64, more */
+
+typedef struct rt_prof_thread {
+    uint64_t ns[PR_BUCKETS][PR_N];
+    uint64_t last; /* time of the last mark */
+    uint64_t *cur; /* ns[bucket] of the extend in flight */
+    int cpu_time;  /* copied from rt_prof */
+    char pad[64];
+} rt_prof_thread;
+
+typedef struct rt_prof {
+    int n_threads;
+    int cpu_time; /* SPECD_PROFILE=cpu */
+    uint64_t calls[PR_BUCKETS], tokens[PR_BUCKETS], wall_ns[PR_BUCKETS];
+    uint64_t t_dispatch; /* when the extend in flight dispatched its threads */
+    rt_prof_thread *th;  /* n_threads */
+} rt_prof;
+
+static inline int rt_prof_bucket(int32_t n_tok) {
+    return n_tok <= 16 ? n_tok - 1 : n_tok <= 64 ? 16 : 17;
+}
 
 /* Per-token bookkeeping of the extend in flight. */
 typedef struct rt_token {
@@ -91,16 +133,21 @@ struct specd_context {
     rt_token *tok;
     float *x, *xn, *q, *k, *v, *att, *tmp, *g, *u;
     float *rope_cos, *rope_sin; /* per token: n_rot / 2 angles, the same in every layer */
-    void *xq;          /* quantized activation rows */
-    size_t xq_stride;  /* bytes per row of xq (the largest vec_dot row) */
-    float *scores;     /* n_threads x n_ctx */
-    float *probs;        /* n_threads x probs_stride */
-    size_t probs_stride; /* n_ctx rounded up to 32 */
-    float *att_work;         /* n_threads x att_work_stride: attention tile scratch */
-    size_t att_work_stride;  /* specd_attention_rows_work(ATT_TILE, n_ctx, head_dim) */
-    uint8_t *mark;     /* max(n_batch, n_seq) flags for validation */
-    int32_t *out_rows; /* n_batch */
+    void *xq;                   /* quantized activation rows */
+    size_t xq_stride;           /* bytes per row of xq (the largest vec_dot row) */
+    float *scores;              /* n_threads x n_ctx */
+    float *probs;               /* n_threads x probs_stride */
+    size_t probs_stride;        /* n_ctx rounded up to 32 */
+    float *att_work;            /* n_threads x att_work_stride: attention tile scratch */
+    size_t att_work_stride;     /* specd_attention_rows_work(ATT_TILE, n_ctx, head_dim) */
+    uint8_t *mark;              /* max(n_batch, n_seq) flags for validation */
+    int32_t *out_rows;          /* n_batch */
+    rt_prof *prof;              /* SPECD_PROFILE, else NULL */
 };
+
+/* SPECD_PROFILE: allocate (NULL when unset or out of memory) / print to stderr and free. */
+rt_prof *rt_prof_create(int n_threads);
+void rt_prof_destroy(rt_prof *p);
 
 static inline uint16_t *rt_kv_k(const specd_context *c, int32_t seq, int32_t layer) {
     size_t per_layer = 2 * (size_t)c->p.n_ctx * c->kv_dim;
@@ -113,3 +160,5 @@ static inline uint16_t *rt_kv_vt(const specd_context *c, int32_t seq, int32_t la
 /* Moves cache rows of seq: keeps [0, from) then rows[0..n) in order (ascending, >= from). */
 void rt_kv_compact(specd_context *c, int32_t seq, int32_t from, int32_t n_rows,
                    const int32_t *rows);
+
+#endif

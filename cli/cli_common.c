@@ -225,6 +225,7 @@ int cli_engine_open(cli_engine *e, const cli_options *o) {
     sp.max_draft = o->max_draft;
     sp.max_seqs = 1;
     sp.target = e->model;
+    sp.n_embd = specd_model_get_info(e->model)->n_embd; /* policies that read hidden states */
     sp.verifier_endpoint = o->verifier;
     sp.verifier_timeout_ms = o->verifier_timeout_ms;
     sp.verifier_tokenizer_hash = e->tokenizer_hash;

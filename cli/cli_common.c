@@ -126,7 +126,7 @@ void cli_print_shared_help(FILE *out) {
             "  --top-k K --top-p P --min-p M   filters (default 40, 0.95, 0.05; 0/1/0 = off)\n"
             "  --seed S             sampling seed (default 0)\n"
             "  --policy NAME        none (plain decoding, default), ngram, draft, layerskip,\n"
-            "                       remote (specd-drafter), isd, risd\n"
+            "                       remote (specd-drafter), isd, risd, mrp (residual head)\n"
             "  --policy-opts S      policy options, \"key=value,...\"\n"
             "  --draft-max K        most proposals per step (default 8)\n"
             "  --accept RULE        greedy | coupled | rs (default coupled; greedy at T = 0)\n"

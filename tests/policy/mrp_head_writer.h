@@ -74,7 +74,7 @@ static int mrp_write_head(const char *path, const mrp_head_spec *sp) {
 
     gguf_builder b;
     memset(&b, 0, sizeof b);
-    const int n_kv = 13 + (sp->no_version ? 0 : 1);
+    const int n_kv = 14 + (sp->no_version ? 0 : 1);
     gb_header(&b, 3, (uint64_t)nt, (uint64_t)n_kv);
     gb_kv_str(&b, "general.architecture", "llama");
     gb_kv_str(&b, "general.name", "mrp test head");
@@ -87,6 +87,7 @@ static int mrp_write_head(const char *path, const mrp_head_spec *sp) {
     gb_kv_f32(&b, "llama.attention.layer_norm_rms_epsilon", in->rms_eps);
     gb_kv_f32(&b, "llama.rope.freq_base", in->rope_freq_base);
     gb_kv_u32(&b, "llama.rope.dimension_count", (uint32_t)in->n_rot);
+    gb_kv_u32(&b, "llama.vocab_size", (uint32_t)in->n_vocab);
     gb_kv_u32(&b, "mrp.n_vocab", (uint32_t)sp->n_vocab_key);
     gb_kv_u32(&b, "mrp.n_draft", 3);
     if (!sp->no_version) gb_kv_u32(&b, "mrp.version", 1);

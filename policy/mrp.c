@@ -19,8 +19,13 @@
  * z_1 = zA_t + C_1 picks d_1. Step k >= 2 runs a speculative row (y = d_{k-1},
  * g = h_t + hp_1 + ... + hp_{k-1}, position t + k) that sees the committed rows and this round's
  * earlier speculative rows; those rows are dropped after the round.
- * Cost: C_k is computed only over S, the top-M tokens of zA_t (cand=M), from S's rows of the
- * output head, so a draft costs a head-layer forward and M dot products.
+ * Cost: C_1 is computed over the whole vocabulary once per round (the runtime's output head on
+ * the head context's row: one matrix-vector product of the target's head) and S is the top M of
+ * z_1 (cand=M); C_k for k >= 2 only over S, from S's rows of the output head, so a later draft
+ * costs a head-layer forward and M dot products. cand_from=target takes S from the top M of zA_t
+ * instead and skips the full product, but a trained head moves most of z_1's mass out of zA_t's
+ * top (zA_t predicts the token just decided, which the head cancels): measured against the python
+ * reference, drafts then differ at most positions even with M = 1024.
  * Drafts: argmax over S (greedy rule or T = 0); under the coupled rule the head's keyed guess
  * argmax z/T + G(the target's own sample stream), which is what the target emits when the head's
  * logits are right; under rejection sampling a draw from q = softmax(z/T) over S (zero elsewhere)
@@ -42,6 +47,8 @@ typedef struct mrp_state {
     specd_context *hctx;     /* the head's KV: committed rows, then this round's speculative */
     int32_t hctx_cap, hctx_batch;
     int direct;
+    int full_c1;             /* cand_from=head: C_1 over the whole vocabulary */
+    int full_all;            /* cand=0: every C_k over the whole vocabulary (S = all tokens) */
     int32_t k, m, n_vocab, n_embd;
     float temperature;       /* 0 under the greedy rule */
     specd_accept_rule rule;
@@ -75,6 +82,8 @@ typedef struct mrp_state {
     int32_t *cand;           /* m: S */
     float *cand_rows;        /* m x n_embd: S's output-head rows */
     float *z;                /* m */
+    float *c1;               /* n_vocab: C_1, then z_1, over the whole vocabulary; NULL with
+                              * cand_from=target */
 } mrp_state;
 
 static void mrp_destroy(void *state) {
@@ -86,7 +95,7 @@ static void mrp_destroy(void *state) {
     specd_sampler_destroy(s->target);
     void *bufs[] = {s->pend, s->q, s->tokens, s->pos, s->rows, s->emitted, s->keep,
                     s->accept_prob, s->htok, s->hpos, s->u, s->in2, s->hp, s->hacc, s->cand,
-                    s->cand_rows, s->z};
+                    s->cand_rows, s->z, s->c1};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) specd_free(bufs[i]);
     specd_free(s);
 }
@@ -94,6 +103,7 @@ static void mrp_destroy(void *state) {
 typedef struct mrp_options {
     char head[4096];
     char mode[16];
+    char from[16];
     int32_t k, m, threads, ctx;
 } mrp_options;
 
@@ -101,17 +111,22 @@ static specd_status parse_options(const specd_policy_env *env, const char *optio
                                   mrp_options *o, specd_error *err) {
     memset(o, 0, sizeof *o);
     strcpy(o->mode, "spec");
+    strcpy(o->from, "head");
     o->k = 0; /* 0: the head's mrp.n_draft, else 3 */
     o->m = 64;
     o->threads = 1;
     o->ctx = 4096;
     const specd_option_spec ints[] = {{"k", &o->k, 1, env->max_draft},
-                                      {"cand", &o->m, 1, 4096},
+                                      {"cand", &o->m, 0, 4096},
                                       {"threads", &o->threads, 1, 256},
                                       {"ctx", &o->ctx, 16, 1 << 20}};
     const specd_option_str strs[] = {{"head", o->head, (int32_t)sizeof o->head},
-                                     {"mode", o->mode, (int32_t)sizeof o->mode}};
-    SPECD_TRY(specd_options_parse("mrp", options, ints, 4, strs, 2, err));
+                                     {"mode", o->mode, (int32_t)sizeof o->mode},
+                                     {"cand_from", o->from, (int32_t)sizeof o->from}};
+    SPECD_TRY(specd_options_parse("mrp", options, ints, 4, strs, 3, err));
+    if (strcmp(o->from, "head") && strcmp(o->from, "target"))
+        return specd_fail(err, SPECD_E_INVALID_ARG,
+                          "policy mrp: cand_from=%s (want head or target)", o->from);
     if (strcmp(o->mode, "spec") && strcmp(o->mode, "direct"))
         return specd_fail(err, SPECD_E_INVALID_ARG, "policy mrp: mode=%s (want spec or direct)",
                           o->mode);
@@ -157,12 +172,13 @@ static specd_status alloc_state(mrp_state *s) {
     s->hp = specd_alloc_array(E, sizeof(float));
     s->hacc = specd_alloc_array(E, sizeof(float));
     s->cand = specd_alloc_array((size_t)s->m, sizeof(int32_t));
-    s->cand_rows = specd_alloc_array((size_t)s->m * E, sizeof(float));
+    s->cand_rows = specd_alloc_array(s->full_all ? 1 : (size_t)s->m * E, sizeof(float));
     s->z = specd_alloc_array((size_t)s->m, sizeof(float));
     if (s->need_q) s->q = specd_alloc_array(K * (size_t)s->n_vocab, sizeof(float));
+    if (s->full_c1) s->c1 = specd_alloc_array((size_t)s->n_vocab, sizeof(float));
     int ok = s->pend && s->tokens && s->pos && s->rows && s->emitted && s->keep &&
              s->accept_prob && s->htok && s->hpos && s->u && s->in2 && s->hp && s->hacc &&
-             s->cand && s->cand_rows && s->z && (!s->need_q || s->q);
+             s->cand && s->cand_rows && s->z && (!s->need_q || s->q) && (!s->full_c1 || s->c1);
     return ok ? SPECD_OK : SPECD_E_NOMEM;
 }
 
@@ -185,10 +201,12 @@ static specd_status mrp_create(const specd_policy_env *env, const char *options,
     }
     int32_t k = o.k ? o.k : s->head->n_draft ? s->head->n_draft : 3;
     s->k = k < env->max_draft ? k : env->max_draft;
-    s->m = o.m;
+    s->m = o.m > 0 ? o.m : env->n_vocab;
     s->n_vocab = env->n_vocab;
     s->n_embd = s->head->n_embd;
     s->direct = !strcmp(o.mode, "direct");
+    s->full_all = o.m == 0;
+    s->full_c1 = !strcmp(o.from, "head") || s->full_all;
     s->rule = env->rule;
     s->temperature = env->rule == SPECD_ACCEPT_GREEDY ? 0.0f : env->sampling.temperature;
     s->need_q = !s->direct && env->rule == SPECD_ACCEPT_REJECTION && s->temperature > 0.0f;
@@ -220,6 +238,7 @@ static specd_status mrp_create(const specd_policy_env *env, const char *options,
         return st;
     }
     for (int32_t i = 0; i <= s->k; i++) s->rows[i] = i;
+    for (int32_t i = 0; s->full_all && i < s->m; i++) s->cand[i] = i;
     *state = s;
     return SPECD_OK;
 }
@@ -227,7 +246,7 @@ static specd_status mrp_create(const specd_policy_env *env, const char *options,
 /* Commits head rows for target positions j0 .. j0+n-1 (y = ys[i], g = row i of gs, stride
  * n_embd); with hp_last, the last row's head output goes there. */
 static specd_status commit_rows(mrp_state *s, const int32_t *ys, const float *gs, int64_t j0,
-                                int64_t n, float *hp_last, specd_error *err) {
+                                int64_t n, float *hp_last, float *c_last, specd_error *err) {
     const size_t E = (size_t)s->n_embd;
     for (int64_t at = 0; at < n;) {
         int32_t c = (int32_t)(n - at < s->hctx_batch ? n - at : s->hctx_batch);
@@ -241,7 +260,7 @@ static specd_status commit_rows(mrp_state *s, const int32_t *ys, const float *gs
         int32_t last = c - 1;
         specd_seq_batch b = {.seq = 0, .n_tokens = c, .tokens = s->htok, .pos = s->hpos,
                              .embd = s->u};
-        specd_extend_out out = {.n_rows = 1, .rows = &last, .hidden = hp_last};
+        specd_extend_out out = {.n_rows = 1, .rows = &last, .logits = c_last, .hidden = hp_last};
         SPECD_TRY(specd_context_extend(s->hctx, &b, 1, at == n && hp_last ? &out : NULL, err));
     }
     return SPECD_OK;
@@ -260,7 +279,7 @@ static specd_status mrp_prefill_hidden(void *state, const int32_t *prompt, int64
                           (long long)row0, (long long)(row0 + n_rows));
     if (n_prompt + s->k + 1 > s->hctx_cap) return SPECD_OK; /* too long: layout gives up */
     /* row j's next token is prompt[j + 1] */
-    return commit_rows(s, prompt + row0 + 1, hidden, row0, n_rows, NULL, err);
+    return commit_rows(s, prompt + row0 + 1, hidden, row0, n_rows, NULL, NULL, err);
 }
 
 /* Brings the head cache to the positions history[0..n) decided: rows [base, n - 1). Returns 0
@@ -366,11 +385,20 @@ static specd_status draft_round(mrp_state *s, const float *logits, const float *
     const size_t E = (size_t)s->n_embd, V = (size_t)s->n_vocab;
     const int64_t t = n_new - 2; /* x_{t+1} = history[n_new - 1] was just decided */
     int32_t committed = specd_context_kv_len(s->hctx, 0);
-    SPECD_TRY(commit_rows(s, s->emitted, hidden, s->n_at - 1, n_dec, s->hp, err));
+    SPECD_TRY(commit_rows(s, s->emitted, hidden, s->n_at - 1, n_dec, s->hp, s->c1, err));
     const float *zA = logits + (size_t)(n_dec - 1) * V, *hA = hidden + (size_t)(n_dec - 1) * E;
     committed += n_dec;
-    candidates(s, zA);
-    add_residual(s, s->hp);
+    if (s->full_all) {
+        /* S is the whole vocabulary (cand[i] = i): z_1 = zA_t + C_1 */
+        for (size_t x = 0; x < V; x++) s->z[x] = zA[x] + s->c1[x];
+    } else if (s->c1) {
+        /* z_1 over the whole vocabulary (C_1 by the runtime's output head); S = its top M */
+        for (size_t x = 0; x < V; x++) s->c1[x] += zA[x];
+        candidates(s, s->c1);
+    } else {
+        candidates(s, zA);
+        add_residual(s, s->hp);
+    }
     s->pend[0] = pick(s, (uint32_t)n_new, s->need_q ? s->q : NULL);
     for (size_t i = 0; i < E; i++) s->hacc[i] = hA[i] + s->hp[i];
     specd_status st = SPECD_OK;
@@ -378,9 +406,13 @@ static specd_status draft_round(mrp_state *s, const float *logits, const float *
         int32_t y = s->pend[k - 2], p = (int32_t)(t + k), zero = 0;
         mrp_head_input(s->head, y, s->hacc, s->u, s->in2);
         specd_seq_batch b = {.seq = 0, .n_tokens = 1, .tokens = &y, .pos = &p, .embd = s->u};
-        specd_extend_out out = {.n_rows = 1, .rows = &zero, .hidden = s->hp};
+        specd_extend_out out = {.n_rows = 1, .rows = &zero,
+                                .logits = s->full_all ? s->c1 : NULL, .hidden = s->hp};
         if ((st = specd_context_extend(s->hctx, &b, 1, &out, err)) != SPECD_OK) break;
-        add_residual(s, s->hp);
+        if (s->full_all)
+            for (size_t x = 0; x < V; x++) s->z[x] += s->c1[x];
+        else
+            add_residual(s, s->hp);
         for (size_t i = 0; i < E; i++) s->hacc[i] += s->hp[i];
         s->pend[k - 1] =
             pick(s, (uint32_t)(n_new + k - 1), s->need_q ? s->q + (size_t)(k - 1) * V : NULL);
@@ -470,7 +502,10 @@ const specd_policy_ops specd_policy_mrp = {
     .name = "mrp",
     .options_help = "head=PATH (MRP head GGUF over the target), k=mrp.n_draft|3 (drafts per "
                     "step), mode=spec|direct (direct: drafts emitted unchecked, LOSSY), cand=64 "
-                    "(tokens the residual is computed over), threads=1 (head), ctx=4096 (head KV)",
+                    "(tokens the later residuals are computed over; 0: all, each C_k by the output head), cand_from=head|target (the "
+                    "candidates: top of z_1 with C_1 over the whole vocabulary, or top of the "
+                    "target's row: cheaper, misses what a trained head moves in), threads=1 "
+                    "(head), ctx=4096 (head KV)",
     .create = mrp_create,
     .destroy = mrp_destroy,
     .layout = mrp_layout,

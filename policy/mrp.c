@@ -355,14 +355,22 @@ static int32_t pick(mrp_state *s, uint32_t position, float *q_row) {
     int sample = T > 0.0f && (s->rule != SPECD_ACCEPT_GREEDY);
     specd_rng_purpose purpose =
         s->rule == SPECD_ACCEPT_REJECTION ? SPECD_RNG_DRAFT : SPECD_RNG_SAMPLE;
-    int32_t best = -1;
-    float best_v = -INFINITY;
-    for (int32_t i = 0; i < s->m; i++) {
-        float v = sample ? s->z[i] / T + specd_sampling_gumbel(key, purpose, s->cand[i])
-                         : s->z[i];
-        if (best < 0 || v > best_v) {
-            best = i;
-            best_v = v;
+    int32_t best = 0;
+    for (int32_t i = 1; i < s->m; i++)
+        if (s->z[i] > s->z[best]) best = i;
+    if (sample) {
+        /* keyed uniforms lie in [2^-24, 1 - 2^-24], so G in [-2.81, 16.64]: a token more than
+         * 19.45 below the top (in z / T) never wins, and its noise need not be drawn (21: room
+         * for the fast log's error) */
+        const float floor = s->z[best] / T - 21.0f;
+        float best_v = -INFINITY;
+        for (int32_t i = 0; i < s->m; i++) {
+            if (!(s->z[i] / T >= floor)) continue;
+            float v = s->z[i] / T + specd_sampling_gumbel(key, purpose, s->cand[i]);
+            if (v > best_v) {
+                best = i;
+                best_v = v;
+            }
         }
     }
     if (q_row) {

@@ -66,9 +66,9 @@ static void generate(int p, const char *policy, const char *opts, float temperat
 }
 
 /* spec mode against plain decoding on N_PROMPTS prompts; returns the proposals accepted */
-static int64_t check_identity(const char *head, float temperature) {
+static int64_t check_identity(const char *head, const char *extra, float temperature) {
     char opts[1200];
-    snprintf(opts, sizeof opts, "head=%s,k=3", head);
+    snprintf(opts, sizeof opts, "head=%s,k=3%s", head, extra);
     int64_t accepted = 0;
     for (int p = 0; p < N_PROMPTS; p++) {
         int32_t plain[N_GEN], mrp[N_GEN];
@@ -90,8 +90,11 @@ static int64_t check_identity(const char *head, float temperature) {
 
 static void test_identity_random_head(void **s) {
     (void)s;
-    check_identity(random_head, 0.0f);
-    check_identity(random_head, 0.8f);
+    check_identity(random_head, "", 0.0f);
+    check_identity(random_head, "", 0.8f);
+    /* every C_k over the whole vocabulary; candidates from the target's row */
+    check_identity(random_head, ",cand=0", 0.8f);
+    check_identity(random_head, ",cand_from=target", 0.0f);
 }
 
 static int have_shipped(void) {
@@ -105,8 +108,8 @@ static void test_identity_shipped_head(void **s) {
         fprintf(stderr, "SKIP: no trained MRP head at %s (set SPECD_MRP_HEAD)\n", shipped_head);
         skip();
     }
-    int64_t greedy = check_identity(shipped_head, 0.0f);
-    int64_t coupled = check_identity(shipped_head, 0.8f);
+    int64_t greedy = check_identity(shipped_head, "", 0.0f);
+    int64_t coupled = check_identity(shipped_head, "", 0.8f);
     fprintf(stderr, "shipped head: %lld greedy and %lld coupled proposals accepted\n",
             (long long)greedy, (long long)coupled);
     /* a trained head drafts tokens the target takes */
@@ -202,6 +205,8 @@ static void test_bad_heads(void **s) {
     expect_refused(opts, SPECD_E_INVALID_ARG, "mode=fast");
     snprintf(opts, sizeof opts, "head=%s,k=9", random_head);
     expect_refused(opts, SPECD_E_INVALID_ARG, "k=9");
+    snprintf(opts, sizeof opts, "head=%s,cand_from=nowhere", random_head);
+    expect_refused(opts, SPECD_E_INVALID_ARG, "cand_from=nowhere");
 }
 
 /* The target's rows after ctx[0..n): the last token's logits into l0, then X's row (X

@@ -8,15 +8,18 @@
  * Rejection sampling: with k = 1, the token verified after a fixed context follows the target's
  * distribution (G-test over the vocabulary) across thousands of seeds, while drafts drawn from
  * the head's q are accepted: the q the policy hands to the engine is the one it drew from.
- * Bad head files are refused with a message naming the file and what is wrong. */
+ * The batch loop (serve) runs it too, with plain decoding's greedy output. Bad head files are
+ * refused with a message naming the file and what is wrong. */
 #include "test_main.h"
 
 #include "accept/gof.h"
 #include "golden_prompts.h"
 #include "mrp_head_writer.h"
+#include "specd/spec_loop.h"
 #include "specd/spec_runtime.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -128,6 +131,77 @@ static void test_direct_is_lossy(void **s) {
     /* the first step only proposes; every later one emits its 3 drafts and the target's token */
     assert_true(st.n_steps <= 1 + (N_GEN - 1 + 3) / 4);
     assert_true(st.n_draft_tokens > 0);
+}
+
+/* The batch loop (serve's path) runs mrp with the other requests in one forward: steps get
+ * their hidden states from the shared extend; it does not pass prompt hidden states, so the head
+ * starts at each request's first step. Greedy output is plain decoding's. */
+typedef struct loop_out {
+    int32_t tokens[N_PROMPTS][N_GEN];
+    int32_t n[N_PROMPTS];
+    int done[N_PROMPTS];
+    int64_t accepted;
+    specd_status status[N_PROMPTS];
+} loop_out;
+
+static loop_out *loop_sink;
+static int64_t loop_ids[N_PROMPTS];
+
+static void on_loop_event(const specd_loop_event *e, void *user) {
+    int p = (int)(intptr_t)user;
+    for (int32_t i = 0; i < e->n_tokens && loop_sink->n[p] < N_GEN; i++)
+        loop_sink->tokens[p][loop_sink->n[p]++] = e->tokens[i];
+    if (e->done) {
+        loop_sink->done[p] = 1;
+        loop_sink->status[p] = e->status;
+        if (e->status != SPECD_OK) fprintf(stderr, "request %d: %s\n", p, e->message);
+        if (e->stats) loop_sink->accepted += e->stats->n_accepted;
+    }
+}
+
+static void test_batch_loop(void **s) {
+    (void)s;
+    specd_loop_params lp = specd_loop_default_params();
+    lp.max_seqs = N_PROMPTS;
+    lp.n_ctx = 256;
+    lp.n_batch = 64;
+    lp.max_draft = 4;
+    lp.n_threads = 2;
+    specd_loop *loop;
+    specd_error err;
+    if (specd_loop_create(model, &lp, &loop, &err) != SPECD_OK) fail_msg("loop: %s", err.message);
+    static loop_out out;
+    memset(&out, 0, sizeof out);
+    loop_sink = &out;
+    char opts[1200];
+    snprintf(opts, sizeof opts, "head=%s,k=3", random_head);
+    for (int p = 0; p < N_PROMPTS; p++) {
+        specd_seq_params params = specd_seq_default_params();
+        params.policy = "mrp";
+        params.policy_options = opts;
+        params.sampling.temperature = 0.0f;
+        params.stream_key = 100 + (uint64_t)p;
+        params.max_tokens = N_GEN;
+        if (specd_loop_submit(loop, prompts[p], n_prompts[p], &params, on_loop_event,
+                              (void *)(intptr_t)p, &loop_ids[p], &err) != SPECD_OK)
+            fail_msg("submit: %s", err.message);
+    }
+    for (int guard = 0; guard < 10 * N_GEN && specd_loop_n_running(loop) + specd_loop_n_queued(loop) > 0;
+         guard++)
+        assert_int_equal(specd_loop_step(loop, NULL, &err), SPECD_OK);
+    specd_loop_destroy(loop);
+    for (int p = 0; p < N_PROMPTS; p++) {
+        assert_true(out.done[p]);
+        assert_int_equal(out.status[p], SPECD_OK);
+        assert_int_equal(out.n[p], N_GEN);
+        int32_t plain[N_GEN];
+        specd_seq_stats st;
+        generate(p, "none", NULL, 0.0f, plain, &st);
+        for (int i = 0; i < N_GEN; i++)
+            if (plain[i] != out.tokens[p][i])
+                fail_msg("loop prompt %d: mrp differs at token %d (%d vs %d)", p, i,
+                         out.tokens[p][i], plain[i]);
+    }
 }
 
 static void expect_refused(const char *opts, specd_status status, const char *needle) {
@@ -416,6 +490,7 @@ int main(void) {
         cmocka_unit_test(test_bad_heads),
         cmocka_unit_test(test_identity_random_head),
         cmocka_unit_test(test_direct_is_lossy),
+        cmocka_unit_test(test_batch_loop),
         cmocka_unit_test(test_rejection_statistics),
         cmocka_unit_test(test_identity_shipped_head),
     };

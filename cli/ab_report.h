@@ -15,6 +15,7 @@ typedef struct ab_row {
     specd_seq_stats seq;
     double acceptance, mean_accepted, tpf, tps_plain, tps_spec;
     uint64_t ns_plain, ns_spec;
+    uint64_t fwd_ns_spec; /* of ns_spec, the target's forwards (the policy's own: seq.propose_ns) */
     int64_t tok_plain, tok_spec, steps_spec;
     /* Output text (owned, NUL-terminated, NULL when not kept): the plain output's opening, and
      * at a divergence the text before it and each side's next tokens. */

@@ -126,7 +126,7 @@ void cli_print_shared_help(FILE *out) {
             "  --top-k K --top-p P --min-p M   filters (default 40, 0.95, 0.05; 0/1/0 = off)\n"
             "  --seed S             sampling seed (default 0)\n"
             "  --policy NAME        none (plain decoding, default), ngram, draft, layerskip,\n"
-            "                       remote (specd-drafter), isd, risd\n"
+            "                       remote (specd-drafter), isd, risd, mrp (residual head)\n"
             "  --policy-opts S      policy options, \"key=value,...\"\n"
             "  --draft-max K        most proposals per step (default 8)\n"
             "  --accept RULE        greedy | coupled | rs (default coupled; greedy at T = 0)\n"
@@ -225,6 +225,7 @@ int cli_engine_open(cli_engine *e, const cli_options *o) {
     sp.max_draft = o->max_draft;
     sp.max_seqs = 1;
     sp.target = e->model;
+    sp.n_embd = specd_model_get_info(e->model)->n_embd; /* policies that read hidden states */
     sp.verifier_endpoint = o->verifier;
     sp.verifier_timeout_ms = o->verifier_timeout_ms;
     sp.verifier_tokenizer_hash = e->tokenizer_hash;

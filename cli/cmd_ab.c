@@ -77,6 +77,7 @@ static void fill_row(ab_row *r, const cli_result *plain, const cli_result *spec)
     r->tps_spec = cli_decode_tps(spec);
     r->ns_plain = plain->run.decode_ns;
     r->ns_spec = spec->run.decode_ns;
+    r->fwd_ns_spec = spec->run.forward_ns;
     r->tok_plain = plain->run.n_emitted;
     r->tok_spec = spec->run.n_emitted;
     r->steps_spec = spec->run.n_steps;
@@ -218,6 +219,7 @@ int specd_cmd_ab(int argc, char **argv) {
             specd_seq_stats_add(&all.seq, &spec.seq);
             all.ns_plain += rows[i].ns_plain;
             all.ns_spec += rows[i].ns_spec;
+            all.fwd_ns_spec += rows[i].fwd_ns_spec;
             all.tok_plain += rows[i].tok_plain;
             all.n_plain += rows[i].n_plain;
             all.n_spec += rows[i].n_spec;
@@ -226,7 +228,8 @@ int specd_cmd_ab(int argc, char **argv) {
             fprintf(stderr, "%s, acceptance %.2f, speedup %.2fx\n",
                     rows[i].identical ? "identical" : "DIFFERENT", rows[i].acceptance,
                     rows[i].tps_plain > 0 ? rows[i].tps_spec / rows[i].tps_plain : 0.0);
-            if (!rows[i].identical && lossless) {
+            /* a policy that flags its steps lossy (mrp mode=direct) may differ: said below */
+            if (!rows[i].identical && lossless && !spec.seq.lossy) {
                 diverged = 1;
                 fprintf(stderr, "DIVERGED: prompt %d \"%s\": first difference at output token "
                                 "%lld (plain %d, speculative %d)\n",
@@ -269,6 +272,15 @@ int specd_cmd_ab(int argc, char **argv) {
             printf("remote verifier %s: %lld drafting steps verified there, %lld in-process\n",
                    o.verifier, (long long)all.seq.n_remote_verified,
                    (long long)all.seq.n_remote_fallback);
+        if (all.steps_spec > 0)
+            printf("per step: target forward %.2f ms, policy %.2f ms (%.1f%% of the forward)\n",
+                   (double)all.fwd_ns_spec / 1e6 / (double)all.steps_spec,
+                   (double)all.seq.propose_ns / 1e6 / (double)all.steps_spec,
+                   all.fwd_ns_spec ? 100.0 * (double)all.seq.propose_ns / (double)all.fwd_ns_spec
+                                   : 0.0);
+        if (lossless && all.seq.lossy)
+            printf("policy %s flagged its steps LOSSY: %d of %d prompts identical token for "
+                   "token (not a divergence of a lossless policy)\n", o.policy, n_identical, n);
         if (!lossless)
             printf("rule is lossless in distribution only: %d of %d prompts identical token for "
                    "token%s\n", n_identical, n, all.seq.lossy ? " (relaxed tau: LOSSY)" : "");

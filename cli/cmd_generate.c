@@ -29,6 +29,14 @@ static void print_summary(const cli_options *o, const cli_result *spec, const cl
     for (int i = 0; i < o->max_draft && s->drafted_at[i] > 0; i++)
         fprintf(stderr, " %.2f", (double)s->accepted_at[i] / (double)s->drafted_at[i]);
     fprintf(stderr, "\ntokens per target forward %.2f\n", cli_tpf(spec));
+    if (spec->run.n_steps > 0)
+        fprintf(stderr, "per step: target forward %.2f ms, policy %.2f ms (%.1f%% of the "
+                        "forward)\n",
+                (double)spec->run.forward_ns / 1e6 / (double)spec->run.n_steps,
+                (double)s->propose_ns / 1e6 / (double)spec->run.n_steps,
+                spec->run.forward_ns
+                    ? 100.0 * (double)s->propose_ns / (double)spec->run.forward_ns
+                    : 0.0);
     if (o->adaptive)
         fprintf(stderr, "adaptive guard: turned drafting off %lld times; %lld of %lld steps plain\n",
                 (long long)s->n_backoffs, (long long)s->n_guard_plain, (long long)s->n_steps);

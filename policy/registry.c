@@ -10,6 +10,7 @@ static const specd_policy_ops *const builtin[] = {
     &specd_policy_remote,
     &specd_policy_isd,
     &specd_policy_risd,
+    &specd_policy_mrp,
 };
 
 int32_t specd_policy_count(void) { return (int32_t)(sizeof builtin / sizeof builtin[0]); }

@@ -4,17 +4,39 @@
 #include "common/alloc.h"
 #include "common/clock.h"
 #include "common/status_internal.h"
+#include "session/spec_internal.h"
 
 #include <string.h>
 
-static specd_status prefill(specd_context *ctx, int32_t kv_seq, const int32_t *prompt,
-                            int64_t n, int32_t n_batch, specd_error *err) {
+/* The prompt minus its last token into the cache; with hidden (a policy that wants the prompt's
+ * hidden states) each chunk's rows are handed to it. */
+static specd_status prefill(specd_spec *spec, int32_t seq, specd_context *ctx, int32_t kv_seq,
+                            const int32_t *prompt, int64_t n, int32_t n_batch, float *hidden,
+                            specd_error *err) {
     for (int64_t done = 0; done < n;) {
         int32_t chunk = (int32_t)(n - done < n_batch ? n - done : n_batch);
         specd_seq_batch b = {.seq = kv_seq, .n_tokens = chunk, .tokens = prompt + done};
-        SPECD_TRY(specd_context_extend(ctx, &b, 1, NULL, err));
+        specd_extend_out out = {.n_rows = chunk, .hidden = hidden};
+        SPECD_TRY(specd_context_extend(ctx, &b, 1, hidden ? &out : NULL, err));
+        if (hidden) SPECD_TRY(specd_spec_seq_prefill_hidden(spec, seq, hidden, done, chunk, err));
         done += chunk;
     }
+    return SPECD_OK;
+}
+
+/* Verifies the step with the rows' hidden states for a policy that reads them. */
+static specd_status verify_with_hidden(specd_spec *spec, int32_t seq, const float *logits,
+                                       const float *hidden, int32_t n_rows, int32_t n_vocab,
+                                       specd_step_outcome *o, specd_error *err) {
+    spec_seq *q = NULL;
+    SPECD_TRY(specd_spec_find_seq(spec, seq, &q, err));
+    specd_logits lg = {.data = logits, .row_stride = n_vocab, .n_rows = n_rows,
+                       .dtype = SPECD_DTYPE_F32, .device = SPECD_DEVICE_HOST};
+    specd_logits hd = {.data = hidden, .row_stride = spec->params.n_embd, .n_rows = n_rows,
+                       .dtype = SPECD_DTYPE_F32, .device = SPECD_DEVICE_HOST};
+    SPECD_TRY(specd_spec_seq_verify_step(spec, q, n_rows > 0 ? &lg : NULL, &hd, 0, o, err));
+    specd_adaptive_observe(&q->guard, o->n_drafted, o->n_accepted, o->n_emitted,
+                           specd_now_ns() - q->t_step);
     return SPECD_OK;
 }
 
@@ -31,19 +53,33 @@ specd_status specd_spec_run(specd_spec *spec, int32_t seq, specd_context *ctx, i
     if (n_batch < max_rows)
         return specd_fail(err, SPECD_E_INVALID_ARG, "run: context n_batch %d < %d rows a step may have",
                           n_batch, max_rows);
+    spec_seq *q = NULL;
+    SPECD_TRY(specd_spec_find_seq(spec, seq, &q, err));
+    int wants_hidden = (specd_policy_flags(q->ops) & SPECD_POLICY_WANTS_HIDDEN) != 0;
+    int32_t n_embd = specd_model_get_info(specd_context_model(ctx))->n_embd;
+    if (wants_hidden && spec->params.n_embd != n_embd)
+        return specd_fail(err, SPECD_E_MISMATCH,
+                          "run: policy %s reads hidden states of width %d; the model's are %d",
+                          q->ops->name, spec->params.n_embd, n_embd);
     memset(stats, 0, sizeof *stats);
     stats->n_prompt = n_prompt;
 
     float *logits = specd_alloc_array((size_t)max_rows * (size_t)n_vocab, sizeof(float));
     int32_t *keep = specd_alloc_array((size_t)max_rows, sizeof(int32_t));
-    if (!logits || !keep) {
+    /* hidden rows for a step or a prefill chunk (n_batch >= max_rows, checked above) */
+    float *hidden =
+        wants_hidden ? specd_alloc_array((size_t)n_batch * (size_t)n_embd, sizeof(float)) : NULL;
+    if (!logits || !keep || (wants_hidden && !hidden)) {
         specd_free(logits);
         specd_free(keep);
+        specd_free(hidden);
         return specd_fail(err, SPECD_E_NOMEM, "run: out of memory for logits");
     }
     specd_status st = specd_context_kv_truncate(ctx, kv_seq, 0, err);
     uint64_t t0 = specd_now_ns();
-    if (st == SPECD_OK) st = prefill(ctx, kv_seq, prompt, n_prompt - 1, n_batch, err);
+    float *pf_hidden = specd_spec_seq_wants_prefill_hidden(spec, seq) ? hidden : NULL;
+    if (st == SPECD_OK)
+        st = prefill(spec, seq, ctx, kv_seq, prompt, n_prompt - 1, n_batch, pf_hidden, err);
     uint64_t t1 = specd_now_ns();
     stats->prefill_ns = t1 - t0;
 
@@ -61,14 +97,18 @@ specd_status specd_spec_run(specd_spec *spec, int32_t seq, specd_context *ctx, i
         float *shared = specd_spec_verifier_logits(spec);
         float *step_logits =
             shared && lay.n_rows <= specd_spec_max_draft(spec) + 1 ? shared : logits;
-        specd_extend_out out = {.n_rows = lay.n_rows, .rows = lay.rows, .logits = step_logits};
+        specd_extend_out out = {.n_rows = lay.n_rows, .rows = lay.rows, .logits = step_logits,
+                                .hidden = hidden};
         uint64_t f0 = specd_now_ns();
         st = specd_context_extend(ctx, &b, 1, lay.n_rows > 0 ? &out : NULL, err);
         stats->forward_ns += specd_now_ns() - f0;
         if (st != SPECD_OK) break;
         specd_step_outcome o;
         uint64_t v0 = specd_now_ns();
-        if ((st = specd_spec_seq_verify(spec, seq, step_logits, &o, err)) != SPECD_OK) break;
+        st = wants_hidden ? verify_with_hidden(spec, seq, step_logits, hidden, lay.n_rows,
+                                               n_vocab, &o, err)
+                          : specd_spec_seq_verify(spec, seq, step_logits, &o, err);
+        if (st != SPECD_OK) break;
         uint64_t v1 = specd_now_ns();
         stats->verify_ns += v1 - v0;
         for (int32_t i = 0; i < o.n_keep; i++) keep[i] = kv_before + o.keep[i];
@@ -83,5 +123,6 @@ specd_status specd_spec_run(specd_spec *spec, int32_t seq, specd_context *ctx, i
     specd_context_set_lora(ctx, NULL, NULL); /* the adapter belongs to the policy */
     specd_free(logits);
     specd_free(keep);
+    specd_free(hidden);
     return st;
 }

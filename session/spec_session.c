@@ -197,7 +197,9 @@ static const specd_policy_ops *resolve_policy(const specd_seq_params *p, specd_e
     if (ops->abi_version < 1 || ops->abi_version > SPECD_POLICY_ABI_VERSION || !ops->create ||
         !ops->destroy || drafter == self_spec ||
         (v2 && (ops->shared_create != NULL) != (ops->shared_destroy != NULL)) ||
-        (v2 && (ops->flags & SPECD_POLICY_WANTS_HIDDEN) && (!self_spec || !ops->verify_hidden))) {
+        (v2 && (ops->flags & SPECD_POLICY_WANTS_HIDDEN) && (!self_spec || !ops->verify_hidden)) ||
+        (v2 && (ops->flags & SPECD_POLICY_WANTS_PREFILL_HIDDEN) &&
+         (!(ops->flags & SPECD_POLICY_WANTS_HIDDEN) || !ops->prefill_hidden))) {
         specd_fail(err, SPECD_E_MISMATCH,
                    "spec: policy '%s' has ABI %u (want 1..%u) or lacks required slots",
                    ops->name ? ops->name : "?", ops->abi_version, SPECD_POLICY_ABI_VERSION);
@@ -392,10 +394,39 @@ specd_status specd_spec_seq_open(specd_spec *spec, int32_t seq, const int32_t *p
         memcpy(q->stop, params->stop_tokens, (size_t)params->n_stop_tokens * sizeof(int32_t));
     q->n_stop = params->n_stop_tokens;
     q->prior_key = prior_key(ops, params->policy_options);
-    specd_adaptive_init(&q->guard, params->adaptive, ops->propose == NULL, sp->max_draft,
+    /* a policy that reads every row's hidden state lays out every step itself (policy.h) */
+    int guarded = params->adaptive && !(specd_policy_flags(ops) & SPECD_POLICY_WANTS_HIDDEN);
+    specd_adaptive_init(&q->guard, guarded, ops->propose == NULL, sp->max_draft,
                         prior_find(spec, q->prior_key));
     q->open = 1;
     return SPECD_OK;
+}
+
+int specd_spec_seq_wants_prefill_hidden(const specd_spec *spec, int32_t seq) {
+    spec_seq *q = NULL;
+    if (specd_spec_find_seq(spec, seq, &q, NULL) != SPECD_OK) return 0;
+    return (specd_policy_flags(q->ops) & SPECD_POLICY_WANTS_PREFILL_HIDDEN) != 0;
+}
+
+specd_status specd_spec_seq_prefill_hidden(specd_spec *spec, int32_t seq, const float *hidden,
+                                           int64_t row0, int32_t n_rows, specd_error *err) {
+    spec_seq *q = NULL;
+    SPECD_TRY(specd_spec_find_seq(spec, seq, &q, err));
+    if (!(specd_policy_flags(q->ops) & SPECD_POLICY_WANTS_PREFILL_HIDDEN)) return SPECD_OK;
+    if (!hidden || n_rows < 1 || row0 < 0 || row0 + n_rows > q->n_prompt - 1)
+        return specd_fail(err, SPECD_E_INVALID_ARG,
+                          "spec: sequence %d: prefill hidden rows [%lld, %lld) are not prompt "
+                          "rows [0, %lld)", seq, (long long)row0, (long long)(row0 + n_rows),
+                          (long long)(q->n_prompt - 1));
+    if (q->n_history != q->n_prompt || q->stats.n_steps > 0)
+        return specd_fail(err, SPECD_E_STATE,
+                          "spec: sequence %d: prefill hidden states come before the first step",
+                          seq);
+    uint64_t t0 = specd_now_ns();
+    specd_status st = q->ops->prefill_hidden(q->policy, q->history, q->n_prompt, hidden, row0,
+                                             n_rows, spec->params.n_embd, err);
+    q->stats.propose_ns += specd_now_ns() - t0;
+    return st;
 }
 
 void specd_spec_seq_close(specd_spec *spec, int32_t seq) {
@@ -592,7 +623,9 @@ specd_status specd_spec_seq_layout_step(specd_spec *spec, spec_seq *q, specd_ste
     if (q->ops->propose || q->plain_step)
         SPECD_TRY(layout_chain(spec, q, k, out, err));
     else {
+        uint64_t t0 = specd_now_ns();
         SPECD_TRY(q->ops->layout(q->policy, q->history, q->n_history, out, err));
+        q->stats.propose_ns += specd_now_ns() - t0;
         int32_t most = specd_spec_max_step_rows(spec);
         int32_t least = specd_policy_flags(q->ops) & SPECD_POLICY_MAY_EMIT_NONE ? 0 : 1;
         if (out->n_tokens < 1 || out->n_tokens > most || out->n_rows < least ||
@@ -745,6 +778,7 @@ specd_status specd_spec_seq_verify_step(specd_spec *spec, spec_seq *q, const spe
                                       what, NULL, NULL, &hid, err));
     }
     specd_step_outcome o;
+    uint64_t p0 = specd_now_ns();
     if (q->ops->propose || q->plain_step)
         SPECD_TRY(verify_chain(spec, q, logits, &o, err));
     else if (q->n_chain > 0)
@@ -753,6 +787,9 @@ specd_status specd_spec_seq_verify_step(specd_spec *spec, spec_seq *q, const spe
         SPECD_TRY(q->ops->verify_hidden(q->policy, logits, hid, spec->params.n_embd, &o, err));
     else
         SPECD_TRY(q->ops->verify(q->policy, logits, &o, err));
+    /* a self-speculative policy's verify is its own work too (a residual head drafts there) */
+    if (!q->ops->propose && !q->plain_step && q->n_chain == 0)
+        q->stats.propose_ns += specd_now_ns() - p0;
     int32_t most = specd_spec_max_step_rows(spec);
     int may_emit_none = specd_policy_flags(q->ops) & SPECD_POLICY_MAY_EMIT_NONE;
     if (o.n_emitted < (may_emit_none ? 0 : 1) || o.n_emitted > most)

@@ -62,6 +62,13 @@ typedef struct specd_model_info {
  * architecture or tensor type -> SPECD_E_UNSUPPORTED; missing or misshaped tensor -> SPECD_E_FORMAT
  * naming it. */
 SPECD_API specd_status specd_model_create(const char *path, specd_model **out, specd_error *err);
+/* Opens a model file that carries no token_embd.weight nor output.weight (a residual drafting
+ * head, MRP) over base, whose embedding and output head it borrows: n_vocab, tied_output and the
+ * head are base's. The file's n_embd must equal base's (SPECD_E_MISMATCH), as its
+ * <arch>.vocab_size when present; a file that has either tensor is SPECD_E_FORMAT. base is
+ * borrowed and must outlive *out (specd_model_destroy releases only the file's own part). */
+SPECD_API specd_status specd_model_create_with_base(const char *path, const specd_model *base,
+                                                    specd_model **out, specd_error *err);
 SPECD_API void specd_model_destroy(specd_model *model);
 
 /* Borrowed; valid while the model lives. */

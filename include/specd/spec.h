@@ -109,6 +109,17 @@ SPECD_API specd_status specd_spec_seq_open(specd_spec *spec, int32_t seq, const 
 /* Releases the sequence's state; a closed or unknown seq is a no-op. */
 SPECD_API void specd_spec_seq_close(specd_spec *spec, int32_t seq);
 
+/* Prompt hidden states (policy flag SPECD_POLICY_WANTS_PREFILL_HIDDEN, e.g. mrp): 1 when seq's
+ * policy wants the target's final hidden states (after the output norm) of the prompt rows the
+ * host prefills. The host then passes them, n_rows x n_embd f32 for rows [row0, row0 + n_rows)
+ * of history[0..n_prompt-1), in ascending contiguous chunks from row 0, before the first layout.
+ * For other policies the call does nothing. A host that cannot provide them need not: the policy
+ * then starts from its first step (with less context). */
+SPECD_API int specd_spec_seq_wants_prefill_hidden(const specd_spec *spec, int32_t seq);
+SPECD_API specd_status specd_spec_seq_prefill_hidden(specd_spec *spec, int32_t seq,
+                                                     const float *hidden, int64_t row0,
+                                                     int32_t n_rows, specd_error *err);
+
 /* The target's next step for seq. *out is owned by the spec and valid until the next call for
  * seq. SPECD_E_STATE when the sequence has finished (max_tokens or a stop token). */
 SPECD_API specd_status specd_spec_seq_layout(specd_spec *spec, int32_t seq, specd_step_layout *out,
@@ -163,7 +174,8 @@ typedef struct specd_seq_stats {
     int64_t n_empty_steps;    /* steps that emitted nothing (policy ABI 2 MAY_EMIT_NONE) */
     int64_t n_commit_steps;   /* steps that scored no rows (commit-only) */
     int lossy;                /* 1 if any step used a relaxed rule */
-    uint64_t propose_ns;      /* time inside the policy */
+    uint64_t propose_ns;      /* time inside the policy (proposing; for self-speculative
+                               * policies their layout and verify, e.g. mrp's head) */
     uint64_t verify_ns;       /* time inside the acceptance engine */
 } specd_seq_stats;
 

@@ -165,8 +165,36 @@ static specd_status read_hparams(specd_model *m, specd_error *err) {
     return SPECD_OK;
 }
 
-static specd_status load_tensors(specd_model *m, specd_error *err) {
+/* The token embedding and output head: the file's own, or (base != NULL) the base model's. */
+static specd_status load_embeddings(specd_model *m, const specd_model *base, specd_error *err) {
     specd_model_info *in = &m->info;
+    if (base) {
+        /* the head of a residual drafter runs on the target's frozen embedding and output head;
+         * a file that brings its own would be ambiguous about which one it was trained with */
+        static const char *const own[] = {"token_embd.weight", "output.weight"};
+        for (int i = 0; i < 2; i++)
+            if (specd_gguf_tensor_find(m->gguf, own[i]))
+                return specd_fail(err, SPECD_E_FORMAT,
+                                  "model: %s is present; a model opened over a base borrows the "
+                                  "base's embedding and output head", own[i]);
+        if (base->info.n_embd != in->n_embd)
+            return specd_fail(err, SPECD_E_MISMATCH,
+                              "model: embedding width %d differs from the base model's %d",
+                              in->n_embd, base->info.n_embd);
+        int64_t v;
+        char key[64];
+        snprintf(key, sizeof key, "%s.vocab_size", arch_names[in->arch]);
+        if (specd_gguf_key_find(m->gguf, key) >= 0 &&
+            specd_gguf_get_i64(m->gguf, key, &v, NULL) == SPECD_OK && v != base->info.n_vocab)
+            return specd_fail(err, SPECD_E_MISMATCH,
+                              "model: %s = %lld differs from the base model's vocabulary %d", key,
+                              (long long)v, base->info.n_vocab);
+        in->n_vocab = base->info.n_vocab;
+        in->tied_output = base->info.tied_output;
+        m->tok_embd = base->tok_embd;
+        m->output = base->output;
+        return SPECD_OK;
+    }
     const specd_gguf_tensor *te;
     SPECD_TRY(find(m, "token_embd.weight", &te, err));
     if (te->n_dims != 2 || te->ne[0] != in->n_embd || te->ne[1] < 1 || te->ne[1] > (1 << 24))
@@ -181,6 +209,12 @@ static specd_status load_tensors(specd_model *m, specd_error *err) {
         m->output = m->tok_embd;
         in->tied_output = 1;
     }
+    return SPECD_OK;
+}
+
+static specd_status load_tensors(specd_model *m, const specd_model *base, specd_error *err) {
+    specd_model_info *in = &m->info;
+    SPECD_TRY(load_embeddings(m, base, err));
     SPECD_TRY(get_vector(m, "output_norm.weight", in->n_embd, 0, &m->output_norm, err));
     m->layers = specd_alloc_array((size_t)in->n_layer, sizeof *m->layers);
     if (!m->layers) return specd_fail(err, SPECD_E_NOMEM, "model: out of memory");
@@ -221,19 +255,30 @@ static specd_status load_tensors(specd_model *m, specd_error *err) {
     return SPECD_OK;
 }
 
-specd_status specd_model_create(const char *path, specd_model **out, specd_error *err) {
+static specd_status model_open(const char *path, const specd_model *base, specd_model **out,
+                               specd_error *err) {
     if (!path || !out) return specd_fail(err, SPECD_E_INVALID_ARG, "model: path or out is NULL");
     specd_model *m = specd_alloc_array(1, sizeof *m);
     if (!m) return specd_fail(err, SPECD_E_NOMEM, "model: out of memory");
     specd_status st = specd_gguf_create(path, &m->gguf, err);
     if (st == SPECD_OK) st = read_hparams(m, err);
-    if (st == SPECD_OK) st = load_tensors(m, err);
+    if (st == SPECD_OK) st = load_tensors(m, base, err);
     if (st != SPECD_OK) {
         specd_model_destroy(m);
         return st;
     }
     *out = m;
     return SPECD_OK;
+}
+
+specd_status specd_model_create(const char *path, specd_model **out, specd_error *err) {
+    return model_open(path, NULL, out, err);
+}
+
+specd_status specd_model_create_with_base(const char *path, const specd_model *base,
+                                          specd_model **out, specd_error *err) {
+    if (!base) return specd_fail(err, SPECD_E_INVALID_ARG, "model: base is NULL");
+    return model_open(path, base, out, err);
 }
 
 void specd_model_destroy(specd_model *model) {

@@ -1,0 +1,151 @@
+#include "policy/mrp_head.h"
+
+#include "common/alloc.h"
+#include "common/status_internal.h"
+#include "kernels/cpu/ops.h"
+#include "specd/gguf.h"
+
+#include <string.h>
+
+void mrp_head_close(mrp_head *h) {
+    if (!h) return;
+    specd_model_destroy(h->model);
+    specd_free(h->eh_proj);
+    specd_free(h->enorm);
+    specd_free(h->hnorm);
+    specd_free(h);
+}
+
+/* The target's matrix `name` as rows of n_embd (token_embd, or output when untied). */
+static specd_status target_rows(const specd_gguf *g, const char *name, int32_t n_embd,
+                                int32_t n_vocab, mrp_matrix_rows *out, specd_error *err) {
+    const specd_gguf_tensor *t = specd_gguf_tensor_find(g, name);
+    if (!t) return specd_fail(err, SPECD_E_FORMAT, "policy mrp: the target has no %s", name);
+    const specd_dtype_traits *tr = specd_dtype_traits_get(t->type);
+    size_t rb = specd_dtype_row_bytes(t->type, n_embd);
+    if (!tr || !tr->to_float || rb == 0 || t->ne[0] != n_embd || t->ne[1] != n_vocab ||
+        (uint64_t)rb * (uint64_t)n_vocab > t->n_bytes)
+        return specd_fail(err, SPECD_E_UNSUPPORTED,
+                          "policy mrp: the target's %s (type %u) cannot be read as %d rows of %d",
+                          name, t->type, n_vocab, n_embd);
+    *out = (mrp_matrix_rows){.data = t->data, .row_bytes = rb, .traits = tr};
+    return SPECD_OK;
+}
+
+/* A copy of tensor `name` of the head file as f32, shaped [ne0, ne1] (ne1 = 1: a vector). */
+static specd_status head_f32(const specd_gguf *g, const char *path, const char *name, int64_t ne0,
+                             int64_t ne1, int allow_f16, float **out, specd_error *err) {
+    const specd_gguf_tensor *t = specd_gguf_tensor_find(g, name);
+    if (!t)
+        return specd_fail(err, SPECD_E_FORMAT, "policy mrp: head %s: tensor %s is missing", path,
+                          name);
+    int ok_type = t->type == SPECD_DTYPE_F32 || (allow_f16 && t->type == SPECD_DTYPE_F16);
+    if (!ok_type || t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != 1 || t->ne[3] != 1)
+        return specd_fail(err, SPECD_E_FORMAT,
+                          "policy mrp: head %s: tensor %s is type %u [%lld, %lld] where %s [%lld, "
+                          "%lld] was expected", path, name, t->type, (long long)t->ne[0],
+                          (long long)t->ne[1], allow_f16 ? "F32/F16" : "F32", (long long)ne0,
+                          (long long)ne1);
+    size_t n = (size_t)ne0 * (size_t)ne1;
+    if (specd_dtype_row_bytes(t->type, (int64_t)n) > t->n_bytes)
+        return specd_fail(err, SPECD_E_FORMAT, "policy mrp: head %s: tensor %s is truncated",
+                          path, name);
+    float *f = specd_alloc_array(n, sizeof(float));
+    if (!f) return specd_fail(err, SPECD_E_NOMEM, "policy mrp: out of memory");
+    specd_dtype_traits_get(t->type)->to_float(t->data, f, (int64_t)n);
+    for (size_t i = 0; i < n; i++)
+        if (!(f[i] - f[i] == 0.0f)) {
+            specd_free(f);
+            return specd_fail(err, SPECD_E_FORMAT,
+                              "policy mrp: head %s: tensor %s has a non-finite value", path, name);
+        }
+    *out = f;
+    return SPECD_OK;
+}
+
+static specd_status head_keys(mrp_head *h, const specd_gguf *g, const char *path,
+                              specd_error *err) {
+    uint32_t v;
+    if (specd_gguf_key_find(g, "mrp.version") < 0 ||
+        specd_gguf_get_u32(g, "mrp.version", &v, NULL) != SPECD_OK)
+        return specd_fail(err, SPECD_E_FORMAT,
+                          "policy mrp: head %s has no mrp.version (not an MRP head file)", path);
+    if (v != 1)
+        return specd_fail(err, SPECD_E_UNSUPPORTED,
+                          "policy mrp: head %s is mrp.version %u; this build reads version 1",
+                          path, v);
+    if (specd_gguf_key_find(g, "mrp.n_vocab") < 0 ||
+        specd_gguf_get_u32(g, "mrp.n_vocab", &v, NULL) != SPECD_OK)
+        return specd_fail(err, SPECD_E_FORMAT, "policy mrp: head %s has no mrp.n_vocab", path);
+    if ((int64_t)v != h->n_vocab)
+        return specd_fail(err, SPECD_E_MISMATCH,
+                          "policy mrp: head %s was trained for a vocabulary of %u; the target's "
+                          "is %d", path, v, h->n_vocab);
+    if (specd_gguf_key_find(g, "mrp.n_draft") >= 0 &&
+        specd_gguf_get_u32(g, "mrp.n_draft", &v, NULL) == SPECD_OK && v >= 1 && v <= 64)
+        h->n_draft = (int32_t)v;
+    return SPECD_OK;
+}
+
+specd_status mrp_head_open(const specd_model *target, const char *path, mrp_head **out,
+                           specd_error *err) {
+    const specd_model_info *ti = specd_model_get_info(target);
+    mrp_head *h = specd_alloc_array(1, sizeof *h);
+    if (!h) return specd_fail(err, SPECD_E_NOMEM, "policy mrp: out of memory");
+    h->n_embd = ti->n_embd;
+    h->n_vocab = ti->n_vocab;
+    h->eps = ti->rms_eps;
+    h->f32 = specd_dtype_traits_get(SPECD_DTYPE_F32);
+    specd_status st = specd_model_create_with_base(path, target, &h->model, err);
+    if (st != SPECD_OK && err) {
+        char why[sizeof err->message];
+        memcpy(why, err->message, sizeof why);
+        why[sizeof why - 1] = '\0';
+        specd_fail(err, st, "policy mrp: head %s: %s", path, why);
+    }
+    const specd_gguf *g = st == SPECD_OK ? specd_model_gguf(h->model) : NULL;
+    const specd_gguf *tg = specd_model_gguf(target);
+    const int64_t E = h->n_embd;
+    if (st == SPECD_OK) {
+        const specd_model_info *hi = specd_model_get_info(h->model);
+        h->n_layer = hi->n_layer;
+        if (hi->arch != ti->arch || hi->n_head != ti->n_head || hi->n_head_kv != ti->n_head_kv ||
+            hi->head_dim != ti->head_dim)
+            st = specd_fail(err, SPECD_E_MISMATCH,
+                            "policy mrp: head %s: attention shape (%d heads, %d kv heads, head "
+                            "size %d) is not the target's (%d, %d, %d)", path, hi->n_head,
+                            hi->n_head_kv, hi->head_dim, ti->n_head, ti->n_head_kv, ti->head_dim);
+    }
+    if (st == SPECD_OK) st = head_keys(h, g, path, err);
+    if (st == SPECD_OK) st = head_f32(g, path, "mrp.enorm.weight", E, 1, 0, &h->enorm, err);
+    if (st == SPECD_OK) st = head_f32(g, path, "mrp.hnorm.weight", E, 1, 0, &h->hnorm, err);
+    if (st == SPECD_OK) st = head_f32(g, path, "mrp.eh_proj.weight", 2 * E, E, 1, &h->eh_proj, err);
+    if (st == SPECD_OK)
+        st = target_rows(tg, "token_embd.weight", h->n_embd, h->n_vocab, &h->embd, err);
+    if (st == SPECD_OK) {
+        if (specd_gguf_tensor_find(tg, "output.weight"))
+            st = target_rows(tg, "output.weight", h->n_embd, h->n_vocab, &h->out, err);
+        else
+            h->out = h->embd;
+    }
+    if (st != SPECD_OK) {
+        mrp_head_close(h);
+        return st;
+    }
+    *out = h;
+    return SPECD_OK;
+}
+
+void mrp_head_row(const mrp_matrix_rows *m, int32_t token, int32_t n_embd, float *out) {
+    m->traits->to_float(m->data + (size_t)token * m->row_bytes, out, n_embd);
+}
+
+void mrp_head_input(const mrp_head *h, int32_t y, const float *g, float *u, float *scratch) {
+    const int32_t E = h->n_embd;
+    float *e = scratch, *hn = scratch + E; /* [enorm(E[y]) ; hnorm(g)], contiguous */
+    mrp_head_row(&h->embd, y, E, u); /* u as temporary */
+    specd_rmsnorm_f32(u, h->enorm, e, E, h->eps);
+    specd_rmsnorm_f32(g, h->hnorm, hn, E, h->eps);
+    for (int32_t o = 0; o < E; o++)
+        u[o] = mrp_dot(h, h->eh_proj + (size_t)o * 2 * (size_t)E, scratch, 2 * (int64_t)E);
+}

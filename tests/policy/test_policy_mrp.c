@@ -1,0 +1,503 @@
+/* The mrp policy (MRP-causal, issue 15) on the real model.
+ *
+ * Identity: under greedy and coupled sampling, mrp in spec mode emits exactly what plain
+ * decoding emits, for a random head written here (the identity holds for any head: the chain
+ * rule decides every token) and for the shipped trained head (models/mrp/, or SPECD_MRP_HEAD),
+ * which must also have its drafts accepted. direct mode emits drafts unchecked: its steps say
+ * lossy and it emits more than one token per forward.
+ * Rejection sampling: with k = 1, the token verified after a fixed context follows the target's
+ * distribution (G-test over the vocabulary) across thousands of seeds, while drafts drawn from
+ * the head's q are accepted: the q the policy hands to the engine is the one it drew from.
+ * The batch loop (serve) runs it too, with plain decoding's greedy output. Bad head files are
+ * refused with a message naming the file and what is wrong. */
+#include "test_main.h"
+
+#include "accept/gof.h"
+#include "golden_prompts.h"
+#include "mrp_head_writer.h"
+#include "specd/spec_loop.h"
+#include "specd/spec_runtime.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+enum { N_GEN = 20, MAX_PROMPT = 256, N_PROMPTS = 3, N_GOLDEN = 10 };
+
+static int32_t prompts[N_GOLDEN][MAX_PROMPT];
+static int64_t n_prompts[N_GOLDEN];
+static specd_model *model;
+static specd_context *ctx;
+static char dir[64], random_head[128], shipped_head[1024];
+
+static specd_spec *make_spec(void) {
+    specd_spec_params sp = specd_spec_default_params();
+    sp.n_vocab = specd_model_get_info(model)->n_vocab;
+    sp.n_embd = specd_model_get_info(model)->n_embd;
+    sp.max_draft = 4;
+    sp.target = model;
+    specd_spec *spec;
+    specd_error err;
+    if (specd_spec_create(&sp, &spec, &err) != SPECD_OK) fail_msg("spec: %s", err.message);
+    return spec;
+}
+
+static void generate(int p, const char *policy, const char *opts, float temperature,
+                     int32_t *out, specd_seq_stats *stats) {
+    specd_spec *spec = make_spec();
+    specd_error err;
+    specd_seq_params params = specd_seq_default_params();
+    params.policy = policy;
+    params.policy_options = opts;
+    params.sampling.temperature = temperature;
+    params.seed = 99;
+    params.max_tokens = N_GEN;
+    if (specd_spec_seq_open(spec, 0, prompts[p], n_prompts[p], &params, &err) != SPECD_OK)
+        fail_msg("open %s %s: %s", policy, opts ? opts : "", err.message);
+    specd_run_stats rs;
+    if (specd_spec_run(spec, 0, ctx, 0, NULL, NULL, &rs, &err) != SPECD_OK)
+        fail_msg("run %s: %s", policy, err.message);
+    int64_t n;
+    const int32_t *toks = specd_spec_seq_output(spec, 0, &n);
+    assert_int_equal(n, N_GEN);
+    memcpy(out, toks, N_GEN * sizeof(int32_t));
+    assert_int_equal(specd_spec_seq_stats(spec, 0, stats, &err), SPECD_OK);
+    assert_int_equal(stats->n_steps, rs.n_steps);
+    specd_spec_destroy(spec);
+}
+
+/* spec mode against plain decoding on N_PROMPTS prompts; returns the proposals accepted */
+static int64_t check_identity(const char *head, const char *extra, float temperature) {
+    char opts[1200];
+    snprintf(opts, sizeof opts, "head=%s,k=3%s", head, extra);
+    int64_t accepted = 0;
+    for (int p = 0; p < N_PROMPTS; p++) {
+        int32_t plain[N_GEN], mrp[N_GEN];
+        specd_seq_stats s_plain, s_mrp;
+        generate(p, "none", NULL, temperature, plain, &s_plain);
+        generate(p, "mrp", opts, temperature, mrp, &s_mrp);
+        for (int i = 0; i < N_GEN; i++)
+            if (plain[i] != mrp[i])
+                fail_msg("T=%.2f prompt %d head %s: mrp differs at token %d (%d vs %d)",
+                         temperature, p, head, i, mrp[i], plain[i]);
+        /* every step after the first verified k proposals, and nothing was called lossy */
+        assert_true(s_mrp.n_draft_tokens >= 3 * (s_mrp.n_steps - 1) - 3);
+        assert_true(s_mrp.n_steps + s_mrp.n_accepted >= N_GEN);
+        assert_int_equal(s_mrp.lossy, 0);
+        accepted += s_mrp.n_accepted;
+    }
+    return accepted;
+}
+
+static void test_identity_random_head(void **s) {
+    (void)s;
+    check_identity(random_head, "", 0.0f);
+    check_identity(random_head, "", 0.8f);
+    /* every C_k over the whole vocabulary; candidates from the target's row */
+    check_identity(random_head, ",cand=0", 0.8f);
+    check_identity(random_head, ",cand_from=target", 0.0f);
+}
+
+static int have_shipped(void) {
+    struct stat st;
+    return stat(shipped_head, &st) == 0;
+}
+
+static void test_identity_shipped_head(void **s) {
+    (void)s;
+    if (!have_shipped()) {
+        fprintf(stderr, "SKIP: no trained MRP head at %s (set SPECD_MRP_HEAD)\n", shipped_head);
+        skip();
+    }
+    int64_t greedy = check_identity(shipped_head, "", 0.0f);
+    int64_t coupled = check_identity(shipped_head, "", 0.8f);
+    fprintf(stderr, "shipped head: %lld greedy and %lld coupled proposals accepted\n",
+            (long long)greedy, (long long)coupled);
+    /* a trained head drafts tokens the target takes */
+    assert_true(greedy > 0);
+}
+
+/* direct: drafts emitted unchecked; the steps say lossy and carry k + 1 tokens */
+static void test_direct_is_lossy(void **s) {
+    (void)s;
+    char opts[1200];
+    snprintf(opts, sizeof opts, "head=%s,k=3,mode=direct", random_head);
+    int32_t out[N_GEN];
+    specd_seq_stats st;
+    generate(0, "mrp", opts, 0.0f, out, &st);
+    assert_int_equal(st.lossy, 1);
+    /* the first step only proposes; every later one emits its 3 drafts and the target's token */
+    assert_true(st.n_steps <= 1 + (N_GEN - 1 + 3) / 4);
+    assert_true(st.n_draft_tokens > 0);
+}
+
+/* The batch loop (serve's path) runs mrp with the other requests in one forward: steps get
+ * their hidden states from the shared extend; it does not pass prompt hidden states, so the head
+ * starts at each request's first step. Greedy output is plain decoding's. */
+typedef struct loop_out {
+    int32_t tokens[N_PROMPTS][N_GEN];
+    int32_t n[N_PROMPTS];
+    int done[N_PROMPTS];
+    int64_t accepted;
+    specd_status status[N_PROMPTS];
+} loop_out;
+
+static loop_out *loop_sink;
+static int64_t loop_ids[N_PROMPTS];
+
+static void on_loop_event(const specd_loop_event *e, void *user) {
+    int p = (int)(intptr_t)user;
+    for (int32_t i = 0; i < e->n_tokens && loop_sink->n[p] < N_GEN; i++)
+        loop_sink->tokens[p][loop_sink->n[p]++] = e->tokens[i];
+    if (e->done) {
+        loop_sink->done[p] = 1;
+        loop_sink->status[p] = e->status;
+        if (e->status != SPECD_OK) fprintf(stderr, "request %d: %s\n", p, e->message);
+        if (e->stats) loop_sink->accepted += e->stats->n_accepted;
+    }
+}
+
+static void test_batch_loop(void **s) {
+    (void)s;
+    specd_loop_params lp = specd_loop_default_params();
+    lp.max_seqs = N_PROMPTS;
+    lp.n_ctx = 256;
+    lp.n_batch = 64;
+    lp.max_draft = 4;
+    lp.n_threads = 2;
+    specd_loop *loop;
+    specd_error err;
+    if (specd_loop_create(model, &lp, &loop, &err) != SPECD_OK) fail_msg("loop: %s", err.message);
+    static loop_out out;
+    memset(&out, 0, sizeof out);
+    loop_sink = &out;
+    char opts[1200];
+    snprintf(opts, sizeof opts, "head=%s,k=3", random_head);
+    for (int p = 0; p < N_PROMPTS; p++) {
+        specd_seq_params params = specd_seq_default_params();
+        params.policy = "mrp";
+        params.policy_options = opts;
+        params.sampling.temperature = 0.0f;
+        params.stream_key = 100 + (uint64_t)p;
+        params.max_tokens = N_GEN;
+        if (specd_loop_submit(loop, prompts[p], n_prompts[p], &params, on_loop_event,
+                              (void *)(intptr_t)p, &loop_ids[p], &err) != SPECD_OK)
+            fail_msg("submit: %s", err.message);
+    }
+    for (int guard = 0; guard < 10 * N_GEN && specd_loop_n_running(loop) + specd_loop_n_queued(loop) > 0;
+         guard++)
+        assert_int_equal(specd_loop_step(loop, NULL, &err), SPECD_OK);
+    specd_loop_destroy(loop);
+    for (int p = 0; p < N_PROMPTS; p++) {
+        assert_true(out.done[p]);
+        assert_int_equal(out.status[p], SPECD_OK);
+        assert_int_equal(out.n[p], N_GEN);
+        int32_t plain[N_GEN];
+        specd_seq_stats st;
+        generate(p, "none", NULL, 0.0f, plain, &st);
+        for (int i = 0; i < N_GEN; i++)
+            if (plain[i] != out.tokens[p][i])
+                fail_msg("loop prompt %d: mrp differs at token %d (%d vs %d)", p, i,
+                         out.tokens[p][i], plain[i]);
+    }
+}
+
+static void expect_refused(const char *opts, specd_status status, const char *needle) {
+    specd_spec *spec = make_spec();
+    specd_error err;
+    specd_error_clear(&err);
+    specd_seq_params params = specd_seq_default_params();
+    params.policy = "mrp";
+    params.policy_options = opts;
+    specd_status st = specd_spec_seq_open(spec, 0, prompts[0], n_prompts[0], &params, &err);
+    if (st != status || !strstr(err.message, needle))
+        fail_msg("options %s: got %s '%s', expected %s containing '%s'", opts,
+                 specd_status_name(st), err.message, specd_status_name(status), needle);
+    specd_spec_destroy(spec);
+}
+
+static void write_variant(const char *path, const char *omit, int32_t n_embd, int32_t n_vocab,
+                          int no_version) {
+    mrp_head_spec hs = {.info = *specd_model_get_info(model), .n_vocab_key = n_vocab,
+                        .omit = omit, .no_version = no_version, .noise = 0.02f, .seed = 5};
+    hs.info.n_layer = 1;
+    if (n_embd) {
+        hs.info.n_embd = n_embd;
+        hs.info.n_head = n_embd / hs.info.head_dim;
+        hs.info.n_head_kv = 1;
+    }
+    assert_int_equal(mrp_write_head(path, &hs), 0);
+}
+
+static void test_bad_heads(void **s) {
+    (void)s;
+    int32_t V = specd_model_get_info(model)->n_vocab;
+    char path[160], opts[256];
+    struct {
+        const char *omit;
+        int32_t n_embd, n_vocab;
+        int no_version;
+        specd_status status;
+        const char *needle;
+    } cases[] = {
+        {"mrp.eh_proj.weight", 0, V, 0, SPECD_E_FORMAT, "mrp.eh_proj.weight is missing"},
+        {"mrp.hnorm.weight", 0, V, 0, SPECD_E_FORMAT, "mrp.hnorm.weight is missing"},
+        {"blk.0.attn_q.weight", 0, V, 0, SPECD_E_FORMAT, "blk.0.attn_q.weight is missing"},
+        {NULL, 512, V, 0, SPECD_E_MISMATCH, "embedding width 512"},
+        {NULL, 0, 32000, 0, SPECD_E_MISMATCH, "vocabulary of 32000"},
+        {NULL, 0, V, 1, SPECD_E_FORMAT, "no mrp.version"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(path, sizeof path, "%s/bad%zu.gguf", dir, i);
+        write_variant(path, cases[i].omit, cases[i].n_embd, cases[i].n_vocab,
+                      cases[i].no_version);
+        snprintf(opts, sizeof opts, "head=%s", path);
+        expect_refused(opts, cases[i].status, cases[i].needle);
+        expect_refused(opts, cases[i].status, path); /* the message names the file */
+        unlink(path);
+    }
+    /* a corrupt (truncated) file */
+    snprintf(path, sizeof path, "%s/cut.gguf", dir);
+    write_variant(path, NULL, 0, V, 0);
+    assert_int_equal(truncate(path, 100000), 0);
+    snprintf(opts, sizeof opts, "head=%s", path);
+    specd_spec *spec = make_spec();
+    specd_error err;
+    specd_seq_params params = specd_seq_default_params();
+    params.policy = "mrp";
+    params.policy_options = opts;
+    assert_int_not_equal(specd_spec_seq_open(spec, 0, prompts[0], n_prompts[0], &params, &err),
+                         SPECD_OK);
+    assert_non_null(strstr(err.message, path));
+    specd_spec_destroy(spec);
+    unlink(path);
+    expect_refused("head=/nonexistent/head.gguf", SPECD_E_IO, "/nonexistent/head.gguf");
+    expect_refused("k=2", SPECD_E_INVALID_ARG, "needs head=PATH");
+    snprintf(opts, sizeof opts, "head=%s,mode=fast", random_head);
+    expect_refused(opts, SPECD_E_INVALID_ARG, "mode=fast");
+    snprintf(opts, sizeof opts, "head=%s,k=9", random_head);
+    expect_refused(opts, SPECD_E_INVALID_ARG, "k=9");
+    snprintf(opts, sizeof opts, "head=%s,cand_from=nowhere", random_head);
+    expect_refused(opts, SPECD_E_INVALID_ARG, "cand_from=nowhere");
+}
+
+/* The target's rows after ctx[0..n): the last token's logits into l0, then X's row (X
+ * appended) into l1; hidden states of both into h (2 rows). */
+static void target_rows(const int32_t *toks, int64_t n, int32_t X, float *l0, float *h) {
+    specd_error err;
+    assert_int_equal(specd_context_kv_truncate(ctx, 0, 0, &err), SPECD_OK);
+    if (n > 1) {
+        specd_seq_batch b = {.seq = 0, .n_tokens = (int32_t)n - 1, .tokens = toks};
+        assert_int_equal(specd_context_extend(ctx, &b, 1, NULL, &err), SPECD_OK);
+    }
+    int32_t step[2] = {toks[n - 1], X};
+    specd_seq_batch b2 = {.seq = 0, .n_tokens = 2, .tokens = step};
+    specd_extend_out o2 = {.n_rows = 2, .logits = l0, .hidden = h};
+    assert_int_equal(specd_context_extend(ctx, &b2, 1, &o2, &err), SPECD_OK);
+    assert_int_equal(specd_context_kv_truncate(ctx, 0, 0, &err), SPECD_OK);
+}
+
+enum { CAND = 64 };
+
+/* q of a head with C = 0: softmax(row / T) over the CAND best tokens of row (ties: lower id) */
+static void null_head_q(const float *row, int32_t V, float T, double *q) {
+    int32_t top[CAND];
+    int n = 0;
+    for (int32_t x = 0; x < V; x++) {
+        if (n == CAND && !(row[x] > row[top[CAND - 1]])) continue;
+        int at = n < CAND ? n++ : CAND - 1;
+        while (at > 0 && row[x] > row[top[at - 1]]) {
+            top[at] = top[at - 1];
+            at--;
+        }
+        top[at] = x;
+    }
+    double sum = 0.0;
+    memset(q, 0, (size_t)V * sizeof(double));
+    for (int i = 0; i < CAND; i++) sum += exp((double)(row[top[i]] / T - row[top[0]] / T));
+    for (int i = 0; i < CAND; i++) q[top[i]] = exp((double)(row[top[i]] / T - row[top[0]] / T)) / sum;
+}
+
+/* Rejection sampling (k = 1) over thousands of seeds, on a head whose residual is 0 (so q is
+ * known here: softmax over the top CAND of the row before): in a fixed context the drafts follow
+ * q and the verified token follows the target (G-tests), and drafts are accepted. The context is
+ * the candidate where drafts and the target overlap most. */
+static void test_rejection_statistics(void **s) {
+    (void)s;
+    const specd_model_info *info = specd_model_get_info(model);
+    const int32_t V = info->n_vocab, E = info->n_embd;
+    const float T = 1.0f;
+    specd_error err;
+    specd_sampling_params sp = specd_sampling_default_params();
+    sp.temperature = T;
+    specd_sampler *smp;
+    assert_int_equal(specd_sampler_create(&sp, V, &smp, &err), SPECD_OK);
+    float *l0 = malloc((size_t)V * 3 * sizeof(float)), *l1 = l0 + V, *pf = l0 + 2 * (size_t)V;
+    float *h = malloc((size_t)E * 3 * sizeof(float));
+    double *p1 = malloc((size_t)V * sizeof(double)), *q = malloc((size_t)V * sizeof(double));
+    uint64_t *counts = calloc((size_t)V, sizeof(uint64_t)), *dcounts = calloc((size_t)V, 8);
+    assert_true(l0 && h && p1 && q && counts && dcounts);
+    /* candidates: the golden prompts and a repetition (whose next two tokens agree) */
+    int32_t cands[N_GOLDEN + 1][MAX_PROMPT];
+    int64_t n_cands[N_GOLDEN + 1];
+    for (int p = 0; p < N_GOLDEN; p++) {
+        memcpy(cands[p], prompts[p], (size_t)n_prompts[p] * sizeof(int32_t));
+        n_cands[p] = n_prompts[p];
+    }
+    for (int i = 0; i < 16; i++) cands[N_GOLDEN][i] = prompts[0][i % 2 ? 1 : 2];
+    n_cands[N_GOLDEN] = 16;
+    int best = -1;
+    double best_score = 0.0, best_px = 0.0, best_overlap = 0.0;
+    int32_t X = 0, bestX = 0;
+    for (int c = 0; c <= N_GOLDEN; c++) {
+        target_rows(cands[c], n_cands[c], 0, l0, h);
+        assert_int_equal(specd_sampler_probs(smp, l0, V, pf, &err), SPECD_OK);
+        X = 0;
+        for (int32_t x = 1; x < V; x++) X = pf[x] > pf[X] ? x : X;
+        double px = pf[X];
+        target_rows(cands[c], n_cands[c], X, l0, h);
+        assert_int_equal(specd_sampler_probs(smp, l1, V, pf, &err), SPECD_OK);
+        null_head_q(l0, V, T, q);
+        double overlap = 0.0;
+        for (int32_t x = 0; x < V; x++) overlap += q[x] < pf[x] ? q[x] : pf[x];
+        if (px * overlap > best_score) {
+            best_score = px * overlap;
+            best = c;
+            bestX = X;
+            best_px = px;
+            best_overlap = overlap;
+        }
+    }
+    assert_true(best >= 0);
+    X = bestX;
+    const int32_t *P = cands[best];
+    const int64_t n = n_cands[best];
+    target_rows(P, n, X, l0, h);
+    assert_int_equal(specd_sampler_probs(smp, l1, V, pf, &err), SPECD_OK);
+    for (int32_t x = 0; x < V; x++) p1[x] = pf[x];
+    null_head_q(l0, V, T, q);
+    /* step 2's rows: X's row, then the draft's, for which X's stands in: the first token is
+     * decided on row 0 and q alone (row 1 gives only the bonus and the next drafts) */
+    memcpy(pf, l1, (size_t)V * sizeof(float));
+    memcpy(h + 2 * (size_t)E, h + E, (size_t)E * sizeof(float));
+
+    char head[160], opts[256];
+    snprintf(head, sizeof head, "%s/null.gguf", dir);
+    mrp_head_spec hs = {.info = *info, .n_vocab_key = V, .noise = 0.02f, .seed = 3,
+                        .zero_output = 1};
+    hs.info.n_layer = 1;
+    assert_int_equal(mrp_write_head(head, &hs), 0);
+    snprintf(opts, sizeof opts, "head=%s,k=1,ctx=64,cand=%d", head, CAND);
+    const specd_policy_ops *ops = specd_policy_find("mrp");
+    assert_non_null(ops);
+    specd_policy_env env = {.n_vocab = V, .max_draft = 1, .target = model, .sampling = sp,
+                            .rule = SPECD_ACCEPT_REJECTION, .seq_key = 3};
+    void *shared = NULL;
+    assert_int_equal(ops->shared_create(&env, opts, &shared, &err), SPECD_OK);
+    env.shared = shared;
+    int32_t hist[MAX_PROMPT + 2];
+    memcpy(hist, P, (size_t)n * sizeof(int32_t));
+    hist[n] = X;
+    uint64_t total = 0, accepted = 0;
+    const int trials = 4000;
+    for (int t = 0; t < trials; t++) {
+        env.seed = 1000 + (uint64_t)t;
+        void *st = NULL;
+        if (ops->create(&env, opts, &st, &err) != SPECD_OK) fail_msg("create: %s", err.message);
+        specd_step_layout lay;
+        specd_step_outcome out;
+        memset(&lay, 0, sizeof lay);
+        assert_int_equal(ops->layout(st, hist, n, &lay, &err), SPECD_OK);
+        assert_int_equal(lay.n_tokens, 1);
+        assert_int_equal(ops->verify_hidden(st, l0, h, E, &out, &err), SPECD_OK);
+        if (out.emitted[0] != X) { /* another context: not counted */
+            ops->destroy(st);
+            continue;
+        }
+        memset(&lay, 0, sizeof lay);
+        assert_int_equal(ops->layout(st, hist, n + 1, &lay, &err), SPECD_OK);
+        assert_int_equal(lay.n_tokens, 2);
+        dcounts[lay.tokens[1]]++;
+        if (ops->verify_hidden(st, l1, h + E, E, &out, &err) != SPECD_OK)
+            fail_msg("verify: %s", err.message);
+        counts[out.emitted[0]]++;
+        accepted += (uint64_t)out.n_accepted;
+        total++;
+        ops->destroy(st);
+    }
+    ops->shared_destroy(shared);
+    unlink(head);
+    double pv = gof_pvalue(counts, p1, V, total), pq = gof_pvalue(dcounts, q, V, total);
+    /* the power check: the drafts do not follow the target, nor the tokens q */
+    double pv_drafts = gof_pvalue(dcounts, p1, V, total), pq_tokens = gof_pvalue(counts, q, V, total);
+    fprintf(stderr, "rejection: candidate %d, p(X) %.2f, overlap of q and p %.2f; %llu trials in "
+                    "context, %llu drafts accepted; G-test p-values: tokens vs target %.4f, "
+                    "drafts vs q %.4f (controls: drafts vs target %.2g, tokens vs q %.2g)\n",
+            best, best_px, best_overlap, (unsigned long long)total, (unsigned long long)accepted,
+            pv, pq, pv_drafts, pq_tokens);
+    assert_true(total >= (uint64_t)(trials / 4));
+    assert_true(accepted > 0);
+    assert_true(pv > 1e-3);
+    assert_true(pq > 1e-3);
+    assert_true(pv_drafts < 1e-3 || pq_tokens < 1e-3);
+    specd_sampler_destroy(smp);
+    free(l0);
+    free(h);
+    free(p1);
+    free(q);
+    free(counts);
+    free(dcounts);
+}
+
+int main(void) {
+    const char *path = specd_test_model_path();
+    specd_error err;
+    if (!path || specd_golden_prompts_read(getenv("SPECD_SOURCE_DIR"), N_GOLDEN, MAX_PROMPT,
+                                           &prompts[0][0], n_prompts) != 0) {
+        fprintf(stderr, "model or golden prompts missing\n");
+        return 1;
+    }
+    if (specd_model_create(path, &model, &err) != SPECD_OK) {
+        fprintf(stderr, "model: %s\n", err.message);
+        return 1;
+    }
+    specd_context_params cp = specd_context_default_params();
+    cp.n_ctx = 256;
+    cp.n_batch = 32;
+    if (specd_context_create(model, &cp, &ctx, &err) != SPECD_OK) {
+        fprintf(stderr, "context: %s\n", err.message);
+        return 1;
+    }
+    const char *env_head = getenv("SPECD_MRP_HEAD");
+    snprintf(shipped_head, sizeof shipped_head, "%s", env_head && *env_head ? env_head : "");
+    if (!shipped_head[0])
+        snprintf(shipped_head, sizeof shipped_head, "%s/models/mrp/smollm2-135m-mrp.gguf",
+                 getenv("SPECD_SOURCE_DIR") ? getenv("SPECD_SOURCE_DIR") : ".");
+    snprintf(dir, sizeof dir, "/tmp/specd_mrp_XXXXXX");
+    if (!mkdtemp(dir)) return 1;
+    snprintf(random_head, sizeof random_head, "%s/random.gguf", dir);
+    mrp_head_spec hs = {.info = *specd_model_get_info(model),
+                        .n_vocab_key = specd_model_get_info(model)->n_vocab, .noise = 0.02f,
+                        .seed = 11};
+    hs.info.n_layer = 1;
+    if (mrp_write_head(random_head, &hs) != 0) {
+        fprintf(stderr, "cannot write the random head\n");
+        return 1;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bad_heads),
+        cmocka_unit_test(test_identity_random_head),
+        cmocka_unit_test(test_direct_is_lossy),
+        cmocka_unit_test(test_batch_loop),
+        cmocka_unit_test(test_rejection_statistics),
+        cmocka_unit_test(test_identity_shipped_head),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    unlink(random_head);
+    rmdir(dir);
+    specd_context_destroy(ctx);
+    specd_model_destroy(model);
+    return rc;
+}

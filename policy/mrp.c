@@ -33,6 +33,7 @@
 #include "policy/builtin.h"
 
 #include "common/alloc.h"
+#include "common/log_internal.h"
 #include "common/status_internal.h"
 #include "policy/mrp_head.h"
 #include "policy/options.h"
@@ -137,6 +138,11 @@ static specd_status parse_options(const specd_policy_env *env, const char *optio
         return specd_fail(err, SPECD_E_UNSUPPORTED,
                           "policy mrp: needs the target model (its embedding, output head and "
                           "hidden states): run the target on specd's runtime");
+    /* the head context writes the target's vocabulary width into state sized from env */
+    if (env->n_vocab != specd_model_get_info(env->target)->n_vocab)
+        return specd_fail(err, SPECD_E_MISMATCH,
+                          "policy mrp: the spec's vocabulary (%d) is not the target model's (%d)",
+                          env->n_vocab, specd_model_get_info(env->target)->n_vocab);
     if (o->m > env->n_vocab) o->m = env->n_vocab;
     return SPECD_OK;
 }
@@ -273,11 +279,13 @@ static specd_status mrp_prefill_hidden(void *state, const int32_t *prompt, int64
     if (n_embd != s->n_embd)
         return specd_fail(err, SPECD_E_MISMATCH, "policy mrp: hidden width %d, head %d", n_embd,
                           s->n_embd);
+    /* too long for the head's cache (sync_head's bound): the head starts at the first step,
+     * so no chunk of this prompt is committed and the order check below must not see it */
+    if (n_prompt + 2 * (int64_t)s->k + 1 > s->hctx_cap) return SPECD_OK;
     if (s->started || row0 != specd_context_kv_len(s->hctx, 0) || row0 + n_rows > n_prompt - 1)
         return specd_fail(err, SPECD_E_STATE,
                           "policy mrp: prompt hidden rows [%lld, %lld) out of order",
                           (long long)row0, (long long)(row0 + n_rows));
-    if (n_prompt + s->k + 1 > s->hctx_cap) return SPECD_OK; /* too long: layout gives up */
     /* row j's next token is prompt[j + 1] */
     return commit_rows(s, prompt + row0 + 1, hidden, row0, n_rows, NULL, NULL, err);
 }
@@ -479,8 +487,14 @@ static specd_status mrp_verify_hidden(void *state, const float *logits, const fl
     s->n_pend = 0;
     s->expect_n = s->n_at + n_emitted;
     if (!s->dead) {
-        specd_status st = draft_round(s, logits, hidden, n_dec, s->expect_n, err);
-        if (st != SPECD_OK) return st;
+        /* the engine has decided this step; a head that fails (e.g. non-finite weights) only
+         * stops drafting: later steps are plain target steps, the output stays exact */
+        specd_error derr;
+        if (draft_round(s, logits, hidden, n_dec, s->expect_n, &derr) != SPECD_OK) {
+            specd_log(SPECD_LOG_WARN, "policy mrp: the head stopped drafting: %s", derr.message);
+            s->dead = 1;
+            s->n_pend = 0;
+        }
     }
     *out = (specd_step_outcome){.n_emitted = n_emitted, .emitted = s->emitted, .n_keep = n_dec,
                                 .keep = s->keep, .n_drafted = p, .n_accepted = n_accepted,

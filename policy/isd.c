@@ -77,14 +77,18 @@ static void isd_shared_destroy(void *shared) {
     specd_free(sh);
 }
 
-/* Reads the mask embedding of the adapter in dir without a model into *out (owned). */
+/* Reads the mask embedding of the adapter in dir without a model into *out (owned). Files that
+ * cannot be read here are the host's to report when it loads the adapter (the path may name
+ * something only it can open): no vector then; a malformed vector is refused. */
 static specd_status read_mask(const char *dir, float **out, int32_t *n, specd_error *err) {
     *out = NULL;
-    SPECD_TRY(specd_lora_read_mask_embedding(dir, NULL, 0, n, err));
+    specd_status st = specd_lora_read_mask_embedding(dir, NULL, 0, n, err);
+    if (st == SPECD_E_IO) *n = 0;
+    else if (st != SPECD_OK) return st;
     if (*n == 0) return SPECD_OK;
     if (!(*out = specd_alloc_array((size_t)*n, sizeof(float))))
         return specd_fail(err, SPECD_E_NOMEM, "out of memory");
-    specd_status st = specd_lora_read_mask_embedding(dir, *out, *n, n, err);
+    st = specd_lora_read_mask_embedding(dir, *out, *n, n, err);
     if (st != SPECD_OK) {
         specd_free(*out);
         *out = NULL;

@@ -1,0 +1,40 @@
+/* A data shard for MRP training (/work/mrp-shared/CONTRACT.md, "Data"): tokens.i32 and hidden.f16
+ * appended one finished sequence at a time, then seqs.json, then DONE (written last, so a reader
+ * never sees a half-written shard as complete). */
+#ifndef SPECD_TOOLS_GEN_SHARD_H
+#define SPECD_TOOLS_GEN_SHARD_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct cJSON cJSON;
+
+typedef struct gen_shard {
+    char dir[4096];
+    FILE *tokens, *hidden;
+    int32_t n_embd;
+    int64_t n_tokens, n_seqs;
+    cJSON *root, *seqs; /* seqs.json under construction */
+} gen_shard;
+
+/* One finished sequence: n_tokens ids and n_tokens x n_embd halves (prompt rows included). */
+typedef struct gen_seq_record {
+    const int32_t *tokens;
+    const uint16_t *hidden;
+    int32_t n_tokens, n_prompt;
+    int64_t job, prompt_id;
+    uint64_t seed;
+    float temp;
+    const char *stop; /* "eog" or "max" */
+    const char *text; /* the continuation's text, or NULL to leave it out */
+} gen_seq_record;
+
+/* Creates dir (must not hold a finished shard) and opens the data files. 0 on success, else prints
+ * why. */
+int gen_shard_open(gen_shard *s, const char *dir, int32_t n_embd, const char *model_sha256);
+int gen_shard_append(gen_shard *s, const gen_seq_record *r);
+/* Adds recipe (taken over) to seqs.json, writes it and DONE. */
+int gen_shard_finish(gen_shard *s, cJSON *recipe);
+void gen_shard_close(gen_shard *s);
+
+#endif

@@ -218,10 +218,12 @@ static int run_one(target *t, specd_spec *spec, const host_options *o, const cha
             rc = specd_fail("layout", &err);
             break;
         }
-        if (lay.visible || lay.lora_gate) {
+        if (lay.visible || lay.lora_gate || lay.input_embd) {
             fprintf(stderr, "llama_host: policy %s lays out steps with %s, which llama.cpp's batch "
                             "API cannot express; use a drafter-shaped policy (ngram, draft)\n",
-                    policy, lay.visible ? "attention masks" : "LoRA gates");
+                    policy, lay.visible     ? "attention masks"
+                            : lay.lora_gate ? "LoRA gates"
+                                            : "float-vector input rows");
             rc = 1;
             break;
         }

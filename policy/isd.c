@@ -12,6 +12,10 @@
  * what plain decoding computes (R-ISD keeps them on base weights too). KV keep: the pending row
  * and the accepted proposals' rows; mask rows and rejected rows are dropped.
  *
+ * An adapter with a trained mask embedding (specd_lora_mask_embedding) feeds that vector as the
+ * input of every mask row (input_embd, flagged on the mask rows only); clean rows keep their token
+ * embeddings, so R-ISD's clean rows are still exactly plain decoding's.
+ *
  * Every buffer is sized at create: a step allocates nothing. */
 #include "policy/builtin.h"
 
@@ -35,6 +39,8 @@ typedef struct isd_state {
     specd_lora *lora;        /* loaded when specd runs the target, else NULL */
     int own_lora;            /* 1: loaded for this sequence; 0: the spec's shared one */
     char *adapter;           /* the adapter's directory, or NULL: gated rows need it */
+    float *embd;             /* (2N - 1) x n_embd rows, each the mask embedding, or NULL */
+    uint8_t *embd_rows;      /* 2N - 1 flags: the step's mask rows */
     specd_accept *accept;
     specd_sampler *target;   /* the keyed sample of the propose step's free token */
     specd_sampler *argmax;   /* argmax proposals (biased logits) */
@@ -53,11 +59,62 @@ typedef struct isd_state {
     float *gate, *accept_prob;
 } isd_state;
 
+/* What a spec's sequences share (policy ABI 2): the adapter when specd runs the target, and its
+ * mask embedding (borrowed from the adapter, or read from the directory when the host runs the
+ * target and loads the adapter itself). */
+typedef struct isd_shared {
+    specd_lora *lora;
+    const float *mask;
+    float *own_mask;
+    int32_t n_mask;
+} isd_shared;
+
+static void isd_shared_destroy(void *shared) {
+    isd_shared *sh = shared;
+    if (!sh) return;
+    specd_lora_destroy(sh->lora);
+    specd_free(sh->own_mask);
+    specd_free(sh);
+}
+
+/* Reads the mask embedding of the adapter in dir without a model into *out (owned). Files that
+ * cannot be read here are the host's to report when it loads the adapter (the path may name
+ * something only it can open): no vector then; a malformed vector is refused. */
+static specd_status read_mask(const char *dir, float **out, int32_t *n, specd_error *err) {
+    *out = NULL;
+    specd_status st = specd_lora_read_mask_embedding(dir, NULL, 0, n, err);
+    if (st == SPECD_E_IO) *n = 0;
+    else if (st != SPECD_OK) return st;
+    if (*n == 0) return SPECD_OK;
+    if (!(*out = specd_alloc_array((size_t)*n, sizeof(float))))
+        return specd_fail(err, SPECD_E_NOMEM, "out of memory");
+    st = specd_lora_read_mask_embedding(dir, *out, *n, n, err);
+    if (st != SPECD_OK) {
+        specd_free(*out);
+        *out = NULL;
+    }
+    return st;
+}
+
+/* Prefixes err's message with the policy and adapter, keeping the loader's reason. */
+static specd_status adapter_fail(specd_error *err, specd_status st, const char *name,
+                                 const char *adapter) {
+    if (err) {
+        char why[sizeof err->message];
+        memcpy(why, err->message, sizeof why);
+        why[sizeof why - 1] = '\0';
+        specd_fail(err, st, "policy %s: adapter=%s: %s", name, adapter, why);
+    }
+    return st;
+}
+
 static void isd_destroy(void *state) {
     isd_state *s = state;
     if (!s) return;
     if (s->own_lora) specd_lora_destroy(s->lora);
     specd_free(s->adapter);
+    specd_free(s->embd);
+    specd_free(s->embd_rows);
     specd_accept_destroy(s->accept);
     specd_sampler_destroy(s->target);
     specd_sampler_destroy(s->argmax);
@@ -181,28 +238,50 @@ static specd_status isd_create_common(const specd_policy_env *env, const char *o
         }
         memcpy(s->adapter, adapter, len);
     }
-    if (adapter[0] && env->target && env->shared) {
-        s->lora = env->shared; /* loaded once for the spec (policy ABI 2) */
-    } else if (adapter[0] && env->target &&
-               (st = specd_lora_create(env->target, adapter, &s->lora, err)) != SPECD_OK) {
-        isd_destroy(s);
-        if (err) {
-            char why[sizeof err->message];
-            memcpy(why, err->message, sizeof why);
-            why[sizeof why - 1] = '\0';
-            specd_fail(err, st, "policy %s: adapter=%s: %s", name, adapter, why);
+    const isd_shared *sh = env->shared;
+    const float *mask_vec = NULL;
+    float *own_mask = NULL;
+    int32_t n_mask = 0;
+    if (adapter[0] && sh) {
+        s->lora = sh->lora; /* loaded once for the spec (policy ABI 2); NULL without a target */
+        mask_vec = sh->mask;
+        n_mask = sh->n_mask;
+    } else if (adapter[0] && env->target) {
+        if ((st = specd_lora_create(env->target, adapter, &s->lora, err)) != SPECD_OK) {
+            isd_destroy(s);
+            return adapter_fail(err, st, name, adapter);
         }
-        return st;
+        s->own_lora = 1;
+        mask_vec = specd_lora_mask_embedding(s->lora, &n_mask);
+    } else if (adapter[0]) {
+        if ((st = read_mask(adapter, &own_mask, &n_mask, err)) != SPECD_OK) {
+            isd_destroy(s);
+            return adapter_fail(err, st, name, adapter);
+        }
+        mask_vec = own_mask;
     }
-    s->own_lora = s->lora && s->lora != env->shared;
+    if (mask_vec) {
+        /* every row holds the vector: the flags pick the mask rows of each step */
+        s->embd = specd_alloc_array(rows * (size_t)n_mask, sizeof(float));
+        s->embd_rows = specd_alloc_array(rows, sizeof(uint8_t));
+        if (s->embd)
+            for (size_t i = 0; i < rows; i++)
+                memcpy(s->embd + i * (size_t)n_mask, mask_vec, (size_t)n_mask * sizeof(float));
+    }
+    specd_free(own_mask);
+    if (mask_vec && (!s->embd || !s->embd_rows)) {
+        isd_destroy(s);
+        return specd_fail(err, SPECD_E_NOMEM, "policy %s: out of memory", name);
+    }
     for (size_t i = 0; i < rows; i++) s->rows[i] = (int32_t)i;
     s->expect_n = -1;
     *state = s;
     return SPECD_OK;
 }
 
-/* The adapter, loaded once per spec and shared by its sequences (policy ABI 2); NULL when there
- * is none or specd does not run the target (the host applies it from the layout's lora_path). */
+/* The adapter, loaded once per spec and shared by its sequences (policy ABI 2), with its mask
+ * embedding; NULL when there is none. When specd does not run the target the host applies the
+ * adapter from the layout's lora_path and only the mask embedding is read here. */
 static specd_status shared_create_common(const specd_policy_env *env, const char *options,
                                         void **shared, const char *name, specd_error *err) {
     char adapter[4096] = "", ignored[16];
@@ -214,17 +293,24 @@ static specd_status shared_create_common(const specd_policy_env *env, const char
     *shared = NULL;
     /* bad options are reported by create, with the policy's own name */
     if (specd_options_parse("isd", options, ints, 2, strs, 2, NULL) != SPECD_OK) return SPECD_OK;
-    if (!adapter[0] || !env->target) return SPECD_OK;
-    specd_lora *lora = NULL;
-    specd_status st = specd_lora_create(env->target, adapter, &lora, err);
-    if (st == SPECD_OK) *shared = lora;
-    else if (err) {
-        char why[sizeof err->message];
-        memcpy(why, err->message, sizeof why);
-        why[sizeof why - 1] = '\0';
-        specd_fail(err, st, "policy %s: adapter=%s: %s", name, adapter, why);
+    if (!adapter[0]) return SPECD_OK;
+    isd_shared *sh = specd_alloc_array(1, sizeof *sh);
+    if (!sh) return specd_fail(err, SPECD_E_NOMEM, "policy %s: out of memory", name);
+    specd_status st;
+    if (env->target) {
+        st = specd_lora_create(env->target, adapter, &sh->lora, err);
+        sh->mask = specd_lora_mask_embedding(sh->lora, &sh->n_mask);
+    } else {
+        /* the host loads the adapter from the layout's lora_path; the mask rows' input is ours */
+        st = read_mask(adapter, &sh->own_mask, &sh->n_mask, err);
+        sh->mask = sh->own_mask;
     }
-    return st;
+    if (st != SPECD_OK) {
+        isd_shared_destroy(sh);
+        return adapter_fail(err, st, name, adapter);
+    }
+    *shared = sh;
+    return SPECD_OK;
 }
 
 static specd_status isd_shared_create(const specd_policy_env *env, const char *options,
@@ -236,8 +322,6 @@ static specd_status risd_shared_create(const specd_policy_env *env, const char *
                                        void **shared, specd_error *err) {
     return shared_create_common(env, options, shared, "risd", err);
 }
-
-static void isd_shared_destroy(void *shared) { specd_lora_destroy(shared); }
 
 static specd_status isd_create(const specd_policy_env *env, const char *options, void **state,
                                specd_error *err) {
@@ -268,11 +352,13 @@ static specd_status isd_layout(void *state, const int32_t *history, int64_t n_hi
         s->pos[i] = base + i;
         /* ISD runs the adapter everywhere; R-ISD only on the mask rows */
         s->gate[i] = (!s->residual || i >= s->n_clean) ? 1.0f : 0.0f;
+        if (s->embd_rows) s->embd_rows[i] = i >= s->n_clean;
     }
     *out = (specd_step_layout){.n_tokens = s->n_tokens, .tokens = s->tokens, .pos = s->pos,
                                .visible = NULL, .lora_gate = s->adapter ? s->gate : NULL,
                                .lora = s->lora, .n_rows = s->n_tokens, .rows = s->rows,
-                               .lora_path = s->adapter};
+                               .lora_path = s->adapter, .input_embd = s->embd,
+                               .input_embd_rows = s->embd_rows};
     return SPECD_OK;
 }
 

@@ -86,6 +86,27 @@ SPECD_API specd_status specd_lora_create(const specd_model *model, const char *d
 SPECD_API void specd_lora_destroy(specd_lora *lora);
 SPECD_API int32_t specd_lora_rank(const specd_lora *lora);
 
+/* --- LoRA: the trained mask embedding (specd's ISD extension) ----------------------------------
+ * An adapter trained with tools/train/train_isd.py --train-mask-embedding carries the input vector
+ * of ISD's mask rows: adapter_config.json "specd_mask_embedding": true plus a tensor
+ * mask_embedding [n_embd] (F32/F16/BF16). specd_lora_create checks it (length n_embd, finite) and
+ * refuses the adapter otherwise. The ISD policies feed it in place of the mask token's embedding
+ * (specd_step_layout.input_embd on the mask rows only). */
+
+/* The vector, or NULL when the adapter has none (or lora is NULL). Borrowed: valid while the
+ * adapter lives. *n_embd (may be NULL) receives its length, 0 with none. */
+SPECD_API const float *specd_lora_mask_embedding(const specd_lora *lora, int32_t *n_embd);
+
+/* Reads only the mask embedding of the adapter in dir, without a model (for a policy whose host
+ * runs the target and loads the adapter itself: that load checks the length against its model).
+ * *n_embd receives its length, 0 when the adapter has none; out (cap floats, or NULL with cap 0
+ * to ask the length) receives the vector. A malformed one (flag without tensor or the reverse,
+ * not one dim, a non-finite entry) -> SPECD_E_FORMAT / SPECD_E_MISMATCH; n_embd > cap with an out
+ * -> SPECD_E_INVALID_ARG. The length is not checked here (no model): the caller compares it with
+ * its target's n_embd. */
+SPECD_API specd_status specd_lora_read_mask_embedding(const char *dir, float *out, int32_t cap,
+                                                      int32_t *n_embd, specd_error *err);
+
 /* --- context ------------------------------------------------------------------------------- */
 typedef struct specd_context_params {
     int32_t n_seq;     /* sequences, each with its own KV cache (default 1) */

@@ -4,7 +4,12 @@
  *   base_model.model.model.layers.L.{self_attn|mlp}.<module>.lora_B.weight  [out, r]
  * Held as f32. For arch llama, GGUF's Q and K rows are permuted (llama.cpp's converter interleaves
  * each head's halves for its adjacent-pair RoPE), so B's rows for q_proj/k_proj get the same
- * permutation, as llama.cpp's convert_lora_to_gguf does. */
+ * permutation, as llama.cpp's convert_lora_to_gguf does.
+ *
+ * specd's extension for ISD (tools/train/export_adapter.py): "specd_mask_embedding": true in the
+ * config and a tensor mask_embedding [n_embd] carry the trained input vector of the mask rows. Both
+ * or neither: a flag without its tensor or a tensor without its flag is refused, as is a vector of
+ * the wrong length or with a non-finite entry (it would feed NaN into every mask row). */
 #include "model/runtime/runtime_internal.h"
 
 #include "common/alloc.h"
@@ -13,6 +18,7 @@
 #include "model/runtime/safetensors.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,8 +63,23 @@ static int module_index(const char *s, size_t n) {
     return -1;
 }
 
+/* adapter_config.json's "specd_mask_embedding": 1 for true, 0 for false or absent. */
+static specd_status mask_flag(const rt_json *j, int *out, specd_error *err) {
+    const uint32_t i = rt_json_get(j, 0, "specd_mask_embedding");
+    const rt_json_node *n = i ? &j->nodes[i] : NULL;
+    const size_t len = n ? n->end - n->start : 0;
+    *out = 0;
+    if (!n) return SPECD_OK;
+    if (n->type == RT_JSON_PRIMITIVE && len == 4 && !memcmp(j->text + n->start, "true", 4))
+        *out = 1;
+    else if (!(n->type == RT_JSON_PRIMITIVE && len == 5 && !memcmp(j->text + n->start, "false", 5)))
+        return specd_fail(err, SPECD_E_FORMAT,
+                          "lora: adapter_config.json: specd_mask_embedding must be true or false");
+    return SPECD_OK;
+}
+
 static specd_status read_config(const specd_model *m, const char *dir, specd_lora *lo, int *targets,
-                                specd_error *err) {
+                                int *want_mask, specd_error *err) {
     uint8_t *buf;
     size_t len;
     SPECD_TRY(read_file(dir, "adapter_config.json", 1 << 20, &buf, &len, err));
@@ -93,6 +114,7 @@ static specd_status read_config(const specd_model *m, const char *dir, specd_lor
         else
             targets[p] = 1;
     }
+    if (st == SPECD_OK) st = mask_flag(&j, want_mask, err);
     rt_json_free(&j);
     specd_free(buf);
     if (st != SPECD_OK) return st;
@@ -131,8 +153,41 @@ static int parse_name(const char *s, size_t n, int32_t *layer, int *proj, int *i
     return 1;
 }
 
+static const char mask_name[] = "mask_embedding";
+
+static int is_mask_tensor(const rt_st_tensor *t) {
+    return t->name_len == sizeof mask_name - 1 && !memcmp(t->name, mask_name, t->name_len);
+}
+
+/* The mask embedding tensor: [n_embd] (n_embd < 0: any length), every entry finite. */
+static specd_status read_mask(const rt_st_tensor *t, int64_t n_embd, float **out, int32_t *n,
+                              specd_error *err) {
+    if (*out) return specd_fail(err, SPECD_E_FORMAT, "lora: tensor %s given twice", mask_name);
+    if (t->n_dims != 1 || t->shape[0] < 1 || t->shape[0] > INT32_MAX ||
+        (n_embd >= 0 && t->shape[0] != n_embd))
+        return specd_fail(err, SPECD_E_MISMATCH,
+                          "lora: tensor %s: %d dims, length %lld; expected one dim of the "
+                          "model's n_embd %lld",
+                          mask_name, t->n_dims, (long long)t->shape[0], (long long)n_embd);
+    const size_t len = (size_t)t->shape[0];
+    float *v = specd_alloc_array(len, sizeof(float));
+    if (!v) return specd_fail(err, SPECD_E_NOMEM, "lora: out of memory");
+    for (size_t i = 0; i < len; i++) {
+        v[i] = rt_st_get(t, i);
+        if (!isfinite(v[i])) {
+            specd_free(v);
+            return specd_fail(err, SPECD_E_FORMAT, "lora: tensor %s: entry %zu is not finite",
+                              mask_name, i);
+        }
+    }
+    *out = v;
+    *n = (int32_t)len;
+    return SPECD_OK;
+}
+
 static specd_status load_weights(const specd_model *m, const uint8_t *buf, size_t len,
-                                 specd_lora *lo, const int *targets, specd_error *err) {
+                                 specd_lora *lo, const int *targets, int want_mask,
+                                 specd_error *err) {
     rt_st_file f;
     SPECD_TRY(rt_st_parse(buf, len, &f, err));
     const specd_model_info *in = &m->info;
@@ -143,6 +198,16 @@ static specd_status load_weights(const specd_model *m, const uint8_t *buf, size_
         const int nl = (int)(t->name_len > 100 ? 100 : t->name_len);
         int32_t layer;
         int proj, is_b;
+        if (is_mask_tensor(t)) {
+            if (!want_mask) {
+                st = specd_fail(err, SPECD_E_FORMAT,
+                                "lora: tensor %s without \"specd_mask_embedding\": true in "
+                                "adapter_config.json", mask_name);
+                break;
+            }
+            st = read_mask(t, in->n_embd, &lo->mask_embd, &lo->n_mask_embd, err);
+            continue;
+        }
         if (!parse_name(t->name, t->name_len, &layer, &proj, &is_b)) {
             st = specd_fail(err, SPECD_E_FORMAT, "lora: tensor %.*s is not a LoRA A/B weight", nl,
                             t->name);
@@ -201,6 +266,10 @@ static specd_status load_weights(const specd_model *m, const uint8_t *buf, size_
                 break;
             }
         }
+    if (st == SPECD_OK && want_mask && !lo->mask_embd)
+        st = specd_fail(err, SPECD_E_FORMAT,
+                        "lora: adapter_config.json sets specd_mask_embedding but "
+                        "adapter_model.safetensors has no tensor %s", mask_name);
     rt_st_free(&f);
     return st;
 }
@@ -218,14 +287,14 @@ specd_status specd_lora_create(const specd_model *model, const char *dir, specd_
         lo->n_out[p] = model->layers[0].w[p].n_out;
     }
     lo->pairs = specd_alloc_array((size_t)in->n_layer * RT_N_PROJ, sizeof *lo->pairs);
-    int targets[RT_N_PROJ] = {0};
+    int targets[RT_N_PROJ] = {0}, want_mask = 0;
     specd_status st = lo->pairs ? SPECD_OK : specd_fail(err, SPECD_E_NOMEM, "lora: out of memory");
-    if (st == SPECD_OK) st = read_config(model, dir, lo, targets, err);
+    if (st == SPECD_OK) st = read_config(model, dir, lo, targets, &want_mask, err);
     uint8_t *buf = NULL;
     size_t len = 0;
     if (st == SPECD_OK)
         st = read_file(dir, "adapter_model.safetensors", (size_t)1 << 32, &buf, &len, err);
-    if (st == SPECD_OK) st = load_weights(model, buf, len, lo, targets, err);
+    if (st == SPECD_OK) st = load_weights(model, buf, len, lo, targets, want_mask, err);
     specd_free(buf);
     if (st != SPECD_OK) {
         specd_lora_destroy(lo);
@@ -243,9 +312,70 @@ void specd_lora_destroy(specd_lora *lora) {
             specd_free(lora->pairs[i].b);
         }
     specd_free(lora->pairs);
+    specd_free(lora->mask_embd);
     specd_free(lora);
 }
 
 int32_t specd_lora_rank(const specd_lora *lora) {
     return lora ? lora->rank : 0;
+}
+
+/* --- the trained mask embedding ------------------------------------------------------------ */
+
+const float *specd_lora_mask_embedding(const specd_lora *lora, int32_t *n_embd) {
+    const float *v = lora ? lora->mask_embd : NULL;
+    if (n_embd) *n_embd = v ? lora->n_mask_embd : 0;
+    return v;
+}
+
+specd_status specd_lora_read_mask_embedding(const char *dir, float *out, int32_t cap,
+                                            int32_t *n_embd, specd_error *err) {
+    if (!dir || !n_embd || cap < 0 || (cap > 0 && !out))
+        return specd_fail(err, SPECD_E_INVALID_ARG, "lora: dir, n_embd or out is NULL");
+    *n_embd = 0;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    int want = 0;
+    SPECD_TRY(read_file(dir, "adapter_config.json", 1 << 20, &buf, &len, err));
+    rt_json j;
+    specd_status st = rt_json_parse((const char *)buf, len, &j, err);
+    if (st == SPECD_OK) {
+        st = mask_flag(&j, &want, err);
+        rt_json_free(&j);
+    }
+    specd_free(buf);
+    if (st != SPECD_OK) return st;
+    /* read even without the flag: a tensor without it is refused here as specd_lora_create does */
+    SPECD_TRY(read_file(dir, "adapter_model.safetensors", (size_t)1 << 32, &buf, &len, err));
+    rt_st_file f;
+    if ((st = rt_st_parse(buf, len, &f, err)) != SPECD_OK) {
+        specd_free(buf);
+        return st;
+    }
+    float *v = NULL;
+    int32_t n = 0;
+    for (uint32_t i = 0; st == SPECD_OK && i < f.n; i++) {
+        if (!is_mask_tensor(&f.tensors[i])) continue;
+        if (!want)
+            st = specd_fail(err, SPECD_E_FORMAT,
+                            "lora: tensor %s without \"specd_mask_embedding\": true in "
+                            "adapter_config.json", mask_name);
+        else
+            st = read_mask(&f.tensors[i], -1, &v, &n, err);
+    }
+    if (st == SPECD_OK && want && !v)
+        st = specd_fail(err, SPECD_E_FORMAT,
+                        "lora: adapter_config.json sets specd_mask_embedding but "
+                        "adapter_model.safetensors has no tensor %s", mask_name);
+    if (st == SPECD_OK && out && n > cap)
+        st = specd_fail(err, SPECD_E_INVALID_ARG, "lora: mask embedding has %d floats, room for %d",
+                        n, cap);
+    if (st == SPECD_OK && v) {
+        if (out) memcpy(out, v, (size_t)n * sizeof(float));
+        *n_embd = n;
+    }
+    specd_free(v);
+    rt_st_free(&f);
+    specd_free(buf);
+    return st;
 }

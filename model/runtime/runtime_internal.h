@@ -49,6 +49,8 @@ struct specd_lora {
     int32_t n_layer;
     int64_t n_in[RT_N_PROJ], n_out[RT_N_PROJ];
     rt_lora_pair *pairs; /* n_layer x RT_N_PROJ; a == NULL when the module is not adapted */
+    float *mask_embd;    /* n_embd: the trained mask-row input (specd_lora_mask_embedding), or NULL */
+    int32_t n_mask_embd;
 };
 
 specd_status rt_matrix_init(rt_matrix *m, const specd_gguf_tensor *t, int64_t n_in, int64_t n_out,

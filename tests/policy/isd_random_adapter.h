@@ -1,6 +1,9 @@
 /* Writes a random PEFT LoRA adapter (adapter_config.json + adapter_model.safetensors, F32) for a
  * model's shape: q_proj, v_proj and down_proj of every layer, entries uniform in [-amp, amp] from
- * a fixed LCG, so a test gets the same adapter every run. Returns 0 on success. */
+ * a fixed LCG, so a test gets the same adapter every run. Returns 0 on success.
+ * isd_write_random_adapter_mask also writes specd's mask embedding: mask (n_mask floats, or NULL
+ * for no tensor) as tensor mask_embedding [n_mask] and, with flag, "specd_mask_embedding": true
+ * (the two are set apart so a test can write either one alone). */
 #ifndef SPECD_TESTS_POLICY_ISD_RANDOM_ADAPTER_H
 #define SPECD_TESTS_POLICY_ISD_RANDOM_ADAPTER_H
 
@@ -11,8 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static inline int isd_write_random_adapter(const specd_model_info *in, const char *dir,
-                                           int32_t rank, float amp, uint32_t seed) {
+static inline int isd_write_random_adapter_mask(const specd_model_info *in, const char *dir,
+                                                int32_t rank, float amp, uint32_t seed,
+                                                const float *mask, int32_t n_mask, int flag) {
     static const char *const mod[3] = {"self_attn.q_proj", "self_attn.v_proj", "mlp.down_proj"};
     const int64_t n_in[3] = {in->n_embd, in->n_embd, in->n_ff};
     const int64_t n_out[3] = {(int64_t)in->n_head * in->head_dim,
@@ -22,11 +26,11 @@ static inline int isd_write_random_adapter(const specd_model_info *in, const cha
     FILE *f = fopen(path, "w");
     if (!f) return -1;
     fprintf(f, "{\"r\": %d, \"lora_alpha\": %d, \"target_modules\": "
-               "[\"q_proj\", \"v_proj\", \"down_proj\"], \"peft_type\": \"LORA\"}\n",
-            rank, 2 * rank);
+               "[\"q_proj\", \"v_proj\", \"down_proj\"], \"peft_type\": \"LORA\"%s}\n",
+            rank, 2 * rank, flag ? ", \"specd_mask_embedding\": true" : "");
     fclose(f);
 
-    size_t cap = (size_t)in->n_layer * 6 * 160 + 64, len = 0;
+    size_t cap = (size_t)in->n_layer * 6 * 160 + 256, len = 0;
     char *hdr = malloc(cap);
     if (!hdr) return -1;
     uint64_t off = 0;
@@ -46,6 +50,12 @@ static inline int isd_write_random_adapter(const specd_model_info *in, const cha
                                         (unsigned long long)(off + bytes));
                 off += bytes;
             }
+    if (mask)
+        len += (size_t)snprintf(hdr + len, cap - len,
+                                ",\"mask_embedding\":{\"dtype\":\"F32\",\"shape\":[%d],"
+                                "\"data_offsets\":[%llu,%llu]}",
+                                n_mask, (unsigned long long)off,
+                                (unsigned long long)(off + 4 * (uint64_t)n_mask));
     len += (size_t)snprintf(hdr + len, cap - len, "}");
     while (len % 8) hdr[len++] = ' ';
     snprintf(path, sizeof path, "%s/adapter_model.safetensors", dir);
@@ -64,7 +74,13 @@ static inline int isd_write_random_adapter(const specd_model_info *in, const cha
         float v = amp * (2.0f * (float)(x >> 8) / 16777216.0f - 1.0f);
         fwrite(&v, 4, 1, f);
     }
+    if (mask) fwrite(mask, 4, (size_t)n_mask, f);
     return fclose(f) == 0 ? 0 : -1;
+}
+
+static inline int isd_write_random_adapter(const specd_model_info *in, const char *dir,
+                                           int32_t rank, float amp, uint32_t seed) {
+    return isd_write_random_adapter_mask(in, dir, rank, amp, seed, NULL, 0, 0);
 }
 
 #endif

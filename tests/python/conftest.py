@@ -59,7 +59,8 @@ def host_loop(spec, ctx, ids, to_block, seq=0):
         batch = spec.layout([seq], n_cached={seq: before})
         plan = batch.seqs[0]
         assert (plan.token_offset, plan.row_offset) == (0, 0)
-        logits = ctx.extend(0, plan.tokens, pos=plan.pos, visible=plan.visible, rows=plan.rows)
+        logits = ctx.extend(0, plan.tokens, pos=plan.pos, visible=plan.visible, rows=plan.rows,
+                            embd=plan.input_embd, embd_rows=plan.input_embd_rows)
         [out] = spec.verify(to_block(logits))
         ctx.kv_keep(0, before, [before + k for k in out.keep])
         steps += 1

@@ -5,9 +5,13 @@
 A [r, in], B [out, r], in --dtype (F16 default: half the size of F32, and the loader widens to
 F32). q_proj/k_proj B rows go back to HF order (training ran in GGUF order; see isd_model.py).
 
-specd's ISD policies take the mask token from --policy-opts mask=ID (default 0 for SmolLM2) and
-use the base model's embedding row for it, so a checkpoint trained with --train-mask-embedding
-cannot be expressed and is refused here."""
+A checkpoint trained with --train-mask-embedding also gets `mask_embedding` [n_embd], F32 always
+(one row: size does not matter, and the mask rows' input should not be rounded), flagged by
+"specd_mask_embedding": true in adapter_config.json. specd's ISD policies feed it as the input
+vector of every mask row (specd_lora_mask_embedding); the clean rows keep the token embeddings, so
+R-ISD stays lossless. specd builds that predate it refuse such an adapter ("tensor mask_embedding is
+not a LoRA A/B weight") rather than run it with the wrong mask input; other PEFT readers see an
+unexpected key."""
 import argparse, json, os, sys
 
 import torch
@@ -29,9 +33,6 @@ def main():
     a = ap.parse_args()
     ck = torch.load(a.ckpt, map_location="cpu")
     args = ck["args"]
-    if args.get("train_mask_embedding"):
-        sys.exit("export: the checkpoint trained the mask embedding; specd's policies use the base "
-                 "embedding of the mask token, so this adapter would not match at inference")
     dt = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}[a.dtype]
     tensors, targets = {}, set()
     for name, t in ck["lora"].items():
@@ -43,6 +44,12 @@ def main():
         key = f"base_model.model.model.layers.{layer}.{block}.{module}.lora_{which}.weight"
         tensors[key] = t.detach().to(dt).contiguous()
         targets.add(module)
+    mask = args.get("train_mask_embedding") and ck.get("mask_emb") is not None
+    if mask:
+        v = ck["mask_emb"].detach().float().reshape(-1).contiguous()
+        if not torch.isfinite(v).all():
+            sys.exit("export: the checkpoint's mask embedding is not finite")
+        tensors["mask_embedding"] = v
     os.makedirs(a.out, exist_ok=True)
     save_file(tensors, os.path.join(a.out, "adapter_model.safetensors"))
     order = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
@@ -53,6 +60,8 @@ def main():
            "specd_mask_token_id": args["mask_token_id"],
            "specd_gate": "mask rows only (R-ISD)",
            "specd_train_strides": args["strides"]}
+    if mask:
+        cfg["specd_mask_embedding"] = True
     with open(os.path.join(a.out, "adapter_config.json"), "w") as f:
         json.dump(cfg, f, indent=2)
         f.write("\n")

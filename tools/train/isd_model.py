@@ -144,3 +144,13 @@ def hf_rows(b, head_dim):
         src = h * head_dim + (w % 2) * (head_dim // 2) + w // 2  # HF index of GGUF row `row`
         out[src] = b[row]
     return out
+
+
+def gguf_rows(b, head_dim):
+    """The inverse of hf_rows: HF-order rows (a PEFT file's q_proj/k_proj lora_B) to GGUF order,
+    the permutation specd's LoRA loader applies (GGUF row h*hd + 2i + j <- HF row h*hd + j*hd/2 + i)."""
+    out = torch.empty_like(b)
+    for row in range(b.shape[0]):
+        h, w = divmod(row, head_dim)
+        out[row] = b[h * head_dim + (w % 2) * (head_dim // 2) + w // 2]
+    return out

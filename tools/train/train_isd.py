@@ -35,7 +35,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from isd_model import Model, PROJ  # noqa: E402
 
 
-def load_data(path, max_len):
+def load_jsonl(path, max_len):
+    """make_data.py's JSONL: {"prompt": [ids], "response": [ids]} per line."""
     seqs = []
     for line in open(path):
         d = json.loads(line)
@@ -45,6 +46,71 @@ def load_data(path, max_len):
         x = (d["prompt"] + d["response"])[: s + max_len]
         seqs.append((torch.tensor(x, dtype=torch.long), s))
     return seqs
+
+
+def load_shards(root, max_len):
+    """The MRP generator's shards (/work/mrp-shared/CONTRACT.md, "Data"): every <root>/<shard>/
+    with a DONE file (written last: a shard without one is still being written), tokens.i32 (all
+    sequences concatenated) and seqs.json (offset, n_prompt, n_tokens per sequence, n_tokens
+    counting the prompt). hidden.f16 is the MRP head's input and not read here: R-ISD runs the
+    target itself. Shards in name order, sequences in file order, so the held-out split is stable
+    as long as no shard is added before the first one."""
+    import numpy as np
+    seqs, used = [], []
+    for name in sorted(os.listdir(root)):
+        d = os.path.join(root, name)
+        if not os.path.isfile(os.path.join(d, "DONE")):
+            continue
+        meta = json.load(open(os.path.join(d, "seqs.json")))
+        tok = np.fromfile(os.path.join(d, "tokens.i32"), dtype="<i4")
+        for q in meta["sequences"]:
+            o, p, n = int(q["offset"]), int(q["n_prompt"]), int(q["n_tokens"])
+            if n - p < 8 or o + n > tok.shape[0]:
+                continue
+            x = tok[o: o + min(n, p + max_len)]
+            seqs.append((torch.from_numpy(x.astype(np.int64)), p))
+        used.append(name)
+    return seqs, used
+
+
+def load_data(path, max_len):
+    """A JSONL file (make_data.py) or a folder of MRP shards."""
+    if os.path.isdir(path):
+        seqs, used = load_shards(path, max_len)
+        print(f"shards read: {' '.join(used) or 'none (no DONE file yet)'}", flush=True)
+        return seqs
+    return load_jsonl(path, max_len)
+
+
+def load_adapter(model, path):
+    """Weights from an exported adapter directory (export_adapter.py's PEFT files): the inverse of
+    the export, so training can continue from a shipped adapter whose checkpoint is gone. Returns
+    the trained mask embedding when the adapter has one, else None. F16 exports round the weights
+    (relative error ~5e-4), which the next optimizer steps absorb."""
+    from safetensors.torch import load_file
+    from isd_model import gguf_rows
+    cfg = json.load(open(os.path.join(path, "adapter_config.json")))
+    if cfg["r"] != model.rank or cfg["lora_alpha"] != model.alpha:
+        sys.exit(f"--init {path}: r={cfg['r']} lora_alpha={cfg['lora_alpha']}, but this run has "
+                 f"--rank {model.rank} --alpha {model.alpha}")
+    t = load_file(os.path.join(path, "adapter_model.safetensors"))
+    state = {}
+    for key, v in t.items():
+        if key == "mask_embedding":
+            continue
+        # base_model.model.model.layers.L.<block>.<module>.lora_<A|B>.weight
+        parts = key.split(".")
+        layer, module, which = parts[4], parts[6], parts[7][-1]
+        v = v.float()
+        if which == "B" and module in ("q_proj", "k_proj"):
+            v = gguf_rows(v, model.c.head_dim)
+        state[f"{layer}.{module}.{which}"] = v
+    missing = set(model.lora.state_dict()) - set(state)
+    if missing:
+        sys.exit(f"--init {path}: the adapter lacks {len(missing)} LoRA tensors of this run "
+                 f"(e.g. {sorted(missing)[0]}); pass the same --targets it was trained with")
+    model.lora.load_state_dict(state)
+    return t["mask_embedding"].float()[None, :] if "mask_embedding" in t else None
 
 
 def layout(T, s, N, phase):
@@ -106,13 +172,30 @@ def evaluate(model, mask_emb, seqs, N):
                 agree=(agree_k / cnt).tolist(), p_accept_t08=(ov_k / cnt).tolist())
 
 
+def save(path, model, mask_emb, a, step, opt, sched, rng, order):
+    """Everything a --resume needs to go on as if the run had not stopped (written to a temporary
+    name first: a chunk killed while saving leaves the previous checkpoint intact)."""
+    tmp = path + ".tmp"
+    torch.save({"lora": model.lora.state_dict(), "mask_emb": mask_emb.detach().clone(),
+                "args": vars(a), "step": step, "opt": opt.state_dict(),
+                "sched": sched.state_dict(), "rng": rng.getstate(),
+                "torch_rng": torch.get_rng_state(), "order": list(order)}, tmp)
+    os.replace(tmp, path)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="/root/.cache/specd/models/SmolLM2-135M-Instruct.Q4_1.gguf")
-    ap.add_argument("--data", default="/work/train-data/data.jsonl")
+    ap.add_argument("--data", default="/work/train-data/data.jsonl",
+                    help="make_data.py's JSONL file, or a folder of MRP shards (<dir>/<shard>/ "
+                         "with DONE, tokens.i32, seqs.json)")
     ap.add_argument("--out", default="/work/train-data/ckpt.pt")
     ap.add_argument("--mask-token-id", type=int, required=True)
-    ap.add_argument("--train-mask-embedding", action="store_true")
+    ap.add_argument("--train-mask-embedding", action="store_true",
+                    help="train the mask rows' input vector (init: the base embedding of "
+                         "--mask-token-id); export_adapter.py writes it as mask_embedding")
+    ap.add_argument("--mask-lr", type=float, default=0,
+                    help="learning rate of the mask embedding (0: --lr)")
     ap.add_argument("--rank", type=int, default=16)
     ap.add_argument("--alpha", type=float, default=32)
     ap.add_argument("--targets", default=",".join(PROJ))
@@ -120,11 +203,18 @@ def main():
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--batch", type=int, default=1, help="sequences per optimizer step")
     ap.add_argument("--lr", type=float, default=1e-3)
-    ap.add_argument("--resume", help="start from this checkpoint's LoRA weights (fresh optimizer)")
+    ap.add_argument("--init", help="start from these weights with a fresh optimizer and schedule: "
+                                   "a checkpoint, or an exported adapter directory")
+    ap.add_argument("--resume", help="a checkpoint: one this script wrote with its optimizer state "
+                                     "goes on from its step (same --steps/--lr/--strides: the "
+                                     "schedule continues); an older one without it is read as "
+                                     "--init")
     ap.add_argument("--clip", type=float, default=1.0, help="gradient norm clip")
     ap.add_argument("--max-len", type=int, default=128, help="response tokens used per sequence")
     ap.add_argument("--holdout", type=int, default=16)
     ap.add_argument("--eval-every", type=int, default=0)
+    ap.add_argument("--no-eval-at-stop", action="store_true",
+                    help="skip the held-out evaluation when a --max-minutes chunk stops early")
     ap.add_argument("--strides", default="2,3,4")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--max-minutes", type=float, default=0,
@@ -138,45 +228,88 @@ def main():
     model = Model(a.model, a.rank, a.alpha, a.targets.split(","))
     for t in [model.emb, model.out]:
         t.requires_grad_(False)
-    if a.resume:
-        model.lora.load_state_dict(torch.load(a.resume)["lora"])
+    ck = torch.load(a.resume, map_location="cpu", weights_only=False) if a.resume else None
+    if ck is not None and "opt" not in ck:
+        a.init, ck = a.resume, None  # an older weights-only checkpoint
     mask_emb = model.emb[a.mask_token_id].clone()[None, :]
+    init = ck if ck is not None else None
+    if a.init and os.path.isdir(a.init):
+        got = load_adapter(model, a.init)
+        if got is not None:
+            mask_emb = got
+        print(f"init: adapter {a.init} (mask embedding: "
+              f"{'trained' if got is not None else 'base row'})", flush=True)
+    elif a.init:
+        init = torch.load(a.init, map_location="cpu", weights_only=False)
+    if init is not None:
+        model.lora.load_state_dict(init["lora"])
+        if init.get("mask_emb") is not None:
+            mask_emb = init["mask_emb"].float().reshape(1, -1)
     params = list(model.lora.parameters())
+    groups = [{"params": params, "lr": a.lr}]
     if a.train_mask_embedding:
-        mask_emb = torch.nn.Parameter(mask_emb)
-        params.append(mask_emb)
+        mask_emb = torch.nn.Parameter(mask_emb.clone())
+        groups.append({"params": [mask_emb], "lr": a.mask_lr or a.lr})
+        params = params + [mask_emb]
     n_par = sum(p.numel() for p in params)
     print(f"loaded in {time.time() - t0:.0f}s; trainable {n_par} params", flush=True)
     seqs = load_data(a.data, a.max_len)
     held, train = seqs[: a.holdout], seqs[a.holdout:]
+    if not train:
+        sys.exit(f"no training sequences in {a.data}")
     print(f"data: {len(train)} train / {len(held)} held-out sequences, "
           f"{sum(x.shape[0] - s for x, s in train)} train response tokens", flush=True)
     strides = [int(v) for v in a.strides.split(",")]
-    opt = torch.optim.AdamW(params, lr=a.lr, weight_decay=0.0)
+    opt = torch.optim.AdamW(groups, weight_decay=0.0)
     warm = max(1, int(0.03 * a.steps))
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda i: min(1.0, (i + 1) / warm) * 0.5 * (1 + math.cos(math.pi * min(i, a.steps) / a.steps)))
-    log = {"args": vars(a), "eval": [], "train": []}
-    ev = evaluate(model, mask_emb.detach(), held, max(strides))
-    print(f"eval before: {json.dumps(ev)}", flush=True)
-    log["eval"].append({"step": 0, **ev})
-    order = []
+    log_path = os.path.splitext(a.out)[0] + ".log.json"
+    log = {"args": vars(a), "eval": [], "train": [], "chunks": []}
+    first, order = 0, []
+    if ck is not None:
+        for k in ("steps", "lr", "strides", "batch", "train_mask_embedding"):
+            if ck["args"].get(k) != getattr(a, k):
+                print(f"warning: --{k} {getattr(a, k)} differs from the checkpoint's "
+                      f"{ck['args'].get(k)}", flush=True)
+        opt.load_state_dict(ck["opt"])
+        sched.load_state_dict(ck["sched"])
+        rng.setstate(ck["rng"])
+        torch.set_rng_state(ck["torch_rng"])
+        first, order = ck["step"], list(ck["order"])
+        if os.path.exists(log_path):
+            log = json.load(open(log_path))
+            log["train"] = [r for r in log["train"] if r["step"] <= first]
+            log.setdefault("chunks", [])
+        print(f"resumed at step {first} of {a.steps}", flush=True)
+    else:
+        ev = evaluate(model, mask_emb.detach(), held, max(strides))
+        print(f"eval before: {json.dumps(ev)}", flush=True)
+        log["eval"].append({"step": 0, **ev})
     t_train = time.time()
-    for step in range(a.steps):
+    t_before = log["train"][-1]["t"] if log["train"] else 0.0
+    step = first
+    stopped = False
+    for step in range(first, a.steps):
         N = strides[min(len(strides) - 1, step * len(strides) // a.steps)]
         opt.zero_grad()
         acc = {}
         for _ in range(a.batch):
             if not order:
                 order = list(range(len(train))); rng.shuffle(order)
-            x, s = train[order.pop()]
+            i = order.pop()
+            if i >= len(train):  # the data shrank since the checkpoint: draw again
+                i = rng.randrange(len(train))
+            x, s = train[i]
             loss, st, *_ = step_losses(model, mask_emb, x, s, N, rng.randrange(N), a.target)
             (loss / a.batch).backward()
             for k, v in st.items():
                 acc[k] = acc.get(k, 0.0) + v / a.batch
         acc["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(params, a.clip))
         opt.step(); sched.step()
-        acc.update(step=step + 1, N=N, t=round(time.time() - t_train, 1))
+        acc.update(step=step + 1, N=N, t=round(t_before + time.time() - t_train, 1))
+        if a.train_mask_embedding:
+            acc["mask_emb_delta"] = float((mask_emb.detach()[0] - model.emb[a.mask_token_id]).norm())
         log["train"].append(acc)
         if step % 10 == 0 or step == a.steps - 1:
             print(json.dumps(acc), flush=True)
@@ -186,17 +319,21 @@ def main():
             log["eval"].append({"step": step + 1, **ev})
         out_of_time = a.max_minutes and time.time() - t_train > 60 * a.max_minutes
         if (step + 1) % 25 == 0 or step == a.steps - 1 or out_of_time:
-            torch.save({"lora": model.lora.state_dict(), "mask_emb": mask_emb.detach(),
-                        "args": vars(a), "step": step + 1}, a.out)
+            save(a.out, model, mask_emb, a, step + 1, opt, sched, rng, order)
         if out_of_time:
             print(f"time budget reached after {step + 1} steps", flush=True)
+            stopped = True
             break
-    ev = evaluate(model, mask_emb.detach(), held, max(strides))
-    print(f"eval after: {json.dumps(ev)}", flush=True)
-    log["eval"].append({"step": len(log["train"]), **ev})
-    log["train_seconds"] = round(time.time() - t_train, 1)
-    json.dump(log, open(os.path.splitext(a.out)[0] + ".log.json", "w"), indent=1)
-    print(f"done: {len(log['train'])} steps in {log['train_seconds']}s", flush=True)
+    n_done = len(log["train"])
+    log["chunks"].append({"from": first, "to": n_done, "seconds": round(time.time() - t_train, 1)})
+    if not (stopped and a.no_eval_at_stop):
+        ev = evaluate(model, mask_emb.detach(), held, max(strides))
+        print(f"eval {'after' if not stopped else 'at stop'} (step {n_done}): {json.dumps(ev)}",
+              flush=True)
+        log["eval"].append({"step": n_done, **ev})
+    log["train_seconds"] = round(sum(c["seconds"] for c in log["chunks"]), 1)
+    json.dump(log, open(log_path, "w"), indent=1)
+    print(f"done: {n_done} of {a.steps} steps, {log['train_seconds']}s of training", flush=True)
 
 
 if __name__ == "__main__":

@@ -167,16 +167,24 @@ class Context(_Handle):
     def kv_len(self, seq=0):
         return _lib.load().specd_context_kv_len(self.handle, seq)
 
-    def extend(self, seq, tokens, pos=None, visible=None, rows=None, want_logits=True):
+    def extend(self, seq, tokens, pos=None, visible=None, rows=None, want_logits=True,
+               embd=None, embd_rows=None):
         """Runs tokens of one sequence at positions pos (None: kv_len + i) under visibility rows
         (None: causal); returns the logits of `rows` (indices into tokens; None: every row) as an
-        (n_rows, n_vocab) float32 array, or None with want_logits=False."""
+        (n_rows, n_vocab) float32 array, or None with want_logits=False. embd (n_tokens, n_embd)
+        feeds float vectors in place of the token embeddings of the rows embd_rows flags (None:
+        every row): a StepPlan's input_embd and input_embd_rows."""
         lib, err = _lib.load(), _lib.Error()
         t = _i32(tokens)
         p = None if pos is None else _i32(pos)
         v = None if visible is None else np.ascontiguousarray(visible, dtype=np.uint8)
+        e = None if embd is None else np.ascontiguousarray(embd, dtype=np.float32)
+        er = None if embd_rows is None else np.ascontiguousarray(embd_rows, dtype=np.uint8)
+        if e is not None and e.shape != (t.size, self.model.info["n_embd"]):
+            raise ValueError(f"embd has shape {e.shape}, want ({t.size}, n_embd)")
         b = _lib.SeqBatch(seq=seq, n_tokens=t.size, tokens=_ptr(t, c_int32),
-                          pos=_ptr(p, c_int32), visible=_ptr(v, c_uint8))
+                          pos=_ptr(p, c_int32), visible=_ptr(v, c_uint8),
+                          embd=_ptr(e, c_float), embd_rows=_ptr(er, c_uint8))
         out, logits = None, None
         if want_logits:
             r = np.arange(t.size, dtype=np.int32) if rows is None else _i32(rows)

@@ -33,6 +33,11 @@ class StepPlan:
     row_offset: int           # first row in the logits block
     visible: Optional[np.ndarray]  # None = causal; else (n_tokens, n_cached + n_tokens) uint8
     lora_path: Optional[str]
+    # float-vector input rows (specd_step_layout.input_embd): None, or (n_tokens, n_embd) float32
+    # fed in place of the token embeddings of the rows input_embd_rows flags (None: every row),
+    # e.g. R-ISD's trained mask embedding on its mask rows
+    input_embd: Optional[np.ndarray] = None
+    input_embd_rows: Optional[np.ndarray] = None
 
 
 @dataclass
@@ -42,6 +47,7 @@ class Batch:
     n_rows: int
     needs_lora: bool
     needs_hidden: bool
+    needs_embd: bool = False  # some step has input_embd: the host must feed it, or not run it
 
 
 @dataclass
@@ -84,6 +90,7 @@ class Spec(_Handle):
         check(lib.specd_spec_create(ctypes.byref(p), ctypes.byref(h), ctypes.byref(err)), err)
         super().__init__(h)
         self.n_vocab = n_vocab
+        self.n_embd = n_embd or (target.info["n_embd"] if target is not None else 0)
         self.target = target  # must outlive the spec
 
     @property
@@ -157,14 +164,26 @@ class Spec(_Handle):
                 width = n_cached[s.seq] + lay.n_tokens
                 visible = _array(lay.visible, lay.n_tokens * width, np.uint8).reshape(
                     lay.n_tokens, width)
+            embd = rows = None
+            if lay.input_embd:
+                if not self.n_embd:
+                    raise ValueError(f"sequence {s.seq}'s step feeds float-vector input rows "
+                                     "(input_embd): create the Spec with n_embd= (or target=) "
+                                     "to copy them out")
+                embd = _array(lay.input_embd, lay.n_tokens * self.n_embd, np.float32).reshape(
+                    lay.n_tokens, self.n_embd)
+                if lay.input_embd_rows:
+                    rows = _array(lay.input_embd_rows, lay.n_tokens, np.uint8)
             plans.append(StepPlan(seq=s.seq, tokens=_array(lay.tokens, lay.n_tokens),
                                   pos=_array(lay.pos, lay.n_tokens),
                                   rows=_array(lay.rows, lay.n_rows),
                                   token_offset=s.token_offset, row_offset=s.row_offset,
                                   visible=visible,
-                                  lora_path=lay.lora_path.decode() if lay.lora_path else None))
+                                  lora_path=lay.lora_path.decode() if lay.lora_path else None,
+                                  input_embd=embd, input_embd_rows=rows))
         return Batch(seqs=plans, n_tokens=b.n_tokens, n_rows=b.n_rows,
-                     needs_lora=bool(b.needs_lora), needs_hidden=bool(b.needs_hidden))
+                     needs_lora=bool(b.needs_lora), needs_hidden=bool(b.needs_hidden),
+                     needs_embd=bool(b.needs_embd))
 
     def verify(self, logits):
         """Verifies the batch laid out last from its logits block (numpy or torch, rows of the

@@ -85,7 +85,7 @@ class Head(torch.nn.Module):
     "normal" mode, so q/k rows are already in the GGUF layout specd runs), output norm.
     Weights are [out, in] like the GGUF's (ggml ne = [in, out])."""
 
-    def __init__(self, hp, n_layer=1, seed=0, init_std=0.02):
+    def __init__(self, hp, n_layer=1, seed=0, init_std=0.02, out_norm_init=1.0):
         super().__init__()
         self.hp = dict(hp)
         d = hp["embedding_length"]
@@ -115,7 +115,7 @@ class Head(torch.nn.Module):
                 "attn_output": mat(d, d, so), "ffn_gate": mat(self.n_ff, d),
                 "ffn_up": mat(self.n_ff, d), "ffn_down": mat(d, self.n_ff, so)})
             self.blocks.append(b)
-        self.output_norm = P(torch.ones(d))
+        self.output_norm = P(torch.full((d,), float(out_norm_init)))
         i = torch.arange(0, self.hd, 2, dtype=torch.float64)
         self.register_buffer("inv_freq", (1.0 / (hp["rope.freq_base"] ** (i / self.hd))).float(),
                              persistent=False)
@@ -446,6 +446,10 @@ def main():
     ap.add_argument("--log", default="", help="JSON log (default: <out>.log.json)")
     ap.add_argument("--resume", action="store_true")
     ap.add_argument("--layers", type=int, default=1)
+    ap.add_argument("--out-norm-init", default="auto",
+                    help="initial output_norm weight: a number, or auto = -rms(h) (residual: hp_1 "
+                         "starts as -h_t, cancelling zA_t, which predicts the token just decided) "
+                         "or +rms(h) (--direct: z_1 starts as zA_t)")
     ap.add_argument("--K", type=int, default=3, help="unrolled steps (drafts) trained")
     ap.add_argument("--stride", type=int, default=0, help="drafting-position subsampling (0: K)")
     ap.add_argument("--direct", action="store_true", help="ablation: z_k = E . hp_k (no residual)")
@@ -481,7 +485,7 @@ def main():
     if a.resume and os.path.exists(a.out):
         ck = torch.load(a.out, map_location="cpu", weights_only=False)
         shard_names = ck["shards"]
-        for key in ("layers", "K", "stride", "direct", "batch_tokens", "max_len", "holdout_mod",
+        for key in ("layers", "out_norm_init", "K", "stride", "direct", "batch_tokens", "max_len", "holdout_mod",
                     "vocab_dtype", "lr", "min_lr_frac", "warmup", "wd", "seed"):
             setattr(a, key, ck["args"][key])
         log(f"resume from {a.out}: step {ck['step']}/{ck['total_steps']}")
@@ -502,7 +506,15 @@ def main():
     log(f"shards {shard_names}: {len(data.train)} train seqs ({ntr} tokens), "
         f"{len(data.held)} held-out seqs ({nho} tokens)")
 
-    head = Head(hp, a.layers, seed=a.seed)
+    if a.out_norm_init == "auto":
+        # mean rms of the target hidden over the first shard's response rows
+        sh = data.shards[0]
+        r = np.concatenate([np.arange(q["off"] + q["np"], q["off"] + q["n"])
+                            for q in data.seqs if q["shard"] == 0])[:20000]
+        rms = float(np.sqrt((np.array(sh["hid"][r], dtype=np.float32) ** 2).mean(-1)).mean())
+        a.out_norm_init = f"{(rms if a.direct else -rms):.4f}"
+        log(f"output_norm init {a.out_norm_init} (mean rms of h = {rms:.4f})")
+    head = Head(hp, a.layers, seed=a.seed, out_norm_init=float(a.out_norm_init))
     decay = [p for n_, p in head.named_parameters() if p.dim() == 2]
     nodecay = [p for n_, p in head.named_parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.wd},

@@ -469,6 +469,11 @@ def main():
     ap.add_argument("--eval-tokens", type=int, default=6000, help="held-out tokens per periodic eval")
     ap.add_argument("--final-eval-tokens", type=int, default=40000)
     ap.add_argument("--max-minutes", type=float, default=0, help="stop (and save) after this long")
+    ap.add_argument("--budget-minutes", type=float, default=0,
+                    help="train for this much step time in all (evals excluded), cosine over it; "
+                         "replaces --steps/--epochs")
+    ap.add_argument("--follow", action="store_true",
+                    help="on each --resume, add the shards that became DONE since (streaming data)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--cache-only", action="store_true", help="build the teacher caches and exit")
@@ -485,10 +490,14 @@ def main():
     if a.resume and os.path.exists(a.out):
         ck = torch.load(a.out, map_location="cpu", weights_only=False)
         shard_names = ck["shards"]
-        for key in ("layers", "out_norm_init", "K", "stride", "direct", "batch_tokens", "max_len", "holdout_mod",
-                    "vocab_dtype", "lr", "min_lr_frac", "warmup", "wd", "seed"):
-            setattr(a, key, ck["args"][key])
-        log(f"resume from {a.out}: step {ck['step']}/{ck['total_steps']}")
+        for key in ("layers", "out_norm_init", "K", "stride", "direct", "batch_tokens", "max_len",
+                    "holdout_mod", "vocab_dtype", "lr", "min_lr_frac", "warmup", "wd", "seed",
+                    "budget_minutes", "follow", "steps"):
+            setattr(a, key, ck["args"].get(key, getattr(a, key)))
+        log(f"resume from {a.out}: step {ck['step']}, {ck.get('train_s', 0):.0f} s of training")
+        if a.follow:  # shards finished since the last chunk join the pool (appended: indices stay)
+            shard_names = shard_names + [os.path.basename(d) for d in done_shards(a.data)
+                                         if os.path.basename(d) not in shard_names]
     else:
         names = [s for s in a.shards.split(",") if s]
         dirs = done_shards(a.data)
@@ -506,6 +515,8 @@ def main():
     log(f"shards {shard_names}: {len(data.train)} train seqs ({ntr} tokens), "
         f"{len(data.held)} held-out seqs ({nho} tokens)")
 
+    if ck:
+        ck["log"]["train_tokens"], ck["log"]["heldout_tokens"] = ntr, nho
     if a.out_norm_init == "auto":
         # mean rms of the target hidden over the first shard's response rows
         sh = data.shards[0]
@@ -525,13 +536,24 @@ def main():
         opt.load_state_dict(ck["opt"])
         step, total, order, cur = ck["step"], ck["total_steps"], ck["order"], ck["cursor"]
         hist, tokens_seen, wall = ck["log"], ck["tokens_seen"], ck["wall_s"]
+        train_s = ck.get("train_s", 0.0)
         rng.setstate(ck["rng"])
         torch.set_rng_state(ck["torch_rng"])
+        known = set(ck["order"])
+        new = [i for i in data.train if i not in known]
+        if new:
+            rest = order[cur:] + new
+            rng.shuffle(rest)
+            order = order[:cur] + rest
+            hist.setdefault("shards_added", []).append(
+                {"step": step, "shards": shard_names[len(ck["shards"]):], "train_seqs": len(new)})
+            hist["shards"] = shard_names
+            log(f"added shards {shard_names[len(ck['shards']):]}: {len(new)} train seqs")
     else:
         order = list(data.train)
         rng.shuffle(order)
         total = a.steps or max(1, int(math.ceil(a.epochs * ntr / a.batch_tokens)))
-        step, cur, tokens_seen, wall = 0, 0, 0, 0.0
+        step, cur, tokens_seen, wall, train_s = 0, 0, 0, 0.0, 0.0
         hist = {"args": vars(a), "shards": shard_names, "train_tokens": ntr, "heldout_tokens": nho,
                 "n_params": sum(p.numel() for p in head.parameters()), "steps": [], "evals": []}
         ev = evaluate(head, E, data, data.held, K, a.max_len, a.direct, limit_tokens=a.eval_tokens)
@@ -544,13 +566,14 @@ def main():
         ckd = {"head": head.state_dict(), "opt": opt.state_dict(), "step": step, "total_steps": total,
                "order": order, "cursor": cur, "log": hist, "tokens_seen": tokens_seen, "wall_s": w,
                "rng": rng.getstate(), "torch_rng": torch.get_rng_state(), "args": vars(a),
-               "shards": shard_names, "hp": hp, "arch": arch}
+               "shards": shard_names, "hp": hp, "arch": arch, "train_s": train_s}
         torch.save(ckd, a.out + ".tmp")
         os.replace(a.out + ".tmp", a.out)
         hist["wall_s"] = w
         hist["tokens_seen"] = tokens_seen
         hist["step"] = step
         hist["total_steps"] = total
+        hist["train_s"] = train_s
         with open(logp, "w") as f:
             json.dump(hist, f, indent=1)
         log(f"saved {a.out} (step {step}/{total}, {tokens_seen} tokens, {w:.0f} s training wall)")
@@ -558,10 +581,16 @@ def main():
     def lr_at(s):
         if s < a.warmup:
             return a.lr * (s + 1) / a.warmup
-        p = (s - a.warmup) / max(1, total - a.warmup)
+        if a.budget_minutes:  # cosine over the training-time budget (evals excluded)
+            p = train_s / (a.budget_minutes * 60)
+        else:
+            p = (s - a.warmup) / max(1, total - a.warmup)
         return a.lr * (a.min_lr_frac + (1 - a.min_lr_frac) * 0.5 * (1 + math.cos(math.pi * min(p, 1.0))))
 
-    while step < total:
+    def finished():
+        return train_s >= a.budget_minutes * 60 if a.budget_minutes else step >= total
+
+    while not finished():
         if a.max_minutes and time.time() - t_start > a.max_minutes * 60:
             save()
             log(f"CHUNK_DONE step {step}/{total}")
@@ -589,20 +618,25 @@ def main():
         step += 1
         tokens_seen += ntok
         dt = time.time() - t0
+        train_s += dt
         hist["steps"].append({"step": step, "loss": None if loss is None else float(loss.detach()),
                               "kl_k": per_k, "lr": lr_at(step - 1), "grad_norm": gn, "tokens": ntok,
                               "s": round(dt, 3)})
         if step % 10 == 0 or step == 1:
-            log(f"step {step}/{total} loss {float(loss.detach()) if loss is not None else float('nan'):.4f} "
+            log(f"step {step} ({train_s:.0f} s) loss {float(loss.detach()) if loss is not None else float('nan'):.4f} "
                 f"kl_k {[round(v, 4) if v is not None else None for v in per_k]} lr {lr_at(step - 1):.2e} "
                 f"gn {gn:.2f} {ntok} tok {dt:.2f} s")
-        if step % a.eval_every == 0 or step == total:
-            full = step == total
-            ev = evaluate(head, E, data, data.held, K, a.max_len, a.direct,
+        full = finished()
+        if step % a.eval_every == 0 or full:
+            idx = data.held
+            if full:  # spread the final evaluation over all shards' held-out sequences
+                tok_per = max(1, nho // max(1, len(data.held)))
+                idx = data.held[::max(1, len(data.held) * tok_per // a.final_eval_tokens)]
+            ev = evaluate(head, E, data, idx, K, a.max_len, a.direct,
                           limit_tokens=a.final_eval_tokens if full else a.eval_tokens)
             hist["evals"].append({"step": step, "tokens_seen": tokens_seen, "final": full,
                                   **{str(k): v for k, v in ev.items()}})
-            log(f"eval step {step}{' (final)' if full else ''}:", fmt_eval(ev, K))
+            log(f"eval step {step}{' (final)' if full else ''} ({ev['tokens']} tokens):", fmt_eval(ev, K))
     save()
     log(f"TRAINING_DONE step {step}/{total}")
 

@@ -492,7 +492,7 @@ def main():
         shard_names = ck["shards"]
         for key in ("layers", "out_norm_init", "K", "stride", "direct", "batch_tokens", "max_len",
                     "holdout_mod", "vocab_dtype", "lr", "min_lr_frac", "warmup", "wd", "seed",
-                    "budget_minutes", "follow", "steps"):
+                    "follow", "steps"):
             setattr(a, key, ck["args"].get(key, getattr(a, key)))
         log(f"resume from {a.out}: step {ck['step']}, {ck.get('train_s', 0):.0f} s of training")
         if a.follow:  # shards finished since the last chunk join the pool (appended: indices stay)
@@ -595,7 +595,7 @@ def main():
             save()
             log(f"CHUNK_DONE step {step}/{total}")
             return
-        t0 = time.time()
+        t0, c0 = time.time(), time.process_time()
         items, ntok = [], 0
         while ntok < a.batch_tokens:
             if cur >= len(order):
@@ -618,7 +618,9 @@ def main():
         step += 1
         tokens_seen += ntok
         dt = time.time() - t0
-        train_s += dt
+        # budget time: wall time, but never more than the CPU time per thread, so a step that was
+        # paused (SIGSTOP) or starved by other processes does not eat the schedule
+        train_s += min(dt, (time.process_time() - c0) / a.threads)
         hist["steps"].append({"step": step, "loss": None if loss is None else float(loss.detach()),
                               "kl_k": per_k, "lr": lr_at(step - 1), "grad_norm": gn, "tokens": ntok,
                               "s": round(dt, 3)})

@@ -492,7 +492,7 @@ def main():
         shard_names = ck["shards"]
         for key in ("layers", "out_norm_init", "K", "stride", "direct", "batch_tokens", "max_len",
                     "holdout_mod", "vocab_dtype", "lr", "min_lr_frac", "warmup", "wd", "seed",
-                    "follow", "steps"):
+                    "steps"):
             setattr(a, key, ck["args"].get(key, getattr(a, key)))
         log(f"resume from {a.out}: step {ck['step']}, {ck.get('train_s', 0):.0f} s of training")
         if a.follow:  # shards finished since the last chunk join the pool (appended: indices stay)

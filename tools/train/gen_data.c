@@ -396,8 +396,17 @@ static int gen_open(gen *g) {
     g->n_vocab = mi->n_vocab;
     if (load_prompts(g->o.prompts, g->tok, &g->ps)) return 1;
     int32_t max_prompt = 0;
-    for (int64_t i = 0; i < g->ps.n; i++)
+    int64_t n_fit = 0;
+    for (int64_t i = 0; i < g->ps.n; i++) {
         if (g->ps.n_ids[i] > max_prompt) max_prompt = g->ps.n_ids[i];
+        n_fit += g->ps.n_ids[i] <= g->o.prefill_budget;
+    }
+    /* without one prompt that fits, admission would skip jobs forever when no count is given */
+    if (n_fit == 0) {
+        fprintf(stderr, "gen-data: every prompt in %s is longer than the prefill budget (%d tokens)\n",
+                g->o.prompts, g->o.prefill_budget);
+        return 1;
+    }
     if (max_prompt > g->o.prefill_budget) max_prompt = g->o.prefill_budget;
     g->n_ctx = max_prompt + g->o.max_new + 1;
     g->n_batch = g->o.batch + g->o.prefill_budget;

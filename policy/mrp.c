@@ -11,7 +11,13 @@
  * spec (lossless): the acceptance engine's chain rule under the sequence's rule decides; the
  *   pending row and the accepted drafts keep their KV. direct (lossy): every draft is emitted
  *   unchecked plus the target's token after them; n_accepted reports how many drafts the target
- *   agreed with, and the outcome says lossy.
+ *   agreed with, and the outcome says lossy. remask (lossy; MRP's remasking, paper 002 sec. 3.4,
+ *   Alg. 4, in causal form): only the leading drafts whose confidence (the head's probability of
+ *   the draft over S, at the sequence's temperature or 1 under the greedy rule) is >= tau are
+ *   laid out and emitted unchecked, as in direct; the first one below tau and those after it are
+ *   remasked (drafted again next step), and the target's token after the revealed ones always
+ *   commits. tau > 1 reveals nothing (plain decoding), tau = 0 everything (direct); a step that
+ *   emitted an unchecked draft says lossy.
  * The head: one committed row per decided target position j (y = x_{j+1}, g = h_j, position id
  * j + 1), prompt rows included when the host passes the prompt's hidden states (policy flag
  * WANTS_PREFILL_HIDDEN; without them the head starts at the first step's rows). After a step the
@@ -19,10 +25,17 @@
  * z_1 = zA_t + C_1 picks d_1. Step k >= 2 runs a speculative row (y = d_{k-1},
  * g = h_t + hp_1 + ... + hp_{k-1}, position t + k) that sees the committed rows and this round's
  * earlier speculative rows; those rows are dropped after the round.
- * Cost: C_1 is computed over the whole vocabulary once per round (the runtime's output head on
- * the head context's row: one matrix-vector product of the target's head) and S is the top M of
- * z_1 (cand=M); C_k for k >= 2 only over S, from S's rows of the output head, so a later draft
- * costs a head-layer forward and M dot products. cand_from=target takes S from the top M of zA_t
+ * Cost: C_1 is computed over the head's draft vocabulary (mrp.draft_vocab, the most frequent
+ * tokens of the training data, FR-Spec; vocab=N, 8192 by default: ~97% of held-out response
+ * tokens) from a private copy of those rows of the target's output head in its own type, so the
+ * values are exactly the runtime output head's at N / n_vocab of the cost; S is the top M of z_1
+ * there (cand=M). Tokens outside it are never drafted; under rejection sampling q is 0 outside S
+ * as before, so the engine stays exact. With vocab=0 (or a head without the list) C_1 is the
+ * runtime's output head over the whole vocabulary on the head context's row (6x the work at
+ * 49,152 tokens: ~3 ms of CPU per round, the largest part of the policy's time before). C_k for
+ * k >= 2 only over S, from S's rows of the output head, so a later draft costs a head-layer
+ * forward and M dot products; the head layers then dominate (SPECD_PROFILE prints the parts,
+ * mrp_prof.h): an F16 head block costs ~3x a Q8_0 one per row. cand_from=target takes S from the top M of zA_t
  * instead and skips the full product, but a trained head moves most of z_1's mass out of zA_t's
  * top (zA_t predicts the token just decided, which the head cancels): measured against the python
  * reference, drafts then differ at most positions even with M = 1024.
@@ -36,20 +49,26 @@
 #include "common/log_internal.h"
 #include "common/status_internal.h"
 #include "policy/mrp_head.h"
+#include "policy/mrp_prof.h"
 #include "policy/options.h"
 #include "specd/runtime.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+
+enum { MODE_SPEC, MODE_DIRECT, MODE_REMASK };
 
 typedef struct mrp_state {
     mrp_head *head;
     int own_head;            /* loaded for this sequence (no spec's shared one) */
     specd_context *hctx;     /* the head's KV: committed rows, then this round's speculative */
     int32_t hctx_cap, hctx_batch;
-    int direct;
+    int mode;                /* MODE_*: direct and remask emit drafts unchecked (lossy) */
+    float tau;               /* remask: a draft is revealed while its confidence is >= tau */
     int full_c1;             /* cand_from=head: C_1 over the whole vocabulary */
     int full_all;            /* cand=0: every C_k over the whole vocabulary (S = all tokens) */
+    const mrp_vocab *dv;     /* C_1 over the head's draft vocabulary only; NULL: the whole one */
     int32_t k, m, n_vocab, n_embd;
     float temperature;       /* 0 under the greedy rule */
     specd_accept_rule rule;
@@ -66,6 +85,7 @@ typedef struct mrp_state {
     /* proposals for history length expect_n */
     int32_t n_pend;
     int32_t *pend;           /* k */
+    float *conf;             /* k: the head's probability of each proposal over S */
     float *q;                /* k x n_vocab when need_q */
     int64_t expect_n;
 
@@ -83,20 +103,23 @@ typedef struct mrp_state {
     int32_t *cand;           /* m: S */
     float *cand_rows;        /* m x n_embd: S's output-head rows */
     float *z;                /* m */
-    float *c1;               /* n_vocab: C_1, then z_1, over the whole vocabulary; NULL with
-                              * cand_from=target */
+    float *c1;               /* n_vocab (dv->n with a draft vocabulary): C_1, then z_1; NULL
+                              * with cand_from=target */
+    void *act;               /* a quantized hp for the draft vocabulary's dot products */
+    mrp_prof prof;
 } mrp_state;
 
 static void mrp_destroy(void *state) {
     mrp_state *s = state;
     if (!s) return;
+    mrp_prof_report(&s->prof);
     if (s->own_head) mrp_head_close(s->head);
     specd_context_destroy(s->hctx);
     specd_accept_destroy(s->accept);
     specd_sampler_destroy(s->target);
     void *bufs[] = {s->pend, s->q, s->tokens, s->pos, s->rows, s->emitted, s->keep,
                     s->accept_prob, s->htok, s->hpos, s->u, s->in2, s->hp, s->hacc, s->cand,
-                    s->cand_rows, s->z, s->c1};
+                    s->cand_rows, s->z, s->c1, s->conf, s->act};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) specd_free(bufs[i]);
     specd_free(s);
 }
@@ -105,7 +128,8 @@ typedef struct mrp_options {
     char head[4096];
     char mode[16];
     char from[16];
-    int32_t k, m, threads, ctx;
+    char tau[32];
+    int32_t k, m, threads, ctx, vocab;
 } mrp_options;
 
 static specd_status parse_options(const specd_policy_env *env, const char *options,
@@ -117,20 +141,30 @@ static specd_status parse_options(const specd_policy_env *env, const char *optio
     o->m = 64;
     o->threads = 1;
     o->ctx = 4096;
+    o->vocab = MRP_VOCAB_AUTO;
+    strcpy(o->tau, "0.5");
     const specd_option_spec ints[] = {{"k", &o->k, 1, env->max_draft},
                                       {"cand", &o->m, 0, 4096},
-                                      {"threads", &o->threads, 1, 256},
-                                      {"ctx", &o->ctx, 16, 1 << 20}};
+                                      {"threads", &o->threads, 0, 256},
+                                      {"ctx", &o->ctx, 16, 1 << 20},
+                                      {"vocab", &o->vocab, 0, 1 << 24}};
     const specd_option_str strs[] = {{"head", o->head, (int32_t)sizeof o->head},
                                      {"mode", o->mode, (int32_t)sizeof o->mode},
-                                     {"cand_from", o->from, (int32_t)sizeof o->from}};
-    SPECD_TRY(specd_options_parse("mrp", options, ints, 4, strs, 3, err));
+                                     {"cand_from", o->from, (int32_t)sizeof o->from},
+                                     {"tau", o->tau, (int32_t)sizeof o->tau}};
+    SPECD_TRY(specd_options_parse("mrp", options, ints, 5, strs, 4, err));
+    char *end;
+    double tau = strtod(o->tau, &end);
+    if (end == o->tau || *end || !(tau >= 0.0 && tau <= 1e9))
+        return specd_fail(err, SPECD_E_INVALID_ARG,
+                          "policy mrp: tau=%s (want a number >= 0; above 1 reveals nothing)",
+                          o->tau);
     if (strcmp(o->from, "head") && strcmp(o->from, "target"))
         return specd_fail(err, SPECD_E_INVALID_ARG,
                           "policy mrp: cand_from=%s (want head or target)", o->from);
-    if (strcmp(o->mode, "spec") && strcmp(o->mode, "direct"))
-        return specd_fail(err, SPECD_E_INVALID_ARG, "policy mrp: mode=%s (want spec or direct)",
-                          o->mode);
+    if (strcmp(o->mode, "spec") && strcmp(o->mode, "direct") && strcmp(o->mode, "remask"))
+        return specd_fail(err, SPECD_E_INVALID_ARG,
+                          "policy mrp: mode=%s (want spec, direct or remask)", o->mode);
     if (!o->head[0])
         return specd_fail(err, SPECD_E_INVALID_ARG,
                           "policy mrp: needs head=PATH, an MRP head GGUF trained over the target");
@@ -155,7 +189,7 @@ static specd_status mrp_shared_create(const specd_policy_env *env, const char *o
     /* bad options are reported by create */
     if (parse_options(env, options, &o, NULL) != SPECD_OK) return SPECD_OK;
     mrp_head *h = NULL;
-    SPECD_TRY(mrp_head_open(env->target, o.head, &h, err));
+    SPECD_TRY(mrp_head_open(env->target, o.head, o.vocab, &h, err));
     *shared = h;
     return SPECD_OK;
 }
@@ -165,6 +199,7 @@ static void mrp_shared_destroy(void *shared) { mrp_head_close(shared); }
 static specd_status alloc_state(mrp_state *s) {
     const size_t K = (size_t)s->k, E = (size_t)s->n_embd, B = (size_t)s->hctx_batch;
     s->pend = specd_alloc_array(K, sizeof(int32_t));
+    s->conf = specd_alloc_array(K, sizeof(float));
     s->tokens = specd_alloc_array(K + 1, sizeof(int32_t));
     s->pos = specd_alloc_array(K + 1, sizeof(int32_t));
     s->rows = specd_alloc_array(K + 1, sizeof(int32_t));
@@ -181,8 +216,10 @@ static specd_status alloc_state(mrp_state *s) {
     s->cand_rows = specd_alloc_array(s->full_all ? 1 : (size_t)s->m * E, sizeof(float));
     s->z = specd_alloc_array((size_t)s->m, sizeof(float));
     if (s->need_q) s->q = specd_alloc_array(K * (size_t)s->n_vocab, sizeof(float));
-    if (s->full_c1) s->c1 = specd_alloc_array((size_t)s->n_vocab, sizeof(float));
-    int ok = s->pend && s->tokens && s->pos && s->rows && s->emitted && s->keep &&
+    if (s->full_c1)
+        s->c1 = specd_alloc_array(s->dv ? (size_t)s->dv->n : (size_t)s->n_vocab, sizeof(float));
+    if (s->dv) s->act = specd_alloc_array(1, s->dv->act_bytes);
+    int ok = s->pend && s->conf && (!s->dv || s->act) && s->tokens && s->pos && s->rows && s->emitted && s->keep &&
              s->accept_prob && s->htok && s->hpos && s->u && s->in2 && s->hp && s->hacc &&
              s->cand && s->cand_rows && s->z && (!s->need_q || s->q) && (!s->full_c1 || s->c1);
     return ok ? SPECD_OK : SPECD_E_NOMEM;
@@ -198,7 +235,7 @@ static specd_status mrp_create(const specd_policy_env *env, const char *options,
     if (env->shared) {
         s->head = env->shared;
     } else {
-        st = mrp_head_open(env->target, o.head, &s->head, err);
+        st = mrp_head_open(env->target, o.head, o.vocab, &s->head, err);
         s->own_head = st == SPECD_OK;
     }
     if (st != SPECD_OK) {
@@ -210,12 +247,20 @@ static specd_status mrp_create(const specd_policy_env *env, const char *options,
     s->m = o.m > 0 ? o.m : env->n_vocab;
     s->n_vocab = env->n_vocab;
     s->n_embd = s->head->n_embd;
-    s->direct = !strcmp(o.mode, "direct");
+    s->mode = !strcmp(o.mode, "direct") ? MODE_DIRECT
+              : !strcmp(o.mode, "remask") ? MODE_REMASK : MODE_SPEC;
+    s->tau = (float)strtod(o.tau, NULL);
     s->full_all = o.m == 0;
     s->full_c1 = !strcmp(o.from, "head") || s->full_all;
+    /* the draft vocabulary serves C_1 (cand_from=head); cand=0 keeps the whole vocabulary */
+    if (s->head->dv.n > 0 && s->full_c1 && !s->full_all) {
+        s->dv = &s->head->dv;
+        if (s->m > s->dv->n) s->m = s->dv->n;
+    }
+    mrp_prof_init(&s->prof);
     s->rule = env->rule;
     s->temperature = env->rule == SPECD_ACCEPT_GREEDY ? 0.0f : env->sampling.temperature;
-    s->need_q = !s->direct && env->rule == SPECD_ACCEPT_REJECTION && s->temperature > 0.0f;
+    s->need_q = s->mode == MODE_SPEC && env->rule == SPECD_ACCEPT_REJECTION && s->temperature > 0.0f;
     s->key = (specd_sample_key){.seed = env->seed, .sequence = env->seq_key};
     s->hctx_cap = o.ctx;
     s->hctx_batch = 64;
@@ -256,18 +301,21 @@ static specd_status commit_rows(mrp_state *s, const int32_t *ys, const float *gs
     const size_t E = (size_t)s->n_embd;
     for (int64_t at = 0; at < n;) {
         int32_t c = (int32_t)(n - at < s->hctx_batch ? n - at : s->hctx_batch);
+        mrp_prof_start(&s->prof);
         for (int32_t i = 0; i < c; i++) {
             s->htok[i] = ys[at + i];
             s->hpos[i] = (int32_t)(j0 + at + i + 1);
             mrp_head_input(s->head, ys[at + i], gs + (size_t)(at + i) * E, s->u + (size_t)i * E,
                            s->in2);
         }
+        mrp_prof_mark(&s->prof, MRP_PROF_INPUT);
         at += c;
         int32_t last = c - 1;
         specd_seq_batch b = {.seq = 0, .n_tokens = c, .tokens = s->htok, .pos = s->hpos,
                              .embd = s->u};
         specd_extend_out out = {.n_rows = 1, .rows = &last, .logits = c_last, .hidden = hp_last};
         SPECD_TRY(specd_context_extend(s->hctx, &b, 1, at == n && hp_last ? &out : NULL, err));
+        mrp_prof_mark(&s->prof, MRP_PROF_COMMIT);
     }
     return SPECD_OK;
 }
@@ -318,6 +366,13 @@ static specd_status mrp_layout(void *state, const int32_t *history, int64_t n_hi
                           (long long)n_history);
     if (!s->dead && !sync_head(s, n_history)) s->dead = 1;
     if (n_history != s->expect_n || s->dead) s->n_pend = 0;
+    if (s->mode == MODE_REMASK) {
+        /* reveal the proposals while the head is confident; the first one below tau and those
+         * after it are remasked: not laid out, drafted again from the next decided position */
+        int32_t r = 0;
+        while (r < s->n_pend && s->conf[r] >= s->tau) r++;
+        s->n_pend = r;
+    }
     const int32_t p = s->n_pend;
     s->n_at = n_history;
     s->n_tokens = 1 + p;
@@ -329,11 +384,12 @@ static specd_status mrp_layout(void *state, const int32_t *history, int64_t n_hi
     return SPECD_OK;
 }
 
-/* S: the m best tokens of the target's row (ties: lower id), as a min-heap-free insertion (m is
- * small against the vocabulary, and most tokens fail the first comparison). */
-static void candidates(mrp_state *s, const float *row) {
+/* S: the m best of row[0..n) (ties: lower index), as a min-heap-free insertion (m is small
+ * against n, and most entries fail the first comparison); entry i is token ids[i], or i without
+ * ids. */
+static void candidates(mrp_state *s, const float *row, const int32_t *ids, int32_t n_row) {
     int32_t n = 0, m = s->m;
-    for (int32_t x = 0; x < s->n_vocab; x++) {
+    for (int32_t x = 0; x < n_row; x++) {
         float v = row[x];
         if (n == m && !(v > row[s->cand[m - 1]])) continue;
         int32_t at = n < m ? n++ : m - 1;
@@ -345,6 +401,7 @@ static void candidates(mrp_state *s, const float *row) {
     }
     for (int32_t i = 0; i < m; i++) {
         s->z[i] = row[s->cand[i]];
+        if (ids) s->cand[i] = ids[s->cand[i]];
         mrp_head_row(&s->head->out, s->cand[i], s->n_embd, s->cand_rows + (size_t)i * s->n_embd);
     }
 }
@@ -355,8 +412,20 @@ static void add_residual(mrp_state *s, const float *hp) {
         s->z[i] += mrp_dot(s->head, s->cand_rows + (size_t)i * s->n_embd, hp, s->n_embd);
 }
 
-/* The draft for `position` from z over S; q (spec mode, rejection sampling) into q_row. */
-static int32_t pick(mrp_state *s, uint32_t position, float *q_row) {
+/* The head's probability of z[i] over S at temperature T (1 under the greedy rule: the head was
+ * trained at 1): remask's confidence. */
+static float confidence(const mrp_state *s, int32_t i) {
+    const float T = s->temperature > 0.0f ? s->temperature : 1.0f;
+    float zmax = -INFINITY;
+    for (int32_t j = 0; j < s->m; j++) zmax = s->z[j] > zmax ? s->z[j] : zmax;
+    double sum = 0.0;
+    for (int32_t j = 0; j < s->m; j++) sum += exp((double)((s->z[j] - zmax) / T));
+    return (float)(exp((double)((s->z[i] - zmax) / T)) / sum);
+}
+
+/* The draft for `position` from z over S; q (spec mode, rejection sampling) into q_row; remask's
+ * confidence into *conf. */
+static int32_t pick(mrp_state *s, uint32_t position, float *q_row, float *conf) {
     specd_sample_key key = s->key;
     key.position = position;
     const float T = s->temperature;
@@ -391,6 +460,7 @@ static int32_t pick(mrp_state *s, uint32_t position, float *q_row) {
         for (int32_t i = 0; i < s->m; i++)
             q_row[s->cand[i]] = (float)(exp((double)(s->z[i] / T - zmax)) / sum);
     }
+    *conf = s->mode == MODE_REMASK ? confidence(s, best) : 1.0f;
     return s->cand[best];
 }
 
@@ -401,38 +471,53 @@ static specd_status draft_round(mrp_state *s, const float *logits, const float *
     const size_t E = (size_t)s->n_embd, V = (size_t)s->n_vocab;
     const int64_t t = n_new - 2; /* x_{t+1} = history[n_new - 1] was just decided */
     int32_t committed = specd_context_kv_len(s->hctx, 0);
-    SPECD_TRY(commit_rows(s, s->emitted, hidden, s->n_at - 1, n_dec, s->hp, s->c1, err));
+    SPECD_TRY(commit_rows(s, s->emitted, hidden, s->n_at - 1, n_dec, s->hp,
+                          s->dv ? NULL : s->c1, err));
+    mrp_prof_start(&s->prof);
     const float *zA = logits + (size_t)(n_dec - 1) * V, *hA = hidden + (size_t)(n_dec - 1) * E;
     committed += n_dec;
     if (s->full_all) {
         /* S is the whole vocabulary (cand[i] = i): z_1 = zA_t + C_1 */
         for (size_t x = 0; x < V; x++) s->z[x] = zA[x] + s->c1[x];
+    } else if (s->dv) {
+        /* z_1 over the draft vocabulary only (C_1 from its private rows); S = its top M */
+        const int32_t *ids = s->dv->ids;
+        mrp_vocab_logits(s->dv, s->hp, s->n_embd, s->c1, s->act);
+        for (int32_t i = 0; i < s->dv->n; i++) s->c1[i] += zA[ids[i]];
+        candidates(s, s->c1, ids, s->dv->n);
     } else if (s->c1) {
         /* z_1 over the whole vocabulary (C_1 by the runtime's output head); S = its top M */
         for (size_t x = 0; x < V; x++) s->c1[x] += zA[x];
-        candidates(s, s->c1);
+        candidates(s, s->c1, NULL, s->n_vocab);
     } else {
-        candidates(s, zA);
+        candidates(s, zA, NULL, s->n_vocab);
         add_residual(s, s->hp);
     }
-    s->pend[0] = pick(s, (uint32_t)n_new, s->need_q ? s->q : NULL);
+    mrp_prof_mark(&s->prof, MRP_PROF_C1);
+    s->pend[0] = pick(s, (uint32_t)n_new, s->need_q ? s->q : NULL, &s->conf[0]);
+    mrp_prof_mark(&s->prof, MRP_PROF_PICK);
     for (size_t i = 0; i < E; i++) s->hacc[i] = hA[i] + s->hp[i];
     specd_status st = SPECD_OK;
     for (int32_t k = 2; k <= s->k && st == SPECD_OK; k++) {
         int32_t y = s->pend[k - 2], p = (int32_t)(t + k), zero = 0;
         mrp_head_input(s->head, y, s->hacc, s->u, s->in2);
+        mrp_prof_mark(&s->prof, MRP_PROF_INPUT);
         specd_seq_batch b = {.seq = 0, .n_tokens = 1, .tokens = &y, .pos = &p, .embd = s->u};
         specd_extend_out out = {.n_rows = 1, .rows = &zero,
                                 .logits = s->full_all ? s->c1 : NULL, .hidden = s->hp};
         if ((st = specd_context_extend(s->hctx, &b, 1, &out, err)) != SPECD_OK) break;
+        mrp_prof_mark(&s->prof, MRP_PROF_SPEC);
         if (s->full_all)
             for (size_t x = 0; x < V; x++) s->z[x] += s->c1[x];
         else
             add_residual(s, s->hp);
         for (size_t i = 0; i < E; i++) s->hacc[i] += s->hp[i];
-        s->pend[k - 1] =
-            pick(s, (uint32_t)(n_new + k - 1), s->need_q ? s->q + (size_t)(k - 1) * V : NULL);
+        mrp_prof_mark(&s->prof, MRP_PROF_RESID);
+        s->pend[k - 1] = pick(s, (uint32_t)(n_new + k - 1),
+                              s->need_q ? s->q + (size_t)(k - 1) * V : NULL, &s->conf[k - 1]);
+        mrp_prof_mark(&s->prof, MRP_PROF_PICK);
     }
+    s->prof.rounds++;
     /* speculative rows never stay */
     specd_context_kv_truncate(s->hctx, 0, committed, NULL);
     if (st != SPECD_OK) return st;
@@ -451,7 +536,8 @@ static specd_status mrp_verify_hidden(void *state, const float *logits, const fl
     key.position = (uint32_t)s->n_at;
     int32_t n_emitted, n_accepted = 0, n_dec;
     int lossy = 0;
-    if (s->direct && p > 0) {
+    mrp_prof_start(&s->prof);
+    if (s->mode != MODE_SPEC && p > 0) {
         /* every draft stands; the target's token follows them. n_accepted: how many the
          * target agreed with (a quality figure, not what decided the step) */
         memcpy(s->emitted, s->pend, (size_t)p * sizeof(int32_t));
@@ -486,6 +572,7 @@ static specd_status mrp_verify_hidden(void *state, const float *logits, const fl
     for (int32_t i = 0; i < n_dec; i++) s->keep[i] = i;
     s->n_pend = 0;
     s->expect_n = s->n_at + n_emitted;
+    mrp_prof_mark(&s->prof, MRP_PROF_VERIFY);
     if (!s->dead) {
         /* the engine has decided this step; a head that fails (e.g. non-finite weights) only
          * stops drafting: later steps are plain target steps, the output stays exact */
@@ -523,11 +610,16 @@ const specd_policy_ops specd_policy_mrp = {
     .abi_version = SPECD_POLICY_ABI_VERSION,
     .name = "mrp",
     .options_help = "head=PATH (MRP head GGUF over the target), k=mrp.n_draft|3 (drafts per "
-                    "step), mode=spec|direct (direct: drafts emitted unchecked, LOSSY), cand=64 "
-                    "(tokens the later residuals are computed over; 0: all, each C_k by the output head), cand_from=head|target (the "
-                    "candidates: top of z_1 with C_1 over the whole vocabulary, or top of the "
-                    "target's row: cheaper, misses what a trained head moves in), threads=1 "
-                    "(head), ctx=4096 (head KV)",
+                    "step), mode=spec|direct|remask (direct: drafts emitted unchecked, LOSSY; "
+                    "remask: drafts emitted unchecked while the head's confidence is >= tau, "
+                    "the rest redrafted, LOSSY), tau=0.5 (remask), vocab=8192 (C_1 and the "
+                    "drafts over the first N tokens of the head's mrp.draft_vocab, most "
+                    "frequent first; 0: the whole vocabulary, as is a head without the list), "
+                    "cand=64 (tokens the later residuals are computed over; 0: all, each C_k by "
+                    "the output head), cand_from=head|target (the candidates: top of z_1, or top "
+                    "of the target's row over the whole vocabulary: cheaper, misses what a "
+                    "trained head moves in), threads=1 (head context; 0: online cores), "
+                    "ctx=4096 (head KV)",
     .create = mrp_create,
     .destroy = mrp_destroy,
     .layout = mrp_layout,

@@ -13,6 +13,8 @@ void mrp_head_close(mrp_head *h) {
     specd_free(h->eh_proj);
     specd_free(h->enorm);
     specd_free(h->hnorm);
+    specd_free(h->dv.ids);
+    specd_free(h->dv.rows);
     specd_free(h);
 }
 
@@ -87,8 +89,79 @@ static specd_status head_keys(mrp_head *h, const specd_gguf *g, const char *path
     return SPECD_OK;
 }
 
-specd_status mrp_head_open(const specd_model *target, const char *path, mrp_head **out,
-                           specd_error *err) {
+/* mrp.draft_vocab: its length into h->n_draft_vocab, and with want > 0 the first want ids and
+ * their output-head rows into h->dv. The list is checked whole (ids in range, no repeats), so a
+ * bad file is refused whatever vocab asks for. */
+static specd_status draft_vocab(mrp_head *h, const specd_gguf *g, const char *path, int32_t want,
+                                specd_error *err) {
+    if (specd_gguf_key_find(g, "mrp.draft_vocab") < 0) {
+        if (want > 0)
+            return specd_fail(err, SPECD_E_INVALID_ARG,
+                              "policy mrp: vocab=%d, but head %s has no mrp.draft_vocab", want,
+                              path);
+        return SPECD_OK;
+    }
+    specd_gguf_type et;
+    uint64_t n;
+    const void *data;
+    SPECD_TRY(specd_gguf_get_array(g, "mrp.draft_vocab", &et, &n, &data, err));
+    if ((et != SPECD_GGUF_I32 && et != SPECD_GGUF_U32) || n == 0 || n > (uint64_t)h->n_vocab)
+        return specd_fail(err, SPECD_E_FORMAT,
+                          "policy mrp: head %s: mrp.draft_vocab is not an INT32 array of 1 .. %d "
+                          "token ids", path, h->n_vocab);
+    uint8_t *seen = specd_alloc_array((size_t)h->n_vocab, 1);
+    if (!seen) return specd_fail(err, SPECD_E_NOMEM, "policy mrp: out of memory");
+    specd_status st = SPECD_OK;
+    for (uint64_t i = 0; i < n && st == SPECD_OK; i++) {
+        int32_t id;
+        memcpy(&id, (const uint8_t *)data + 4 * i, 4);
+        if (id < 0 || id >= h->n_vocab || seen[id])
+            st = specd_fail(err, SPECD_E_FORMAT,
+                            "policy mrp: head %s: mrp.draft_vocab[%llu] = %d is %s", path,
+                            (unsigned long long)i, id, id < 0 || id >= h->n_vocab
+                                                           ? "not a token id" : "a repeat");
+        else
+            seen[id] = 1;
+    }
+    specd_free(seen);
+    if (st != SPECD_OK) return st;
+    h->n_draft_vocab = (int32_t)n;
+    if (want == MRP_VOCAB_AUTO) want = n < MRP_VOCAB_DEFAULT ? (int32_t)n : MRP_VOCAB_DEFAULT;
+    if (want <= 0) return SPECD_OK;
+    if ((uint64_t)want > n)
+        return specd_fail(err, SPECD_E_INVALID_ARG,
+                          "policy mrp: vocab=%d, but head %s's mrp.draft_vocab has %llu tokens",
+                          want, path, (unsigned long long)n);
+    mrp_vocab *dv = &h->dv;
+    dv->traits = h->out.traits;
+    dv->row_bytes = h->out.row_bytes;
+    specd_dtype act = dv->traits->vec_dot_type;
+    dv->act = specd_dtype_traits_get(act);
+    dv->act_bytes = specd_dtype_row_bytes(act, h->n_embd);
+    if (!dv->act || !dv->act->from_float || !dv->traits->vec_dot || dv->act_bytes == 0)
+        return specd_fail(err, SPECD_E_UNSUPPORTED,
+                          "policy mrp: the target's output head (%s) has no dot kernel for a "
+                          "draft vocabulary", dv->traits->name);
+    dv->ids = specd_alloc_array((size_t)want, sizeof(int32_t));
+    dv->rows = specd_alloc_array((size_t)want, dv->row_bytes);
+    if (!dv->ids || !dv->rows) return specd_fail(err, SPECD_E_NOMEM, "policy mrp: out of memory");
+    memcpy(dv->ids, data, (size_t)want * sizeof(int32_t));
+    for (int32_t i = 0; i < want; i++)
+        memcpy(dv->rows + (size_t)i * dv->row_bytes,
+               h->out.data + (size_t)dv->ids[i] * h->out.row_bytes, dv->row_bytes);
+    dv->n = want;
+    return SPECD_OK;
+}
+
+void mrp_vocab_logits(const mrp_vocab *dv, const float *hp, int32_t n_embd, float *c,
+                      void *scratch) {
+    dv->act->from_float(hp, scratch, n_embd);
+    for (int32_t i = 0; i < dv->n; i++)
+        dv->traits->vec_dot(n_embd, &c[i], dv->rows + (size_t)i * dv->row_bytes, scratch);
+}
+
+specd_status mrp_head_open(const specd_model *target, const char *path, int32_t vocab,
+                           mrp_head **out, specd_error *err) {
     const specd_model_info *ti = specd_model_get_info(target);
     mrp_head *h = specd_alloc_array(1, sizeof *h);
     if (!h) return specd_fail(err, SPECD_E_NOMEM, "policy mrp: out of memory");
@@ -128,6 +201,7 @@ specd_status mrp_head_open(const specd_model *target, const char *path, mrp_head
         else
             h->out = h->embd;
     }
+    if (st == SPECD_OK) st = draft_vocab(h, g, path, vocab, err);
     if (st != SPECD_OK) {
         mrp_head_close(h);
         return st;

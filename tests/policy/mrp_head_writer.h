@@ -2,7 +2,7 @@
  * weights, for the mrp policy's tests: a head file that always exists (the identity tests hold
  * for any head) and broken variants (a tensor left out, another width or vocabulary). The init
  * of the paper is kept (eh_proj = [0 | I], norms 1) with noise on top, so drafts differ from the
- * untrained head's. Test-side code: returns -1 on any failure. */
+ * untrained head's. An optional draft vocabulary goes in as the exporter writes it. Test-side code: returns -1 on any failure. */
 #ifndef SPECD_TESTS_MRP_HEAD_WRITER_H
 #define SPECD_TESTS_MRP_HEAD_WRITER_H
 
@@ -19,6 +19,8 @@ typedef struct mrp_head_spec {
     float noise;           /* weight scale */
     int zero_output;       /* output_norm = 0: the head's output and residual are 0 (C = 0) */
     uint32_t seed;
+    const int32_t *draft_vocab; /* mrp.draft_vocab (INT32 array key), or NULL */
+    int32_t n_draft_vocab;
 } mrp_head_spec;
 
 static uint32_t mrp_w_rng(uint32_t *s) {
@@ -74,7 +76,7 @@ static int mrp_write_head(const char *path, const mrp_head_spec *sp) {
 
     gguf_builder b;
     memset(&b, 0, sizeof b);
-    const int n_kv = 14 + (sp->no_version ? 0 : 1);
+    const int n_kv = 14 + (sp->no_version ? 0 : 1) + (sp->draft_vocab ? 1 : 0);
     gb_header(&b, 3, (uint64_t)nt, (uint64_t)n_kv);
     gb_kv_str(&b, "general.architecture", "llama");
     gb_kv_str(&b, "general.name", "mrp test head");
@@ -91,6 +93,12 @@ static int mrp_write_head(const char *path, const mrp_head_spec *sp) {
     gb_kv_u32(&b, "mrp.n_vocab", (uint32_t)sp->n_vocab_key);
     gb_kv_u32(&b, "mrp.n_draft", 3);
     if (!sp->no_version) gb_kv_u32(&b, "mrp.version", 1);
+    if (sp->draft_vocab) {
+        gb_key(&b, "mrp.draft_vocab", 9 /* array */);
+        gb_u32(&b, 5 /* INT32 */);
+        gb_u64(&b, (uint64_t)sp->n_draft_vocab);
+        for (int32_t i = 0; i < sp->n_draft_vocab; i++) gb_u32(&b, (uint32_t)sp->draft_vocab[i]);
+    }
     uint64_t off = 0;
     for (int i = 0; i < nt; i++) {
         gb_tensor(&b, t[i].name, t[i].n_dims, t[i].ne, 0 /* F32 */, off);

@@ -9,7 +9,12 @@
  * distribution (G-test over the vocabulary) across thousands of seeds, while drafts drawn from
  * the head's q are accepted: the q the policy hands to the engine is the one it drew from.
  * The batch loop (serve) runs it too, with plain decoding's greedy output. Bad head files are
- * refused with a message naming the file and what is wrong. */
+ * refused with a message naming the file and what is wrong.
+ * Draft vocabulary (mrp.draft_vocab, vocab=N): spec mode stays identical to plain decoding, and
+ * every draft (seen unchecked in direct mode) is one of the first N ids, which the whole
+ * vocabulary's drafts are not. remask: tau > 1 reveals nothing (plain decoding's tokens, not
+ * lossy), tau = 0 everything (direct's tokens and stats, lossy), tau in between reveals a
+ * prefix of what direct would. */
 #include "test_main.h"
 
 #include "accept/gof.h"
@@ -30,7 +35,10 @@ static int32_t prompts[N_GOLDEN][MAX_PROMPT];
 static int64_t n_prompts[N_GOLDEN];
 static specd_model *model;
 static specd_context *ctx;
-static char dir[64], random_head[128], shipped_head[1024];
+static char dir[64], random_head[128], shipped_head[1024], vocab_head[128];
+
+enum { N_DVOCAB = 2048, N_DV_SMALL = 64 };
+static int32_t dvocab[N_DVOCAB];
 
 static specd_spec *make_spec(void) {
     specd_spec_params sp = specd_spec_default_params();
@@ -113,10 +121,13 @@ static void test_identity_shipped_head(void **s) {
     }
     int64_t greedy = check_identity(shipped_head, "", 0.0f);
     int64_t coupled = check_identity(shipped_head, "", 0.8f);
-    fprintf(stderr, "shipped head: %lld greedy and %lld coupled proposals accepted\n",
-            (long long)greedy, (long long)coupled);
+    int64_t whole = check_identity(shipped_head, ",vocab=0", 0.0f);
+    fprintf(stderr, "shipped head: %lld greedy and %lld coupled proposals accepted (whole "
+                    "vocabulary: %lld greedy)\n",
+            (long long)greedy, (long long)coupled, (long long)whole);
     /* a trained head drafts tokens the target takes */
     assert_true(greedy > 0);
+    assert_true(whole > 0);
 }
 
 /* direct: drafts emitted unchecked; the steps say lossy and carry k + 1 tokens */
@@ -131,6 +142,90 @@ static void test_direct_is_lossy(void **s) {
     /* the first step only proposes; every later one emits its 3 drafts and the target's token */
     assert_true(st.n_steps <= 1 + (N_GEN - 1 + 3) / 4);
     assert_true(st.n_draft_tokens > 0);
+}
+
+/* direct mode at T = 0 on prompt p: tokens and stats; the step structure is checked (the first
+ * step only proposes, each later one emits 3 drafts and the target's token) */
+static void run_direct(int p, const char *opts, int32_t *out, specd_seq_stats *st) {
+    generate(p, "mrp", opts, 0.0f, out, st);
+    assert_int_equal(st->n_steps, 1 + (N_GEN - 1 + 3) / 4);
+}
+
+static int is_draft_index(int i) { return i >= 1 && (i - 1) % 4 != 3; }
+
+static void test_draft_vocab(void **s) {
+    (void)s;
+    char opts[1200];
+    /* spec mode over the first N_DVOCAB (default: all of a list shorter than 8192) or fewer */
+    check_identity(vocab_head, "", 0.0f);
+    check_identity(vocab_head, ",vocab=300", 0.8f);
+    check_identity(vocab_head, ",vocab=0", 0.0f);
+    for (int p = 0; p < N_PROMPTS; p++) {
+        int32_t out[N_GEN], whole[N_GEN];
+        specd_seq_stats st;
+        snprintf(opts, sizeof opts, "head=%s,k=3,mode=direct,vocab=%d", vocab_head, N_DV_SMALL);
+        run_direct(p, opts, out, &st);
+        snprintf(opts, sizeof opts, "head=%s,k=3,mode=direct,vocab=0", vocab_head);
+        run_direct(p, opts, whole, &st);
+        int outside = 0;
+        for (int i = 0; i < N_GEN; i++) {
+            if (!is_draft_index(i)) continue;
+            int in_small = 0, in_small_whole = 0;
+            for (int j = 0; j < N_DV_SMALL; j++) {
+                in_small |= out[i] == dvocab[j];
+                in_small_whole |= whole[i] == dvocab[j];
+            }
+            if (!in_small)
+                fail_msg("prompt %d: draft %d (token %d) is outside vocab=%d", p, i, out[i],
+                         N_DV_SMALL);
+            outside += !in_small_whole;
+        }
+        /* the control: over the whole vocabulary the head drafts other tokens */
+        assert_true(outside > 0);
+    }
+}
+
+/* remask against plain decoding (tau > 1) and direct (tau = 0) */
+static void test_remask(void **s) {
+    (void)s;
+    char opts[1200];
+    for (int p = 0; p < N_PROMPTS; p++) {
+        for (int t = 0; t < 2; t++) {
+            const float T = t ? 0.8f : 0.0f;
+            int32_t plain[N_GEN], rm[N_GEN];
+            specd_seq_stats s_plain, s_rm;
+            generate(p, "none", NULL, T, plain, &s_plain);
+            snprintf(opts, sizeof opts, "head=%s,k=3,mode=remask,tau=1.5", random_head);
+            generate(p, "mrp", opts, T, rm, &s_rm);
+            for (int i = 0; i < N_GEN; i++)
+                if (plain[i] != rm[i])
+                    fail_msg("T=%.1f prompt %d: remask tau=1.5 differs from plain at %d", T, p, i);
+            assert_int_equal(s_rm.n_draft_tokens, 0);
+            assert_int_equal(s_rm.lossy, 0);
+            assert_int_equal(s_rm.n_steps, N_GEN);
+        }
+        int32_t direct[N_GEN], rm[N_GEN], mid[N_GEN];
+        specd_seq_stats s_direct, s_rm, s_mid;
+        snprintf(opts, sizeof opts, "head=%s,k=3,mode=direct", random_head);
+        run_direct(p, opts, direct, &s_direct);
+        snprintf(opts, sizeof opts, "head=%s,k=3,mode=remask,tau=0", random_head);
+        generate(p, "mrp", opts, 0.0f, rm, &s_rm);
+        for (int i = 0; i < N_GEN; i++)
+            if (direct[i] != rm[i])
+                fail_msg("prompt %d: remask tau=0 differs from direct at %d", p, i);
+        assert_int_equal(s_rm.lossy, 1);
+        assert_int_equal(s_rm.n_steps, s_direct.n_steps);
+        assert_int_equal(s_rm.n_draft_tokens, s_direct.n_draft_tokens);
+        assert_int_equal(s_rm.n_accepted, s_direct.n_accepted);
+        /* in between: fewer drafts revealed than direct, lossy exactly when one was */
+        snprintf(opts, sizeof opts, "head=%s,k=3,mode=remask,tau=0.5", random_head);
+        generate(p, "mrp", opts, 0.0f, mid, &s_mid);
+        assert_true(s_mid.n_draft_tokens <= s_direct.n_draft_tokens);
+        assert_int_equal(s_mid.lossy, s_mid.n_draft_tokens > 0);
+        /* each step emits its revealed drafts and the target's token (the last one cut short) */
+        assert_true(s_mid.n_steps + s_mid.n_draft_tokens >= N_GEN);
+        assert_true(s_mid.n_steps + s_mid.n_draft_tokens < N_GEN + 4);
+    }
 }
 
 /* The batch loop (serve's path) runs mrp with the other requests in one forward: steps get
@@ -281,6 +376,28 @@ static void test_bad_heads(void **s) {
     expect_refused(opts, SPECD_E_INVALID_ARG, "k=9");
     snprintf(opts, sizeof opts, "head=%s,cand_from=nowhere", random_head);
     expect_refused(opts, SPECD_E_INVALID_ARG, "cand_from=nowhere");
+    snprintf(opts, sizeof opts, "head=%s,mode=remask,tau=high", random_head);
+    expect_refused(opts, SPECD_E_INVALID_ARG, "tau=high");
+    /* draft vocabularies: asked of a head without one, longer than the list, a bad list */
+    snprintf(opts, sizeof opts, "head=%s,vocab=100", random_head);
+    expect_refused(opts, SPECD_E_INVALID_ARG, "no mrp.draft_vocab");
+    snprintf(opts, sizeof opts, "head=%s,vocab=%d", vocab_head, N_DVOCAB + 1);
+    expect_refused(opts, SPECD_E_INVALID_ARG, "mrp.draft_vocab has 2048 tokens");
+    int32_t bad_list[3][4] = {{5, 9, 5, 7}, {1, 2, -3, 4}, {0, 1, 2, V}};
+    const char *why[3] = {"mrp.draft_vocab[2] = 5 is a repeat", "= -3 is not a token id",
+                          "is not a token id"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/badvocab%d.gguf", dir, i);
+        mrp_head_spec hs = {.info = *specd_model_get_info(model), .n_vocab_key = V,
+                            .noise = 0.02f, .seed = 5, .draft_vocab = bad_list[i],
+                            .n_draft_vocab = 4};
+        hs.info.n_layer = 1;
+        assert_int_equal(mrp_write_head(path, &hs), 0);
+        snprintf(opts, sizeof opts, "head=%s,vocab=0", path); /* checked even when unused */
+        expect_refused(opts, SPECD_E_FORMAT, why[i]);
+        expect_refused(opts, SPECD_E_FORMAT, path);
+        unlink(path);
+    }
 }
 
 /* The target's rows after ctx[0..n): the last token's logits into l0, then X's row (X
@@ -482,20 +599,30 @@ int main(void) {
                         .n_vocab_key = specd_model_get_info(model)->n_vocab, .noise = 0.02f,
                         .seed = 11};
     hs.info.n_layer = 1;
-    if (mrp_write_head(random_head, &hs) != 0) {
-        fprintf(stderr, "cannot write the random head\n");
+    /* the same head with a draft vocabulary: distinct ids spread over the vocabulary */
+    snprintf(vocab_head, sizeof vocab_head, "%s/vocab.gguf", dir);
+    for (int32_t i = 0; i < N_DVOCAB; i++)
+        dvocab[i] = (int32_t)(((int64_t)i * 7919) % specd_model_get_info(model)->n_vocab);
+    mrp_head_spec hv = hs;
+    hv.draft_vocab = dvocab;
+    hv.n_draft_vocab = N_DVOCAB;
+    if (mrp_write_head(random_head, &hs) != 0 || mrp_write_head(vocab_head, &hv) != 0) {
+        fprintf(stderr, "cannot write the random heads\n");
         return 1;
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bad_heads),
         cmocka_unit_test(test_identity_random_head),
         cmocka_unit_test(test_direct_is_lossy),
+        cmocka_unit_test(test_draft_vocab),
+        cmocka_unit_test(test_remask),
         cmocka_unit_test(test_batch_loop),
         cmocka_unit_test(test_rejection_statistics),
         cmocka_unit_test(test_identity_shipped_head),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     unlink(random_head);
+    unlink(vocab_head);
     rmdir(dir);
     specd_context_destroy(ctx);
     specd_model_destroy(model);

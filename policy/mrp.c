@@ -295,9 +295,11 @@ static specd_status mrp_create(const specd_policy_env *env, const char *options,
 }
 
 /* Commits head rows for target positions j0 .. j0+n-1 (y = ys[i], g = row i of gs, stride
- * n_embd); with hp_last, the last row's head output goes there. */
+ * n_embd); with hp_last, the last row's head output goes there. Profiled as `part` (the prompt's
+ * rows apart from a step's). */
 static specd_status commit_rows(mrp_state *s, const int32_t *ys, const float *gs, int64_t j0,
-                                int64_t n, float *hp_last, float *c_last, specd_error *err) {
+                                int64_t n, float *hp_last, float *c_last, mrp_prof_part part,
+                                specd_error *err) {
     const size_t E = (size_t)s->n_embd;
     for (int64_t at = 0; at < n;) {
         int32_t c = (int32_t)(n - at < s->hctx_batch ? n - at : s->hctx_batch);
@@ -308,14 +310,14 @@ static specd_status commit_rows(mrp_state *s, const int32_t *ys, const float *gs
             mrp_head_input(s->head, ys[at + i], gs + (size_t)(at + i) * E, s->u + (size_t)i * E,
                            s->in2);
         }
-        mrp_prof_mark(&s->prof, MRP_PROF_INPUT);
+        mrp_prof_mark(&s->prof, part == MRP_PROF_PREFILL ? part : MRP_PROF_INPUT);
         at += c;
         int32_t last = c - 1;
         specd_seq_batch b = {.seq = 0, .n_tokens = c, .tokens = s->htok, .pos = s->hpos,
                              .embd = s->u};
         specd_extend_out out = {.n_rows = 1, .rows = &last, .logits = c_last, .hidden = hp_last};
         SPECD_TRY(specd_context_extend(s->hctx, &b, 1, at == n && hp_last ? &out : NULL, err));
-        mrp_prof_mark(&s->prof, MRP_PROF_COMMIT);
+        mrp_prof_mark(&s->prof, part);
     }
     return SPECD_OK;
 }
@@ -335,7 +337,8 @@ static specd_status mrp_prefill_hidden(void *state, const int32_t *prompt, int64
                           "policy mrp: prompt hidden rows [%lld, %lld) out of order",
                           (long long)row0, (long long)(row0 + n_rows));
     /* row j's next token is prompt[j + 1] */
-    return commit_rows(s, prompt + row0 + 1, hidden, row0, n_rows, NULL, NULL, err);
+    return commit_rows(s, prompt + row0 + 1, hidden, row0, n_rows, NULL, NULL, MRP_PROF_PREFILL,
+                       err);
 }
 
 /* Brings the head cache to the positions history[0..n) decided: rows [base, n - 1). Returns 0
@@ -472,7 +475,7 @@ static specd_status draft_round(mrp_state *s, const float *logits, const float *
     const int64_t t = n_new - 2; /* x_{t+1} = history[n_new - 1] was just decided */
     int32_t committed = specd_context_kv_len(s->hctx, 0);
     SPECD_TRY(commit_rows(s, s->emitted, hidden, s->n_at - 1, n_dec, s->hp,
-                          s->dv ? NULL : s->c1, err));
+                          s->dv ? NULL : s->c1, MRP_PROF_COMMIT, err));
     mrp_prof_start(&s->prof);
     const float *zA = logits + (size_t)(n_dec - 1) * V, *hA = hidden + (size_t)(n_dec - 1) * E;
     committed += n_dec;

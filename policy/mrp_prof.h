@@ -17,6 +17,7 @@ typedef enum mrp_prof_part {
     MRP_PROF_RESID,   /* C_k over S (k >= 2) */
     MRP_PROF_PICK,    /* drafts, q, confidences */
     MRP_PROF_VERIFY,  /* the acceptance engine / the target's samples */
+    MRP_PROF_PREFILL, /* the prompt's head rows (once per sequence; not in the per-round total) */
     MRP_PROF_N
 } mrp_prof_part;
 

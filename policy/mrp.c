@@ -98,7 +98,7 @@ typedef struct mrp_state {
     /* scratch */
     int32_t *htok, *hpos;    /* hctx_batch */
     float *u;                /* hctx_batch x n_embd: head input rows */
-    float *in2;              /* 2 n_embd */
+    float *in2;              /* MRP_INPUT_SCRATCH(n_embd) */
     float *hp, *hacc;        /* n_embd */
     int32_t *cand;           /* m: S */
     float *cand_rows;        /* m x n_embd: S's output-head rows */
@@ -209,7 +209,7 @@ static specd_status alloc_state(mrp_state *s) {
     s->htok = specd_alloc_array(B, sizeof(int32_t));
     s->hpos = specd_alloc_array(B, sizeof(int32_t));
     s->u = specd_alloc_array(B * E, sizeof(float));
-    s->in2 = specd_alloc_array(2 * E, sizeof(float));
+    s->in2 = specd_alloc_array(MRP_INPUT_SCRATCH(E), sizeof(float));
     s->hp = specd_alloc_array(E, sizeof(float));
     s->hacc = specd_alloc_array(E, sizeof(float));
     s->cand = specd_alloc_array((size_t)s->m, sizeof(int32_t));

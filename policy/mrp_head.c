@@ -65,6 +65,38 @@ static specd_status head_f32(const specd_gguf *g, const char *path, const char *
     return SPECD_OK;
 }
 
+/* mrp.eh_proj.weight: a Q8_0 one is used as stored (its values checked finite once), others as
+ * an f32 copy. */
+static specd_status eh_proj(mrp_head *h, const specd_gguf *g, const char *path,
+                            specd_error *err) {
+    const int64_t E = h->n_embd;
+    const specd_gguf_tensor *t = specd_gguf_tensor_find(g, "mrp.eh_proj.weight");
+    if (!t || t->type != SPECD_DTYPE_Q8_0)
+        return head_f32(g, path, "mrp.eh_proj.weight", 2 * E, E, 1, &h->eh_proj, err);
+    const specd_dtype_traits *tr = specd_dtype_traits_get(SPECD_DTYPE_Q8_0);
+    size_t rb = specd_dtype_row_bytes(SPECD_DTYPE_Q8_0, 2 * E);
+    if (t->ne[0] != 2 * E || t->ne[1] != E || t->ne[2] != 1 || t->ne[3] != 1 || rb == 0 ||
+        (uint64_t)rb * (uint64_t)E > t->n_bytes)
+        return specd_fail(err, SPECD_E_FORMAT,
+                          "policy mrp: head %s: tensor mrp.eh_proj.weight is Q8_0 [%lld, %lld] "
+                          "where [%lld, %lld] was expected", path, (long long)t->ne[0],
+                          (long long)t->ne[1], (long long)(2 * E), (long long)E);
+    float *row = specd_alloc_array((size_t)(2 * E), sizeof(float));
+    if (!row) return specd_fail(err, SPECD_E_NOMEM, "policy mrp: out of memory");
+    int finite = 1;
+    for (int64_t o = 0; o < E && finite; o++) {
+        tr->to_float((const uint8_t *)t->data + (size_t)o * rb, row, 2 * E);
+        for (int64_t i = 0; i < 2 * E; i++) finite &= row[i] - row[i] == 0.0f;
+    }
+    specd_free(row);
+    if (!finite)
+        return specd_fail(err, SPECD_E_FORMAT,
+                          "policy mrp: head %s: tensor mrp.eh_proj.weight has a non-finite value",
+                          path);
+    h->ehq = (mrp_matrix_rows){.data = t->data, .row_bytes = rb, .traits = tr};
+    return SPECD_OK;
+}
+
 static specd_status head_keys(mrp_head *h, const specd_gguf *g, const char *path,
                               specd_error *err) {
     uint32_t v;
@@ -192,7 +224,7 @@ specd_status mrp_head_open(const specd_model *target, const char *path, int32_t 
     if (st == SPECD_OK) st = head_keys(h, g, path, err);
     if (st == SPECD_OK) st = head_f32(g, path, "mrp.enorm.weight", E, 1, 0, &h->enorm, err);
     if (st == SPECD_OK) st = head_f32(g, path, "mrp.hnorm.weight", E, 1, 0, &h->hnorm, err);
-    if (st == SPECD_OK) st = head_f32(g, path, "mrp.eh_proj.weight", 2 * E, E, 1, &h->eh_proj, err);
+    if (st == SPECD_OK) st = eh_proj(h, g, path, err);
     if (st == SPECD_OK)
         st = target_rows(tg, "token_embd.weight", h->n_embd, h->n_vocab, &h->embd, err);
     if (st == SPECD_OK) {
@@ -220,6 +252,14 @@ void mrp_head_input(const mrp_head *h, int32_t y, const float *g, float *u, floa
     mrp_head_row(&h->embd, y, E, u); /* u as temporary */
     specd_rmsnorm_f32(u, h->enorm, e, E, h->eps);
     specd_rmsnorm_f32(g, h->hnorm, hn, E, h->eps);
+    if (h->ehq.data) {
+        void *q = scratch + 2 * (size_t)E; /* 2E/32 Q8_0 blocks fit in E floats */
+        h->ehq.traits->from_float(scratch, q, 2 * (int64_t)E);
+        for (int32_t o = 0; o < E; o++)
+            h->ehq.traits->vec_dot(2 * (int64_t)E, &u[o],
+                                   h->ehq.data + (size_t)o * h->ehq.row_bytes, q);
+        return;
+    }
     for (int32_t o = 0; o < E; o++)
         u[o] = mrp_dot(h, h->eh_proj + (size_t)o * 2 * (size_t)E, scratch, 2 * (int64_t)E);
 }

@@ -4,7 +4,7 @@
  *
  * File (/work/mrp-shared/CONTRACT.md): a llama GGUF with the target's llama.* shape keys but
  * block_count L, blk.* and output_norm.weight, no token_embd/output; plus mrp.enorm.weight and
- * mrp.hnorm.weight (F32 [n_embd]), mrp.eh_proj.weight (F32 or F16, ggml [2 n_embd, n_embd]: the
+ * mrp.hnorm.weight (F32 [n_embd]), mrp.eh_proj.weight (F32, F16 or Q8_0, ggml [2 n_embd, n_embd]: the
  * first n_embd inputs take enorm(E[y])), mrp.version = 1, mrp.n_vocab, optional mrp.n_draft and
  * optional mrp.draft_vocab: an INT32 array of distinct token ids, most frequent first (a key, not
  * a tensor: specd's GGUF reader takes only tensor types it has kernels for).
@@ -43,7 +43,10 @@ typedef struct mrp_head {
     int32_t n_embd, n_vocab, n_layer;
     int32_t n_draft;         /* mrp.n_draft: the K it was trained for (0 = unknown) */
     float eps;               /* the target's RMS epsilon */
-    float *eh_proj;          /* n_embd rows of 2 n_embd, f32 (owned) */
+    float *eh_proj;          /* n_embd rows of 2 n_embd, f32 (owned); NULL when ehq is used */
+    mrp_matrix_rows ehq;     /* a Q8_0 eh_proj (export --dtype q8_0) as stored: the input row is
+                              * quantized to Q8_0 too (its runtime layers' rule), 4x less to read
+                              * per row than the f32 copy */
     float *enorm, *hnorm;    /* n_embd each (owned copies) */
     mrp_matrix_rows embd;    /* the target's token embedding: E[y] */
     mrp_matrix_rows out;     /* the target's output head (E when tied): C = out . hp */
@@ -68,7 +71,8 @@ void mrp_head_close(mrp_head *h);
 /* out[n_embd] = dequantized row `token` of m. */
 void mrp_head_row(const mrp_matrix_rows *m, int32_t token, int32_t n_embd, float *out);
 
-/* u[n_embd] = eh_proj [enorm(E[y]); hnorm(g)]; scratch: 2 n_embd floats. */
+/* u[n_embd] = eh_proj [enorm(E[y]); hnorm(g)]; scratch: MRP_INPUT_SCRATCH(n_embd) floats. */
+#define MRP_INPUT_SCRATCH(n_embd) (3 * (size_t)(n_embd))
 void mrp_head_input(const mrp_head *h, int32_t y, const float *g, float *u, float *scratch);
 
 /* c[i] = row i of the draft vocabulary . hp for i < dv.n; scratch: dv.act_bytes. */

@@ -7,6 +7,7 @@
 #define SPECD_TESTS_MRP_HEAD_WRITER_H
 
 #include "gguf/gguf_builder.h"
+#include "kernels/cpu/dtype.h"
 #include "specd/runtime.h"
 
 #include <stdio.h>
@@ -21,6 +22,7 @@ typedef struct mrp_head_spec {
     uint32_t seed;
     const int32_t *draft_vocab; /* mrp.draft_vocab (INT32 array key), or NULL */
     int32_t n_draft_vocab;
+    int q8_eh_proj;             /* mrp.eh_proj.weight as Q8_0 (export --dtype q8_0) */
 } mrp_head_spec;
 
 static uint32_t mrp_w_rng(uint32_t *s) {
@@ -101,16 +103,22 @@ static int mrp_write_head(const char *path, const mrp_head_spec *sp) {
     }
     uint64_t off = 0;
     for (int i = 0; i < nt; i++) {
-        gb_tensor(&b, t[i].name, t[i].n_dims, t[i].ne, 0 /* F32 */, off);
-        off += t[i].ne[0] * t[i].ne[1] * 4;
+        int q8 = sp->q8_eh_proj && t[i].kind == 2;
+        gb_tensor(&b, t[i].name, t[i].n_dims, t[i].ne, q8 ? SPECD_DTYPE_Q8_0 : SPECD_DTYPE_F32,
+                  off);
+        off += q8 ? t[i].ne[1] * specd_dtype_row_bytes(SPECD_DTYPE_Q8_0, (int64_t)t[i].ne[0])
+                  : t[i].ne[0] * t[i].ne[1] * 4;
         off = (off + 31) / 32 * 32;
     }
+    float rowf[4096];
+    uint8_t rowq[4096 * 2];
     gb_pad(&b, 32);
     uint32_t rng = sp->seed ? sp->seed : 1;
     const float in_scale = sp->noise;
     for (int i = 0; i < nt; i++) {
         uint64_t n0 = t[i].ne[0], n1 = t[i].ne[1];
-        for (uint64_t r = 0; r < n1; r++)
+        int q8 = sp->q8_eh_proj && t[i].kind == 2 && n0 <= 4096;
+        for (uint64_t r = 0; r < n1; r++) {
             for (uint64_t c = 0; c < n0; c++) {
                 float v;
                 if (t[i].kind == 1)
@@ -121,8 +129,16 @@ static int mrp_write_head(const char *path, const mrp_head_spec *sp) {
                     v = (c == E + r ? 1.0f : 0.0f) + in_scale * mrp_w_uniform(&rng);
                 else
                     v = in_scale * mrp_w_uniform(&rng);
-                gb_f32(&b, v);
+                if (q8)
+                    rowf[c] = v;
+                else
+                    gb_f32(&b, v);
             }
+            if (q8) {
+                specd_dtype_traits_get(SPECD_DTYPE_Q8_0)->from_float(rowf, rowq, (int64_t)n0);
+                gb_bytes(&b, rowq, specd_dtype_row_bytes(SPECD_DTYPE_Q8_0, (int64_t)n0));
+            }
+        }
         gb_pad(&b, 32);
     }
     FILE *f = fopen(path, "wb");

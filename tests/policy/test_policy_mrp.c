@@ -35,7 +35,7 @@ static int32_t prompts[N_GOLDEN][MAX_PROMPT];
 static int64_t n_prompts[N_GOLDEN];
 static specd_model *model;
 static specd_context *ctx;
-static char dir[64], random_head[128], shipped_head[1024], vocab_head[128];
+static char dir[64], random_head[128], shipped_head[1024], vocab_head[128], q8_head[128];
 
 enum { N_DVOCAB = 2048, N_DV_SMALL = 64 };
 static int32_t dvocab[N_DVOCAB];
@@ -106,6 +106,8 @@ static void test_identity_random_head(void **s) {
     /* every C_k over the whole vocabulary; candidates from the target's row */
     check_identity(random_head, ",cand=0", 0.8f);
     check_identity(random_head, ",cand_from=target", 0.0f);
+    /* a Q8_0 eh_proj (export --dtype q8_0) is read as stored */
+    check_identity(q8_head, "", 0.0f);
 }
 
 static int have_shipped(void) {
@@ -603,10 +605,13 @@ int main(void) {
     snprintf(vocab_head, sizeof vocab_head, "%s/vocab.gguf", dir);
     for (int32_t i = 0; i < N_DVOCAB; i++)
         dvocab[i] = (int32_t)(((int64_t)i * 7919) % specd_model_get_info(model)->n_vocab);
-    mrp_head_spec hv = hs;
+    mrp_head_spec hv = hs, hq = hs;
     hv.draft_vocab = dvocab;
     hv.n_draft_vocab = N_DVOCAB;
-    if (mrp_write_head(random_head, &hs) != 0 || mrp_write_head(vocab_head, &hv) != 0) {
+    hq.q8_eh_proj = 1;
+    snprintf(q8_head, sizeof q8_head, "%s/q8.gguf", dir);
+    if (mrp_write_head(random_head, &hs) != 0 || mrp_write_head(vocab_head, &hv) != 0 ||
+        mrp_write_head(q8_head, &hq) != 0) {
         fprintf(stderr, "cannot write the random heads\n");
         return 1;
     }
@@ -623,6 +628,7 @@ int main(void) {
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     unlink(random_head);
     unlink(vocab_head);
+    unlink(q8_head);
     rmdir(dir);
     specd_context_destroy(ctx);
     specd_model_destroy(model);

@@ -14,7 +14,7 @@ ranked by count, ties by the count over all tokens of those sequences, then by i
 not a tensor, because specd's GGUF reader admits only tensor types it has kernels for. The
 coverage (fraction of response tokens inside the top N, training split and held out) is printed
 for a few N.
-Norms are F32 (the runtime's rule); matrices F32 or F16 (--dtype). q/k rows need no permutation:
+Norms are F32 (the runtime's rule); matrices F32, F16 or Q8_0 (--dtype). q/k rows need no permutation:
 the head was trained with llama.cpp's adjacent-pair ("normal") RoPE, i.e. already in the layout
 the target GGUF's attn_q/attn_k use and specd's runtime applies."""
 import argparse, os, sys
@@ -94,7 +94,7 @@ def write_head(head, hp, path, dtype, n_draft, name, extra=None, dvocab=None):
         return np.ascontiguousarray(t.detach().float().numpy().astype(mdt))
 
     def blk_mat(t):
-        """q8_0: the block's matrices only (eh_proj stays F16: the policy reads it as F32/F16)"""
+        """q8_0: Q8_0 blocks of 32 along each row (ggml's layout; rows of 576 / 1152)"""
         if dtype != "q8_0":
             return mat(t)
         a = t.detach().float().numpy().astype(np.float32)
@@ -115,7 +115,11 @@ def write_head(head, hp, path, dtype, n_draft, name, extra=None, dvocab=None):
     w.add_tensor("output_norm.weight", vec(head.output_norm))
     w.add_tensor("mrp.enorm.weight", vec(head.enorm))
     w.add_tensor("mrp.hnorm.weight", vec(head.hnorm))
-    w.add_tensor("mrp.eh_proj.weight", mat(head.eh_proj))
+    if dtype == "q8_0":
+        w.add_tensor("mrp.eh_proj.weight", blk_mat(head.eh_proj),
+                     raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+    else:
+        w.add_tensor("mrp.eh_proj.weight", mat(head.eh_proj))
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -156,8 +160,8 @@ def main():
     ap.add_argument("--n-draft", type=int, default=3, help="with --init")
     ap.add_argument("--target", default=TARGET_DEFAULT)
     ap.add_argument("--dtype", choices=["f32", "f16", "q8_0"], default="f16",
-                    help="matrices; q8_0 quantizes the block's (eh_proj stays f16): about 3x "
-                         "less head time per row on CPU, drafts from slightly rounded weights")
+                    help="matrices (norms stay f32); q8_0: about 3x less head time per row in "
+                         "specd on CPU, drafts from slightly rounded weights")
     ap.add_argument("--name", default="")
     ap.add_argument("--draft-vocab", type=int, default=16384,
                     help="ids in mrp.draft_vocab (0: none; the policy's vocab= takes the first "

@@ -34,8 +34,12 @@
  * runtime's output head over the whole vocabulary on the head context's row (6x the work at
  * 49,152 tokens: ~3 ms of CPU per round, the largest part of the policy's time before). C_k for
  * k >= 2 only over S, from S's rows of the output head, so a later draft costs a head-layer
- * forward and M dot products; the head layers then dominate (SPECD_PROFILE prints the parts,
- * mrp_prof.h): an F16 head block costs ~3x a Q8_0 one per row. cand_from=target takes S from the top M of zA_t
+ * forward and M dot products. The head's rows then dominate (SPECD_PROFILE prints the parts,
+ * mrp_prof.h): three sequential head forwards per round (the committed rows, then k = 2, 3), and
+ * an F16 head block costs ~2.5x a Q8_0 one per row (export_mrp.py --dtype q8_0; a Q8_0 eh_proj is
+ * read as stored, mrp_head.h). threads=1 by default: the policy env does not carry the target's
+ * thread count, and on a loaded machine a second head thread waited at the barriers (measured:
+ * 1.5x the wall per head row at load 5 on 2 cores, half the CPU per thread). cand_from=target takes S from the top M of zA_t
  * instead and skips the full product, but a trained head moves most of z_1's mass out of zA_t's
  * top (zA_t predicts the token just decided, which the head cancels): measured against the python
  * reference, drafts then differ at most positions even with M = 1024.

@@ -34,10 +34,11 @@ void mrp_prof_mark(mrp_prof *p, mrp_prof_part part) {
 
 void mrp_prof_report(const mrp_prof *p) {
     if (!p->on || p->rounds == 0) return;
-    static const char *const names[MRP_PROF_N] = {"input", "commit", "c1+S", "spec",
+    static const char *const names[MRP_PROF_N] = {"input", "commit", "c1+S",   "spec",
                                                   "resid", "pick",   "verify", "prefill"};
     uint64_t total = 0;
-    for (int i = 0; i < MRP_PROF_PREFILL; i++) total += p->ns[i];
+    for (int i = 0; i < MRP_PROF_PREFILL; i++)
+        total += p->ns[i];
     const double n = (double)p->rounds;
     fprintf(stderr, "specd profile: policy mrp, %llu draft rounds, ms per round (%s):",
             (unsigned long long)p->rounds, p->cpu ? "thread CPU" : "wall");

@@ -164,12 +164,16 @@ static int check_lines(const ab_task *t, const char *s, size_t n) {
     return count == int_field(t, "count");
 }
 
+/* Objects are tried from each '{' that is not inside an object already parsed, so a key of a
+ * nested object does not count. */
 static int check_json_key(const ab_task *t, const char *s, size_t n) {
     const char *key = field(t, "key")->valuestring;
     for (size_t i = 0; i < n; i++) {
         if (s[i] != '{') continue;
-        cJSON *obj = cJSON_ParseWithLengthOpts(s + i, n - i, NULL, 0);
+        const char *end = NULL;
+        cJSON *obj = cJSON_ParseWithLengthOpts(s + i, n - i, &end, 0);
         int ok = cJSON_IsObject(obj) && cJSON_GetObjectItemCaseSensitive(obj, key) != NULL;
+        if (obj && end > s + i) i = (size_t)(end - s) - 1;
         cJSON_Delete(obj);
         if (ok) return 1;
     }

@@ -15,7 +15,8 @@
  *   lowercase  the output has a letter and no uppercase ASCII letter
  *   bullets    count: exactly count lines start (after blanks) with "- ", "* " or "\u2022 "
  *   lines      count: exactly count non-blank lines
- *   json_key   key: a JSON object in the output (parsed from one of its '{') has that key
+ *   json_key   key: a JSON object in the output (parsed from a '{' outside any object parsed
+ *              before it) has that key at its top level
  *   max_words  n: 1 to n words (runs of non-blanks)
  *   starts_with text: the output, after leading blanks, starts with text
  *   contains   nothing more than contains / icontains (of which it needs at least one)

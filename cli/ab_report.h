@@ -42,6 +42,7 @@ typedef struct ab_setup {
     const char *model_path;
     const char *prompts_path;
     int lossless; /* the rule promises token-identical output */
+    int tasks;    /* the prompts were rule-checked task items (--tasks) */
 } ab_setup;
 
 /* Writes the page to path. Returns non-zero after printing an error when it cannot be written. */

@@ -417,8 +417,9 @@ int specd_cmd_ab(int argc, char **argv) {
             ab_setup setup = {.options = &o,
                               .model_path = o.model ? o.model
                                                     : cli_default_model(model_buf, sizeof model_buf),
-                              .prompts_path = prompts_path,
-                              .lossless = lossless};
+                              .prompts_path = tasks_path ? tasks_path : prompts_path,
+                              .lossless = lossless,
+                              .tasks = tasks_path != NULL};
             rc |= ab_report_write(report_path, &setup, rows, n, &all);
         }
     }

@@ -12,7 +12,7 @@ head -n 4 "$src/bench/tasks/tasks.jsonl" > "$tmp/tasks.jsonl"
 
 # lossless: quality equal to plain's
 "$specd" ab --policy ngram --tasks "$tmp/tasks.jsonl" -n 24 --temp 0 --json "$tmp/ab.json" -t 1 \
-  > "$tmp/table.txt"
+  --report "$tmp/ab.html" > "$tmp/table.txt"
 grep -q '^task pass rate: plain' "$tmp/table.txt"
 python3 - "$tmp/ab.json" <<'PY'
 import json, sys
@@ -34,6 +34,21 @@ assert d["overall"]["quality"]["tasks"] == len(d["prompts"]) == 4
 assert d["overall"]["quality"]["tasks_passed_plain"] == passed
 assert abs(d["overall"]["quality"]["task_pass_rate_plain"] - passed / 4) < 1e-6
 print("lossless: quality equal to plain's, pass rate", passed, "/ 4")
+PY
+# the report's quality table: valid HTML5 (strict), one row per item, the JSON's task verdicts
+/usr/bin/python3 - "$tmp/ab.html" "$tmp/ab.json" <<'PY'
+import json, sys
+import html5lib
+doc = html5lib.HTMLParser(strict=True, namespaceHTMLElements=False).parse(open(sys.argv[1], "rb").read())
+d = json.load(open(sys.argv[2]))
+sec = [s for s in doc.iter("section") if s.get("id") == "quality"]
+assert len(sec) == 1, "no quality section"
+rows = [r for r in sec[0].iter("tr")][1:]
+assert len(rows) == len(d["prompts"]) + 1, len(rows)
+for r, p in zip(rows, d["prompts"]):
+    cells = ["".join(c.itertext()) for c in r]
+    want = "pass" if p["quality"]["tasks_passed_plain"] else "fail"
+    assert cells[-2] == want and cells[-1] == want, (cells, p["quality"])
 PY
 
 # lossy: mrp mode=direct emits its drafts unchecked; quality is reported per side

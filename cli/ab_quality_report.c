@@ -20,14 +20,21 @@
     "--tasks only: the fraction of items whose output (decoded without special tokens) passes "  \
     "the item's rule (bench/tasks/README.md)"
 
+/* The same definitions, wrapped for a terminal. */
 const char AB_QUALITY_HELP[] =
     "quality, computed after the timed runs for plain and speculative output alike (for a\n"
-    "lossless outcome they equal plain's: a sanity check):\n"
-    "  nll        " DEF_NLL "\n"
-    "  rep4       " DEF_REPEAT "\n"
-    "  agree pre  " DEF_PREFIX "\n"
-    "  agree pos  " DEF_POSITIONS "\n"
-    "  pass       " DEF_TASK "\n";
+    "lossless outcome it equals plain's: a sanity check); overall figures pool tokens:\n"
+    "  nll        mean over the output's tokens (stop token included) of\n"
+    "             -log p(token | prompt, output before it) under the base model at\n"
+    "             temperature 1 (raw logits, no filters); plain's is the reference\n"
+    "  rep4       of the output's n - 3 windows of 4 consecutive tokens, the fraction\n"
+    "             equal to a window starting earlier in the same output\n"
+    "  agree pre  T 0 only: tokens before the first difference from the plain greedy\n"
+    "             output / the plain output's length\n"
+    "  agree pos  T 0 only: positions where both outputs have the same token / the\n"
+    "             longer output's length\n"
+    "  pass       --tasks only: items whose output (decoded without special tokens)\n"
+    "             passes the item's rule (bench/tasks/README.md) / items\n";
 
 char *ab_quality_text(const specd_tokenizer *tok, const int32_t *ids, int64_t n, size_t *len) {
     size_t need = 0;

@@ -59,27 +59,31 @@ static void each_line(const char *s, size_t n, int (*fn)(const char *, size_t, v
 
 /* ---- rules -------------------------------------------------------------------------------- */
 
-/* Maximal digit runs in order (runs longer than 9 digits are skipped: no count reaches them). */
+/* The next maximal digit run at or after *at: its start and its value (-1 for a run of more than
+ * 10 digits, which no rule's number reaches); *at moves past it. 0 when there is none. */
+static int next_digits(const char *s, size_t n, size_t *at, size_t *start, long long *value) {
+    size_t i = *at;
+    while (i < n && !isdigit((unsigned char)s[i])) i++;
+    if (i >= n) return 0;
+    long long v = 0;
+    *start = i;
+    for (; i < n && isdigit((unsigned char)s[i]); i++)
+        if (i - *start < 10) v = v * 10 + (s[i] - '0');
+    *value = i - *start <= 10 ? v : -1;
+    *at = i;
+    return 1;
+}
+
 static int check_count(const ab_task *t, const char *s, size_t n) {
     long from = int_field(t, "from"), to = int_field(t, "to");
     long step = to >= from ? 1 : -1, want = from;
-    for (size_t i = 0; i < n;) {
-        if (!isdigit((unsigned char)s[i])) {
-            i++;
-            continue;
-        }
-        size_t j = i;
-        long v = 0;
-        while (j < n && isdigit((unsigned char)s[j])) {
-            if (j - i < 9) v = v * 10 + (s[j] - '0');
-            j++;
-        }
-        if (j - i <= 9 && v == want) {
+    size_t at = 0, start;
+    long long v;
+    while (next_digits(s, n, &at, &start, &v))
+        if (v == want) {
             if (want == to) return 1;
             want += step;
         }
-        i = j;
-    }
     return 0;
 }
 
@@ -96,24 +100,14 @@ static int check_copy(const ab_task *t, const char *s, size_t n) {
 
 static int check_number(const ab_task *t, const char *s, size_t n) {
     long answer = int_field(t, "answer");
-    for (size_t i = 0; i < n;) {
-        if (!isdigit((unsigned char)s[i])) {
-            i++;
-            continue;
-        }
-        size_t j = i;
-        long v = 0;
-        while (j < n && isdigit((unsigned char)s[j])) {
-            if (j - i < 10) v = v * 10 + (s[j] - '0');
-            j++;
-        }
-        int decimal_after = j + 1 < n && s[j] == '.' && isdigit((unsigned char)s[j + 1]);
+    size_t at = 0, i;
+    long long v;
+    while (next_digits(s, n, &at, &i, &v)) {
+        int decimal_after = at + 1 < n && s[at] == '.' && isdigit((unsigned char)s[at + 1]);
         int decimal_before = i >= 2 && s[i - 1] == '.' && isdigit((unsigned char)s[i - 2]);
         /* a minus directly before, not joining two operands ("5-3"), makes it negative */
         int negative = i >= 1 && s[i - 1] == '-' && (i < 2 || !isalnum((unsigned char)s[i - 2]));
-        if (j - i <= 10 && !decimal_after && !decimal_before && (negative ? -v : v) == answer)
-            return 1;
-        i = j;
+        if (v >= 0 && !decimal_after && !decimal_before && (negative ? -v : v) == answer) return 1;
     }
     return 0;
 }
@@ -304,15 +298,6 @@ static int validate(const cJSON *obj, const rule_def *r, char *msg, size_t cap) 
     return 0;
 }
 
-static char *dup_n(const char *s, size_t n) {
-    char *d = malloc(n + 1);
-    if (d) {
-        memcpy(d, s, n);
-        d[n] = '\0';
-    }
-    return d;
-}
-
 int ab_task_parse(const char *json, size_t len, ab_task *out, char *msg, size_t cap) {
     memset(out, 0, sizeof *out);
     const char *end = NULL;
@@ -350,7 +335,7 @@ int ab_task_parse(const char *json, size_t len, ab_task *out, char *msg, size_t 
     out->id = strdup(id->valuestring);
     out->prompt = strdup(prompt->valuestring);
     out->rule = strdup(r->name);
-    out->line = dup_n(json, len);
+    out->line = strndup(json, len);
     out->item = obj;
     if (!out->id || !out->prompt || !out->rule || !out->line) {
         ab_task_free(out);

@@ -70,7 +70,6 @@ typedef struct wedlm_state {
     int32_t rows[SPECD_WEDLM_MAX_W + 1], row_of[SPECD_WEDLM_MAX_W + 1]; /* logical n-1+i -> row */
     int32_t emitted[SPECD_WEDLM_MAX_W + 1], keep[SPECD_WEDLM_MAX_W + 1];
     float gate[SPECD_WEDLM_MAX_W + 1], accept_prob[SPECD_WEDLM_MAX_W + 1];
-    specd_wedlm_stats stats; /* p_cache (eq. 4) over this sequence */
 } wedlm_state;
 
 static void wedlm_destroy(void *state) {
@@ -277,16 +276,18 @@ static int32_t pred_row(const wedlm_state *s, int64_t q) {
     return i >= 0 && i <= s->w ? s->row_of[i] : -1;
 }
 
-/* Fills masks of the new window (already advanced to start at n_at + n_emitted) from this step's
- * rows, by the configured rule. */
-static specd_status select_fills(wedlm_state *s, const float *logits, specd_error *err) {
+/* Fills masks of win (the next window, starting at n_at + n_emitted) from this step's rows, by the
+ * configured rule; credit is the credit state to update (a copy: the caller commits both only
+ * when the whole step succeeds). */
+static specd_status select_fills(const wedlm_state *s, specd_wedlm_window *win,
+                                 specd_dlm_credit *credit, const float *logits, specd_error *err) {
     const size_t V = (size_t)s->n_vocab;
     specd_dlm_pos pos[SPECD_WEDLM_MAX_W];
     uint8_t elig[SPECD_WEDLM_MAX_W], fill[SPECD_WEDLM_MAX_W];
     int32_t n_elig = 0;
     for (int32_t i = 0; i < s->w; i++) {
-        const int64_t q = s->win.first + i;
-        const int32_t row = s->win.token[i] < 0 ? pred_row(s, q) : -1;
+        const int64_t q = win->first + i;
+        const int32_t row = win->token[i] < 0 ? pred_row(s, q) : -1;
         elig[i] = row >= 0;
         if (!elig[i]) {
             pos[i] = (specd_dlm_pos){0};
@@ -294,7 +295,7 @@ static specd_status select_fills(wedlm_state *s, const float *logits, specd_erro
         }
         const float *z = logits + (size_t)row * V;
         if (s->sel == SEL_CREDIT)
-            SPECD_TRY(specd_dlm_credit_update(&s->credit, q, z, s->n_vocab, &pos[i], err));
+            SPECD_TRY(specd_dlm_credit_update(credit, q, z, s->n_vocab, &pos[i], err));
         else
             SPECD_TRY(specd_dlm_pos_from_logits(z, s->n_vocab, &pos[i], err));
         n_elig++;
@@ -314,8 +315,8 @@ static specd_status select_fills(wedlm_state *s, const float *logits, specd_erro
     }
     for (int32_t i = 0; i < s->w; i++)
         if (fill[i]) {
-            s->win.token[i] = pos[i].token;
-            specd_dlm_credit_forget(&s->credit, s->win.first + i);
+            win->token[i] = pos[i].token;
+            specd_dlm_credit_forget(credit, win->first + i);
         }
     return SPECD_OK;
 }
@@ -353,9 +354,11 @@ static specd_status wedlm_verify(void *state, const float *logits, specd_step_ou
     }
     for (int32_t i = 0; i < n_keep; i++) s->keep[i] = i;
 
-    /* the next window: slide past what was emitted, refill with masks (line 12) */
-    for (int64_t q = s->win.first; q < s->n_at + n_emit && q < s->win.first + s->w; q++)
-        specd_dlm_credit_forget(&s->credit, q);
+    /* the next window: slide past what was emitted, refill with masks (line 12); built on copies
+     * so that a failure leaves the state as it was */
+    specd_dlm_credit credit = s->credit;
+    for (int64_t q = s->at.first; q < s->n_at + n_emit && q < s->at.first + s->w; q++)
+        specd_dlm_credit_forget(&credit, q);
     specd_wedlm_window next;
     SPECD_TRY(specd_wedlm_window_init(&next, s->w, s->n_at + n_emit, err));
     if (valid) {
@@ -363,14 +366,14 @@ static specd_status wedlm_verify(void *state, const float *logits, specd_step_ou
             const int64_t o = next.first + i - s->at.first;
             if (o < s->at.w) next.token[i] = s->at.token[o];
         }
+        SPECD_TRY(select_fills(s, &next, &credit, logits, err));
     } else {
         /* every row after the rejected draft saw it: no fill or credit survives */
-        specd_dlm_credit_init(&s->credit, s->credit.params, NULL);
+        specd_dlm_credit_init(&credit, s->credit.params, NULL);
     }
     s->win = next;
-    if (valid) SPECD_TRY(select_fills(s, logits, err));
+    s->credit = credit;
     s->expect_n = s->n_at + n_emit;
-    specd_wedlm_stats_step(&s->stats, s->n_tokens, n_emit);
     *out = (specd_step_outcome){.n_emitted = n_emit, .emitted = s->emitted, .n_keep = n_keep,
                                 .keep = s->keep, .n_drafted = r, .n_accepted = n_acc,
                                 .lossy = lossy};

@@ -34,6 +34,8 @@
 #include "common/status_internal.h"
 #include "policy/dlm_commit.h"
 #include "policy/dlm_credit.h"
+#include "policy/dlm_embd.h"
+#include "policy/dlm_smooth.h"
 #include "policy/options.h"
 #include "policy/wedlm_select.h"
 #include "specd/gguf.h"
@@ -54,8 +56,18 @@ typedef struct wedlm_state {
     specd_sample_key key;
     specd_lora *lora;
     char *adapter;
-    float *embd;        /* (W + 1) x n_embd, each the mask embedding, or NULL */
-    uint8_t *embd_rows; /* W + 1 */
+    int32_t n_embd;
+    float *mask_vec;    /* n_embd: the mask rows' input (the adapter's, or E[mask] to smooth) */
+    float *embd;        /* (W + 1) x n_embd step input rows, or NULL when mask_vec is */
+    uint8_t *embd_rows; /* W + 1: the rows that take embd (the mask rows) */
+    /* iteration smoothing (dInfer A.1): per window slot, the next input of a mask that stays
+     * masked, e_mask + alpha_t p W_emb from this step's prediction there */
+    float smooth_max;   /* alpha's cap; 0 = off */
+    specd_dlm_embd tab;
+    float *slot_vec, *slot_vec_next; /* W x n_embd each */
+    uint8_t has_vec[SPECD_WEDLM_MAX_W];
+    int32_t slot_iter[SPECD_WEDLM_MAX_W];
+    float *smooth_scratch;           /* 2 n_embd */
     specd_accept *accept;
     specd_sampler *target;
     specd_dlm_credit credit;
@@ -77,6 +89,10 @@ static void wedlm_destroy(void *state) {
     if (!s) return;
     specd_lora_destroy(s->lora);
     specd_free(s->adapter);
+    specd_free(s->mask_vec);
+    specd_free(s->slot_vec);
+    specd_free(s->slot_vec_next);
+    specd_free(s->smooth_scratch);
     specd_free(s->embd);
     specd_free(s->embd_rows);
     specd_accept_destroy(s->accept);
@@ -132,15 +148,34 @@ static specd_status load_adapter(wedlm_state *s, const specd_policy_env *env, co
         return st;
     }
     if (vec && n > 0) {
-        const size_t rows = (size_t)s->w + 1;
-        s->embd = specd_alloc_array(rows * (size_t)n, sizeof(float));
-        s->embd_rows = specd_alloc_array(rows, sizeof(uint8_t));
-        if (s->embd)
-            for (size_t i = 0; i < rows; i++)
-                memcpy(s->embd + i * (size_t)n, vec, (size_t)n * sizeof(float));
+        if (!(s->mask_vec = specd_alloc_array((size_t)n, sizeof(float)))) {
+            specd_free(own);
+            return specd_fail(err, SPECD_E_NOMEM, "policy wedlm: out of memory");
+        }
+        memcpy(s->mask_vec, vec, (size_t)n * sizeof(float));
+        s->n_embd = n;
     }
     specd_free(own);
-    if (vec && n > 0 && (!s->embd || !s->embd_rows))
+    return SPECD_OK;
+}
+
+/* Iteration smoothing's buffers, and E[mask] as e_mask when the adapter brings no vector. */
+static specd_status smooth_setup(wedlm_state *s, const specd_policy_env *env, float smooth,
+                                 specd_error *err) {
+    const int32_t E = specd_model_get_info(env->target)->n_embd;
+    if (s->mask_vec && s->n_embd != E)
+        return specd_fail(err, SPECD_E_MISMATCH, "policy wedlm: mask embedding of %d floats, "
+                          "the target's n_embd is %d", s->n_embd, E);
+    SPECD_TRY(specd_dlm_embd_open(env->target, env->n_vocab, E, &s->tab, err));
+    s->smooth_max = smooth;
+    s->n_embd = E;
+    const size_t n = (size_t)s->w * (size_t)E;
+    if (!s->mask_vec && (s->mask_vec = specd_alloc_array((size_t)E, sizeof(float))))
+        specd_dlm_embd_row(&s->tab, s->mask_id, s->mask_vec);
+    s->slot_vec = specd_alloc_array(n, sizeof(float));
+    s->slot_vec_next = specd_alloc_array(n, sizeof(float));
+    s->smooth_scratch = specd_alloc_array(2 * (size_t)E, sizeof(float));
+    if (!s->mask_vec || !s->slot_vec || !s->slot_vec_next || !s->smooth_scratch)
         return specd_fail(err, SPECD_E_NOMEM, "policy wedlm: out of memory");
     return SPECD_OK;
 }
@@ -149,7 +184,7 @@ static specd_status wedlm_create(const specd_policy_env *env, const char *option
                                  specd_error *err) {
     int32_t w = 6, mask = -1;
     char mode[16] = "lossless", select[16] = "entropy", adapter[4096] = "";
-    char tau_s[32] = "", tau_low_s[32] = "", lambda_s[32] = "";
+    char tau_s[32] = "", tau_low_s[32] = "", lambda_s[32] = "", smooth_s[32] = "";
     const specd_option_spec ints[] = {{"w", &w, 1, SPECD_WEDLM_MAX_W},
                                       {"mask", &mask, 0, INT32_MAX}};
     const specd_option_str strs[] = {{"mode", mode, (int32_t)sizeof mode},
@@ -157,8 +192,9 @@ static specd_status wedlm_create(const specd_policy_env *env, const char *option
                                      {"adapter", adapter, (int32_t)sizeof adapter},
                                      {"tau", tau_s, (int32_t)sizeof tau_s},
                                      {"tau_low", tau_low_s, (int32_t)sizeof tau_low_s},
-                                     {"lambda", lambda_s, (int32_t)sizeof lambda_s}};
-    SPECD_TRY(specd_options_parse("wedlm", options, ints, 2, strs, 6, err));
+                                     {"lambda", lambda_s, (int32_t)sizeof lambda_s},
+                                     {"smooth", smooth_s, (int32_t)sizeof smooth_s}};
+    SPECD_TRY(specd_options_parse("wedlm", options, ints, 2, strs, 7, err));
     int lossless, sel;
     if (!strcmp(mode, "lossless")) lossless = 1;
     else if (!strcmp(mode, "stream")) lossless = 0;
@@ -179,6 +215,11 @@ static specd_status wedlm_create(const specd_policy_env *env, const char *option
     SPECD_TRY(parse_float("tau", tau_s, 0.0f, sel == SEL_ENTROPY ? 100.0f : 1.0f, &tau, err));
     SPECD_TRY(parse_float("tau_low", tau_low_s, 0.0f, 1.0f, &tau_low, err));
     SPECD_TRY(parse_float("lambda", lambda_s, 0.0f, 100.0f, &lambda, err));
+    float smooth = 0.0f;
+    SPECD_TRY(parse_float("smooth", smooth_s, 0.0f, 1.0f, &smooth, err));
+    if (smooth > 0.0f && !env->target)
+        return specd_fail(err, SPECD_E_INVALID_ARG, "policy wedlm: smooth needs the target's "
+                          "token embedding (specd running the target)");
     const int32_t most = env->max_step_rows > 0 ? env->max_step_rows : 2 * env->max_draft + 1;
     if (w + 1 > most || w > SPECD_MAX_DRAFT)
         return specd_fail(err, SPECD_E_INVALID_ARG, "policy wedlm: w=%d needs %d rows per step, "
@@ -221,9 +262,19 @@ static specd_status wedlm_create(const specd_policy_env *env, const char *option
             SPECD_OK ||
         (st = specd_accept_create(&ap, &s->accept, err)) != SPECD_OK ||
         (st = specd_sampler_create(&plain, env->n_vocab, &s->target, err)) != SPECD_OK ||
-        (adapter[0] && (st = load_adapter(s, env, adapter, err)) != SPECD_OK)) {
+        (adapter[0] && (st = load_adapter(s, env, adapter, err)) != SPECD_OK) ||
+        (smooth > 0.0f && (st = smooth_setup(s, env, smooth, err)) != SPECD_OK)) {
         wedlm_destroy(s);
         return st;
+    }
+    if (s->mask_vec) {
+        /* every row may take a vector: the flags pick the mask rows of each step */
+        s->embd = specd_alloc_array((size_t)(w + 1) * (size_t)s->n_embd, sizeof(float));
+        s->embd_rows = specd_alloc_array((size_t)(w + 1), sizeof(uint8_t));
+        if (!s->embd || !s->embd_rows) {
+            wedlm_destroy(s);
+            return specd_fail(err, SPECD_E_NOMEM, "policy wedlm: out of memory");
+        }
     }
     for (int32_t i = 0; i <= w; i++) s->rows[i] = i;
     *state = s;
@@ -240,6 +291,7 @@ static specd_status wedlm_layout(void *state, const int32_t *history, int64_t n_
     if (n_history != s->expect_n) {
         SPECD_TRY(specd_wedlm_window_init(&s->win, s->w, n_history, err));
         specd_dlm_credit_init(&s->credit, s->credit.params, NULL);
+        memset(s->has_vec, 0, sizeof s->has_vec);
     }
     s->n_at = n_history;
     s->at = s->win;
@@ -258,7 +310,14 @@ static specd_status wedlm_layout(void *state, const int32_t *history, int64_t n_
         s->pos[row] = (int32_t)lpos[r];
         s->row_of[i + 1] = row;
         s->gate[row] = mask ? 1.0f : 0.0f; /* the adapter on mask rows only: clean rows are base */
-        if (s->embd_rows) s->embd_rows[row] = (uint8_t)mask;
+        if (s->embd_rows) {
+            s->embd_rows[row] = (uint8_t)mask;
+            const size_t E = (size_t)s->n_embd;
+            if (mask)
+                memcpy(s->embd + (size_t)row * E,
+                       s->has_vec[i] ? s->slot_vec + (size_t)i * E : s->mask_vec,
+                       E * sizeof(float));
+        }
     }
     if (s->embd_rows) s->embd_rows[0] = 0;
     *out = (specd_step_layout){.n_tokens = s->n_tokens, .tokens = s->tokens, .pos = s->pos,
@@ -321,6 +380,32 @@ static specd_status select_fills(const wedlm_state *s, specd_wedlm_window *win,
     return SPECD_OK;
 }
 
+/* IterSmooth (dInfer A.1) for the masks of win that stay masked: next input row e_mask +
+ * alpha_t p W_emb from this step's prediction there (the same row select_fills read), into
+ * s->slot_vec_next; has[] and iter[] describe them. alpha_t grows from 0.1 by 0.05 per step the
+ * position keeps a vector (ours: the paper gives the schedule's shape, not these numbers), capped
+ * at smooth=. */
+static specd_status smooth_slots(const wedlm_state *s, const specd_wedlm_window *win,
+                                 const float *logits, uint8_t *has, int32_t *iter,
+                                 specd_error *err) {
+    const size_t V = (size_t)s->n_vocab, E = (size_t)s->n_embd;
+    for (int32_t i = 0; i < s->w; i++) {
+        const int64_t q = win->first + i;
+        const int32_t row = win->token[i] < 0 ? pred_row(s, q) : -1;
+        has[i] = row >= 0;
+        iter[i] = 0;
+        if (!has[i]) continue;
+        const int64_t j = q - s->at.first; /* the slot q held in this step's window */
+        if (j >= 0 && j < s->w && s->has_vec[j]) iter[i] = s->slot_iter[j] + 1;
+        const float alpha = specd_dlm_smooth_alpha(0.1f, 0.05f, s->smooth_max, iter[i]);
+        SPECD_TRY(specd_dlm_smooth_row(logits + (size_t)row * V, s->n_vocab, specd_dlm_embd_row,
+                                       (void *)&s->tab, s->mask_vec, s->n_embd, alpha,
+                                       s->smooth_scratch, s->slot_vec_next + (size_t)i * E, NULL,
+                                       err));
+    }
+    return SPECD_OK;
+}
+
 static specd_status wedlm_verify(void *state, const float *logits, specd_step_outcome *out,
                                  specd_error *err) {
     wedlm_state *s = state;
@@ -360,6 +445,8 @@ static specd_status wedlm_verify(void *state, const float *logits, specd_step_ou
     for (int64_t q = s->at.first; q < s->n_at + n_emit && q < s->at.first + s->w; q++)
         specd_dlm_credit_forget(&credit, q);
     specd_wedlm_window next;
+    uint8_t has_vec[SPECD_WEDLM_MAX_W] = {0};
+    int32_t slot_iter[SPECD_WEDLM_MAX_W] = {0};
     SPECD_TRY(specd_wedlm_window_init(&next, s->w, s->n_at + n_emit, err));
     if (valid) {
         for (int32_t i = 0; i < s->w; i++) {
@@ -367,12 +454,21 @@ static specd_status wedlm_verify(void *state, const float *logits, specd_step_ou
             if (o < s->at.w) next.token[i] = s->at.token[o];
         }
         SPECD_TRY(select_fills(s, &next, &credit, logits, err));
+        if (s->smooth_max > 0.0f)
+            SPECD_TRY(smooth_slots(s, &next, logits, has_vec, slot_iter, err));
     } else {
         /* every row after the rejected draft saw it: no fill or credit survives */
         specd_dlm_credit_init(&credit, s->credit.params, NULL);
     }
     s->win = next;
     s->credit = credit;
+    memcpy(s->has_vec, has_vec, sizeof has_vec);
+    memcpy(s->slot_iter, slot_iter, sizeof slot_iter);
+    if (s->smooth_max > 0.0f) {
+        float *t = s->slot_vec;
+        s->slot_vec = s->slot_vec_next;
+        s->slot_vec_next = t;
+    }
     s->expect_n = s->n_at + n_emit;
     *out = (specd_step_outcome){.n_emitted = n_emit, .emitted = s->emitted, .n_keep = n_keep,
                                 .keep = s->keep, .n_drafted = r, .n_accepted = n_acc,
@@ -393,7 +489,7 @@ const specd_policy_ops specd_policy_wedlm = {
         "mode=lossless|stream (stream: the paper's unverified commit, lossy), w=6 (window), "
         "select=entropy|threshold|hierarchical|credit (entropy: eq. 11), tau (entropy 0.3; "
         "threshold/credit 0.8; hierarchical 0.92), tau_low=0.62, lambda=0.1 (eq. 11), mask=ID, "
-        "adapter=DIR (PEFT LoRA on mask rows)",
+        "adapter=DIR (PEFT LoRA on mask rows), smooth=0 (IterSmooth alpha cap, e.g. 0.3; 0 = off)",
     .create = wedlm_create,
     .destroy = wedlm_destroy,
     .layout = wedlm_layout,

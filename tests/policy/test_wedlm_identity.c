@@ -1,6 +1,8 @@
 /* wedlm on the real model with the R-ISD stand-in adapter (models/adapters/smollm2-135m-risd2):
  *  - mode=lossless emits exactly what plain decoding emits, greedy and coupled, for every
  *    selection rule (eq. 11, threshold, hierarchical, credit) and for W = 1, and it did draft;
+ *  - smooth= (dInfer's IterSmooth) feeds a mask that stays masked e_mask + alpha p W_emb, with
+ *    p this step's prediction there, and stays lossless;
  *  - mode=stream (the paper's unverified commit) is flagged lossy, emits at least one token per
  *    forward, and its first token (a window of masks: the pending row's) is plain decoding's.
  * p_cache (eq. 4: tokens emitted over token rows run) and TPF are printed, not asserted: they
@@ -9,8 +11,11 @@
 
 #include "golden_prompts.h"
 
+#include "policy/dlm_embd.h"
+#include "specd/policy.h"
 #include "specd/spec_runtime.h"
 
+#include <math.h>
 #include <string.h>
 
 enum { N_GEN = 24, MAX_PROMPT = 256, N_PROMPTS = 2 };
@@ -91,7 +96,7 @@ static void test_greedy_identical(void **s) {
     (void)s;
     static const char *const configs[] = {
         "", "select=threshold", "select=hierarchical", "select=credit,w=4", "w=1",
-        "select=entropy,tau=1.5,lambda=0.05"};
+        "select=entropy,tau=1.5,lambda=0.05", "smooth=0.3,w=3"};
     identical(0.0f, configs, (int)(sizeof configs / sizeof configs[0]));
 }
 
@@ -115,6 +120,63 @@ static void test_stream_flagged_lossy(void **s) {
     }
     assert_true(st[0].lossy || st[1].lossy);
     report("T=0.0 mode=stream", st);
+}
+
+/* The policy's ops on the real target with constructed logits for one step: the masks that stay
+ * masked get e_mask + 0.1 (E[a] + E[b]) / 2 as input when the prediction there puts half its mass
+ * on a and half on b (alpha_0 = 0.1: the schedule's first value). */
+static void test_smooth_input_rows(void **s) {
+    (void)s;
+    const specd_policy_ops *ops = specd_policy_find("wedlm");
+    const int32_t V = info->n_vocab, E = info->n_embd, W = 4;
+    specd_policy_env env = {.n_vocab = V, .max_draft = 8, .rule = SPECD_ACCEPT_GREEDY,
+                            .target = model};
+    env.sampling = specd_sampling_default_params();
+    env.sampling.temperature = 0.0f;
+    char opts[8192];
+    snprintf(opts, sizeof opts, "adapter=%s,w=4,smooth=0.3", adapter);
+    void *st = NULL;
+    specd_error err;
+    if (ops->create(&env, opts, &st, &err) != SPECD_OK) fail_msg("create: %s", err.message);
+    float *mask = malloc(sizeof(float) * (size_t)E), *lg = calloc((size_t)(W + 1) * V, 4);
+    float *ea = malloc(sizeof(float) * (size_t)E), *eb = malloc(sizeof(float) * (size_t)E);
+    int32_t n_mask = 0;
+    assert_int_equal(specd_lora_read_mask_embedding(adapter, mask, E, &n_mask, &err), SPECD_OK);
+    assert_int_equal(n_mask, E);
+    specd_dlm_embd tab;
+    assert_int_equal(specd_dlm_embd_open(model, V, E, &tab, &err), SPECD_OK);
+    int32_t hist[MAX_PROMPT + 8];
+    const int64_t n = n_prompts[0];
+    memcpy(hist, prompts[0], (size_t)n * sizeof(int32_t));
+    specd_step_layout l;
+    specd_step_outcome o;
+    assert_int_equal(ops->layout(st, hist, n, &l, &err), SPECD_OK);
+    for (int r = 1; r <= W; r++) /* first step: every mask row takes the plain mask vector */
+        assert_memory_equal(l.input_embd + (size_t)r * E, mask, sizeof(float) * (size_t)E);
+    /* row 0 -> 3 (emitted); row 1 -> 5 alone (slot n+1 is filled); rows 2..4 split their mass
+     * between (7, 8), (9, 10), (11, 12): entropy ln 2 > tau 0.3, so those slots stay masked */
+    lg[3] = 30.0f;
+    lg[(size_t)V + 5] = 30.0f;
+    for (int r = 2; r <= W; r++) lg[(size_t)r * V + 3 + 2 * r] = lg[(size_t)r * V + 4 + 2 * r] = 30.0f;
+    assert_int_equal(ops->verify(st, lg, &o, &err), SPECD_OK);
+    assert_true(o.n_emitted == 1 && o.emitted[0] == 3);
+    hist[n] = 3;
+    assert_int_equal(ops->layout(st, hist, n + 1, &l, &err), SPECD_OK);
+    /* [3@n | 5@n+1 | M@n+2 M@n+3 M@n+4]: slot n+2 was predicted by row 2 (7, 8), and so on */
+    assert_true(l.tokens[1] == 5 && l.pos[1] == n + 1 && l.pos[2] == n + 2);
+    for (int r = 0; r <= W; r++) assert_int_equal(l.input_embd_rows[r] != 0, r >= 2);
+    for (int r = 2; r <= W; r++) {
+        specd_dlm_embd_row(&tab, 3 + 2 * r, ea);
+        specd_dlm_embd_row(&tab, 4 + 2 * r, eb);
+        const float *got = l.input_embd + (size_t)r * E;
+        for (int32_t j = 0; j < E; j++) {
+            const double want = mask[j] + 0.1 * (0.5 * ea[j] + 0.5 * eb[j]);
+            if (fabs(got[j] - want) > 1e-4)
+                fail_msg("row %d entry %d: %g, want %g", r, j, (double)got[j], want);
+        }
+    }
+    ops->destroy(st);
+    free(mask), free(lg), free(ea), free(eb);
 }
 
 int main(void) {
@@ -143,6 +205,7 @@ int main(void) {
         cmocka_unit_test(test_greedy_identical),
         cmocka_unit_test(test_coupled_identical),
         cmocka_unit_test(test_stream_flagged_lossy),
+        cmocka_unit_test(test_smooth_input_rows),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     specd_context_destroy(ctx);

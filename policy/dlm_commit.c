@@ -43,8 +43,7 @@ specd_status specd_dlm_pos_from_probs(const float *probs, int32_t n_vocab, specd
     for (int32_t v = 0; v < n_vocab; v++) {
         const float q = probs[v];
         if (!isfinite(q) || q < 0.0f)
-            return specd_fail(err, SPECD_E_NUMERIC, "dlm: probability %d is %g", (int)v,
-                              (double)q);
+            return specd_fail(err, SPECD_E_NUMERIC, "dlm: probability %d is %g", (int)v, (double)q);
         if (q > probs[top]) top = v;
         sum += q;
         if (q > 0.0f) h -= (double)q * log((double)q);
@@ -120,7 +119,8 @@ specd_status specd_dlm_commit_hierarchical(const specd_dlm_pos *pos, const uint8
     }
     commit[best] = 1; /* the window's top slot, so an iteration never commits nothing */
     int32_t k = 0;
-    for (int32_t i = 0; i < n; i++) k += commit[i];
+    for (int32_t i = 0; i < n; i++)
+        k += commit[i];
     *n_commit = k;
     return SPECD_OK;
 }

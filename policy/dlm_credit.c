@@ -22,7 +22,8 @@ specd_status specd_dlm_credit_init(specd_dlm_credit *c, specd_dlm_credit_params 
                           (double)params.alpha, (double)params.beta, (double)params.gamma);
     memset(c, 0, sizeof *c);
     c->params = params;
-    for (int32_t s = 0; s < SPECD_DLM_CREDIT_SLOTS; s++) c->slot[s].lpos = -1;
+    for (int32_t s = 0; s < SPECD_DLM_CREDIT_SLOTS; s++)
+        c->slot[s].lpos = -1;
     return SPECD_OK;
 }
 
@@ -66,7 +67,7 @@ specd_status specd_dlm_credit_update(specd_dlm_credit *c, int64_t lpos, const fl
     }
     const specd_dlm_credit_params *pr = &c->params;
 
-    /* eq. (1): every held credit is discounted by beta; the argmax v* of p_theta gains p(v*)^gamma */
+    /* eq. (1): every held credit is discounted by beta; the argmax v* of p gains p(v*)^gamma */
     int32_t at = -1;
     for (int32_t k = 0; k < sl->n; k++) {
         sl->credit[k] *= pr->beta;

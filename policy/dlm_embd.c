@@ -16,8 +16,8 @@ specd_status specd_dlm_embd_open(const specd_model *model, int32_t n_vocab, int3
         return specd_fail(err, SPECD_E_UNSUPPORTED,
                           "dlm: token_embd.weight (type %u) cannot be read as %d rows of %d",
                           t->type, n_vocab, n_embd);
-    *out = (specd_dlm_embd){.data = t->data, .row_bytes = rb, .traits = tr, .n_embd = n_embd,
-                            .n_vocab = n_vocab};
+    *out = (specd_dlm_embd){
+        .data = t->data, .row_bytes = rb, .traits = tr, .n_embd = n_embd, .n_vocab = n_vocab};
     return SPECD_OK;
 }
 

@@ -25,7 +25,8 @@ specd_status specd_dlm_smooth_row(const float *logits, int32_t n_vocab, specd_dl
         if (logits[v] > m) m = logits[v];
     }
     double z = 0.0;
-    for (int32_t v = 0; v < n_vocab; v++) z += exp((double)logits[v] - m);
+    for (int32_t v = 0; v < n_vocab; v++)
+        z += exp((double)logits[v] - m);
     /* p_v < 1e-9 p_top  <=>  f_v - m < log(1e-9) */
     const double cut = log(1e-9);
     float *r = scratch, *acc = scratch + n_embd;
@@ -37,10 +38,12 @@ specd_status specd_dlm_smooth_row(const float *logits, int32_t n_vocab, specd_dl
         if (row(row_ctx, v, r) != 0)
             return specd_fail(err, SPECD_E_IO, "smooth: embedding row %d unavailable", (int)v);
         const float pv = (float)(exp(d) / z);
-        for (int32_t j = 0; j < n_embd; j++) acc[j] += pv * r[j];
+        for (int32_t j = 0; j < n_embd; j++)
+            acc[j] += pv * r[j];
         used++;
     }
-    for (int32_t j = 0; j < n_embd; j++) out[j] = e_mask[j] + alpha * acc[j];
+    for (int32_t j = 0; j < n_embd; j++)
+        out[j] = e_mask[j] + alpha * acc[j];
     if (n_used) *n_used = used;
     return SPECD_OK;
 }

@@ -1,7 +1,8 @@
 /* Iteration smoothing (dInfer paper 001, App. A.1): the float-vector input row (gap G2) of a
  * position that stays masked, built from the previous iteration's distribution there:
  *
- *   p_t[i] = softmax(z_t[i]),  Delta e_t[i] = p_t[i] W_emb,  e_{t+1}[i] = e_mask + alpha_t Delta e_t[i]
+ *   p_t[i] = softmax(z_t[i]),  Delta e_t[i] = p_t[i] W_emb,
+ *   e_{t+1}[i] = e_mask + alpha_t Delta e_t[i]
  *
  * W_emb is the INPUT embedding matrix (the paper: "computed using the input embedding matrix").
  * Internal to libspecd; pure functions. */

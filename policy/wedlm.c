@@ -62,12 +62,12 @@ typedef struct wedlm_state {
     uint8_t *embd_rows; /* W + 1: the rows that take embd (the mask rows) */
     /* iteration smoothing (dInfer A.1): per window slot, the next input of a mask that stays
      * masked, e_mask + alpha_t p W_emb from this step's prediction there */
-    float smooth_max;   /* alpha's cap; 0 = off */
+    float smooth_max; /* alpha's cap; 0 = off */
     specd_dlm_embd tab;
     float *slot_vec, *slot_vec_next; /* W x n_embd each */
     uint8_t has_vec[SPECD_WEDLM_MAX_W];
     int32_t slot_iter[SPECD_WEDLM_MAX_W];
-    float *smooth_scratch;           /* 2 n_embd */
+    float *smooth_scratch; /* 2 n_embd */
     specd_accept *accept;
     specd_sampler *target;
     specd_dlm_credit credit;
@@ -106,8 +106,10 @@ static specd_status parse_float(const char *key, const char *text, float lo, flo
     char *end;
     const float v = strtof(text, &end);
     if (*end || !(v >= lo && v <= hi))
-        return specd_fail(err, SPECD_E_INVALID_ARG, "policy wedlm: %s=%s (want a number in "
-                          "[%g, %g])", key, text, (double)lo, (double)hi);
+        return specd_fail(err, SPECD_E_INVALID_ARG,
+                          "policy wedlm: %s=%s (want a number in "
+                          "[%g, %g])",
+                          key, text, (double)lo, (double)hi);
     *out = v;
     return SPECD_OK;
 }
@@ -164,8 +166,10 @@ static specd_status smooth_setup(wedlm_state *s, const specd_policy_env *env, fl
                                  specd_error *err) {
     const int32_t E = specd_model_get_info(env->target)->n_embd;
     if (s->mask_vec && s->n_embd != E)
-        return specd_fail(err, SPECD_E_MISMATCH, "policy wedlm: mask embedding of %d floats, "
-                          "the target's n_embd is %d", s->n_embd, E);
+        return specd_fail(err, SPECD_E_MISMATCH,
+                          "policy wedlm: mask embedding of %d floats, "
+                          "the target's n_embd is %d",
+                          s->n_embd, E);
     SPECD_TRY(specd_dlm_embd_open(env->target, env->n_vocab, E, &s->tab, err));
     s->smooth_max = smooth;
     s->n_embd = E;
@@ -196,18 +200,26 @@ static specd_status wedlm_create(const specd_policy_env *env, const char *option
                                      {"smooth", smooth_s, (int32_t)sizeof smooth_s}};
     SPECD_TRY(specd_options_parse("wedlm", options, ints, 2, strs, 7, err));
     int lossless, sel;
-    if (!strcmp(mode, "lossless")) lossless = 1;
-    else if (!strcmp(mode, "stream")) lossless = 0;
+    if (!strcmp(mode, "lossless"))
+        lossless = 1;
+    else if (!strcmp(mode, "stream"))
+        lossless = 0;
     else
         return specd_fail(err, SPECD_E_INVALID_ARG,
                           "policy wedlm: mode=%s (want lossless or stream)", mode);
-    if (!strcmp(select, "entropy")) sel = SEL_ENTROPY;
-    else if (!strcmp(select, "threshold")) sel = SEL_THRESHOLD;
-    else if (!strcmp(select, "hierarchical")) sel = SEL_HIER;
-    else if (!strcmp(select, "credit")) sel = SEL_CREDIT;
+    if (!strcmp(select, "entropy"))
+        sel = SEL_ENTROPY;
+    else if (!strcmp(select, "threshold"))
+        sel = SEL_THRESHOLD;
+    else if (!strcmp(select, "hierarchical"))
+        sel = SEL_HIER;
+    else if (!strcmp(select, "credit"))
+        sel = SEL_CREDIT;
     else
-        return specd_fail(err, SPECD_E_INVALID_ARG, "policy wedlm: select=%s (want entropy, "
-                          "threshold, hierarchical or credit)", select);
+        return specd_fail(err, SPECD_E_INVALID_ARG,
+                          "policy wedlm: select=%s (want entropy, "
+                          "threshold, hierarchical or credit)",
+                          select);
     /* defaults: eq. 11 with the paper's tau 0.3 (of [0.3, 0.6]) and lambda 0.1; the dInfer rules
      * with their App. D thresholds (0.8; 0.92 / 0.62) */
     float tau = sel == SEL_ENTROPY ? 0.3f : sel == SEL_HIER ? 0.92f : 0.8f, tau_low = 0.62f;
@@ -218,12 +230,15 @@ static specd_status wedlm_create(const specd_policy_env *env, const char *option
     float smooth = 0.0f;
     SPECD_TRY(parse_float("smooth", smooth_s, 0.0f, 1.0f, &smooth, err));
     if (smooth > 0.0f && !env->target)
-        return specd_fail(err, SPECD_E_INVALID_ARG, "policy wedlm: smooth needs the target's "
+        return specd_fail(err, SPECD_E_INVALID_ARG,
+                          "policy wedlm: smooth needs the target's "
                           "token embedding (specd running the target)");
     const int32_t most = env->max_step_rows > 0 ? env->max_step_rows : 2 * env->max_draft + 1;
     if (w + 1 > most || w > SPECD_MAX_DRAFT)
-        return specd_fail(err, SPECD_E_INVALID_ARG, "policy wedlm: w=%d needs %d rows per step, "
-                          "more than the step's %d", w, w + 1, most);
+        return specd_fail(err, SPECD_E_INVALID_ARG,
+                          "policy wedlm: w=%d needs %d rows per step, "
+                          "more than the step's %d",
+                          w, w + 1, most);
     int32_t mask_id = mask >= 0 ? mask : SPECD_ISD_DEFAULT_MASK;
     if (mask < 0 && env->target) {
         const specd_gguf *g = specd_model_gguf(env->target);
@@ -234,8 +249,10 @@ static specd_status wedlm_create(const specd_policy_env *env, const char *option
             mask_id = (int32_t)v;
     }
     if (mask_id >= env->n_vocab)
-        return specd_fail(err, SPECD_E_INVALID_ARG, "policy wedlm: mask=%d is outside the "
-                          "vocabulary [0, %d)", mask_id, env->n_vocab);
+        return specd_fail(err, SPECD_E_INVALID_ARG,
+                          "policy wedlm: mask=%d is outside the "
+                          "vocabulary [0, %d)",
+                          mask_id, env->n_vocab);
 
     wedlm_state *s = specd_alloc_array(1, sizeof *s);
     if (!s) return specd_fail(err, SPECD_E_NOMEM, "policy wedlm: out of memory");
@@ -276,7 +293,8 @@ static specd_status wedlm_create(const specd_policy_env *env, const char *option
             return specd_fail(err, SPECD_E_NOMEM, "policy wedlm: out of memory");
         }
     }
-    for (int32_t i = 0; i <= w; i++) s->rows[i] = i;
+    for (int32_t i = 0; i <= w; i++)
+        s->rows[i] = i;
     *state = s;
     return SPECD_OK;
 }
@@ -320,10 +338,16 @@ static specd_status wedlm_layout(void *state, const int32_t *history, int64_t n_
         }
     }
     if (s->embd_rows) s->embd_rows[0] = 0;
-    *out = (specd_step_layout){.n_tokens = s->n_tokens, .tokens = s->tokens, .pos = s->pos,
-                               .visible = NULL, .lora_gate = s->adapter ? s->gate : NULL,
-                               .lora = s->lora, .n_rows = s->n_tokens, .rows = s->rows,
-                               .lora_path = s->adapter, .input_embd = s->embd,
+    *out = (specd_step_layout){.n_tokens = s->n_tokens,
+                               .tokens = s->tokens,
+                               .pos = s->pos,
+                               .visible = NULL,
+                               .lora_gate = s->adapter ? s->gate : NULL,
+                               .lora = s->lora,
+                               .n_rows = s->n_tokens,
+                               .rows = s->rows,
+                               .lora_path = s->adapter,
+                               .input_embd = s->embd,
                                .input_embd_rows = s->embd_rows};
     return SPECD_OK;
 }
@@ -366,8 +390,8 @@ static specd_status select_fills(const wedlm_state *s, specd_wedlm_window *win,
         SPECD_TRY(specd_wedlm_select(pos, elig, s->w, s->tau, s->lambda, fill, &k, err));
         break;
     case SEL_HIER:
-        SPECD_TRY(specd_dlm_commit_hierarchical(pos, elig, s->w, s->tau, s->tau_low, fill, &k,
-                                                err));
+        SPECD_TRY(
+            specd_dlm_commit_hierarchical(pos, elig, s->w, s->tau, s->tau_low, fill, &k, err));
         break;
     default: /* threshold, and credit's threshold on the fused p~ */
         SPECD_TRY(specd_dlm_commit_threshold(pos, elig, s->w, s->tau, fill, &k, err));
@@ -398,10 +422,9 @@ static specd_status smooth_slots(const wedlm_state *s, const specd_wedlm_window 
         const int64_t j = q - s->at.first; /* the slot q held in this step's window */
         if (j >= 0 && j < s->w && s->has_vec[j]) iter[i] = s->slot_iter[j] + 1;
         const float alpha = specd_dlm_smooth_alpha(0.1f, 0.05f, s->smooth_max, iter[i]);
-        SPECD_TRY(specd_dlm_smooth_row(logits + (size_t)row * V, s->n_vocab, specd_dlm_embd_row,
-                                       (void *)&s->tab, s->mask_vec, s->n_embd, alpha,
-                                       s->smooth_scratch, s->slot_vec_next + (size_t)i * E, NULL,
-                                       err));
+        SPECD_TRY(specd_dlm_smooth_row(
+            logits + (size_t)row * V, s->n_vocab, specd_dlm_embd_row, (void *)&s->tab, s->mask_vec,
+            s->n_embd, alpha, s->smooth_scratch, s->slot_vec_next + (size_t)i * E, NULL, err));
     }
     return SPECD_OK;
 }
@@ -420,8 +443,12 @@ static specd_status wedlm_verify(void *state, const float *logits, specd_step_ou
         n_emit = 1;
         n_keep = 1;
     } else if (s->lossless) {
-        specd_chain_input in = {.k = r, .draft = s->at.token, .q_vocab = s->n_vocab,
-                                .target_logits = logits, .n_vocab = s->n_vocab, .key = key};
+        specd_chain_input in = {.k = r,
+                                .draft = s->at.token,
+                                .q_vocab = s->n_vocab,
+                                .target_logits = logits,
+                                .n_vocab = s->n_vocab,
+                                .key = key};
         specd_chain_result res = {.tokens = s->emitted, .accept_prob = s->accept_prob};
         SPECD_TRY(specd_accept_chain(s->accept, &in, &res, err));
         n_emit = res.n_emitted;
@@ -437,7 +464,8 @@ static specd_status wedlm_verify(void *state, const float *logits, specd_step_ou
         n_keep = r; /* the pending row and the run but its last token, the next pending one */
         lossy = 1;
     }
-    for (int32_t i = 0; i < n_keep; i++) s->keep[i] = i;
+    for (int32_t i = 0; i < n_keep; i++)
+        s->keep[i] = i;
 
     /* the next window: slide past what was emitted, refill with masks (line 12); built on copies
      * so that a failure leaves the state as it was */
@@ -470,8 +498,12 @@ static specd_status wedlm_verify(void *state, const float *logits, specd_step_ou
         s->slot_vec_next = t;
     }
     s->expect_n = s->n_at + n_emit;
-    *out = (specd_step_outcome){.n_emitted = n_emit, .emitted = s->emitted, .n_keep = n_keep,
-                                .keep = s->keep, .n_drafted = r, .n_accepted = n_acc,
+    *out = (specd_step_outcome){.n_emitted = n_emit,
+                                .emitted = s->emitted,
+                                .n_keep = n_keep,
+                                .keep = s->keep,
+                                .n_drafted = r,
+                                .n_accepted = n_acc,
                                 .lossy = lossy};
     return SPECD_OK;
 }

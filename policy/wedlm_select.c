@@ -13,7 +13,8 @@ specd_status specd_wedlm_window_init(specd_wedlm_window *win, int32_t w, int64_t
                           SPECD_WEDLM_MAX_W);
     win->w = w;
     win->first = first;
-    for (int32_t i = 0; i < SPECD_WEDLM_MAX_W; i++) win->token[i] = -1;
+    for (int32_t i = 0; i < SPECD_WEDLM_MAX_W; i++)
+        win->token[i] = -1;
     return SPECD_OK;
 }
 
@@ -27,13 +28,15 @@ int32_t specd_wedlm_order(const specd_wedlm_window *win, int32_t *row_slot, int6
                 r++;
             }
     int32_t filled = 0;
-    for (int32_t i = 0; i < win->w; i++) filled += win->token[i] >= 0;
+    for (int32_t i = 0; i < win->w; i++)
+        filled += win->token[i] >= 0;
     return filled;
 }
 
 int32_t specd_wedlm_commit_run(const specd_wedlm_window *win) {
     int32_t n = 0;
-    while (n < win->w && win->token[n] >= 0) n++;
+    while (n < win->w && win->token[n] >= 0)
+        n++;
     return n;
 }
 
@@ -41,7 +44,8 @@ specd_status specd_wedlm_advance(specd_wedlm_window *win, int32_t n, specd_error
     if (!win || n < 0 || n > win->w)
         return specd_fail(err, SPECD_E_INVALID_ARG, "wedlm: cannot advance by %d", (int)n);
     memmove(win->token, win->token + n, (size_t)(win->w - n) * sizeof win->token[0]);
-    for (int32_t i = win->w - n; i < win->w; i++) win->token[i] = -1;
+    for (int32_t i = win->w - n; i < win->w; i++)
+        win->token[i] = -1;
     win->first += n;
     return SPECD_OK;
 }

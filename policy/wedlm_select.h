@@ -7,7 +7,7 @@
  *                              kept as position ids (eqs. 5-6, Alg. 1 line 4)
  *   (b) the causal forward     (the policy)
  *   (c) specd_wedlm_commit_run the leftmost contiguous filled run in LOGICAL order (line 6): its
- *                              KV saw only the prefix and earlier filled slots, so it is cache-valid;
+ *                              KV saw only the prefix and earlier filled slots (cache-valid);
  *                              a filled slot after a mask never saw that mask's token, so its KV is
  *                              dropped and it is recomputed (the prose of §5.2, not line 6 taken
  *                              literally)
@@ -25,9 +25,9 @@
 #define SPECD_WEDLM_MAX_W 64
 
 typedef struct specd_wedlm_window {
-    int32_t w;                         /* slots, 1..SPECD_WEDLM_MAX_W */
-    int64_t first;                     /* logical position of slot 0 */
-    int32_t token[SPECD_WEDLM_MAX_W];  /* filled token, -1 for a mask */
+    int32_t w;                        /* slots, 1..SPECD_WEDLM_MAX_W */
+    int64_t first;                    /* logical position of slot 0 */
+    int32_t token[SPECD_WEDLM_MAX_W]; /* filled token, -1 for a mask */
 } specd_wedlm_window;
 
 /* W masks at logical positions first..first+W-1 (Alg. 1 line 2). */

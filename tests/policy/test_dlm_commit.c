@@ -11,7 +11,9 @@
 
 #define NEAR(a, b) assert_true(fabs((double)(a) - (double)(b)) < 1e-5)
 
-static specd_dlm_pos P(float p) { return (specd_dlm_pos){.token = 1, .p = p, .entropy = 0.5f}; }
+static specd_dlm_pos P(float p) {
+    return (specd_dlm_pos){.token = 1, .p = p, .entropy = 0.5f};
+}
 
 static void test_summary_from_logits(void **s) {
     (void)s;
@@ -85,8 +87,7 @@ static void test_threshold(void **s) {
     /* NaN confidence: an error, commit untouched */
     specd_dlm_pos nan_w[2] = {P(0.5f), P(NAN)};
     memset(c, 7, sizeof c);
-    assert_int_equal(specd_dlm_commit_threshold(nan_w, all, 2, 0.9f, c, &k, &err),
-                     SPECD_E_NUMERIC);
+    assert_int_equal(specd_dlm_commit_threshold(nan_w, all, 2, 0.9f, c, &k, &err), SPECD_E_NUMERIC);
     assert_int_equal(c[0], 7);
     /* no masked slot: nothing to commit is a state error, not a silent zero */
     const uint8_t none[3] = {0, 0, 0};
@@ -101,8 +102,7 @@ static void test_hierarchical(void **s) {
     /* regions {0,1,2}, {4,5}, {7}; tau_high 0.92, tau_low 0.62.
      * region 1: top slot 1 (0.7 > 0.62) commits; region 2: top slot 4 (0.65 > 0.62) commits;
      * region 3: slot 7 (0.4) does not; nothing above 0.92; the window top (slot 1) is in. */
-    specd_dlm_pos w[8] = {P(0.5f), P(0.7f), P(0.3f), P(1.0f),
-                          P(0.65f), P(0.6f), P(1.0f), P(0.4f)};
+    specd_dlm_pos w[8] = {P(0.5f), P(0.7f), P(0.3f), P(1.0f), P(0.65f), P(0.6f), P(1.0f), P(0.4f)};
     const uint8_t m[8] = {1, 1, 1, 0, 1, 1, 0, 1};
     assert_int_equal(specd_dlm_commit_hierarchical(w, m, 8, 0.92f, 0.62f, c, &k, &err), SPECD_OK);
     const uint8_t want[8] = {0, 1, 0, 0, 1, 0, 0, 0};
@@ -111,14 +111,12 @@ static void test_hierarchical(void **s) {
     /* a region with two slots above tau_high commits both (0.95, 0.93), not only its top */
     specd_dlm_pos h[3] = {P(0.95f), P(0.93f), P(0.1f)};
     const uint8_t all[8] = {1, 1, 1, 1, 1, 1, 1, 1};
-    assert_int_equal(specd_dlm_commit_hierarchical(h, all, 3, 0.92f, 0.62f, c, &k, &err),
-                     SPECD_OK);
+    assert_int_equal(specd_dlm_commit_hierarchical(h, all, 3, 0.92f, 0.62f, c, &k, &err), SPECD_OK);
     assert_true(k == 2 && c[0] && c[1] && !c[2]);
     /* every region below tau_low: only the window's top, slot 3 (0.5) */
     specd_dlm_pos lo[4] = {P(0.3f), P(0.2f), P(1.0f), P(0.5f)};
     const uint8_t m2[4] = {1, 1, 0, 1};
-    assert_int_equal(specd_dlm_commit_hierarchical(lo, m2, 4, 0.92f, 0.62f, c, &k, &err),
-                     SPECD_OK);
+    assert_int_equal(specd_dlm_commit_hierarchical(lo, m2, 4, 0.92f, 0.62f, c, &k, &err), SPECD_OK);
     assert_true(k == 1 && c[3] && !c[0] && !c[1]);
     /* W = 1 */
     specd_dlm_pos one[1] = {P(0.01f)};
@@ -163,8 +161,8 @@ static void test_credit_equations(void **s) {
     double e[3] = {1.0, 2.0 * (1.0 + c1), 1.0}, z = e[0] + e[1] + e[2];
     assert_int_equal(f.token, 1);
     NEAR(f.p, e[1] / z);
-    NEAR(f.entropy, -(e[0] / z * log(e[0] / z) + e[1] / z * log(e[1] / z) +
-                      e[2] / z * log(e[2] / z)));
+    NEAR(f.entropy,
+         -(e[0] / z * log(e[0] / z) + e[1] / z * log(e[1] / z) + e[2] / z * log(e[2] / z)));
 
     /* t = 2: e^f = (3, 1, 1), p = (0.6, 0.2, 0.2), v* = 0: C_0 = 0 + 0.6^0.5, C_1 = 0.5 c1 */
     const float l2[3] = {(float)log(3.0), 0.0f, 0.0f};
@@ -253,7 +251,8 @@ static void test_credit_limits(void **s) {
     float l[V];
     specd_dlm_pos f;
     for (int t = 0; t < V; t++) {
-        for (int v = 0; v < V; v++) l[v] = v == t ? 5.0f : 0.0f;
+        for (int v = 0; v < V; v++)
+            l[v] = v == t ? 5.0f : 0.0f;
         assert_int_equal(specd_dlm_credit_update(&c, 3, l, V, &f, &err), SPECD_OK);
     }
     assert_true(specd_dlm_credit_get(&c, 3, 0) == 0.0);
@@ -265,8 +264,7 @@ static void test_credit_limits(void **s) {
     assert_int_equal(specd_dlm_credit_update(&c, SPECD_DLM_CREDIT_SLOTS, l, V, &f, &err),
                      SPECD_E_STATE);
     specd_dlm_credit_forget(&c, 0);
-    assert_int_equal(specd_dlm_credit_update(&c, SPECD_DLM_CREDIT_SLOTS, l, V, &f, &err),
-                     SPECD_OK);
+    assert_int_equal(specd_dlm_credit_update(&c, SPECD_DLM_CREDIT_SLOTS, l, V, &f, &err), SPECD_OK);
 }
 
 /* Credit then threshold: the fused summaries still obey at-least-one. */
@@ -307,16 +305,15 @@ static void test_iter_smooth(void **s) {
     const float em[2] = {0.5f, -0.5f};
     float scratch[4], out[2];
     int32_t used = 0;
-    assert_int_equal(specd_dlm_smooth_row(l, 3, emb_row, NULL, em, 2, 0.2f, scratch, out, &used,
-                                          &err),
-                     SPECD_OK);
+    assert_int_equal(
+        specd_dlm_smooth_row(l, 3, emb_row, NULL, em, 2, 0.2f, scratch, out, &used, &err),
+        SPECD_OK);
     NEAR(out[0], 0.6);
     NEAR(out[1], -0.35);
     assert_int_equal(used, 3);
     /* alpha 0 gives the plain mask embedding */
     assert_int_equal(
-        specd_dlm_smooth_row(l, 3, emb_row, NULL, em, 2, 0.0f, scratch, out, NULL, &err),
-        SPECD_OK);
+        specd_dlm_smooth_row(l, 3, emb_row, NULL, em, 2, 0.0f, scratch, out, NULL, &err), SPECD_OK);
     NEAR(out[0], 0.5);
     NEAR(out[1], -0.5);
     /* NaN logits and a failing row: errors, out untouched */

@@ -94,9 +94,13 @@ static void identical(float temperature, const char *const *configs, int n_confi
 
 static void test_greedy_identical(void **s) {
     (void)s;
-    static const char *const configs[] = {
-        "", "select=threshold", "select=hierarchical", "select=credit,w=4", "w=1",
-        "select=entropy,tau=1.5,lambda=0.05", "smooth=0.3,w=3"};
+    static const char *const configs[] = {"",
+                                          "select=threshold",
+                                          "select=hierarchical",
+                                          "select=credit,w=4",
+                                          "w=1",
+                                          "select=entropy,tau=1.5,lambda=0.05",
+                                          "smooth=0.3,w=3"};
     identical(0.0f, configs, (int)(sizeof configs / sizeof configs[0]));
 }
 
@@ -129,8 +133,8 @@ static void test_smooth_input_rows(void **s) {
     (void)s;
     const specd_policy_ops *ops = specd_policy_find("wedlm");
     const int32_t V = info->n_vocab, E = info->n_embd, W = 4;
-    specd_policy_env env = {.n_vocab = V, .max_draft = 8, .rule = SPECD_ACCEPT_GREEDY,
-                            .target = model};
+    specd_policy_env env = {
+        .n_vocab = V, .max_draft = 8, .rule = SPECD_ACCEPT_GREEDY, .target = model};
     env.sampling = specd_sampling_default_params();
     env.sampling.temperature = 0.0f;
     char opts[8192];
@@ -157,14 +161,16 @@ static void test_smooth_input_rows(void **s) {
      * between (7, 8), (9, 10), (11, 12): entropy ln 2 > tau 0.3, so those slots stay masked */
     lg[3] = 30.0f;
     lg[(size_t)V + 5] = 30.0f;
-    for (int r = 2; r <= W; r++) lg[(size_t)r * V + 3 + 2 * r] = lg[(size_t)r * V + 4 + 2 * r] = 30.0f;
+    for (int r = 2; r <= W; r++)
+        lg[(size_t)r * V + 3 + 2 * r] = lg[(size_t)r * V + 4 + 2 * r] = 30.0f;
     assert_int_equal(ops->verify(st, lg, &o, &err), SPECD_OK);
     assert_true(o.n_emitted == 1 && o.emitted[0] == 3);
     hist[n] = 3;
     assert_int_equal(ops->layout(st, hist, n + 1, &l, &err), SPECD_OK);
     /* [3@n | 5@n+1 | M@n+2 M@n+3 M@n+4]: slot n+2 was predicted by row 2 (7, 8), and so on */
     assert_true(l.tokens[1] == 5 && l.pos[1] == n + 1 && l.pos[2] == n + 2);
-    for (int r = 0; r <= W; r++) assert_int_equal(l.input_embd_rows[r] != 0, r >= 2);
+    for (int r = 0; r <= W; r++)
+        assert_int_equal(l.input_embd_rows[r] != 0, r >= 2);
     for (int r = 2; r <= W; r++) {
         specd_dlm_embd_row(&tab, 3 + 2 * r, ea);
         specd_dlm_embd_row(&tab, 4 + 2 * r, eb);

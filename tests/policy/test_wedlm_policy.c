@@ -22,16 +22,19 @@ static void *make(const char *opts) {
     env.sampling.temperature = 0.0f;
     void *st = NULL;
     specd_error err;
-    if (ops->create(&env, opts, &st, &err) != SPECD_OK) fail_msg("create %s: %s", opts, err.message);
+    if (ops->create(&env, opts, &st, &err) != SPECD_OK)
+        fail_msg("create %s: %s", opts, err.message);
     return st;
 }
 
 /* a row whose argmax is tok with all the mass (entropy ~ 0), or a flat row (entropy ln V) */
 static void peaked(float *row, int tok) {
-    for (int v = 0; v < V; v++) row[v] = v == tok ? 30.0f : 0.0f;
+    for (int v = 0; v < V; v++)
+        row[v] = v == tok ? 30.0f : 0.0f;
 }
 static void flat(float *row) {
-    for (int v = 0; v < V; v++) row[v] = 0.0f;
+    for (int v = 0; v < V; v++)
+        row[v] = 0.0f;
 }
 
 static void expect_layout(const specd_step_layout *l, const int32_t *tok, const int32_t *pos) {
@@ -40,7 +43,8 @@ static void expect_layout(const specd_step_layout *l, const int32_t *tok, const 
     assert_null(l->visible); /* strict causal in physical order */
     assert_memory_equal(l->tokens, tok, ROWS * sizeof(int32_t));
     assert_memory_equal(l->pos, pos, ROWS * sizeof(int32_t));
-    for (int r = 0; r < ROWS; r++) assert_int_equal(l->rows[r], r);
+    for (int r = 0; r < ROWS; r++)
+        assert_int_equal(l->rows[r], r);
 }
 
 static void test_lossless_loop(void **s) {
@@ -48,7 +52,8 @@ static void test_lossless_loop(void **s) {
     specd_error err;
     void *st = make("w=4,mask=0");
     int32_t hist[32] = {0};
-    for (int i = 0; i < 10; i++) hist[i] = 1 + i; /* history length 10: pending 10 at pos 9 */
+    for (int i = 0; i < 10; i++)
+        hist[i] = 1 + i; /* history length 10: pending 10 at pos 9 */
     specd_step_layout l;
     specd_step_outcome o;
     float lg[ROWS * V];
@@ -70,13 +75,14 @@ static void test_lossless_loop(void **s) {
     assert_false(o.lossy);
     hist[10] = 3;
 
-    /* step 2: reordered, filled first with logical positions kept: [3@10 | 5@11 7@13 | M@12 M@14] */
+    /* step 2: reordered, filled first, logical positions kept: [3@10 | 5@11 7@13 | M@12 M@14] */
     assert_int_equal(ops->layout(st, hist, 11, &l, &err), SPECD_OK);
-    expect_layout(&l, (const int32_t[]){3, 5, 7, MASK, MASK}, (const int32_t[]){10, 11, 13, 12, 14});
+    expect_layout(&l, (const int32_t[]){3, 5, 7, MASK, MASK},
+                  (const int32_t[]){10, 11, 13, 12, 14});
     /* run = slot 11 only (12 is a mask). Row 0 says 5: accepted; the bonus from row 1 (5's row):
      * 9. Emitted 5 9, KV kept for rows 0 and 1. New window 13..16: 13 keeps its fill 7; 14 <-
      * row@13 = physical row 2 (flat), 15 <- row@14 = physical row 4 (flat), 16 has no row.
-     * Nothing passes tau: the smallest H~ is filled, slot 14 (d = 0) with the flat row's argmax 0 */
+     * Nothing passes tau: the smallest H~ is filled, slot 14 (d = 0), with the flat argmax 0 */
     peaked(lg, 5), peaked(lg + V, 9), flat(lg + 2 * V), flat(lg + 3 * V), flat(lg + 4 * V);
     assert_int_equal(ops->verify(st, lg, &o, &err), SPECD_OK);
     assert_int_equal(o.n_emitted, 2);
@@ -88,7 +94,8 @@ static void test_lossless_loop(void **s) {
 
     /* step 3: [9@12 | 7@13 0@14 | M@15 M@16] */
     assert_int_equal(ops->layout(st, hist, 13, &l, &err), SPECD_OK);
-    expect_layout(&l, (const int32_t[]){9, 7, 0, MASK, MASK}, (const int32_t[]){12, 13, 14, 15, 16});
+    expect_layout(&l, (const int32_t[]){9, 7, 0, MASK, MASK},
+                  (const int32_t[]){12, 13, 14, 15, 16});
     /* run 7 0; row 0 says 2: the first draft is rejected, the correction 2 is emitted, only the
      * pending row's KV is kept, and every fill is dropped (later rows saw the rejected 7) */
     peaked(lg, 2), peaked(lg + V, 0), peaked(lg + 2 * V, 1), peaked(lg + 3 * V, 1),
@@ -117,7 +124,8 @@ static void test_stream_commits_unverified(void **s) {
     specd_error err;
     void *st = make("w=4,mask=0,mode=stream");
     int32_t hist[32] = {0};
-    for (int i = 0; i < 10; i++) hist[i] = 1 + i;
+    for (int i = 0; i < 10; i++)
+        hist[i] = 1 + i;
     specd_step_layout l;
     specd_step_outcome o;
     float lg[ROWS * V];
@@ -127,7 +135,8 @@ static void test_stream_commits_unverified(void **s) {
     assert_true(o.n_emitted == 1 && o.emitted[0] == 3 && !o.lossy); /* a mask at n: exact token */
     hist[10] = 3;
     assert_int_equal(ops->layout(st, hist, 11, &l, &err), SPECD_OK);
-    expect_layout(&l, (const int32_t[]){3, 5, 7, MASK, MASK}, (const int32_t[]){10, 11, 13, 12, 14});
+    expect_layout(&l, (const int32_t[]){3, 5, 7, MASK, MASK},
+                  (const int32_t[]){10, 11, 13, 12, 14});
     /* the pending row says 6, the fill says 5: stream emits 5 anyway and keeps only row 0 (5
      * becomes the next pending token) */
     peaked(lg, 6), peaked(lg + V, 9), flat(lg + 2 * V), flat(lg + 3 * V), flat(lg + 4 * V);
@@ -140,7 +149,8 @@ static void test_stream_commits_unverified(void **s) {
     /* next window 12..15: 12 <- row@11 (5's row, peaked 9: filled, H~ 0), 13 keeps 7, 14 <- row@13
      * (flat), 15 <- row@14 (flat): [5@11 | 9@12 7@13 | M@14 M@15] */
     assert_int_equal(ops->layout(st, hist, 12, &l, &err), SPECD_OK);
-    expect_layout(&l, (const int32_t[]){5, 9, 7, MASK, MASK}, (const int32_t[]){11, 12, 13, 14, 15});
+    expect_layout(&l, (const int32_t[]){5, 9, 7, MASK, MASK},
+                  (const int32_t[]){11, 12, 13, 14, 15});
     ops->destroy(st);
 }
 
@@ -168,8 +178,9 @@ static void test_options(void **s) {
     (void)s;
     specd_policy_env env = {.n_vocab = V, .max_draft = 8, .rule = SPECD_ACCEPT_GREEDY};
     env.sampling = specd_sampling_default_params();
-    const char *bad[] = {"w=0", "w=65", "mode=fast", "select=random", "tau=abc", "select=threshold,tau=2",
-                         "lambda=-1", "mask=16", "w=17" /* 18 rows > 2 * 8 + 1 */};
+    const char *bad[] = {"w=0",           "w=65",    "mode=fast",
+                         "select=random", "tau=abc", "select=threshold,tau=2",
+                         "lambda=-1",     "mask=16", "w=17" /* 18 rows > 2 * 8 + 1 */};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         void *st = NULL;
         specd_error err;
@@ -177,9 +188,14 @@ static void test_options(void **s) {
             fail_msg("option %s was accepted", bad[i]);
         assert_null(st);
     }
-    const char *good[] = {"", "select=threshold,tau=0.9", "select=hierarchical",
-                          "select=credit", "w=1,lambda=0", "mode=stream,select=entropy,tau=0.5"};
-    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) ops->destroy(make(good[i]));
+    const char *good[] = {"",
+                          "select=threshold,tau=0.9",
+                          "select=hierarchical",
+                          "select=credit",
+                          "w=1,lambda=0",
+                          "mode=stream,select=entropy,tau=0.5"};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
+        ops->destroy(make(good[i]));
     assert_non_null(strstr(ops->options_help, "STAND-IN"));
 }
 

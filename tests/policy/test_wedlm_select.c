@@ -7,7 +7,9 @@
 #include <math.h>
 #include <string.h>
 
-static specd_dlm_pos H(float h) { return (specd_dlm_pos){.token = 0, .p = 0.5f, .entropy = h}; }
+static specd_dlm_pos H(float h) {
+    return (specd_dlm_pos){.token = 0, .p = 0.5f, .entropy = h};
+}
 
 static void test_select_eq11(void **s) {
     (void)s;
@@ -70,8 +72,7 @@ static void test_select_progress(void **s) {
     /* no mask left, and a negative lambda, are refused */
     const uint8_t none[2] = {0, 0};
     assert_int_equal(specd_wedlm_select(a, none, 2, 0.3f, 0.1f, f, &k, &err), SPECD_E_STATE);
-    assert_int_equal(specd_wedlm_select(a, all, 2, 0.3f, -0.1f, f, &k, &err),
-                     SPECD_E_INVALID_ARG);
+    assert_int_equal(specd_wedlm_select(a, all, 2, 0.3f, -0.1f, f, &k, &err), SPECD_E_INVALID_ARG);
 }
 
 static void test_window_order_commit_advance(void **s) {
@@ -102,7 +103,8 @@ static void test_window_order_commit_advance(void **s) {
     assert_memory_equal(pos, want_pos2, sizeof want_pos2);
     assert_int_equal(specd_wedlm_commit_run(&w), 0);
     /* fully filled window commits all of it */
-    for (int i = 0; i < 6; i++) w.token[i] = 1;
+    for (int i = 0; i < 6; i++)
+        w.token[i] = 1;
     assert_int_equal(specd_wedlm_commit_run(&w), 6);
     assert_int_equal(specd_wedlm_advance(&w, 7, &err), SPECD_E_INVALID_ARG);
     assert_int_equal(specd_wedlm_window_init(&w, 0, 0, &err), SPECD_E_INVALID_ARG);
@@ -148,7 +150,8 @@ static void test_algorithm1_trace(void **s) {
         assert_memory_equal(pos, want_pos[step - 1], sizeof pos);
         const int32_t run = specd_wedlm_commit_run(&w);
         assert_int_equal(run, want_run[step - 1]);
-        for (int32_t i = 0; i < run; i++) out[n_out++] = w.token[i];
+        for (int32_t i = 0; i < run; i++)
+            out[n_out++] = w.token[i];
         specd_dlm_pos pr[3];
         uint8_t m[3], f[3];
         for (int32_t i = 0; i < 3; i++) {
@@ -166,7 +169,8 @@ static void test_algorithm1_trace(void **s) {
         specd_wedlm_stats_step(&st, 3, run);
     }
     assert_int_equal(n_out, 4);
-    for (int32_t i = 0; i < 4; i++) assert_int_equal(out[i], 10 + i);
+    for (int32_t i = 0; i < 4; i++)
+        assert_int_equal(out[i], 10 + i);
     assert_true(st.n_gen == 4 && st.n_fwd == 12 && st.n_steps == 4);
     assert_true(fabs(specd_wedlm_p_cache(&st) - 4.0 / 12.0) < 1e-12);
     assert_true(fabs(specd_wedlm_tpf(&st) - 1.0) < 1e-12);

@@ -13,17 +13,21 @@ specd_status specd_dlm_pos_from_logits(const float *logits, int32_t n_vocab, spe
                           (int)n_vocab);
     int32_t top = 0;
     for (int32_t v = 0; v < n_vocab; v++) {
-        if (!isfinite(logits[v]))
-            return specd_fail(err, SPECD_E_NUMERIC, "dlm: logit %d is not finite", (int)v);
+        /* -inf is a token ruled out (probability 0); NaN and +inf have no distribution */
+        if (isnan(logits[v]) || logits[v] == INFINITY)
+            return specd_fail(err, SPECD_E_NUMERIC, "dlm: logit %d is %g", (int)v,
+                              (double)logits[v]);
         if (logits[v] > logits[top]) top = v;
     }
     /* double sums: entropy = log Z - sum p (f - m) loses digits in float near H = 0 */
     const double m = logits[top];
+    if (m == -INFINITY)
+        return specd_fail(err, SPECD_E_NUMERIC, "dlm: every logit of %d is -inf", (int)n_vocab);
     double z = 0.0, s = 0.0;
     for (int32_t v = 0; v < n_vocab; v++) {
         const double d = (double)logits[v] - m, e = exp(d);
         z += e;
-        s += e * d;
+        if (e > 0.0) s += e * d; /* -inf * 0 would be NaN */
     }
     double h = log(z) - s / z;
     if (h < 0.0) h = 0.0; /* rounding when one token has all the mass */

@@ -108,11 +108,12 @@ specd_status specd_dlm_credit_update(specd_dlm_credit *c, int64_t lpos, const fl
     for (int32_t v = 0; v < n_vocab; v++) {
         const double d = (double)logits[v] - mm, e = exp(d);
         z += e;
-        s += e * d;
+        if (e > 0.0) s += e * d; /* -inf * 0 would be NaN */
     }
     for (int32_t k = 0; k < sl->n; k++) {
         const double d0 = (double)logits[sl->token[k]] - mm, d1 = d0 + boost[k];
         const double e0 = exp(d0), e1 = exp(d1);
+        if (e0 == 0.0) continue; /* a token now at -inf stays at probability 0 */
         z += e1 - e0;
         s += e1 * d1 - e0 * d0;
     }

@@ -20,10 +20,13 @@ specd_status specd_dlm_smooth_row(const float *logits, int32_t n_vocab, specd_dl
     if (!isfinite(alpha)) return specd_fail(err, SPECD_E_NUMERIC, "smooth: alpha not finite");
     double m = -INFINITY;
     for (int32_t v = 0; v < n_vocab; v++) {
-        if (!isfinite(logits[v]))
-            return specd_fail(err, SPECD_E_NUMERIC, "smooth: logit %d is not finite", (int)v);
+        if (isnan(logits[v]) || logits[v] == INFINITY) /* -inf: probability 0 */
+            return specd_fail(err, SPECD_E_NUMERIC, "smooth: logit %d is %g", (int)v,
+                              (double)logits[v]);
         if (logits[v] > m) m = logits[v];
     }
+    if (m == -INFINITY)
+        return specd_fail(err, SPECD_E_NUMERIC, "smooth: every logit of %d is -inf", (int)n_vocab);
     double z = 0.0;
     for (int32_t v = 0; v < n_vocab; v++)
         z += exp((double)logits[v] - m);

@@ -39,6 +39,14 @@ static void test_summary_from_logits(void **s) {
     assert_int_equal(o.token, 42);
     const float inf[2] = {INFINITY, 0.0f};
     assert_int_equal(specd_dlm_pos_from_logits(inf, 2, &o, &err), SPECD_E_NUMERIC);
+    /* -inf rules a token out: (0, -inf, ln 3) is the two-token case above */
+    const float ruled[3] = {0.0f, -INFINITY, (float)log(3.0)};
+    assert_int_equal(specd_dlm_pos_from_logits(ruled, 3, &o, &err), SPECD_OK);
+    assert_int_equal(o.token, 2);
+    NEAR(o.p, 0.75);
+    NEAR(o.entropy, 0.25 * log(4.0) + 0.75 * log(4.0 / 3.0));
+    const float none[2] = {-INFINITY, -INFINITY};
+    assert_int_equal(specd_dlm_pos_from_logits(none, 2, &o, &err), SPECD_E_NUMERIC);
     assert_int_equal(specd_dlm_pos_from_logits(l2, 0, &o, &err), SPECD_E_INVALID_ARG);
 }
 
@@ -195,6 +203,16 @@ static void test_credit_equations(void **s) {
     NEAR(specd_dlm_credit_get(&c, 10, 1), c1);
     assert_true(specd_dlm_credit_get(&c, 10, 0) == 0.0);
 
+    /* a held token whose logit is now -inf keeps probability 0: t = 4 at lpos 10 with e^f =
+     * (1, 0, 1): v* = 0 (p 1/2), C_0 = sqrt(1/2), C_1 = 0.5 c1; p~ = (1 + C_0, 0, 1) normalised */
+    const float l4[3] = {0.0f, -INFINITY, 0.0f};
+    assert_int_equal(specd_dlm_credit_update(&c, 10, l4, 3, &f, &err), SPECD_OK);
+    assert_int_equal(f.token, 0);
+    NEAR(f.p, (1.0 + sqrt(0.5)) / (2.0 + sqrt(0.5)));
+    NEAR(specd_dlm_credit_get(&c, 10, 1), 0.5 * c1);
+    specd_dlm_credit_forget(&c, 10);
+    assert_int_equal(specd_dlm_credit_update(&c, 10, l1, 3, &f, &err), SPECD_OK);
+
     /* NaN logits: error, credit unchanged */
     const float bad[3] = {0.0f, NAN, 0.0f};
     assert_int_equal(specd_dlm_credit_update(&c, 10, bad, 3, &f, &err), SPECD_E_NUMERIC);
@@ -316,6 +334,15 @@ static void test_iter_smooth(void **s) {
         specd_dlm_smooth_row(l, 3, emb_row, NULL, em, 2, 0.0f, scratch, out, NULL, &err), SPECD_OK);
     NEAR(out[0], 0.5);
     NEAR(out[1], -0.5);
+    /* a -inf logit: p = (1/3, 2/3, 0), p W_emb = (1/3, 2/3); alpha 0.3: (0.5 + 0.1, -0.5 + 0.2),
+     * and the ruled-out token's row is never read */
+    const float lm[3] = {0.0f, (float)log(2.0), -INFINITY};
+    assert_int_equal(
+        specd_dlm_smooth_row(lm, 3, emb_row, NULL, em, 2, 0.3f, scratch, out, &used, &err),
+        SPECD_OK);
+    NEAR(out[0], 0.6);
+    NEAR(out[1], -0.3);
+    assert_int_equal(used, 2);
     /* NaN logits and a failing row: errors, out untouched */
     const float bad[3] = {NAN, 0.0f, 0.0f};
     out[0] = 9.0f;

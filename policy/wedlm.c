@@ -5,8 +5,9 @@
  * adapter (models/adapters/smollm2-135m-risd2), which is SHIFTED: the row at logical position x
  * predicts position x + 1 whatever its input (a clean row gives plain decoding's distribution, a
  * mask row the adapter's guess without knowing x). So here the prediction for window slot q is
- * the logits of the row at logical position q - 1. A WeDLM adapter is unshifted (its mask row
- * predicts its own position); switching to it changes only pred_row() below.
+ * the logits of the row at logical position q - 1 (shift=1, the default). A WeDLM adapter is
+ * unshifted (its mask row predicts its own position, [code]: MLM loss at the same index): shift=0
+ * reads a mask slot's prediction from its own row (pred_row() below); nothing else changes.
  *
  * Step at history length n (pending token history[n-1] at position n-1), window of W slots at
  * logical positions n..n+W-1, each a mask or a filled draft (wedlm_select.h):
@@ -50,6 +51,7 @@ enum { SEL_ENTROPY, SEL_THRESHOLD, SEL_HIER, SEL_CREDIT };
 
 typedef struct wedlm_state {
     int lossless;
+    int shift; /* 1: slot q is predicted by the row at q - 1 (R-ISD); 0: by its own row (WeDLM) */
     int sel;
     float tau, tau_low, lambda;
     int32_t w, mask_id, n_vocab;
@@ -186,11 +188,11 @@ static specd_status smooth_setup(wedlm_state *s, const specd_policy_env *env, fl
 
 static specd_status wedlm_create(const specd_policy_env *env, const char *options, void **state,
                                  specd_error *err) {
-    int32_t w = 6, mask = -1;
+    int32_t w = 6, mask = -1, shift = 1;
     char mode[16] = "lossless", select[16] = "entropy", adapter[4096] = "";
     char tau_s[32] = "", tau_low_s[32] = "", lambda_s[32] = "", smooth_s[32] = "";
-    const specd_option_spec ints[] = {{"w", &w, 1, SPECD_WEDLM_MAX_W},
-                                      {"mask", &mask, 0, INT32_MAX}};
+    const specd_option_spec ints[] = {
+        {"w", &w, 1, SPECD_WEDLM_MAX_W}, {"mask", &mask, 0, INT32_MAX}, {"shift", &shift, 0, 1}};
     const specd_option_str strs[] = {{"mode", mode, (int32_t)sizeof mode},
                                      {"select", select, (int32_t)sizeof select},
                                      {"adapter", adapter, (int32_t)sizeof adapter},
@@ -198,7 +200,7 @@ static specd_status wedlm_create(const specd_policy_env *env, const char *option
                                      {"tau_low", tau_low_s, (int32_t)sizeof tau_low_s},
                                      {"lambda", lambda_s, (int32_t)sizeof lambda_s},
                                      {"smooth", smooth_s, (int32_t)sizeof smooth_s}};
-    SPECD_TRY(specd_options_parse("wedlm", options, ints, 2, strs, 7, err));
+    SPECD_TRY(specd_options_parse("wedlm", options, ints, 3, strs, 7, err));
     int lossless, sel;
     if (!strcmp(mode, "lossless"))
         lossless = 1;
@@ -257,6 +259,7 @@ static specd_status wedlm_create(const specd_policy_env *env, const char *option
     wedlm_state *s = specd_alloc_array(1, sizeof *s);
     if (!s) return specd_fail(err, SPECD_E_NOMEM, "policy wedlm: out of memory");
     s->lossless = lossless;
+    s->shift = shift;
     s->sel = sel;
     s->tau = tau;
     s->tau_low = tau_low;
@@ -352,11 +355,13 @@ static specd_status wedlm_layout(void *state, const int32_t *history, int64_t n_
     return SPECD_OK;
 }
 
-/* The row whose logits predict logical position q (shifted stand-in: the row at q - 1), or -1
- * when this step had no row there. */
+/* The row whose logits predict logical position q, or -1 when this step had none: shifted (the
+ * stand-in), the row at q - 1 whatever it held; unshifted (WeDLM), q's own row if it was a mask. */
 static int32_t pred_row(const wedlm_state *s, int64_t q) {
-    const int64_t i = q - 1 - (s->n_at - 1);
-    return i >= 0 && i <= s->w ? s->row_of[i] : -1;
+    const int64_t i = q - s->shift - (s->n_at - 1); /* row_of index: logical n - 1 + i */
+    if (i < 0 || i > s->w) return -1;
+    if (!s->shift && (i == 0 || s->at.token[i - 1] >= 0)) return -1;
+    return s->row_of[i];
 }
 
 /* Fills masks of win (the next window, starting at n_at + n_emitted) from this step's rows, by the
@@ -518,6 +523,7 @@ const specd_policy_ops specd_policy_wedlm = {
     .name = "wedlm",
     .options_help =
         "STAND-IN: runs an R-ISD adapter (shifted) until a WeDLM adapter is trained. "
+        "shift=1 (slot q read from the row at q-1: R-ISD; 0: a mask's own row, WeDLM), "
         "mode=lossless|stream (stream: the paper's unverified commit, lossy), w=6 (window), "
         "select=entropy|threshold|hierarchical|credit (entropy: eq. 11), tau (entropy 0.3; "
         "threshold/credit 0.8; hierarchical 0.92), tau_low=0.62, lambda=0.1 (eq. 11), mask=ID, "

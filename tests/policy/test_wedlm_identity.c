@@ -100,7 +100,8 @@ static void test_greedy_identical(void **s) {
                                           "select=credit,w=4",
                                           "w=1",
                                           "select=entropy,tau=1.5,lambda=0.05",
-                                          "smooth=0.3,w=3"};
+                                          "smooth=0.3,w=3",
+                                          "shift=0"};
     identical(0.0f, configs, (int)(sizeof configs / sizeof configs[0]));
 }
 

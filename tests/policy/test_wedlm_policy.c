@@ -154,6 +154,43 @@ static void test_stream_commits_unverified(void **s) {
     ops->destroy(st);
 }
 
+/* shift=0 (a WeDLM adapter: a mask row predicts its own position). The same logits as step 1 of
+ * test_lossless_loop but one row later: row 1 (M@10, peaked 6) is not read (slot 10 is emitted
+ * from the pending row), slot 11 <- its own row 2 (peaked 5), 12 <- row 3 (flat), 13 <- row 4
+ * (peaked 7, H~ = 0.2), 14 has no row: the same window f5 M f7 M as the shifted trace */
+static void test_unshifted_reads_own_row(void **s) {
+    (void)s;
+    specd_error err;
+    void *st = make("w=4,mask=0,shift=0");
+    int32_t hist[32] = {0};
+    for (int i = 0; i < 10; i++)
+        hist[i] = 1 + i;
+    specd_step_layout l;
+    specd_step_outcome o;
+    float lg[ROWS * V];
+    assert_int_equal(ops->layout(st, hist, 10, &l, &err), SPECD_OK);
+    peaked(lg, 3), peaked(lg + V, 6), peaked(lg + 2 * V, 5), flat(lg + 3 * V),
+        peaked(lg + 4 * V, 7);
+    assert_int_equal(ops->verify(st, lg, &o, &err), SPECD_OK);
+    assert_true(o.n_emitted == 1 && o.emitted[0] == 3);
+    hist[10] = 3;
+    assert_int_equal(ops->layout(st, hist, 11, &l, &err), SPECD_OK);
+    expect_layout(&l, (const int32_t[]){3, 5, 7, MASK, MASK},
+                  (const int32_t[]){10, 11, 13, 12, 14});
+    /* rows: 0 pending@10, 1 f5@11, 2 f7@13, 3 M@12, 4 M@14. Row 0 says 5 (accepted), row 1 gives
+     * the bonus 9: emitted 5 9, window 13..16: 13 keeps 7, 14 <- its own row 4 (peaked 8), 15 and
+     * 16 had no row (M@12's row 3 is for 12, now emitted) */
+    peaked(lg, 5), peaked(lg + V, 9), peaked(lg + 2 * V, 1), peaked(lg + 3 * V, 2),
+        peaked(lg + 4 * V, 8);
+    assert_int_equal(ops->verify(st, lg, &o, &err), SPECD_OK);
+    assert_true(o.n_emitted == 2 && o.emitted[0] == 5 && o.emitted[1] == 9);
+    hist[11] = 5, hist[12] = 9;
+    assert_int_equal(ops->layout(st, hist, 13, &l, &err), SPECD_OK);
+    expect_layout(&l, (const int32_t[]){9, 7, 8, MASK, MASK},
+                  (const int32_t[]){12, 13, 14, 15, 16});
+    ops->destroy(st);
+}
+
 /* NaN logits on a mask row: the step fails with a numeric error */
 static void test_nan_refused(void **s) {
     (void)s;
@@ -178,9 +215,9 @@ static void test_options(void **s) {
     (void)s;
     specd_policy_env env = {.n_vocab = V, .max_draft = 8, .rule = SPECD_ACCEPT_GREEDY};
     env.sampling = specd_sampling_default_params();
-    const char *bad[] = {"w=0",           "w=65",    "mode=fast",
-                         "select=random", "tau=abc", "select=threshold,tau=2",
-                         "lambda=-1",     "mask=16", "w=17" /* 18 rows > 2 * 8 + 1 */};
+    const char *bad[] = {
+        "w=0",       "w=65",    "mode=fast", "select=random", "tau=abc", "select=threshold,tau=2",
+        "lambda=-1", "mask=16", "shift=2",   "w=17" /* 18 rows > 2 * 8 + 1 */};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         void *st = NULL;
         specd_error err;
@@ -208,6 +245,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lossless_loop),
         cmocka_unit_test(test_stream_commits_unverified),
+        cmocka_unit_test(test_unshifted_reads_own_row),
         cmocka_unit_test(test_nan_refused),
         cmocka_unit_test(test_options),
     };

@@ -153,6 +153,58 @@ static void write_charts(FILE *f, const ab_row *rows, int n, const ab_row *all) 
     free(v);
 }
 
+static void quality_cells(FILE *f, const ab_row *r, int agreement, int tasks, int per_prompt) {
+    if (r->scored)
+        fprintf(f, "<td>%.3f</td><td>%.3f</td>", ab_quality_nll(&r->q_plain),
+                ab_quality_nll(&r->q_spec));
+    else
+        fputs("<td>-</td><td>-</td>", f);
+    fprintf(f, "<td>%.3f</td><td>%.3f</td>", ab_quality_repeat_rate(&r->q_plain),
+            ab_quality_repeat_rate(&r->q_spec));
+    if (agreement)
+        fprintf(f, "<td>%.3f</td><td>%.3f</td>", ab_agreement_prefix(&r->agree),
+                ab_agreement_positions(&r->agree));
+    if (tasks && per_prompt)
+        fprintf(f, "<td class=\"%s\">%s</td><td class=\"%s\">%s</td>",
+                r->pass_plain ? "ok" : "bad", r->pass_plain ? "pass" : "fail",
+                r->pass_spec ? "ok" : "bad", r->pass_spec ? "pass" : "fail");
+    else if (tasks)
+        fprintf(f, "<td>%lld/%lld</td><td>%lld/%lld</td>", (long long)r->q_plain.passed,
+                (long long)r->q_plain.tasks, (long long)r->q_spec.passed,
+                (long long)r->q_spec.tasks);
+}
+
+/* Quality beside speed: what a lossy outcome costs; for a lossless one both sides agree. */
+static void write_quality(FILE *f, const ab_setup *s, const ab_row *rows, int n,
+                          const ab_row *all) {
+    int agreement = s->options->sampling.temperature == 0.0f;
+    fputs("<section id=\"quality\"><h2>Quality</h2>\n<p>NLL: mean -log p per generated token "
+          "under the base model at temperature 1. rep4: the fraction of the output's 4-token "
+          "windows that repeat an earlier one.", f);
+    if (agreement)
+        fputs(" Agreement with plain greedy decoding: up to the first difference (prefix) and "
+              "position by position.", f);
+    if (s->tasks) fputs(" Task: the output passes the item's rule (bench/tasks/README.md).", f);
+    fputs("</p>\n<table><tr><th>#</th><th class=\"l\">prompt</th><th>NLL plain</th>"
+          "<th>NLL spec</th><th>rep4 plain</th><th>rep4 spec</th>", f);
+    if (agreement) fputs("<th>agreement prefix</th><th>agreement positions</th>", f);
+    if (s->tasks) fputs("<th>task plain</th><th>task spec</th>", f);
+    fputs("</tr>\n", f);
+    for (int i = 0; i <= n; i++) {
+        const ab_row *r = i < n ? &rows[i] : all;
+        if (i < n) {
+            fprintf(f, "<tr><td>%d</td><td class=\"l\">", i + 1);
+            html_text(f, r->prompt, strlen(r->prompt));
+            fputs("</td>", f);
+        } else {
+            fputs("<tr><th></th><th class=\"l\">overall</th>", f);
+        }
+        quality_cells(f, r, agreement, s->tasks, i < n);
+        fputs("</tr>\n", f);
+    }
+    fputs("</table></section>\n", f);
+}
+
 static void write_prompt(FILE *f, int i, const ab_row *r, int lossless) {
     fprintf(f, "<h3 id=\"prompt-%d\">#%d ", i + 1, i + 1);
     html_text(f, r->prompt, strlen(r->prompt));
@@ -219,6 +271,7 @@ int ab_report_write(const char *path, const ab_setup *setup, const ab_row *rows,
     write_setup(f, setup);
     write_verdict(f, setup, rows, n, overall);
     write_charts(f, rows, n, overall);
+    write_quality(f, setup, rows, n, overall);
     write_prompts(f, rows, n, setup->lossless);
     fputs("</body>\n</html>\n", f);
     if (fclose(f) != 0) {

@@ -4,6 +4,7 @@
 #ifndef SPECD_CLI_AB_REPORT_H
 #define SPECD_CLI_AB_REPORT_H
 
+#include "cli/ab_quality.h"
 #include "cli/cli_common.h"
 #include "specd/spec_runtime.h"
 
@@ -21,6 +22,13 @@ typedef struct ab_row {
      * at a divergence the text before it and each side's next tokens. */
     char *output_head;
     char *context_before, *context_plain, *context_spec;
+    /* Quality (cli/ab_quality.h), computed after the timed runs: the plain output's figures are
+     * the reference for the speculative one's. scored: NLL was computed (not --no-quality). */
+    int scored;
+    ab_quality q_plain, q_spec;
+    ab_agreement agree;
+    const char *task_id; /* borrowed from the task list; NULL without --tasks */
+    int pass_plain, pass_spec;
 } ab_row;
 
 /* Fills row's text fields from the two runs' tokens (rendered with special tokens shown). Returns
@@ -34,6 +42,7 @@ typedef struct ab_setup {
     const char *model_path;
     const char *prompts_path;
     int lossless; /* the rule promises token-identical output */
+    int tasks;    /* the prompts were rule-checked task items (--tasks) */
 } ab_setup;
 
 /* Writes the page to path. Returns non-zero after printing an error when it cannot be written. */

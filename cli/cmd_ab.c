@@ -1,7 +1,12 @@
 /* specd ab: for each prompt, a plain run and a speculative run with the same seed. Under the
  * lossless rules (greedy, coupled) the outputs must be token-identical: any divergence prints the
  * prompt and the first differing position and the command exits 1. Under rejection sampling the
- * outputs agree only in distribution, so agreement is reported instead. */
+ * outputs agree only in distribution, so agreement is reported instead. Beside speed, quality
+ * (cli/ab_quality.h): the outputs' NLL under the base model, repetition, agreement with greedy
+ * decoding and, with --tasks, the pass rate on rule-checked items; it matters for lossy outcomes
+ * and is computed for all (for lossless ones it must equal plain's). */
+#include "cli/ab_calibrate.h"
+#include "cli/ab_quality_report.h"
 #include "cli/ab_report.h"
 #include "cli/cli_run.h"
 #include "cli/commands.h"
@@ -12,12 +17,21 @@
 #include <string.h>
 
 static void usage(FILE *out) {
-    fprintf(out, "usage: specd ab --policy NAME --prompts FILE [options]\n\n"
+    fprintf(out, "usage: specd ab --policy NAME (--prompts FILE | --tasks FILE) [options]\n"
+                 "       specd ab --tasks FILE --calibrate R [--keep-rate P] [--select-out OUT]\n\n"
                  "  --prompts FILE       one prompt per line (examples/prompts.txt is the default set)\n"
+                 "  --tasks FILE         rule-checked task items, JSONL (bench/tasks/tasks.jsonl): run\n"
+                 "                       their prompts and report each side's pass rate\n"
+                 "  --no-quality         skip scoring the outputs under the base model (NLL)\n"
+                 "  --calibrate R        no A/B: run each task item R times through plain decoding\n"
+                 "                       (seeds S..S+R-1) and report its pass rate\n"
+                 "  --keep-rate P        with --calibrate: keep items passing >= P (default 0.3)\n"
+                 "  --select-out OUT     with --calibrate: write the kept items (JSONL) to OUT\n"
                  "  --json OUT           write per-prompt and overall figures as JSON\n"
                  "  --metrics OUT        write the speculative counters in Prometheus text format\n"
                  "  --report OUT.html    write a self-contained HTML report (setup, identity per\n"
-                 "                       prompt with the first divergence in context, charts)\n");
+                 "                       prompt with the first divergence in context, charts)\n\n%s\n",
+            AB_QUALITY_HELP);
     cli_print_shared_help(out);
 }
 
@@ -83,7 +97,7 @@ static void fill_row(ab_row *r, const cli_result *plain, const cli_result *spec)
     r->steps_spec = spec->run.n_steps;
 }
 
-static void json_row(FILE *f, const ab_row *r, int lossless) {
+static void json_row(FILE *f, const ab_row *r, int lossless, int agreement, int tasks) {
     fprintf(f, "\"identical\": %s, \"first_difference\": %lld, \"acceptance_rate\": ",
             r->identical ? "true" : "false", (long long)r->first_diff);
     json_number(f, r->acceptance);
@@ -109,10 +123,12 @@ static void json_row(FILE *f, const ab_row *r, int lossless) {
         json_number(f, (double)r->seq.accepted_at[i] / (double)r->seq.drafted_at[i]);
     }
     fputs("]", f);
+    ab_quality_json(f, r, agreement, tasks);
 }
 
 static int write_json(const char *path, const cli_options *o, const ab_row *rows, int n,
-                      const ab_row *all, int lossless) {
+                      const ab_row *all, int lossless, int tasks) {
+    int agreement = o->sampling.temperature == 0.0f;
     FILE *f = fopen(path, "w");
     if (!f) {
         fprintf(stderr, "specd ab: cannot write %s\n", path);
@@ -122,17 +138,18 @@ static int write_json(const char *path, const cli_options *o, const ab_row *rows
     json_string(f, o->policy, strlen(o->policy));
     fprintf(f, ", \"temperature\": ");
     json_number(f, o->sampling.temperature);
-    fprintf(f, ", \"seed\": %llu, \"n\": %d, \"prompts\": [\n", (unsigned long long)o->seed,
-            o->n_predict);
+    fprintf(f, ", \"seed\": %llu, \"n\": %d", (unsigned long long)o->seed, o->n_predict);
+    ab_quality_json_definitions(f);
+    fputs(", \"prompts\": [\n", f);
     for (int i = 0; i < n; i++) {
         fputs("  {\"prompt\": ", f);
         json_string(f, rows[i].prompt, strlen(rows[i].prompt));
         fputs(", ", f);
-        json_row(f, &rows[i], lossless);
+        json_row(f, &rows[i], lossless, agreement, tasks);
         fputs(i + 1 < n ? "},\n" : "}\n", f);
     }
     fputs("], \"overall\": {", f);
-    json_row(f, all, lossless);
+    json_row(f, all, lossless, agreement, tasks);
     fputs("}}\n", f);
     return fclose(f) != 0;
 }
@@ -154,16 +171,98 @@ static int write_metrics(const char *path, const cli_options *o, const specd_seq
     return fclose(f) != 0;
 }
 
+/* The items' prompts, as read_prompts gives them (each a new string). */
+static int load_tasks(const char *path, ab_tasks *tasks, char ***out, int *n_out) {
+    char msg[512];
+    if (ab_tasks_load(path, tasks, msg, sizeof msg)) {
+        fprintf(stderr, "specd ab: --tasks: %s\n", msg);
+        return 1;
+    }
+    char **v = calloc((size_t)tasks->n, sizeof *v);
+    for (int i = 0; v && i < tasks->n; i++)
+        if (!(v[i] = strdup(tasks->items[i].prompt))) {
+            for (int k = 0; k < i; k++) free(v[k]);
+            free(v);
+            v = NULL;
+        }
+    if (!v) {
+        fprintf(stderr, "specd ab: out of memory reading %s\n", path);
+        ab_tasks_free(tasks);
+        return 1;
+    }
+    *out = v;
+    *n_out = tasks->n;
+    return 0;
+}
+
+static int calibrate(const cli_options *o, const char *tasks_path, const char *prompts_path,
+                     ab_calibration *cal, int argc, char **argv) {
+    if (!tasks_path || prompts_path) {
+        fprintf(stderr, "specd ab: --calibrate needs --tasks (and no --prompts)\n");
+        return 2;
+    }
+    ab_tasks tasks;
+    char msg[512];
+    if (ab_tasks_load(tasks_path, &tasks, msg, sizeof msg)) {
+        fprintf(stderr, "specd ab: --tasks: %s\n", msg);
+        return 2;
+    }
+    /* the command as run, recorded beside the figures it produced */
+    size_t len = strlen("specd");
+    for (int i = 0; i < argc; i++) len += strlen(argv[i]) + 1;
+    char *command = malloc(len + 1);
+    if (!command) {
+        ab_tasks_free(&tasks);
+        return 1;
+    }
+    strcpy(command, "specd");
+    for (int i = 0; i < argc; i++) strcat(strcat(command, " "), argv[i]);
+    cal->tasks_path = tasks_path;
+    cal->command = command;
+    cli_engine e;
+    int rc = cli_engine_open(&e, o) ? 1 : 0;
+    if (!rc) rc = ab_calibrate(&e, o, &tasks, cal) ? 1 : 0;
+    cli_engine_close(&e);
+    free(command);
+    ab_tasks_free(&tasks);
+    return rc;
+}
+
 int specd_cmd_ab(int argc, char **argv) {
     cli_options o;
     cli_options_init(&o);
     o.policy = NULL;
     const char *prompts_path = NULL, *json_path = NULL, *metrics_path = NULL, *report_path = NULL;
+    const char *tasks_path = NULL;
+    int score = 1;
+    ab_calibration cal = {.keep_rate = 0.3};
     for (int i = 1; i < argc; i++) {
         int rc = cli_parse_shared(&o, argc, argv, &i);
         if (rc < 0) return 2;
         if (rc > 0) continue;
         if (!strcmp(argv[i], "--prompts") && i + 1 < argc) prompts_path = argv[++i];
+        else if (!strcmp(argv[i], "--tasks") && i + 1 < argc) tasks_path = argv[++i];
+        else if (!strcmp(argv[i], "--no-quality")) score = 0;
+        else if (!strcmp(argv[i], "--select-out") && i + 1 < argc) cal.select_out = argv[++i];
+        else if (!strcmp(argv[i], "--calibrate") && i + 1 < argc) {
+            char *end;
+            long r = strtol(argv[++i], &end, 10);
+            if (*end || r < 1 || r > 1000) {
+                fprintf(stderr, "specd ab: --calibrate expects a run count in [1, 1000], got "
+                                "'%s'\n", argv[i]);
+                return 2;
+            }
+            cal.runs = (int)r;
+        } else if (!strcmp(argv[i], "--keep-rate") && i + 1 < argc) {
+            char *end;
+            double p = strtod(argv[++i], &end);
+            if (*end || !(p >= 0.0 && p <= 1.0)) {
+                fprintf(stderr, "specd ab: --keep-rate expects a fraction in [0, 1], got '%s'\n",
+                        argv[i]);
+                return 2;
+            }
+            cal.keep_rate = p;
+        }
         else if (!strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
         else if (!strcmp(argv[i], "--metrics") && i + 1 < argc) metrics_path = argv[++i];
         else if (!strcmp(argv[i], "--report") && i + 1 < argc) report_path = argv[++i];
@@ -176,9 +275,19 @@ int specd_cmd_ab(int argc, char **argv) {
             return 2;
         }
     }
-    if (!o.policy || !prompts_path) {
-        fprintf(stderr, "specd ab: --policy and --prompts are required\n");
+    cal.json_out = json_path;
+    if (cal.runs) return calibrate(&o, tasks_path, prompts_path, &cal, argc, argv);
+    if (cal.select_out) {
+        fprintf(stderr, "specd ab: --select-out goes with --calibrate\n");
+        return 2;
+    }
+    if (!o.policy || (!prompts_path && !tasks_path)) {
+        fprintf(stderr, "specd ab: --policy and --prompts (or --tasks) are required\n");
         usage(stderr);
+        return 2;
+    }
+    if (prompts_path && tasks_path) {
+        fprintf(stderr, "specd ab: give --prompts or --tasks, not both\n");
         return 2;
     }
     if (!specd_policy_find(o.policy)) {
@@ -188,9 +297,17 @@ int specd_cmd_ab(int argc, char **argv) {
     int lossless = o.rule != SPECD_ACCEPT_REJECTION && o.tau == 0.0f;
     char **prompts;
     int n;
-    if (read_prompts(prompts_path, &prompts, &n)) return 2;
+    ab_tasks tasks = {0};
+    if (tasks_path ? load_tasks(tasks_path, &tasks, &prompts, &n)
+                   : read_prompts(prompts_path, &prompts, &n))
+        return 2;
     cli_engine e;
-    if (cli_engine_open(&e, &o)) return 1;
+    if (cli_engine_open(&e, &o)) {
+        for (int i = 0; i < n; i++) free(prompts[i]);
+        free(prompts);
+        ab_tasks_free(&tasks);
+        return 1;
+    }
     ab_row *rows = calloc((size_t)n, sizeof *rows);
     ab_row all = {0};
     int rc = rows ? 0 : 1, diverged = 0;
@@ -210,6 +327,13 @@ int specd_cmd_ab(int argc, char **argv) {
         if (!rc) rc = cli_run(&e, &o, o.policy, o.policy_opts, ids, n_ids, 0, &spec);
         if (!rc) {
             fill_row(&rows[i], &plain, &spec);
+            /* after both timed runs: the speed figures above are already taken */
+            rc = ab_quality_row(&e, ids, n_ids, plain.tokens, plain.n_tokens, spec.tokens,
+                                spec.n_tokens, score, tasks_path ? &tasks.items[i] : NULL,
+                                &rows[i]);
+            ab_quality_pool(&all, &rows[i]);
+        }
+        if (!rc) {
             if (report_path &&
                 ab_row_keep_text(&rows[i], e.tok, plain.tokens, plain.n_tokens, spec.tokens,
                                  spec.n_tokens)) {
@@ -284,15 +408,18 @@ int specd_cmd_ab(int argc, char **argv) {
         if (!lossless)
             printf("rule is lossless in distribution only: %d of %d prompts identical token for "
                    "token%s\n", n_identical, n, all.seq.lossy ? " (relaxed tau: LOSSY)" : "");
-        if (json_path) rc |= write_json(json_path, &o, rows, n, &all, lossless);
+        ab_quality_print(stdout, rows, n, &all, o.sampling.temperature == 0.0f, tasks_path != NULL,
+                         o.policy);
+        if (json_path) rc |= write_json(json_path, &o, rows, n, &all, lossless, tasks_path != NULL);
         if (metrics_path) rc |= write_metrics(metrics_path, &o, &all.seq);
         if (report_path) {
             char model_buf[4096];
             ab_setup setup = {.options = &o,
                               .model_path = o.model ? o.model
                                                     : cli_default_model(model_buf, sizeof model_buf),
-                              .prompts_path = prompts_path,
-                              .lossless = lossless};
+                              .prompts_path = tasks_path ? tasks_path : prompts_path,
+                              .lossless = lossless,
+                              .tasks = tasks_path != NULL};
             rc |= ab_report_write(report_path, &setup, rows, n, &all);
         }
     }
@@ -302,6 +429,7 @@ int specd_cmd_ab(int argc, char **argv) {
     }
     free(prompts);
     free(rows);
+    ab_tasks_free(&tasks);
     cli_engine_close(&e);
     if (rc) return 1;
     return diverged ? 1 : 0;

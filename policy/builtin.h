@@ -12,5 +12,6 @@ extern const specd_policy_ops specd_policy_remote;
 extern const specd_policy_ops specd_policy_isd;
 extern const specd_policy_ops specd_policy_risd;
 extern const specd_policy_ops specd_policy_mrp;
+extern const specd_policy_ops specd_policy_wedlm;
 
 #endif

@@ -445,6 +445,9 @@ def main():
     ap.add_argument("--out", default="/work/mrptrain-cache/ckpt.pt")
     ap.add_argument("--log", default="", help="JSON log (default: <out>.log.json)")
     ap.add_argument("--resume", action="store_true")
+    ap.add_argument("--init", default="",
+                    help="warm start: the head weights of this checkpoint (fresh optimizer, schedule "
+                         "and data order; shape options must match)")
     ap.add_argument("--layers", type=int, default=1)
     ap.add_argument("--out-norm-init", default="auto",
                     help="initial output_norm weight: a number, or auto = -rms(h) (residual: hp_1 "
@@ -550,11 +553,18 @@ def main():
             hist["shards"] = shard_names
             log(f"added shards {shard_names[len(ck['shards']):]}: {len(new)} train seqs")
     else:
+        if a.init:
+            ick = torch.load(a.init, map_location="cpu", weights_only=False)
+            for key in ("layers", "direct"):
+                if ick["args"].get(key, getattr(a, key)) != getattr(a, key):
+                    sys.exit(f"--init {a.init}: {key} = {ick['args'][key]}, this run {getattr(a, key)}")
+            head.load_state_dict(ick["head"])
+            log(f"warm start from {a.init} (its step {ick['step']}, {ick['tokens_seen']} tokens seen)")
         order = list(data.train)
         rng.shuffle(order)
         total = a.steps or max(1, int(math.ceil(a.epochs * ntr / a.batch_tokens)))
         step, cur, tokens_seen, wall, train_s = 0, 0, 0, 0.0, 0.0
-        hist = {"args": vars(a), "shards": shard_names, "train_tokens": ntr, "heldout_tokens": nho,
+        hist = {"args": vars(a), "init": a.init, "shards": shard_names, "train_tokens": ntr, "heldout_tokens": nho,
                 "n_params": sum(p.numel() for p in head.parameters()), "steps": [], "evals": []}
         ev = evaluate(head, E, data, data.held, K, a.max_len, a.direct, limit_tokens=a.eval_tokens)
         hist["evals"].append({"step": 0, "tokens_seen": 0, **{str(k): v for k, v in ev.items()}})

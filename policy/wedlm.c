@@ -1,0 +1,536 @@
+/* wedlm: WeDLM streaming parallel decoding (paper 003, §5.2, Alg. 1) as a self-speculative
+ * policy, with dInfer's commit rules (paper 001, App. B) as alternative selection rules.
+ *
+ * STAND-IN MODEL. No WeDLM adapter is trained yet. Until one is, the mask rows run an R-ISD
+ * adapter (models/adapters/smollm2-135m-risd2), which is SHIFTED: the row at logical position x
+ * predicts position x + 1 whatever its input (a clean row gives plain decoding's distribution, a
+ * mask row the adapter's guess without knowing x). So here the prediction for window slot q is
+ * the logits of the row at logical position q - 1 (shift=1, the default). A WeDLM adapter is
+ * unshifted (its mask row predicts its own position, [code]: MLM loss at the same index): shift=0
+ * reads a mask slot's prediction from its own row (pred_row() below); nothing else changes.
+ *
+ * Step at history length n (pending token history[n-1] at position n-1), window of W slots at
+ * logical positions n..n+W-1, each a mask or a filled draft (wedlm_select.h):
+ *   row 0        pending           pos n-1   base weights
+ *   rows 1..f    filled slots      their logical positions, ascending; base weights
+ *   rows f+1..W  mask slots        their logical positions, ascending; adapter, mask embedding
+ * Strict causal attention in physical order (Alg. 1 line 4: filled before masks, logical
+ * positions as position ids). The leftmost contiguous filled run f_n..f_{n+r-1} sits on rows 1..r
+ * right after the pending row, so rows 0..r are exactly plain decoding's rows.
+ *
+ * mode=lossless (default; not in the paper): the run is chain-verified by rows 0..r through the
+ *   acceptance engine (as risd verifies its proposals), so the output is token-identical to plain
+ *   decoding under greedy and coupled. A rejection drops every other fill (all later rows saw the
+ *   rejected token).
+ * mode=stream (the paper's, lossy): the run is committed unverified (Alg. 1 lines 6-8); a step
+ *   whose slot n is still a mask emits the pending row's token (exact), so every step emits.
+ * Either way: keep the KV of the pending row and the emitted run except its last token (the next
+ * pending token); then select (eq. 11 or a dInfer rule) which masks to fill from this step's rows,
+ * and refill the window with masks (line 12).
+ *
+ * Every buffer is sized at create: a step allocates nothing. */
+#include "policy/builtin.h"
+
+#include "common/alloc.h"
+#include "common/status_internal.h"
+#include "policy/dlm_commit.h"
+#include "policy/dlm_credit.h"
+#include "policy/dlm_embd.h"
+#include "policy/dlm_smooth.h"
+#include "policy/options.h"
+#include "policy/wedlm_select.h"
+#include "specd/gguf.h"
+#include "specd/isd.h"
+#include "specd/runtime.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { SEL_ENTROPY, SEL_THRESHOLD, SEL_HIER, SEL_CREDIT };
+
+typedef struct wedlm_state {
+    int lossless;
+    int shift; /* 1: slot q is predicted by the row at q - 1 (R-ISD); 0: by its own row (WeDLM) */
+    int sel;
+    float tau, tau_low, lambda;
+    int32_t w, mask_id, n_vocab;
+    specd_sample_key key;
+    specd_lora *lora;
+    char *adapter;
+    int32_t n_embd;
+    float *mask_vec;    /* n_embd: the mask rows' input (the adapter's, or E[mask] to smooth) */
+    float *embd;        /* (W + 1) x n_embd step input rows, or NULL when mask_vec is */
+    uint8_t *embd_rows; /* W + 1: the rows that take embd (the mask rows) */
+    /* iteration smoothing (dInfer A.1): per window slot, the next input of a mask that stays
+     * masked, e_mask + alpha_t p W_emb from this step's prediction there */
+    float smooth_max; /* alpha's cap; 0 = off */
+    specd_dlm_embd tab;
+    float *slot_vec, *slot_vec_next; /* W x n_embd each */
+    uint8_t has_vec[SPECD_WEDLM_MAX_W];
+    int32_t slot_iter[SPECD_WEDLM_MAX_W];
+    float *smooth_scratch; /* 2 n_embd */
+    specd_accept *accept;
+    specd_sampler *target;
+    specd_dlm_credit credit;
+    specd_wedlm_window win;
+    int64_t expect_n; /* the window is good for this history length only */
+
+    /* the step in flight */
+    int64_t n_at;
+    specd_wedlm_window at; /* the window the step was laid out from */
+    int32_t n_tokens;
+    int32_t tokens[SPECD_WEDLM_MAX_W + 1], pos[SPECD_WEDLM_MAX_W + 1];
+    int32_t rows[SPECD_WEDLM_MAX_W + 1], row_of[SPECD_WEDLM_MAX_W + 1]; /* logical n-1+i -> row */
+    int32_t emitted[SPECD_WEDLM_MAX_W + 1], keep[SPECD_WEDLM_MAX_W + 1];
+    float gate[SPECD_WEDLM_MAX_W + 1], accept_prob[SPECD_WEDLM_MAX_W + 1];
+} wedlm_state;
+
+static void wedlm_destroy(void *state) {
+    wedlm_state *s = state;
+    if (!s) return;
+    specd_lora_destroy(s->lora);
+    specd_free(s->adapter);
+    specd_free(s->mask_vec);
+    specd_free(s->slot_vec);
+    specd_free(s->slot_vec_next);
+    specd_free(s->smooth_scratch);
+    specd_free(s->embd);
+    specd_free(s->embd_rows);
+    specd_accept_destroy(s->accept);
+    specd_sampler_destroy(s->target);
+    specd_free(s);
+}
+
+static specd_status parse_float(const char *key, const char *text, float lo, float hi, float *out,
+                                specd_error *err) {
+    if (!text[0]) return SPECD_OK;
+    char *end;
+    const float v = strtof(text, &end);
+    if (*end || !(v >= lo && v <= hi))
+        return specd_fail(err, SPECD_E_INVALID_ARG,
+                          "policy wedlm: %s=%s (want a number in "
+                          "[%g, %g])",
+                          key, text, (double)lo, (double)hi);
+    *out = v;
+    return SPECD_OK;
+}
+
+/* The mask embedding of the adapter: from the loaded adapter, or read from its directory when the
+ * host runs the target (it then applies the LoRA from the layout's lora_path). */
+static specd_status load_adapter(wedlm_state *s, const specd_policy_env *env, const char *dir,
+                                 specd_error *err) {
+    size_t len = strlen(dir) + 1;
+    if (!(s->adapter = specd_alloc(len)))
+        return specd_fail(err, SPECD_E_NOMEM, "policy wedlm: out of memory");
+    memcpy(s->adapter, dir, len);
+    const float *vec = NULL;
+    float *own = NULL;
+    int32_t n = 0;
+    specd_status st = SPECD_OK;
+    if (env->target) {
+        st = specd_lora_create(env->target, dir, &s->lora, err);
+        if (st == SPECD_OK) vec = specd_lora_mask_embedding(s->lora, &n);
+    } else {
+        st = specd_lora_read_mask_embedding(dir, NULL, 0, &n, err);
+        if (st == SPECD_E_IO) n = 0, st = SPECD_OK; /* the host reports what it cannot read */
+        if (st == SPECD_OK && n > 0) {
+            if (!(own = specd_alloc_array((size_t)n, sizeof(float))))
+                return specd_fail(err, SPECD_E_NOMEM, "policy wedlm: out of memory");
+            st = specd_lora_read_mask_embedding(dir, own, n, &n, err);
+            vec = own;
+        }
+    }
+    if (st != SPECD_OK) {
+        specd_free(own);
+        if (err) {
+            char why[sizeof err->message];
+            memcpy(why, err->message, sizeof why);
+            why[sizeof why - 1] = '\0';
+            specd_fail(err, st, "policy wedlm: adapter=%s: %s", dir, why);
+        }
+        return st;
+    }
+    if (vec && n > 0) {
+        if (!(s->mask_vec = specd_alloc_array((size_t)n, sizeof(float)))) {
+            specd_free(own);
+            return specd_fail(err, SPECD_E_NOMEM, "policy wedlm: out of memory");
+        }
+        memcpy(s->mask_vec, vec, (size_t)n * sizeof(float));
+        s->n_embd = n;
+    }
+    specd_free(own);
+    return SPECD_OK;
+}
+
+/* Iteration smoothing's buffers, and E[mask] as e_mask when the adapter brings no vector. */
+static specd_status smooth_setup(wedlm_state *s, const specd_policy_env *env, float smooth,
+                                 specd_error *err) {
+    const int32_t E = specd_model_get_info(env->target)->n_embd;
+    if (s->mask_vec && s->n_embd != E)
+        return specd_fail(err, SPECD_E_MISMATCH,
+                          "policy wedlm: mask embedding of %d floats, "
+                          "the target's n_embd is %d",
+                          s->n_embd, E);
+    SPECD_TRY(specd_dlm_embd_open(env->target, env->n_vocab, E, &s->tab, err));
+    s->smooth_max = smooth;
+    s->n_embd = E;
+    const size_t n = (size_t)s->w * (size_t)E;
+    if (!s->mask_vec && (s->mask_vec = specd_alloc_array((size_t)E, sizeof(float))))
+        specd_dlm_embd_row(&s->tab, s->mask_id, s->mask_vec);
+    s->slot_vec = specd_alloc_array(n, sizeof(float));
+    s->slot_vec_next = specd_alloc_array(n, sizeof(float));
+    s->smooth_scratch = specd_alloc_array(2 * (size_t)E, sizeof(float));
+    if (!s->mask_vec || !s->slot_vec || !s->slot_vec_next || !s->smooth_scratch)
+        return specd_fail(err, SPECD_E_NOMEM, "policy wedlm: out of memory");
+    return SPECD_OK;
+}
+
+static specd_status wedlm_create(const specd_policy_env *env, const char *options, void **state,
+                                 specd_error *err) {
+    int32_t w = 6, mask = -1, shift = 1;
+    char mode[16] = "lossless", select[16] = "entropy", adapter[4096] = "";
+    char tau_s[32] = "", tau_low_s[32] = "", lambda_s[32] = "", smooth_s[32] = "";
+    const specd_option_spec ints[] = {
+        {"w", &w, 1, SPECD_WEDLM_MAX_W}, {"mask", &mask, 0, INT32_MAX}, {"shift", &shift, 0, 1}};
+    const specd_option_str strs[] = {{"mode", mode, (int32_t)sizeof mode},
+                                     {"select", select, (int32_t)sizeof select},
+                                     {"adapter", adapter, (int32_t)sizeof adapter},
+                                     {"tau", tau_s, (int32_t)sizeof tau_s},
+                                     {"tau_low", tau_low_s, (int32_t)sizeof tau_low_s},
+                                     {"lambda", lambda_s, (int32_t)sizeof lambda_s},
+                                     {"smooth", smooth_s, (int32_t)sizeof smooth_s}};
+    SPECD_TRY(specd_options_parse("wedlm", options, ints, 3, strs, 7, err));
+    int lossless, sel;
+    if (!strcmp(mode, "lossless"))
+        lossless = 1;
+    else if (!strcmp(mode, "stream"))
+        lossless = 0;
+    else
+        return specd_fail(err, SPECD_E_INVALID_ARG,
+                          "policy wedlm: mode=%s (want lossless or stream)", mode);
+    if (!strcmp(select, "entropy"))
+        sel = SEL_ENTROPY;
+    else if (!strcmp(select, "threshold"))
+        sel = SEL_THRESHOLD;
+    else if (!strcmp(select, "hierarchical"))
+        sel = SEL_HIER;
+    else if (!strcmp(select, "credit"))
+        sel = SEL_CREDIT;
+    else
+        return specd_fail(err, SPECD_E_INVALID_ARG,
+                          "policy wedlm: select=%s (want entropy, "
+                          "threshold, hierarchical or credit)",
+                          select);
+    /* defaults: eq. 11 with the paper's tau 0.3 (of [0.3, 0.6]) and lambda 0.1; the dInfer rules
+     * with their App. D thresholds (0.8; 0.92 / 0.62) */
+    float tau = sel == SEL_ENTROPY ? 0.3f : sel == SEL_HIER ? 0.92f : 0.8f, tau_low = 0.62f;
+    float lambda = 0.1f;
+    SPECD_TRY(parse_float("tau", tau_s, 0.0f, sel == SEL_ENTROPY ? 100.0f : 1.0f, &tau, err));
+    SPECD_TRY(parse_float("tau_low", tau_low_s, 0.0f, 1.0f, &tau_low, err));
+    SPECD_TRY(parse_float("lambda", lambda_s, 0.0f, 100.0f, &lambda, err));
+    float smooth = 0.0f;
+    SPECD_TRY(parse_float("smooth", smooth_s, 0.0f, 1.0f, &smooth, err));
+    if (smooth > 0.0f && !env->target)
+        return specd_fail(err, SPECD_E_INVALID_ARG,
+                          "policy wedlm: smooth needs the target's "
+                          "token embedding (specd running the target)");
+    const int32_t most = env->max_step_rows > 0 ? env->max_step_rows : 2 * env->max_draft + 1;
+    if (w + 1 > most || w > SPECD_MAX_DRAFT)
+        return specd_fail(err, SPECD_E_INVALID_ARG,
+                          "policy wedlm: w=%d needs %d rows per step, "
+                          "more than the step's %d",
+                          w, w + 1, most);
+    int32_t mask_id = mask >= 0 ? mask : SPECD_ISD_DEFAULT_MASK;
+    if (mask < 0 && env->target) {
+        const specd_gguf *g = specd_model_gguf(env->target);
+        uint32_t v;
+        if (g && specd_gguf_key_find(g, "tokenizer.ggml.mask_token_id") >= 0 &&
+            specd_gguf_get_u32(g, "tokenizer.ggml.mask_token_id", &v, NULL) == SPECD_OK &&
+            v < (uint32_t)env->n_vocab)
+            mask_id = (int32_t)v;
+    }
+    if (mask_id >= env->n_vocab)
+        return specd_fail(err, SPECD_E_INVALID_ARG,
+                          "policy wedlm: mask=%d is outside the "
+                          "vocabulary [0, %d)",
+                          mask_id, env->n_vocab);
+
+    wedlm_state *s = specd_alloc_array(1, sizeof *s);
+    if (!s) return specd_fail(err, SPECD_E_NOMEM, "policy wedlm: out of memory");
+    s->lossless = lossless;
+    s->shift = shift;
+    s->sel = sel;
+    s->tau = tau;
+    s->tau_low = tau_low;
+    s->lambda = lambda;
+    s->w = w;
+    s->mask_id = mask_id;
+    s->n_vocab = env->n_vocab;
+    s->key = (specd_sample_key){.seed = env->seed, .sequence = env->seq_key};
+    s->expect_n = -1;
+    specd_accept_params ap = specd_accept_default_params();
+    ap.rule = env->rule;
+    ap.sampling = env->sampling;
+    ap.max_k = w;
+    ap.max_vocab = env->n_vocab;
+    ap.relaxed_tau = env->tau;
+    specd_sampling_params plain = env->sampling;
+    if (env->rule == SPECD_ACCEPT_GREEDY) plain.temperature = 0.0f;
+    specd_status st;
+    if ((st = specd_dlm_credit_init(&s->credit, specd_dlm_credit_default_params(), err)) !=
+            SPECD_OK ||
+        (st = specd_accept_create(&ap, &s->accept, err)) != SPECD_OK ||
+        (st = specd_sampler_create(&plain, env->n_vocab, &s->target, err)) != SPECD_OK ||
+        (adapter[0] && (st = load_adapter(s, env, adapter, err)) != SPECD_OK) ||
+        (smooth > 0.0f && (st = smooth_setup(s, env, smooth, err)) != SPECD_OK)) {
+        wedlm_destroy(s);
+        return st;
+    }
+    if (s->mask_vec) {
+        /* every row may take a vector: the flags pick the mask rows of each step */
+        s->embd = specd_alloc_array((size_t)(w + 1) * (size_t)s->n_embd, sizeof(float));
+        s->embd_rows = specd_alloc_array((size_t)(w + 1), sizeof(uint8_t));
+        if (!s->embd || !s->embd_rows) {
+            wedlm_destroy(s);
+            return specd_fail(err, SPECD_E_NOMEM, "policy wedlm: out of memory");
+        }
+    }
+    for (int32_t i = 0; i <= w; i++)
+        s->rows[i] = i;
+    *state = s;
+    return SPECD_OK;
+}
+
+static specd_status wedlm_layout(void *state, const int32_t *history, int64_t n_history,
+                                 specd_step_layout *out, specd_error *err) {
+    wedlm_state *s = state;
+    if (n_history < 1 || n_history + s->w + 1 > INT32_MAX)
+        return specd_fail(err, SPECD_E_INVALID_ARG, "policy wedlm: history length %lld",
+                          (long long)n_history);
+    /* fills are drafts for the history they were made after; anything else starts over */
+    if (n_history != s->expect_n) {
+        SPECD_TRY(specd_wedlm_window_init(&s->win, s->w, n_history, err));
+        specd_dlm_credit_init(&s->credit, s->credit.params, NULL);
+        memset(s->has_vec, 0, sizeof s->has_vec);
+    }
+    s->n_at = n_history;
+    s->at = s->win;
+    int32_t slot[SPECD_WEDLM_MAX_W];
+    int64_t lpos[SPECD_WEDLM_MAX_W];
+    specd_wedlm_order(&s->win, slot, lpos);
+    s->n_tokens = s->w + 1;
+    s->tokens[0] = history[n_history - 1];
+    s->pos[0] = (int32_t)(n_history - 1);
+    s->row_of[0] = 0;
+    s->gate[0] = 0.0f;
+    for (int32_t r = 0; r < s->w; r++) {
+        const int32_t i = slot[r], row = r + 1;
+        const int mask = s->win.token[i] < 0;
+        s->tokens[row] = mask ? s->mask_id : s->win.token[i];
+        s->pos[row] = (int32_t)lpos[r];
+        s->row_of[i + 1] = row;
+        s->gate[row] = mask ? 1.0f : 0.0f; /* the adapter on mask rows only: clean rows are base */
+        if (s->embd_rows) {
+            s->embd_rows[row] = (uint8_t)mask;
+            const size_t E = (size_t)s->n_embd;
+            if (mask)
+                memcpy(s->embd + (size_t)row * E,
+                       s->has_vec[i] ? s->slot_vec + (size_t)i * E : s->mask_vec,
+                       E * sizeof(float));
+        }
+    }
+    if (s->embd_rows) s->embd_rows[0] = 0;
+    *out = (specd_step_layout){.n_tokens = s->n_tokens,
+                               .tokens = s->tokens,
+                               .pos = s->pos,
+                               .visible = NULL,
+                               .lora_gate = s->adapter ? s->gate : NULL,
+                               .lora = s->lora,
+                               .n_rows = s->n_tokens,
+                               .rows = s->rows,
+                               .lora_path = s->adapter,
+                               .input_embd = s->embd,
+                               .input_embd_rows = s->embd_rows};
+    return SPECD_OK;
+}
+
+/* The row whose logits predict logical position q, or -1 when this step had none: shifted (the
+ * stand-in), the row at q - 1 whatever it held; unshifted (WeDLM), q's own row if it was a mask. */
+static int32_t pred_row(const wedlm_state *s, int64_t q) {
+    const int64_t i = q - s->shift - (s->n_at - 1); /* row_of index: logical n - 1 + i */
+    if (i < 0 || i > s->w) return -1;
+    if (!s->shift && (i == 0 || s->at.token[i - 1] >= 0)) return -1;
+    return s->row_of[i];
+}
+
+/* Fills masks of win (the next window, starting at n_at + n_emitted) from this step's rows, by the
+ * configured rule; credit is the credit state to update (a copy: the caller commits both only
+ * when the whole step succeeds). */
+static specd_status select_fills(const wedlm_state *s, specd_wedlm_window *win,
+                                 specd_dlm_credit *credit, const float *logits, specd_error *err) {
+    const size_t V = (size_t)s->n_vocab;
+    specd_dlm_pos pos[SPECD_WEDLM_MAX_W];
+    uint8_t elig[SPECD_WEDLM_MAX_W], fill[SPECD_WEDLM_MAX_W];
+    int32_t n_elig = 0;
+    for (int32_t i = 0; i < s->w; i++) {
+        const int64_t q = win->first + i;
+        const int32_t row = win->token[i] < 0 ? pred_row(s, q) : -1;
+        elig[i] = row >= 0;
+        if (!elig[i]) {
+            pos[i] = (specd_dlm_pos){0};
+            continue;
+        }
+        const float *z = logits + (size_t)row * V;
+        if (s->sel == SEL_CREDIT)
+            SPECD_TRY(specd_dlm_credit_update(credit, q, z, s->n_vocab, &pos[i], err));
+        else
+            SPECD_TRY(specd_dlm_pos_from_logits(z, s->n_vocab, &pos[i], err));
+        n_elig++;
+    }
+    if (n_elig == 0) return SPECD_OK;
+    int32_t k = 0;
+    switch (s->sel) {
+    case SEL_ENTROPY:
+        SPECD_TRY(specd_wedlm_select(pos, elig, s->w, s->tau, s->lambda, fill, &k, err));
+        break;
+    case SEL_HIER:
+        SPECD_TRY(
+            specd_dlm_commit_hierarchical(pos, elig, s->w, s->tau, s->tau_low, fill, &k, err));
+        break;
+    default: /* threshold, and credit's threshold on the fused p~ */
+        SPECD_TRY(specd_dlm_commit_threshold(pos, elig, s->w, s->tau, fill, &k, err));
+    }
+    for (int32_t i = 0; i < s->w; i++)
+        if (fill[i]) {
+            win->token[i] = pos[i].token;
+            specd_dlm_credit_forget(credit, win->first + i);
+        }
+    return SPECD_OK;
+}
+
+/* IterSmooth (dInfer A.1) for the masks of win that stay masked: next input row e_mask +
+ * alpha_t p W_emb from this step's prediction there (the same row select_fills read), into
+ * s->slot_vec_next; has[] and iter[] describe them. alpha_t grows from 0.1 by 0.05 per step the
+ * position keeps a vector (ours: the paper gives the schedule's shape, not these numbers), capped
+ * at smooth=. */
+static specd_status smooth_slots(const wedlm_state *s, const specd_wedlm_window *win,
+                                 const float *logits, uint8_t *has, int32_t *iter,
+                                 specd_error *err) {
+    const size_t V = (size_t)s->n_vocab, E = (size_t)s->n_embd;
+    for (int32_t i = 0; i < s->w; i++) {
+        const int64_t q = win->first + i;
+        const int32_t row = win->token[i] < 0 ? pred_row(s, q) : -1;
+        has[i] = row >= 0;
+        iter[i] = 0;
+        if (!has[i]) continue;
+        const int64_t j = q - s->at.first; /* the slot q held in this step's window */
+        if (j >= 0 && j < s->w && s->has_vec[j]) iter[i] = s->slot_iter[j] + 1;
+        const float alpha = specd_dlm_smooth_alpha(0.1f, 0.05f, s->smooth_max, iter[i]);
+        SPECD_TRY(specd_dlm_smooth_row(
+            logits + (size_t)row * V, s->n_vocab, specd_dlm_embd_row, (void *)&s->tab, s->mask_vec,
+            s->n_embd, alpha, s->smooth_scratch, s->slot_vec_next + (size_t)i * E, NULL, err));
+    }
+    return SPECD_OK;
+}
+
+static specd_status wedlm_verify(void *state, const float *logits, specd_step_outcome *out,
+                                 specd_error *err) {
+    wedlm_state *s = state;
+    const int32_t r = specd_wedlm_commit_run(&s->at);
+    specd_sample_key key = s->key;
+    key.position = (uint32_t)s->n_at;
+    int32_t n_emit, n_acc = 0, n_keep;
+    int lossy = 0, valid = 1;
+    if (r == 0) {
+        /* slot n is a mask: the pending row's token, as plain decoding draws it */
+        SPECD_TRY(specd_sampler_sample(s->target, logits, s->n_vocab, key, &s->emitted[0], err));
+        n_emit = 1;
+        n_keep = 1;
+    } else if (s->lossless) {
+        specd_chain_input in = {.k = r,
+                                .draft = s->at.token,
+                                .q_vocab = s->n_vocab,
+                                .target_logits = logits,
+                                .n_vocab = s->n_vocab,
+                                .key = key};
+        specd_chain_result res = {.tokens = s->emitted, .accept_prob = s->accept_prob};
+        SPECD_TRY(specd_accept_chain(s->accept, &in, &res, err));
+        n_emit = res.n_emitted;
+        n_acc = res.n_accepted;
+        lossy = res.lossy;
+        n_keep = n_acc + 1;
+        valid = n_acc == r;
+    } else {
+        /* Alg. 1 lines 6-8: the run is committed as predicted, unverified */
+        memcpy(s->emitted, s->at.token, (size_t)r * sizeof(int32_t));
+        n_emit = r;
+        n_acc = r;
+        n_keep = r; /* the pending row and the run but its last token, the next pending one */
+        lossy = 1;
+    }
+    for (int32_t i = 0; i < n_keep; i++)
+        s->keep[i] = i;
+
+    /* the next window: slide past what was emitted, refill with masks (line 12); built on copies
+     * so that a failure leaves the state as it was */
+    specd_dlm_credit credit = s->credit;
+    for (int64_t q = s->at.first; q < s->n_at + n_emit && q < s->at.first + s->w; q++)
+        specd_dlm_credit_forget(&credit, q);
+    specd_wedlm_window next;
+    uint8_t has_vec[SPECD_WEDLM_MAX_W] = {0};
+    int32_t slot_iter[SPECD_WEDLM_MAX_W] = {0};
+    SPECD_TRY(specd_wedlm_window_init(&next, s->w, s->n_at + n_emit, err));
+    if (valid) {
+        for (int32_t i = 0; i < s->w; i++) {
+            const int64_t o = next.first + i - s->at.first;
+            if (o < s->at.w) next.token[i] = s->at.token[o];
+        }
+        SPECD_TRY(select_fills(s, &next, &credit, logits, err));
+        if (s->smooth_max > 0.0f)
+            SPECD_TRY(smooth_slots(s, &next, logits, has_vec, slot_iter, err));
+    } else {
+        /* every row after the rejected draft saw it: no fill or credit survives */
+        specd_dlm_credit_init(&credit, s->credit.params, NULL);
+    }
+    s->win = next;
+    s->credit = credit;
+    memcpy(s->has_vec, has_vec, sizeof has_vec);
+    memcpy(s->slot_iter, slot_iter, sizeof slot_iter);
+    if (s->smooth_max > 0.0f) {
+        float *t = s->slot_vec;
+        s->slot_vec = s->slot_vec_next;
+        s->slot_vec_next = t;
+    }
+    s->expect_n = s->n_at + n_emit;
+    *out = (specd_step_outcome){.n_emitted = n_emit,
+                                .emitted = s->emitted,
+                                .n_keep = n_keep,
+                                .keep = s->keep,
+                                .n_drafted = r,
+                                .n_accepted = n_acc,
+                                .lossy = lossy};
+    return SPECD_OK;
+}
+
+static void wedlm_rollback(void *state, int64_t n_history) {
+    wedlm_state *s = state;
+    if (n_history != s->expect_n) s->expect_n = -1;
+}
+
+const specd_policy_ops specd_policy_wedlm = {
+    .abi_version = SPECD_POLICY_ABI_VERSION,
+    .name = "wedlm",
+    .options_help =
+        "STAND-IN: runs an R-ISD adapter (shifted) until a WeDLM adapter is trained. "
+        "shift=1 (slot q read from the row at q-1: R-ISD; 0: a mask's own row, WeDLM), "
+        "mode=lossless|stream (stream: the paper's unverified commit, lossy), w=6 (window), "
+        "select=entropy|threshold|hierarchical|credit (entropy: eq. 11), tau (entropy 0.3; "
+        "threshold/credit 0.8; hierarchical 0.92), tau_low=0.62, lambda=0.1 (eq. 11), mask=ID, "
+        "adapter=DIR (PEFT LoRA on mask rows), smooth=0 (IterSmooth alpha cap, e.g. 0.3; 0 = off)",
+    .create = wedlm_create,
+    .destroy = wedlm_destroy,
+    .layout = wedlm_layout,
+    .verify = wedlm_verify,
+    .rollback = wedlm_rollback,
+};

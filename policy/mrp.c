@@ -70,6 +70,7 @@ typedef struct mrp_state {
     int32_t hctx_cap, hctx_batch;
     int mode;                /* MODE_*: direct and remask emit drafts unchecked (lossy) */
     float tau;               /* remask: a draft is revealed while its confidence is >= tau */
+    float min_conf;          /* spec: drafting stops at the first draft less confident than this */
     int full_c1;             /* cand_from=head: C_1 over the whole vocabulary */
     int full_all;            /* cand=0: every C_k over the whole vocabulary (S = all tokens) */
     const mrp_vocab *dv;     /* C_1 over the head's draft vocabulary only; NULL: the whole one */
@@ -133,6 +134,7 @@ typedef struct mrp_options {
     char mode[16];
     char from[16];
     char tau[32];
+    char min_conf[32];
     int32_t k, m, threads, ctx, vocab;
 } mrp_options;
 
@@ -147,6 +149,7 @@ static specd_status parse_options(const specd_policy_env *env, const char *optio
     o->ctx = 4096;
     o->vocab = MRP_VOCAB_AUTO;
     strcpy(o->tau, "0.5");
+    strcpy(o->min_conf, "0");
     const specd_option_spec ints[] = {{"k", &o->k, 1, env->max_draft},
                                       {"cand", &o->m, 0, 4096},
                                       {"threads", &o->threads, 0, 256},
@@ -155,14 +158,19 @@ static specd_status parse_options(const specd_policy_env *env, const char *optio
     const specd_option_str strs[] = {{"head", o->head, (int32_t)sizeof o->head},
                                      {"mode", o->mode, (int32_t)sizeof o->mode},
                                      {"cand_from", o->from, (int32_t)sizeof o->from},
-                                     {"tau", o->tau, (int32_t)sizeof o->tau}};
-    SPECD_TRY(specd_options_parse("mrp", options, ints, 5, strs, 4, err));
+                                     {"tau", o->tau, (int32_t)sizeof o->tau},
+                                     {"min_conf", o->min_conf, (int32_t)sizeof o->min_conf}};
+    SPECD_TRY(specd_options_parse("mrp", options, ints, 5, strs, 5, err));
     char *end;
     double tau = strtod(o->tau, &end);
     if (end == o->tau || *end || !(tau >= 0.0 && tau <= 1e9))
         return specd_fail(err, SPECD_E_INVALID_ARG,
                           "policy mrp: tau=%s (want a number >= 0; above 1 reveals nothing)",
                           o->tau);
+    double min_conf = strtod(o->min_conf, &end);
+    if (end == o->min_conf || *end || !(min_conf >= 0.0 && min_conf <= 1.0))
+        return specd_fail(err, SPECD_E_INVALID_ARG,
+                          "policy mrp: min_conf=%s (want a number in [0, 1])", o->min_conf);
     if (strcmp(o->from, "head") && strcmp(o->from, "target"))
         return specd_fail(err, SPECD_E_INVALID_ARG,
                           "policy mrp: cand_from=%s (want head or target)", o->from);
@@ -254,6 +262,7 @@ static specd_status mrp_create(const specd_policy_env *env, const char *options,
     s->mode = !strcmp(o.mode, "direct") ? MODE_DIRECT
               : !strcmp(o.mode, "remask") ? MODE_REMASK : MODE_SPEC;
     s->tau = (float)strtod(o.tau, NULL);
+    s->min_conf = s->mode == MODE_SPEC ? (float)strtod(o.min_conf, NULL) : 0.0f;
     s->full_all = o.m == 0;
     s->full_c1 = !strcmp(o.from, "head") || s->full_all;
     /* the draft vocabulary serves C_1 (cand_from=head); cand=0 keeps the whole vocabulary */
@@ -467,7 +476,7 @@ static int32_t pick(mrp_state *s, uint32_t position, float *q_row, float *conf) 
         for (int32_t i = 0; i < s->m; i++)
             q_row[s->cand[i]] = (float)(exp((double)(s->z[i] / T - zmax)) / sum);
     }
-    *conf = s->mode == MODE_REMASK ? confidence(s, best) : 1.0f;
+    *conf = s->mode == MODE_REMASK || s->min_conf > 0.0f ? confidence(s, best) : 1.0f;
     return s->cand[best];
 }
 
@@ -503,9 +512,14 @@ static specd_status draft_round(mrp_state *s, const float *logits, const float *
     mrp_prof_mark(&s->prof, MRP_PROF_C1);
     s->pend[0] = pick(s, (uint32_t)n_new, s->need_q ? s->q : NULL, &s->conf[0]);
     mrp_prof_mark(&s->prof, MRP_PROF_PICK);
+    /* spec with min_conf: a draft the head doubts costs a verify row (and the rows after it)
+     * for little chance of acceptance; proposing fewer never changes the output (the drafts'
+     * count depends on the drafter's state only, as in EAGLE-2's dynamic drafts) */
+    int32_t n_draft = s->k;
+    if (s->conf[0] < s->min_conf) n_draft = 0;
     for (size_t i = 0; i < E; i++) s->hacc[i] = hA[i] + s->hp[i];
     specd_status st = SPECD_OK;
-    for (int32_t k = 2; k <= s->k && st == SPECD_OK; k++) {
+    for (int32_t k = 2; k <= n_draft && st == SPECD_OK; k++) {
         int32_t y = s->pend[k - 2], p = (int32_t)(t + k), zero = 0;
         mrp_head_input(s->head, y, s->hacc, s->u, s->in2);
         mrp_prof_mark(&s->prof, MRP_PROF_INPUT);
@@ -523,12 +537,13 @@ static specd_status draft_round(mrp_state *s, const float *logits, const float *
         s->pend[k - 1] = pick(s, (uint32_t)(n_new + k - 1),
                               s->need_q ? s->q + (size_t)(k - 1) * V : NULL, &s->conf[k - 1]);
         mrp_prof_mark(&s->prof, MRP_PROF_PICK);
+        if (s->conf[k - 1] < s->min_conf) n_draft = k - 1;
     }
     s->prof.rounds++;
     /* speculative rows never stay */
     specd_context_kv_truncate(s->hctx, 0, committed, NULL);
     if (st != SPECD_OK) return st;
-    s->n_pend = s->k;
+    s->n_pend = n_draft;
     return SPECD_OK;
 }
 
@@ -619,7 +634,9 @@ const specd_policy_ops specd_policy_mrp = {
     .options_help = "head=PATH (MRP head GGUF over the target), k=mrp.n_draft|3 (drafts per "
                     "step), mode=spec|direct|remask (direct: drafts emitted unchecked, LOSSY; "
                     "remask: drafts emitted unchecked while the head's confidence is >= tau, "
-                    "the rest redrafted, LOSSY), tau=0.5 (remask), vocab=8192 (C_1 and the "
+                    "the rest redrafted, LOSSY), tau=0.5 (remask), min_conf=0 (spec: stop drafting "
+                    "at the first draft whose head probability is below this; fewer verify rows, "
+                    "same output), vocab=8192 (C_1 and the "
                     "drafts over the first N tokens of the head's mrp.draft_vocab, most "
                     "frequent first; 0: the whole vocabulary, as is a head without the list), "
                     "cand=64 (tokens the later residuals are computed over; 0: all, each C_k by "

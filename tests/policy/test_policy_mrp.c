@@ -132,6 +132,40 @@ static void test_identity_shipped_head(void **s) {
     assert_true(whole > 0);
 }
 
+/* spec with min_conf: fewer proposals (the head's doubtful drafts are not laid out), the same
+ * tokens as plain decoding under greedy and coupled, never lossy */
+static void test_min_conf(void **s) {
+    (void)s;
+    if (!have_shipped()) {
+        fprintf(stderr, "SKIP: no trained MRP head at %s (set SPECD_MRP_HEAD)\n", shipped_head);
+        skip();
+    }
+    const float temps[] = {0.0f, 0.8f};
+    for (int ti = 0; ti < 2; ti++) {
+        int64_t drafted_all = 0, drafted_gated = 0;
+        for (int p = 0; p < N_PROMPTS; p++) {
+            int32_t plain[N_GEN], all[N_GEN], gated[N_GEN];
+            specd_seq_stats s_plain, s_all, s_gated;
+            char opts[1200];
+            generate(p, "none", NULL, temps[ti], plain, &s_plain);
+            snprintf(opts, sizeof opts, "head=%s,k=3", shipped_head);
+            generate(p, "mrp", opts, temps[ti], all, &s_all);
+            snprintf(opts, sizeof opts, "head=%s,k=3,min_conf=0.4", shipped_head);
+            generate(p, "mrp", opts, temps[ti], gated, &s_gated);
+            for (int i = 0; i < N_GEN; i++)
+                if (plain[i] != gated[i])
+                    fail_msg("T=%.1f prompt %d: min_conf=0.4 differs from plain at %d", temps[ti],
+                             p, i);
+            assert_int_equal(s_gated.lossy, 0);
+            drafted_all += s_all.n_draft_tokens;
+            drafted_gated += s_gated.n_draft_tokens;
+        }
+        fprintf(stderr, "T=%.1f: %lld proposals at min_conf=0, %lld at min_conf=0.4\n", temps[ti],
+                (long long)drafted_all, (long long)drafted_gated);
+        assert_true(drafted_gated < drafted_all);
+    }
+}
+
 /* direct: drafts emitted unchecked; the steps say lossy and carry k + 1 tokens */
 static void test_direct_is_lossy(void **s) {
     (void)s;
@@ -380,6 +414,8 @@ static void test_bad_heads(void **s) {
     expect_refused(opts, SPECD_E_INVALID_ARG, "cand_from=nowhere");
     snprintf(opts, sizeof opts, "head=%s,mode=remask,tau=high", random_head);
     expect_refused(opts, SPECD_E_INVALID_ARG, "tau=high");
+    snprintf(opts, sizeof opts, "head=%s,min_conf=1.5", random_head);
+    expect_refused(opts, SPECD_E_INVALID_ARG, "min_conf=1.5");
     /* draft vocabularies: asked of a head without one, longer than the list, a bad list */
     snprintf(opts, sizeof opts, "head=%s,vocab=100", random_head);
     expect_refused(opts, SPECD_E_INVALID_ARG, "no mrp.draft_vocab");
@@ -624,6 +660,7 @@ int main(void) {
         cmocka_unit_test(test_batch_loop),
         cmocka_unit_test(test_rejection_statistics),
         cmocka_unit_test(test_identity_shipped_head),
+        cmocka_unit_test(test_min_conf),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     unlink(random_head);

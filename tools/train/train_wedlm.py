@@ -301,7 +301,8 @@ def main():
             ev = evaluate(model, mask_emb.detach(), held, a.block, a.seed)
             print(f"eval step {step + 1}: {json.dumps(ev)}", flush=True)
             log["eval"].append({"step": step + 1, **ev})
-        out_of_time = a.max_minutes and time.time() - t_train > 60 * a.max_minutes
+        out_of_time = (a.max_minutes and step + 1 < a.steps and
+                       time.time() - t_train > 60 * a.max_minutes)
         if (step + 1) % 25 == 0 or step == a.steps - 1 or out_of_time:
             save(a.out, model, mask_emb, a, step + 1, opt, sched, rng, order)
         if out_of_time:

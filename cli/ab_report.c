@@ -33,6 +33,10 @@ static char *render(const specd_tokenizer *tok, const int32_t *ids, int64_t from
     return buf;
 }
 
+double ab_p_cache(int64_t n_emitted, int64_t n_tokens_run) {
+    return n_tokens_run > 0 ? (double)n_emitted / (double)n_tokens_run : 0.0;
+}
+
 int ab_row_keep_text(ab_row *row, const specd_tokenizer *tok, const int32_t *plain,
                      int64_t n_plain, const int32_t *spec, int64_t n_spec) {
     int64_t head = n_plain < HEAD_TOKENS ? n_plain : HEAD_TOKENS;
@@ -121,11 +125,13 @@ static void write_verdict(FILE *f, const ab_setup *s, const ab_row *rows, int n,
                 rule_name(s->options), all->seq.lossy ? " and relaxed (LOSSY)" : "", same, n);
     }
     fputs("</p>\n<table><tr><th>acceptance</th><th>mean accepted</th><th>TPF</th>"
-          "<th>plain tok/s</th><th>spec tok/s</th><th>speedup</th><th>guard off-switches</th>"
+          "<th>p_cache (eq. 4)</th><th>plain tok/s</th><th>spec tok/s</th><th>speedup</th><th>guard off-switches</th>"
           "<th>guard plain steps</th></tr>\n", f);
-    fprintf(f, "<tr><td>%.3f</td><td>%.2f</td><td>%.2f</td><td>%.1f</td><td>%.1f</td>"
-               "<td>%.2fx</td><td>%lld</td><td>%lld of %lld</td></tr></table></section>\n",
-            all->acceptance, all->mean_accepted, all->tpf, all->tps_plain, all->tps_spec,
+    fprintf(f, "<tr><td>%.3f</td><td>%.2f</td><td>%.2f</td><td>%.3f</td><td>%.1f</td>"
+               "<td>%.1f</td><td>%.2fx</td><td>%lld</td><td>%lld of %lld</td></tr></table>"
+               "</section>\n",
+            all->acceptance, all->mean_accepted, all->tpf, all->p_cache, all->tps_plain,
+            all->tps_spec,
             speedup(all), (long long)all->seq.n_backoffs, (long long)all->seq.n_guard_plain,
             (long long)all->seq.n_steps);
 }

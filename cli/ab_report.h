@@ -15,6 +15,7 @@ typedef struct ab_row {
     int64_t n_plain, n_spec;
     specd_seq_stats seq;
     double acceptance, mean_accepted, tpf, tps_plain, tps_spec;
+    double p_cache; /* WeDLM eq. 4: tokens emitted / token rows the target ran (ab_p_cache) */
     uint64_t ns_plain, ns_spec;
     uint64_t fwd_ns_spec; /* of ns_spec, the target's forwards (the policy's own: seq.propose_ns) */
     int64_t tok_plain, tok_spec, steps_spec;
@@ -30,6 +31,11 @@ typedef struct ab_row {
     const char *task_id; /* borrowed from the task list; NULL without --tasks */
     int pass_plain, pass_spec;
 } ab_row;
+
+/* p_cache (WeDLM paper 003, eq. 4) = N_gen / N_fwd: the tokens emitted over the token rows the
+ * target ran in decoding steps (the steps' widths, prefill not counted), so 1 for plain decoding
+ * and the share of a wide step's rows that became output otherwise; 0 before any step. */
+double ab_p_cache(int64_t n_emitted, int64_t n_tokens_run);
 
 /* Fills row's text fields from the two runs' tokens (rendered with special tokens shown). Returns
  * non-zero when out of memory. */

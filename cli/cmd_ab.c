@@ -87,6 +87,7 @@ static void fill_row(ab_row *r, const cli_result *plain, const cli_result *spec)
     r->acceptance = cli_acceptance_rate(&spec->seq);
     r->mean_accepted = cli_mean_accepted(&spec->seq);
     r->tpf = cli_tpf(spec);
+    r->p_cache = ab_p_cache(spec->seq.n_emitted, spec->seq.n_tokens_run);
     r->tps_plain = cli_decode_tps(plain);
     r->tps_spec = cli_decode_tps(spec);
     r->ns_plain = plain->run.decode_ns;
@@ -105,6 +106,8 @@ static void json_row(FILE *f, const ab_row *r, int lossless, int agreement, int 
     json_number(f, r->mean_accepted);
     fprintf(f, ", \"tpf\": ");
     json_number(f, r->tpf);
+    fprintf(f, ", \"p_cache\": ");
+    json_number(f, r->p_cache);
     fprintf(f, ", \"tokens_per_s_plain\": ");
     json_number(f, r->tps_plain);
     fprintf(f, ", \"tokens_per_s_spec\": ");
@@ -310,6 +313,7 @@ int specd_cmd_ab(int argc, char **argv) {
     }
     ab_row *rows = calloc((size_t)n, sizeof *rows);
     ab_row all = {0};
+    int64_t emitted_all = 0, run_all = 0; /* p_cache over all prompts */
     int rc = rows ? 0 : 1, diverged = 0;
     fprintf(stderr, "specd ab: policy %s, %d prompts, %d tokens each, T=%g, rule %s\n", o.policy,
             n, o.n_predict, o.sampling.temperature,
@@ -341,6 +345,9 @@ int specd_cmd_ab(int argc, char **argv) {
                 rc = 1;
             }
             specd_seq_stats_add(&all.seq, &spec.seq);
+            /* summed here: specd_seq_stats_add does not add the per-step width counters */
+            emitted_all += spec.seq.n_emitted;
+            run_all += spec.seq.n_tokens_run;
             all.ns_plain += rows[i].ns_plain;
             all.ns_spec += rows[i].ns_spec;
             all.fwd_ns_spec += rows[i].fwd_ns_spec;
@@ -374,6 +381,7 @@ int specd_cmd_ab(int argc, char **argv) {
         all.acceptance = cli_acceptance_rate(&all.seq);
         all.mean_accepted = cli_mean_accepted(&all.seq);
         all.tpf = all.steps_spec ? (double)all.tok_spec / (double)all.steps_spec : 0.0;
+        all.p_cache = ab_p_cache(emitted_all, run_all);
         all.tps_plain = all.ns_plain ? (double)all.tok_plain * 1e9 / (double)all.ns_plain : 0.0;
         all.tps_spec = all.ns_spec ? (double)all.tok_spec * 1e9 / (double)all.ns_spec : 0.0;
         printf("%-4s %-40s %-10s %10s %8s %6s %10s %10s %8s\n", "#", "prompt", "identical",
@@ -402,6 +410,9 @@ int specd_cmd_ab(int argc, char **argv) {
                    (double)all.seq.propose_ns / 1e6 / (double)all.steps_spec,
                    all.fwd_ns_spec ? 100.0 * (double)all.seq.propose_ns / (double)all.fwd_ns_spec
                                    : 0.0);
+        if (!strcmp(o.policy, "wedlm"))
+            printf("p_cache (WeDLM eq. 4: tokens emitted / token rows run) %.3f, TPF %.2f\n",
+                   all.p_cache, all.tpf);
         if (lossless && all.seq.lossy)
             printf("policy %s flagged its steps LOSSY: %d of %d prompts identical token for "
                    "token (not a divergence of a lossless policy)\n", o.policy, n_identical, n);

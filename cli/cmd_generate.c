@@ -1,6 +1,7 @@
 /* specd generate: text from a prompt, plainly or speculatively, with figures on stderr. With a
  * policy it also runs plain decoding in the same process, so the speedup and the identity of the
  * two outputs are measured, not assumed. */
+#include "cli/ab_report.h" /* ab_p_cache */
 #include "cli/cli_run.h"
 #include "cli/commands.h"
 #include "specd/isd.h"
@@ -29,6 +30,11 @@ static void print_summary(const cli_options *o, const cli_result *spec, const cl
     for (int i = 0; i < o->max_draft && s->drafted_at[i] > 0; i++)
         fprintf(stderr, " %.2f", (double)s->accepted_at[i] / (double)s->drafted_at[i]);
     fprintf(stderr, "\ntokens per target forward %.2f\n", cli_tpf(spec));
+    if (!strcmp(o->policy, "wedlm"))
+        fprintf(stderr, "p_cache (WeDLM eq. 4) %.3f (%lld tokens emitted / %lld token rows run), "
+                        "TPF %.2f\n",
+                ab_p_cache(s->n_emitted, s->n_tokens_run), (long long)s->n_emitted,
+                (long long)s->n_tokens_run, cli_tpf(spec));
     if (spec->run.n_steps > 0)
         fprintf(stderr, "per step: target forward %.2f ms, policy %.2f ms (%.1f%% of the "
                         "forward)\n",

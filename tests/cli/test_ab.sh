@@ -14,8 +14,17 @@ for mode in "--accept greedy" "--accept coupled --temp 0.8 --seed 7" "--temp 1.1
   grep -q '"overall": {"identical": true' "$tmp/ab.json"
   python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert all(p['identical'] for p in d['prompts'])" "$tmp/ab.json"
   grep -q '^specd_num_draft_tokens_total{policy="ngram"}' "$tmp/ab.prom"
+  # p_cache (WeDLM eq. 4) beside tpf, per prompt and overall: a share of the rows run
+  python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert all(0 <= r['p_cache'] <= 1 for r in d['prompts'] + [d['overall']])" "$tmp/ab.json"
   echo "ab $mode: identical"
 done
+
+# wedlm (lossless mode, no adapter: mask rows of the base model) is identical under greedy and
+# reports p_cache in its summary and JSON
+"$specd" ab --policy wedlm --prompts "$tmp/prompts.txt" -n 16 --accept greedy --json "$tmp/wedlm.json" \
+  > "$tmp/wedlm.txt"
+grep -q '^p_cache (WeDLM eq. 4: tokens emitted / token rows run) [01]\.[0-9]*, TPF' "$tmp/wedlm.txt"
+python3 -c "import json,sys; d=json.load(open(sys.argv[1])); rows = d['prompts'] + [d['overall']]; assert all(r['identical'] and 0 < r['p_cache'] <= 1 for r in rows), rows" "$tmp/wedlm.json"
 
 # rejection sampling is lossless in distribution only: it reports, and exits 0
 "$specd" ab --policy ngram --prompts "$tmp/prompts.txt" -n 12 --accept rs --temp 0.9 > "$tmp/rs.txt"

@@ -11,6 +11,9 @@ b=$("$specd" generate -p "Name three colors." -n 16 --temp 0.9 --seed 11 2>/dev/
 grep -q 'output identical to plain decoding: yes' /tmp/specd_gen_err.$$
 grep -q 'tokens per target forward' /tmp/specd_gen_err.$$
 grep -q 'decode .* tok/s' /tmp/specd_gen_err.$$
+"$specd" generate -p "Count from 1 to 10." -n 16 --policy wedlm --temp 0 2> /tmp/specd_gen_err.$$ > /dev/null
+grep -q 'output identical to plain decoding: yes' /tmp/specd_gen_err.$$
+grep -q '^p_cache (WeDLM eq. 4) [01]\.[0-9]* (.*), TPF' /tmp/specd_gen_err.$$
 rm -f /tmp/specd_gen_err.$$
 if "$specd" generate -n 4 2>/dev/null; then echo "missing -p accepted"; exit 1; fi
 echo "specd generate: ok"

@@ -11,7 +11,11 @@ A checkpoint trained with --train-mask-embedding also gets `mask_embedding` [n_e
 vector of every mask row (specd_lora_mask_embedding); the clean rows keep the token embeddings, so
 R-ISD stays lossless. specd builds that predate it refuse such an adapter ("tensor mask_embedding is
 not a LoRA A/B weight") rather than run it with the wrong mask input; other PEFT readers see an
-unexpected key."""
+unexpected key.
+
+A train_wedlm.py checkpoint (args "objective": "wedlm") gets "specd_objective": "wedlm",
+"specd_shift": 0 and "specd_block" instead of "specd_train_strides": its mask rows are unshifted
+(run it as --policy wedlm --policy-opts adapter=DIR,shift=0)."""
 import argparse, json, os, sys
 
 import torch
@@ -60,6 +64,13 @@ def main():
            "specd_mask_token_id": args["mask_token_id"],
            "specd_gate": "mask rows only (R-ISD)",
            "specd_train_strides": args["strides"]}
+    if args.get("objective") == "wedlm":
+        # train_wedlm.py: unshifted mask rows (each predicts its own position), so specd's wedlm
+        # policy must read them with shift=0; R-ISD checkpoints keep the keys above unchanged
+        del cfg["specd_train_strides"]
+        cfg["specd_gate"] = "mask rows only (WeDLM)"
+        cfg.update({"specd_objective": "wedlm", "specd_shift": 0, "specd_block": args["block"],
+                    "specd_policy_opts": "shift=0"})
     if mask:
         cfg["specd_mask_embedding"] = True
     with open(os.path.join(a.out, "adapter_config.json"), "w") as f:

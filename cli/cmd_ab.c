@@ -313,7 +313,6 @@ int specd_cmd_ab(int argc, char **argv) {
     }
     ab_row *rows = calloc((size_t)n, sizeof *rows);
     ab_row all = {0};
-    int64_t emitted_all = 0, run_all = 0; /* p_cache over all prompts */
     int rc = rows ? 0 : 1, diverged = 0;
     fprintf(stderr, "specd ab: policy %s, %d prompts, %d tokens each, T=%g, rule %s\n", o.policy,
             n, o.n_predict, o.sampling.temperature,
@@ -345,9 +344,6 @@ int specd_cmd_ab(int argc, char **argv) {
                 rc = 1;
             }
             specd_seq_stats_add(&all.seq, &spec.seq);
-            /* summed here: specd_seq_stats_add does not add the per-step width counters */
-            emitted_all += spec.seq.n_emitted;
-            run_all += spec.seq.n_tokens_run;
             all.ns_plain += rows[i].ns_plain;
             all.ns_spec += rows[i].ns_spec;
             all.fwd_ns_spec += rows[i].fwd_ns_spec;
@@ -381,7 +377,7 @@ int specd_cmd_ab(int argc, char **argv) {
         all.acceptance = cli_acceptance_rate(&all.seq);
         all.mean_accepted = cli_mean_accepted(&all.seq);
         all.tpf = all.steps_spec ? (double)all.tok_spec / (double)all.steps_spec : 0.0;
-        all.p_cache = ab_p_cache(emitted_all, run_all);
+        all.p_cache = ab_p_cache(all.seq.n_emitted, all.seq.n_tokens_run);
         all.tps_plain = all.ns_plain ? (double)all.tok_plain * 1e9 / (double)all.ns_plain : 0.0;
         all.tps_spec = all.ns_spec ? (double)all.tok_spec * 1e9 / (double)all.ns_spec : 0.0;
         printf("%-4s %-40s %-10s %10s %8s %6s %10s %10s %8s\n", "#", "prompt", "identical",

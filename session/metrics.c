@@ -61,6 +61,10 @@ void specd_seq_stats_add(specd_seq_stats *a, const specd_seq_stats *b) {
     a->n_guard_plain += b->n_guard_plain;
     a->n_remote_verified += b->n_remote_verified;
     a->n_remote_fallback += b->n_remote_fallback;
+    a->n_rows += b->n_rows;
+    a->n_tokens_run += b->n_tokens_run;
+    a->n_empty_steps += b->n_empty_steps;
+    a->n_commit_steps += b->n_commit_steps;
     a->lossy |= b->lossy;
     a->propose_ns += b->propose_ns;
     a->verify_ns += b->verify_ns;

@@ -21,6 +21,7 @@
 
 #include "common/alloc.h"
 #include "common/status_internal.h"
+#include "policy/mask_rows.h"
 #include "policy/options.h"
 #include "specd/gguf.h"
 #include "specd/isd.h"
@@ -77,37 +78,6 @@ static void isd_shared_destroy(void *shared) {
     specd_free(sh);
 }
 
-/* Reads the mask embedding of the adapter in dir without a model into *out (owned). Files that
- * cannot be read here are the host's to report when it loads the adapter (the path may name
- * something only it can open): no vector then; a malformed vector is refused. */
-static specd_status read_mask(const char *dir, float **out, int32_t *n, specd_error *err) {
-    *out = NULL;
-    specd_status st = specd_lora_read_mask_embedding(dir, NULL, 0, n, err);
-    if (st == SPECD_E_IO) *n = 0;
-    else if (st != SPECD_OK) return st;
-    if (*n == 0) return SPECD_OK;
-    if (!(*out = specd_alloc_array((size_t)*n, sizeof(float))))
-        return specd_fail(err, SPECD_E_NOMEM, "out of memory");
-    st = specd_lora_read_mask_embedding(dir, *out, *n, n, err);
-    if (st != SPECD_OK) {
-        specd_free(*out);
-        *out = NULL;
-    }
-    return st;
-}
-
-/* Prefixes err's message with the policy and adapter, keeping the loader's reason. */
-static specd_status adapter_fail(specd_error *err, specd_status st, const char *name,
-                                 const char *adapter) {
-    if (err) {
-        char why[sizeof err->message];
-        memcpy(why, err->message, sizeof why);
-        why[sizeof why - 1] = '\0';
-        specd_fail(err, st, "policy %s: adapter=%s: %s", name, adapter, why);
-    }
-    return st;
-}
-
 static void isd_destroy(void *state) {
     isd_state *s = state;
     if (!s) return;
@@ -130,26 +100,6 @@ static void isd_destroy(void *state) {
     specd_free(s->gate);
     specd_free(s->accept_prob);
     specd_free(s);
-}
-
-/* The mask id: the option, else the model's tokenizer.ggml.mask_token_id, else the default. */
-static specd_status pick_mask(const specd_policy_env *env, const char *name, int32_t opt,
-                              int32_t *out, specd_error *err) {
-    int32_t id = opt;
-    if (id < 0) {
-        id = SPECD_ISD_DEFAULT_MASK;
-        const specd_gguf *g = env->target ? specd_model_gguf(env->target) : NULL;
-        uint32_t v;
-        if (g && specd_gguf_key_find(g, "tokenizer.ggml.mask_token_id") >= 0 &&
-            specd_gguf_get_u32(g, "tokenizer.ggml.mask_token_id", &v, NULL) == SPECD_OK &&
-            v < (uint32_t)env->n_vocab)
-            id = (int32_t)v;
-    }
-    if (id >= env->n_vocab)
-        return specd_fail(err, SPECD_E_INVALID_ARG, "policy %s: mask=%d is outside the vocabulary "
-                          "[0, %d)", name, id, env->n_vocab);
-    *out = id;
-    return SPECD_OK;
 }
 
 static specd_status isd_create_common(const specd_policy_env *env, const char *options,
@@ -179,7 +129,7 @@ static specd_status isd_create_common(const specd_policy_env *env, const char *o
                           "(2 * max_draft + 1 unless max_step_rows says more)",
                           name, stride, 2 * stride - 1, most);
     int32_t mask_id = 0;
-    SPECD_TRY(pick_mask(env, name, mask, &mask_id, err));
+    SPECD_TRY(specd_mask_pick_id(env, name, mask, &mask_id, err));
 
     isd_state *s = specd_alloc_array(1, sizeof *s); /* zeroed: destroy may run early */
     if (!s) return specd_fail(err, SPECD_E_NOMEM, "policy %s: out of memory", name);
@@ -249,14 +199,14 @@ static specd_status isd_create_common(const specd_policy_env *env, const char *o
     } else if (adapter[0] && env->target) {
         if ((st = specd_lora_create(env->target, adapter, &s->lora, err)) != SPECD_OK) {
             isd_destroy(s);
-            return adapter_fail(err, st, name, adapter);
+            return specd_mask_adapter_fail(err, st, name, adapter);
         }
         s->own_lora = 1;
         mask_vec = specd_lora_mask_embedding(s->lora, &n_mask);
     } else if (adapter[0]) {
-        if ((st = read_mask(adapter, &own_mask, &n_mask, err)) != SPECD_OK) {
+        if ((st = specd_mask_read_vector(adapter, &own_mask, &n_mask, err)) != SPECD_OK) {
             isd_destroy(s);
-            return adapter_fail(err, st, name, adapter);
+            return specd_mask_adapter_fail(err, st, name, adapter);
         }
         mask_vec = own_mask;
     }
@@ -302,12 +252,12 @@ static specd_status shared_create_common(const specd_policy_env *env, const char
         sh->mask = specd_lora_mask_embedding(sh->lora, &sh->n_mask);
     } else {
         /* the host loads the adapter from the layout's lora_path; the mask rows' input is ours */
-        st = read_mask(adapter, &sh->own_mask, &sh->n_mask, err);
+        st = specd_mask_read_vector(adapter, &sh->own_mask, &sh->n_mask, err);
         sh->mask = sh->own_mask;
     }
     if (st != SPECD_OK) {
         isd_shared_destroy(sh);
-        return adapter_fail(err, st, name, adapter);
+        return specd_mask_adapter_fail(err, st, name, adapter);
     }
     *shared = sh;
     return SPECD_OK;

@@ -37,6 +37,7 @@
 #include "policy/dlm_credit.h"
 #include "policy/dlm_embd.h"
 #include "policy/dlm_smooth.h"
+#include "policy/mask_rows.h"
 #include "policy/options.h"
 #include "policy/wedlm_select.h"
 #include "specd/gguf.h"
@@ -132,24 +133,12 @@ static specd_status load_adapter(wedlm_state *s, const specd_policy_env *env, co
         st = specd_lora_create(env->target, dir, &s->lora, err);
         if (st == SPECD_OK) vec = specd_lora_mask_embedding(s->lora, &n);
     } else {
-        st = specd_lora_read_mask_embedding(dir, NULL, 0, &n, err);
-        if (st == SPECD_E_IO) n = 0, st = SPECD_OK; /* the host reports what it cannot read */
-        if (st == SPECD_OK && n > 0) {
-            if (!(own = specd_alloc_array((size_t)n, sizeof(float))))
-                return specd_fail(err, SPECD_E_NOMEM, "policy wedlm: out of memory");
-            st = specd_lora_read_mask_embedding(dir, own, n, &n, err);
-            vec = own;
-        }
+        st = specd_mask_read_vector(dir, &own, &n, err);
+        vec = own;
     }
     if (st != SPECD_OK) {
         specd_free(own);
-        if (err) {
-            char why[sizeof err->message];
-            memcpy(why, err->message, sizeof why);
-            why[sizeof why - 1] = '\0';
-            specd_fail(err, st, "policy wedlm: adapter=%s: %s", dir, why);
-        }
-        return st;
+        return specd_mask_adapter_fail(err, st, "wedlm", dir);
     }
     if (vec && n > 0) {
         if (!(s->mask_vec = specd_alloc_array((size_t)n, sizeof(float)))) {
@@ -241,20 +230,8 @@ static specd_status wedlm_create(const specd_policy_env *env, const char *option
                           "policy wedlm: w=%d needs %d rows per step, "
                           "more than the step's %d",
                           w, w + 1, most);
-    int32_t mask_id = mask >= 0 ? mask : SPECD_ISD_DEFAULT_MASK;
-    if (mask < 0 && env->target) {
-        const specd_gguf *g = specd_model_gguf(env->target);
-        uint32_t v;
-        if (g && specd_gguf_key_find(g, "tokenizer.ggml.mask_token_id") >= 0 &&
-            specd_gguf_get_u32(g, "tokenizer.ggml.mask_token_id", &v, NULL) == SPECD_OK &&
-            v < (uint32_t)env->n_vocab)
-            mask_id = (int32_t)v;
-    }
-    if (mask_id >= env->n_vocab)
-        return specd_fail(err, SPECD_E_INVALID_ARG,
-                          "policy wedlm: mask=%d is outside the "
-                          "vocabulary [0, %d)",
-                          mask_id, env->n_vocab);
+    int32_t mask_id;
+    SPECD_TRY(specd_mask_pick_id(env, "wedlm", mask, &mask_id, err));
 
     wedlm_state *s = specd_alloc_array(1, sizeof *s);
     if (!s) return specd_fail(err, SPECD_E_NOMEM, "policy wedlm: out of memory");

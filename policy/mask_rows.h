@@ -1,0 +1,24 @@
+/* What the mask-row policies (isd/risd, wedlm) share about their [MASK] rows: which token id the
+ * mask is, the adapter's trained mask vector, and how an adapter failure is reported. */
+#ifndef SPECD_POLICY_MASK_ROWS_H
+#define SPECD_POLICY_MASK_ROWS_H
+
+#include "specd/policy.h"
+#include "specd/status.h"
+
+/* The mask id: opt when >= 0, else the model's tokenizer.ggml.mask_token_id, else
+ * SPECD_ISD_DEFAULT_MASK; refused when outside the vocabulary. */
+specd_status specd_mask_pick_id(const specd_policy_env *env, const char *policy, int32_t opt,
+                                int32_t *out, specd_error *err);
+
+/* Reads the mask embedding of the adapter in dir without a model into *out (owned by the caller,
+ * NULL with *n = 0 when the adapter has none). Files that cannot be read here are the host's to
+ * report when it loads the adapter (the path may name something only it can open): no vector
+ * then; a malformed vector is refused. */
+specd_status specd_mask_read_vector(const char *dir, float **out, int32_t *n, specd_error *err);
+
+/* Prefixes err's message with "policy P: adapter=DIR: ", keeping the loader's reason; returns st. */
+specd_status specd_mask_adapter_fail(specd_error *err, specd_status st, const char *policy,
+                                     const char *adapter);
+
+#endif

@@ -149,7 +149,7 @@ static specd_status parse_options(const specd_policy_env *env, const char *optio
     o->ctx = 4096;
     o->vocab = MRP_VOCAB_AUTO;
     strcpy(o->tau, "0.5");
-    strcpy(o->min_conf, "0");
+    strcpy(o->min_conf, "0.5");
     const specd_option_spec ints[] = {{"k", &o->k, 1, env->max_draft},
                                       {"cand", &o->m, 0, 4096},
                                       {"threads", &o->threads, 0, 256},
@@ -634,9 +634,9 @@ const specd_policy_ops specd_policy_mrp = {
     .options_help = "head=PATH (MRP head GGUF over the target), k=mrp.n_draft|3 (drafts per "
                     "step), mode=spec|direct|remask (direct: drafts emitted unchecked, LOSSY; "
                     "remask: drafts emitted unchecked while the head's confidence is >= tau, "
-                    "the rest redrafted, LOSSY), tau=0.5 (remask), min_conf=0 (spec: stop drafting "
+                    "the rest redrafted, LOSSY), tau=0.5 (remask), min_conf=0.5 (spec: stop drafting "
                     "at the first draft whose head probability is below this; fewer verify rows, "
-                    "same output), vocab=8192 (C_1 and the "
+                    "same output; 0: always k drafts), vocab=8192 (C_1 and the "
                     "drafts over the first N tokens of the head's mrp.draft_vocab, most "
                     "frequent first; 0: the whole vocabulary, as is a head without the list), "
                     "cand=64 (tokens the later residuals are computed over; 0: all, each C_k by "

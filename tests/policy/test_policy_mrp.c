@@ -79,7 +79,7 @@ static void generate(int p, const char *policy, const char *opts, float temperat
 /* spec mode against plain decoding on N_PROMPTS prompts; returns the proposals accepted */
 static int64_t check_identity(const char *head, const char *extra, float temperature) {
     char opts[1200];
-    snprintf(opts, sizeof opts, "head=%s,k=3%s", head, extra);
+    snprintf(opts, sizeof opts, "head=%s,k=3,min_conf=0%s", head, extra);
     int64_t accepted = 0;
     for (int p = 0; p < N_PROMPTS; p++) {
         int32_t plain[N_GEN], mrp[N_GEN];
@@ -148,7 +148,7 @@ static void test_min_conf(void **s) {
             specd_seq_stats s_plain, s_all, s_gated;
             char opts[1200];
             generate(p, "none", NULL, temps[ti], plain, &s_plain);
-            snprintf(opts, sizeof opts, "head=%s,k=3", shipped_head);
+            snprintf(opts, sizeof opts, "head=%s,k=3,min_conf=0", shipped_head);
             generate(p, "mrp", opts, temps[ti], all, &s_all);
             snprintf(opts, sizeof opts, "head=%s,k=3,min_conf=0.4", shipped_head);
             generate(p, "mrp", opts, temps[ti], gated, &s_gated);
@@ -305,7 +305,7 @@ static void test_batch_loop(void **s) {
     memset(&out, 0, sizeof out);
     loop_sink = &out;
     char opts[1200];
-    snprintf(opts, sizeof opts, "head=%s,k=3", random_head);
+    snprintf(opts, sizeof opts, "head=%s,k=3,min_conf=0", random_head);
     for (int p = 0; p < N_PROMPTS; p++) {
         specd_seq_params params = specd_seq_default_params();
         params.policy = "mrp";
@@ -544,7 +544,7 @@ static void test_rejection_statistics(void **s) {
                         .zero_output = 1};
     hs.info.n_layer = 1;
     assert_int_equal(mrp_write_head(head, &hs), 0);
-    snprintf(opts, sizeof opts, "head=%s,k=1,ctx=64,cand=%d", head, CAND);
+    snprintf(opts, sizeof opts, "head=%s,k=1,ctx=64,cand=%d,min_conf=0", head, CAND);
     const specd_policy_ops *ops = specd_policy_find("mrp");
     assert_non_null(ops);
     specd_policy_env env = {.n_vocab = V, .max_draft = 1, .target = model, .sampling = sp,

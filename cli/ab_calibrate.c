@@ -92,9 +92,12 @@ int ab_calibrate(const cli_engine *e, const cli_options *o, const ab_tasks *t,
             cli_result res = {0};
             rc = cli_run(e, &run, "none", NULL, ids, n_ids, 0, &res);
             size_t len;
-            char *text = rc ? NULL : ab_quality_text(e->tok, res.tokens, res.n_tokens, &len);
+            specd_error err;
+            char *text =
+                rc ? NULL : ab_decode_text(e->tok, res.tokens, res.n_tokens, 0, &len, &err);
             if (!rc && !text) {
-                fprintf(stderr, "specd ab: out of memory\n");
+                fprintf(stderr, "specd ab: decoding the output of task %s: %s\n",
+                        t->items[i].id, err.message);
                 rc = 1;
             }
             if (!rc) passed[i] += ab_task_check(&t->items[i], text, len);

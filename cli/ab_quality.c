@@ -158,9 +158,16 @@ specd_status ab_quality_score(specd_context *ctx, const int32_t *prompt, int64_t
         specd_seq_batch b = {.seq = 0, .n_tokens = (int32_t)take, .tokens = seq + pos};
         specd_extend_out o = {.n_rows = (int32_t)take, .logits = logits};
         st = specd_context_extend(ctx, &b, 1, &o, err);
-        for (int64_t r = 0; st == SPECD_OK && r < take; r++)
-            sum += neg_log_prob(logits + (size_t)r * (size_t)n_vocab, n_vocab,
-                                out[pos + r - (n_prompt - 1)]);
+        for (int64_t r = 0; st == SPECD_OK && r < take; r++) {
+            double nlp = neg_log_prob(logits + (size_t)r * (size_t)n_vocab, n_vocab,
+                                      out[pos + r - (n_prompt - 1)]);
+            /* a NaN would spread silently into the run's NLL and print as nan/null */
+            if (!isfinite(nlp))
+                st = fail(err, SPECD_E_NUMERIC,
+                          "ab_quality_score: non-finite log-probability at output token %lld",
+                          (long long)(pos + r - (n_prompt - 1)));
+            sum += nlp;
+        }
         pos += take;
     }
     specd_error ignored;

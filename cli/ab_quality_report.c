@@ -36,25 +36,17 @@ const char AB_QUALITY_HELP[] =
     "  pass       --tasks only: items whose output (decoded without special tokens)\n"
     "             passes the item's rule (bench/tasks/README.md) / items\n";
 
-char *ab_quality_text(const specd_tokenizer *tok, const int32_t *ids, int64_t n, size_t *len) {
-    size_t need = 0;
-    specd_error err;
-    if (n > 0) specd_tokenizer_decode(tok, ids, (size_t)n, 0, NULL, 0, &need, &err);
-    char *buf = malloc(need + 1);
-    if (!buf) return NULL;
-    size_t got = 0;
-    if (n > 0 && specd_tokenizer_decode(tok, ids, (size_t)n, 0, buf, need, &got, &err) != SPECD_OK)
-        got = 0;
-    buf[got] = '\0';
-    *len = got;
-    return buf;
-}
-
+/* The output as a task rule reads it: decoded without special tokens. 1 (said on stderr) when it
+ * does not decode: a tokenizer error is not the policy's FAIL. */
 static int check_task(const cli_engine *e, const ab_task *task, const int32_t *ids, int64_t n,
                       int *pass) {
     size_t len;
-    char *text = ab_quality_text(e->tok, ids, n, &len);
-    if (!text) return 1;
+    specd_error err;
+    char *text = ab_decode_text(e->tok, ids, n, 0, &len, &err);
+    if (!text) {
+        fprintf(stderr, "specd ab: decoding the output of task %s: %s\n", task->id, err.message);
+        return 1;
+    }
     *pass = ab_task_check(task, text, len);
     free(text);
     return 0;
@@ -74,10 +66,13 @@ int ab_quality_row(const cli_engine *e, const int32_t *prompt, int64_t n_prompt,
     ab_agreement_of(plain, n_plain, spec, n_spec, &row->agree);
     row->scored = score;
     if (score) {
+        /* identical outputs (every lossless run) have one score: a second forward adds nothing */
+        int same = n_spec == n_plain && !memcmp(spec, plain, (size_t)n_plain * sizeof *plain);
         if (ab_quality_score(e->ctx, prompt, n_prompt, plain, n_plain, &row->q_plain.nll_sum,
                              &err) != SPECD_OK ||
-            ab_quality_score(e->ctx, prompt, n_prompt, spec, n_spec, &row->q_spec.nll_sum,
-                             &err) != SPECD_OK) {
+            (same ? (row->q_spec.nll_sum = row->q_plain.nll_sum, 0)
+                  : ab_quality_score(e->ctx, prompt, n_prompt, spec, n_spec,
+                                     &row->q_spec.nll_sum, &err) != SPECD_OK)) {
             fprintf(stderr, "specd ab: scoring the output under the base model: %s\n",
                     err.message);
             return 1;
@@ -88,10 +83,8 @@ int ab_quality_row(const cli_engine *e, const int32_t *prompt, int64_t n_prompt,
     if (task) {
         row->task_id = task->id;
         if (check_task(e, task, plain, n_plain, &row->pass_plain) ||
-            check_task(e, task, spec, n_spec, &row->pass_spec)) {
-            fprintf(stderr, "specd ab: out of memory decoding the output\n");
+            check_task(e, task, spec, n_spec, &row->pass_spec))
             return 1;
-        }
         row->q_plain.tasks = row->q_spec.tasks = 1;
         row->q_plain.passed = row->pass_plain;
         row->q_spec.passed = row->pass_spec;

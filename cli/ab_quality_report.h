@@ -30,8 +30,4 @@ void ab_quality_json(FILE *f, const ab_row *r, int agreement, int tasks);
 /* Writes ", \"quality_definitions\": {...}". */
 void ab_quality_json_definitions(FILE *f);
 
-/* The output decoded as text without special tokens (what a task rule reads); a new
- * NUL-terminated string (free with free()), or NULL when out of memory. */
-char *ab_quality_text(const specd_tokenizer *tok, const int32_t *ids, int64_t n, size_t *len);
-
 #endif

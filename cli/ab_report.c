@@ -11,26 +11,42 @@
  * with -n. */
 enum { CONTEXT_BEFORE_TOKENS = 24, CONTEXT_AFTER_TOKENS = 8, HEAD_TOKENS = 64 };
 
-/* ids[from..to) rendered with special tokens shown, as a new NUL-terminated string. */
+char *ab_decode_text(const specd_tokenizer *tok, const int32_t *ids, int64_t n, uint32_t flags,
+                     size_t *len, specd_error *err) {
+    size_t need = 0, got = 0;
+    if (n > 0 && specd_tokenizer_decode(tok, ids, (size_t)n, flags, NULL, 0, &need, err) !=
+                     SPECD_OK &&
+        need == 0)
+        return NULL;
+    char *buf = malloc(need + 1);
+    if (!buf) {
+        if (err) {
+            err->status = SPECD_E_NOMEM;
+            snprintf(err->message, sizeof err->message, "out of memory decoding %lld tokens",
+                     (long long)n);
+        }
+        return NULL;
+    }
+    if (n > 0 && specd_tokenizer_decode(tok, ids, (size_t)n, flags, buf, need, &got, err) !=
+                     SPECD_OK) {
+        free(buf);
+        return NULL;
+    }
+    buf[got] = '\0';
+    if (len) *len = got;
+    return buf;
+}
+
+/* ids[from..to) rendered with special tokens shown, as a new NUL-terminated string; text that
+ * does not decode is shown empty (the page is a view, the figures do not depend on it). NULL
+ * when out of memory. */
 static char *render(const specd_tokenizer *tok, const int32_t *ids, int64_t from, int64_t to) {
     if (from < 0) from = 0;
     if (to < from) to = from;
-    size_t need = 0;
-    specd_error err;
-    if (to > from && specd_tokenizer_decode(tok, ids + from, (size_t)(to - from),
-                                            SPECD_DETOKENIZE_RENDER_SPECIAL, NULL, 0, &need,
-                                            &err) != SPECD_OK &&
-        need == 0)
-        return strdup("");
-    char *buf = malloc(need + 1);
-    if (!buf) return NULL;
-    size_t got = 0;
-    if (to > from && specd_tokenizer_decode(tok, ids + from, (size_t)(to - from),
-                                            SPECD_DETOKENIZE_RENDER_SPECIAL, buf, need, &got,
-                                            &err) != SPECD_OK)
-        got = 0;
-    buf[got] = '\0';
-    return buf;
+    specd_error err = {0};
+    char *text =
+        ab_decode_text(tok, ids + from, to - from, SPECD_DETOKENIZE_RENDER_SPECIAL, NULL, &err);
+    return text || err.status == SPECD_E_NOMEM ? text : strdup("");
 }
 
 double ab_p_cache(int64_t n_emitted, int64_t n_tokens_run) {

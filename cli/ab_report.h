@@ -37,6 +37,12 @@ typedef struct ab_row {
  * and the share of a wide step's rows that became output otherwise; 0 before any step. */
 double ab_p_cache(int64_t n_emitted, int64_t n_tokens_run);
 
+/* ids[0..n) decoded with the tokenizer's flags as a new NUL-terminated string (the caller frees
+ * it), its length in *len when len is not NULL; NULL with err set when the ids do not decode or
+ * memory runs out. */
+char *ab_decode_text(const specd_tokenizer *tok, const int32_t *ids, int64_t n, uint32_t flags,
+                     size_t *len, specd_error *err);
+
 /* Fills row's text fields from the two runs' tokens (rendered with special tokens shown). Returns
  * non-zero when out of memory. */
 int ab_row_keep_text(ab_row *row, const specd_tokenizer *tok, const int32_t *plain,

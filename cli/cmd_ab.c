@@ -239,6 +239,7 @@ int specd_cmd_ab(int argc, char **argv) {
     const char *tasks_path = NULL;
     int score = 1;
     ab_calibration cal = {.keep_rate = 0.3};
+    int keep_rate_set = 0;
     for (int i = 1; i < argc; i++) {
         int rc = cli_parse_shared(&o, argc, argv, &i);
         if (rc < 0) return 2;
@@ -265,6 +266,7 @@ int specd_cmd_ab(int argc, char **argv) {
                 return 2;
             }
             cal.keep_rate = p;
+            keep_rate_set = 1;
         }
         else if (!strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
         else if (!strcmp(argv[i], "--metrics") && i + 1 < argc) metrics_path = argv[++i];
@@ -279,9 +281,17 @@ int specd_cmd_ab(int argc, char **argv) {
         }
     }
     cal.json_out = json_path;
-    if (cal.runs) return calibrate(&o, tasks_path, prompts_path, &cal, argc, argv);
-    if (cal.select_out) {
-        fprintf(stderr, "specd ab: --select-out goes with --calibrate\n");
+    if (cal.runs) {
+        /* calibration runs plain decoding only and writes no page or metrics */
+        if (o.policy || report_path || metrics_path || !score) {
+            fprintf(stderr, "specd ab: --calibrate takes no --policy, --report, --metrics or "
+                            "--no-quality\n");
+            return 2;
+        }
+        return calibrate(&o, tasks_path, prompts_path, &cal, argc, argv);
+    }
+    if (cal.select_out || keep_rate_set) {
+        fprintf(stderr, "specd ab: --select-out and --keep-rate go with --calibrate\n");
         return 2;
     }
     if (!o.policy || (!prompts_path && !tasks_path)) {

@@ -39,10 +39,10 @@
  * an F16 head block costs ~2.5x a Q8_0 one per row (export_mrp.py --dtype q8_0; a Q8_0 eh_proj is
  * read as stored, mrp_head.h). threads=1 by default: the policy env does not carry the target's
  * thread count, and on a loaded machine a second head thread waited at the barriers (measured:
- * 1.5x the wall per head row at load 5 on 2 cores, half the CPU per thread). cand_from=target takes S from the top M of zA_t
- * instead and skips the full product, but a trained head moves most of z_1's mass out of zA_t's
- * top (zA_t predicts the token just decided, which the head cancels): measured against the python
- * reference, drafts then differ at most positions even with M = 1024.
+ * 1.5x the wall per head row at load 5 on 2 cores, half the CPU per thread). cand_from=target takes
+ * S from the top M of zA_t instead and skips the full product, but a trained head moves most of
+ * z_1's mass out of zA_t's top (zA_t predicts the token just decided, which the head cancels):
+ * measured against the python reference, drafts then differ at most positions even with M = 1024.
  * Drafts: argmax over S (greedy rule or T = 0); under the coupled rule the head's keyed guess
  * argmax z/T + G(the target's own sample stream), which is what the target emits when the head's
  * logits are right; under rejection sampling a draw from q = softmax(z/T) over S (zero elsewhere)
@@ -69,8 +69,8 @@ typedef struct mrp_state {
     specd_context *hctx;     /* the head's KV: committed rows, then this round's speculative */
     int32_t hctx_cap, hctx_batch;
     int mode;                /* MODE_*: direct and remask emit drafts unchecked (lossy) */
-    float tau;               /* remask: a draft is revealed while its confidence is >= tau */
-    float min_conf;          /* spec: drafting stops at the first draft less confident than this */
+    float stop_below;        /* drafting stops at the first draft whose confidence is below
+                              * this: remask's tau, spec's min_conf, 0 for direct */
     int full_c1;             /* cand_from=head: C_1 over the whole vocabulary */
     int full_all;            /* cand=0: every C_k over the whole vocabulary (S = all tokens) */
     const mrp_vocab *dv;     /* C_1 over the head's draft vocabulary only; NULL: the whole one */
@@ -231,9 +231,9 @@ static specd_status alloc_state(mrp_state *s) {
     if (s->full_c1)
         s->c1 = specd_alloc_array(s->dv ? (size_t)s->dv->n : (size_t)s->n_vocab, sizeof(float));
     if (s->dv) s->act = specd_alloc_array(1, s->dv->act_bytes);
-    int ok = s->pend && s->conf && (!s->dv || s->act) && s->tokens && s->pos && s->rows && s->emitted && s->keep &&
-             s->accept_prob && s->htok && s->hpos && s->u && s->in2 && s->hp && s->hacc &&
-             s->cand && s->cand_rows && s->z && (!s->need_q || s->q) && (!s->full_c1 || s->c1);
+    int ok = s->pend && s->conf && (!s->dv || s->act) && s->tokens && s->pos && s->rows &&
+             s->emitted && s->keep && s->accept_prob && s->htok && s->hpos && s->u && s->in2 &&
+             s->hp && s->hacc && s->cand && s->cand_rows && s->z && (!s->need_q || s->q) && (!s->full_c1 || s->c1);
     return ok ? SPECD_OK : SPECD_E_NOMEM;
 }
 
@@ -261,8 +261,9 @@ static specd_status mrp_create(const specd_policy_env *env, const char *options,
     s->n_embd = s->head->n_embd;
     s->mode = !strcmp(o.mode, "direct") ? MODE_DIRECT
               : !strcmp(o.mode, "remask") ? MODE_REMASK : MODE_SPEC;
-    s->tau = (float)strtod(o.tau, NULL);
-    s->min_conf = s->mode == MODE_SPEC ? (float)strtod(o.min_conf, NULL) : 0.0f;
+    s->stop_below = s->mode == MODE_REMASK ? (float)strtod(o.tau, NULL)
+                    : s->mode == MODE_SPEC   ? (float)strtod(o.min_conf, NULL)
+                                             : 0.0f;
     s->full_all = o.m == 0;
     s->full_c1 = !strcmp(o.from, "head") || s->full_all;
     /* the draft vocabulary serves C_1 (cand_from=head); cand=0 keeps the whole vocabulary */
@@ -273,7 +274,8 @@ static specd_status mrp_create(const specd_policy_env *env, const char *options,
     mrp_prof_init(&s->prof);
     s->rule = env->rule;
     s->temperature = env->rule == SPECD_ACCEPT_GREEDY ? 0.0f : env->sampling.temperature;
-    s->need_q = s->mode == MODE_SPEC && env->rule == SPECD_ACCEPT_REJECTION && s->temperature > 0.0f;
+    s->need_q =
+        s->mode == MODE_SPEC && env->rule == SPECD_ACCEPT_REJECTION && s->temperature > 0.0f;
     s->key = (specd_sample_key){.seed = env->seed, .sequence = env->seq_key};
     s->hctx_cap = o.ctx;
     s->hctx_batch = 64;
@@ -382,13 +384,6 @@ static specd_status mrp_layout(void *state, const int32_t *history, int64_t n_hi
                           (long long)n_history);
     if (!s->dead && !sync_head(s, n_history)) s->dead = 1;
     if (n_history != s->expect_n || s->dead) s->n_pend = 0;
-    if (s->mode == MODE_REMASK) {
-        /* reveal the proposals while the head is confident; the first one below tau and those
-         * after it are remasked: not laid out, drafted again from the next decided position */
-        int32_t r = 0;
-        while (r < s->n_pend && s->conf[r] >= s->tau) r++;
-        s->n_pend = r;
-    }
     const int32_t p = s->n_pend;
     s->n_at = n_history;
     s->n_tokens = 1 + p;
@@ -476,7 +471,7 @@ static int32_t pick(mrp_state *s, uint32_t position, float *q_row, float *conf) 
         for (int32_t i = 0; i < s->m; i++)
             q_row[s->cand[i]] = (float)(exp((double)(s->z[i] / T - zmax)) / sum);
     }
-    *conf = s->mode == MODE_REMASK || s->min_conf > 0.0f ? confidence(s, best) : 1.0f;
+    *conf = s->stop_below > 0.0f ? confidence(s, best) : 1.0f;
     return s->cand[best];
 }
 
@@ -512,11 +507,13 @@ static specd_status draft_round(mrp_state *s, const float *logits, const float *
     mrp_prof_mark(&s->prof, MRP_PROF_C1);
     s->pend[0] = pick(s, (uint32_t)n_new, s->need_q ? s->q : NULL, &s->conf[0]);
     mrp_prof_mark(&s->prof, MRP_PROF_PICK);
-    /* spec with min_conf: a draft the head doubts costs a verify row (and the rows after it)
-     * for little chance of acceptance; proposing fewer never changes the output (the drafts'
-     * count depends on the drafter's state only, as in EAGLE-2's dynamic drafts) */
+    /* drafting stops at the first draft the head doubts. spec (min_conf): such a draft costs a
+     * verify row, and the rows after it, for little chance of acceptance; proposing fewer never
+     * changes the output (the count depends on the drafter's state only, as in EAGLE-2's dynamic
+     * drafts). remask (tau): it and those after it are remasked, drafted again from the next
+     * decided position, and never cost a head row */
     int32_t n_draft = s->k;
-    if (s->conf[0] < s->min_conf) n_draft = 0;
+    if (s->conf[0] < s->stop_below) n_draft = 0;
     for (size_t i = 0; i < E; i++) s->hacc[i] = hA[i] + s->hp[i];
     specd_status st = SPECD_OK;
     for (int32_t k = 2; k <= n_draft && st == SPECD_OK; k++) {
@@ -537,7 +534,7 @@ static specd_status draft_round(mrp_state *s, const float *logits, const float *
         s->pend[k - 1] = pick(s, (uint32_t)(n_new + k - 1),
                               s->need_q ? s->q + (size_t)(k - 1) * V : NULL, &s->conf[k - 1]);
         mrp_prof_mark(&s->prof, MRP_PROF_PICK);
-        if (s->conf[k - 1] < s->min_conf) n_draft = k - 1;
+        if (s->conf[k - 1] < s->stop_below) n_draft = k - 1;
     }
     s->prof.rounds++;
     /* speculative rows never stay */
@@ -634,8 +631,8 @@ const specd_policy_ops specd_policy_mrp = {
     .options_help = "head=PATH (MRP head GGUF over the target), k=mrp.n_draft|3 (drafts per "
                     "step), mode=spec|direct|remask (direct: drafts emitted unchecked, LOSSY; "
                     "remask: drafts emitted unchecked while the head's confidence is >= tau, "
-                    "the rest redrafted, LOSSY), tau=0.5 (remask), min_conf=0.5 (spec: stop drafting "
-                    "at the first draft whose head probability is below this; fewer verify rows, "
+                    "the rest redrafted, LOSSY), tau=0.5 (remask), min_conf=0.5 (spec: stop "
+                    "drafting at the first draft whose head probability is below this; fewer verify rows, "
                     "same output; 0: always k drafts), vocab=8192 (C_1 and the "
                     "drafts over the first N tokens of the head's mrp.draft_vocab, most "
                     "frequent first; 0: the whole vocabulary, as is a head without the list), "

@@ -32,6 +32,7 @@
 #include "policy/builtin.h"
 
 #include "common/alloc.h"
+#include "common/log_internal.h"
 #include "common/status_internal.h"
 #include "policy/dlm_commit.h"
 #include "policy/dlm_credit.h"
@@ -47,6 +48,10 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* the credit table tracks every window slot, and a window's drafts fit the engine's chain */
+_Static_assert(SPECD_DLM_CREDIT_SLOTS >= SPECD_WEDLM_MAX_W, "credit slots below the window");
+_Static_assert(SPECD_WEDLM_MAX_W <= SPECD_MAX_DRAFT, "window wider than a draft");
 
 enum { SEL_ENTROPY, SEL_THRESHOLD, SEL_HIER, SEL_CREDIT };
 
@@ -463,9 +468,21 @@ static specd_status wedlm_verify(void *state, const float *logits, specd_step_ou
             const int64_t o = next.first + i - s->at.first;
             if (o < s->at.w) next.token[i] = s->at.token[o];
         }
-        SPECD_TRY(select_fills(s, &next, &credit, logits, err));
-        if (s->smooth_max > 0.0f)
-            SPECD_TRY(smooth_slots(s, &next, logits, has_vec, slot_iter, err));
+        specd_status st = select_fills(s, &next, &credit, logits, err);
+        if (st == SPECD_OK && s->smooth_max > 0.0f)
+            st = smooth_slots(s, &next, logits, has_vec, slot_iter, err);
+        if (st == SPECD_E_NUMERIC) {
+            /* a non-finite mask row only costs this window its fills: the tokens the clean rows
+             * decided stand, and the next step starts from masks */
+            specd_log(SPECD_LOG_WARN, "policy wedlm: %s; the window restarts from masks",
+                      err ? err->message : "non-finite mask logits");
+            SPECD_TRY(specd_wedlm_window_init(&next, s->w, s->n_at + n_emit, err));
+            specd_dlm_credit_init(&credit, s->credit.params, NULL);
+            memset(has_vec, 0, sizeof has_vec);
+            memset(slot_iter, 0, sizeof slot_iter);
+        } else if (st != SPECD_OK) {
+            return st;
+        }
     } else {
         /* every row after the rejected draft saw it: no fill or credit survives */
         specd_dlm_credit_init(&credit, s->credit.params, NULL);

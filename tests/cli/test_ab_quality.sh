@@ -120,7 +120,8 @@ for f in bad1:2:'needs field "to"' bad2:1:'not valid JSON' bad3:1:'unknown rule 
 done
 for bad in "--tasks $tmp/tasks.jsonl --prompts $tmp/prompts.txt" "--calibrate 2 --prompts $tmp/prompts.txt" \
            "--tasks $tmp/tasks.jsonl --calibrate 0" "--tasks $tmp/tasks.jsonl --calibrate 2 --keep-rate 2" \
-           "--prompts $tmp/prompts.txt --select-out $tmp/x.jsonl"; do
+           "--prompts $tmp/prompts.txt --select-out $tmp/x.jsonl" \
+           "--prompts $tmp/prompts.txt --keep-rate 0.5"; do
   set +e
   # shellcheck disable=SC2086
   "$specd" ab --policy ngram $bad -n 4 > /dev/null 2> "$tmp/err.txt"

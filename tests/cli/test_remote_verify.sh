@@ -21,18 +21,22 @@ trap cleanup EXIT
 "$bin/specd-drafter" --endpoint "$dep" --model "$model" 2>>"$dir/drafter.log" & dpid=$!
 "$bin/specd-verifier" --endpoint "$vep" --model "$model" 2>>"$dir/verifier.log" & vpid=$!
 sed -n '7,9p' "$src/examples/prompts.txt" > "$dir/prompts.txt"  # repetitive: drafts get accepted
+# The daemons bind once they have read the model's tokenizer; a host that starts before that
+# decides its first steps in-process, which the count below would take for a failure.
+for _ in $(seq 1 600); do [ -S "$dir/drafter.sock" ] && [ -S "$dir/verifier.sock" ] && break; sleep 0.05; done
+[ -S "$dir/verifier.sock" ] || { cat "$dir/verifier.log"; echo "verifier never bound"; exit 1; }
 
 for mode in "--temp 0" "--temp 0.8 --seed 2"; do
   # shellcheck disable=SC2086
-  "$bin/specd" ab --policy remote --policy-opts "endpoint=$dep,timeout_ms=2000" --verifier "$vep" \
-    --verifier-timeout-ms 2000 --prompts "$dir/prompts.txt" -n 24 --draft-max 4 --no-adaptive \
+  "$bin/specd" ab --policy remote --policy-opts "endpoint=$dep,timeout_ms=10000" --verifier "$vep" \
+    --verifier-timeout-ms 10000 --prompts "$dir/prompts.txt" -n 24 --draft-max 4 --no-adaptive \
     $mode > "$dir/table.txt" 2> "$dir/err.txt" || { cat "$dir/err.txt" "$dir/table.txt"; exit 1; }
   cat "$dir/table.txt"
   grep -q '(overall) *yes' "$dir/table.txt"
   line=$(grep 'remote verifier' "$dir/table.txt")
   there=$(echo "$line" | sed -E 's/.*: ([0-9]+) drafting steps verified there, ([0-9]+) in-process/\1/')
   here=$(echo "$line" | sed -E 's/.*: ([0-9]+) drafting steps verified there, ([0-9]+) in-process/\2/')
-  [ "$there" -gt 0 ] && [ "$here" -eq 0 ] || { echo "verifier did not decide: $line"; exit 1; }
+  [ "$there" -gt 0 ] && [ "$here" -eq 0 ] || { cat "$dir/err.txt"; echo "verifier did not decide: $line"; exit 1; }
   echo "remote drafter + remote verifier $mode: identical, $there steps verified remotely"
 done
 

@@ -24,9 +24,12 @@
  *   rejected token).
  * mode=stream (the paper's, lossy): the run is committed unverified (Alg. 1 lines 6-8); a step
  *   whose slot n is still a mask emits the pending row's token (exact), so every step emits.
- * Either way: keep the KV of the pending row and the emitted run except its last token (the next
- * pending token); then select (eq. 11 or a dInfer rule) which masks to fill from this step's rows,
- * and refill the window with masks (line 12).
+ * mode=block (lossy; the paper's block-wise baseline, Fig. 4c): the window is a block of W slots
+ *   that commits nothing until all are filled, then is emitted whole (block_verify()); steps
+ *   before that emit nothing (SPECD_POLICY_MAY_EMIT_NONE) but count as forwards in TPF.
+ * lossless and stream: keep the KV of the pending row and the emitted run except its last token
+ * (the next pending token); then select (eq. 11 or a dInfer rule) which masks to fill from this
+ * step's rows, and refill the window with masks (line 12).
  *
  * Every buffer is sized at create: a step allocates nothing. */
 #include "policy/builtin.h"
@@ -54,9 +57,10 @@ _Static_assert(SPECD_DLM_CREDIT_SLOTS >= SPECD_WEDLM_MAX_W, "credit slots below 
 _Static_assert(SPECD_WEDLM_MAX_W <= SPECD_MAX_DRAFT, "window wider than a draft");
 
 enum { SEL_ENTROPY, SEL_THRESHOLD, SEL_HIER, SEL_CREDIT };
+enum { MODE_LOSSLESS, MODE_STREAM, MODE_BLOCK };
 
 typedef struct wedlm_state {
-    int lossless;
+    int mode;
     int shift; /* 1: slot q is predicted by the row at q - 1 (R-ISD); 0: by its own row (WeDLM) */
     int sel;
     float tau, tau_low, lambda;
@@ -195,14 +199,16 @@ static specd_status wedlm_create(const specd_policy_env *env, const char *option
                                      {"lambda", lambda_s, (int32_t)sizeof lambda_s},
                                      {"smooth", smooth_s, (int32_t)sizeof smooth_s}};
     SPECD_TRY(specd_options_parse("wedlm", options, ints, 3, strs, 7, err));
-    int lossless, sel;
+    int mode_id, sel;
     if (!strcmp(mode, "lossless"))
-        lossless = 1;
+        mode_id = MODE_LOSSLESS;
     else if (!strcmp(mode, "stream"))
-        lossless = 0;
+        mode_id = MODE_STREAM;
+    else if (!strcmp(mode, "block"))
+        mode_id = MODE_BLOCK;
     else
         return specd_fail(err, SPECD_E_INVALID_ARG,
-                          "policy wedlm: mode=%s (want lossless or stream)", mode);
+                          "policy wedlm: mode=%s (want lossless, stream or block)", mode);
     if (!strcmp(select, "entropy"))
         sel = SEL_ENTROPY;
     else if (!strcmp(select, "threshold"))
@@ -240,7 +246,7 @@ static specd_status wedlm_create(const specd_policy_env *env, const char *option
 
     wedlm_state *s = specd_alloc_array(1, sizeof *s);
     if (!s) return specd_fail(err, SPECD_E_NOMEM, "policy wedlm: out of memory");
-    s->lossless = lossless;
+    s->mode = mode_id;
     s->shift = shift;
     s->sel = sel;
     s->tau = tau;
@@ -416,9 +422,78 @@ static specd_status smooth_slots(const wedlm_state *s, const specd_wedlm_window 
     return SPECD_OK;
 }
 
+/* mode=block, the paper's block-wise baseline (§5.2, Fig. 3 "stop-and-wait"): the window is one
+ * block that neither commits nor slides until every slot is filled. A step whose layout had the
+ * whole block filled emits it unverified and keeps its KV (that step's rows saw every block token
+ * in logical order: they are cache-valid), and a fresh block of W masks starts; any other step
+ * emits nothing, keeps no KV (the pending row is run again next step) and adds fills: a masked
+ * slot 0 takes the pending row's token as plain decoding draws it, then the selection rule fills
+ * among the other masks, so every step fills at least one slot and every block finishes. */
+static specd_status block_verify(wedlm_state *s, const float *logits, specd_step_outcome *out,
+                                 specd_error *err) {
+    int32_t n_emit = 0;
+    specd_dlm_credit credit = s->credit;
+    specd_wedlm_window next = s->at;
+    uint8_t has_vec[SPECD_WEDLM_MAX_W] = {0};
+    int32_t slot_iter[SPECD_WEDLM_MAX_W] = {0};
+    if (specd_wedlm_commit_run(&s->at) == s->w) {
+        memcpy(s->emitted, s->at.token, (size_t)s->w * sizeof(int32_t));
+        n_emit = s->w;
+        for (int32_t i = 0; i < s->w; i++) /* the pending row and the block but its last token */
+            s->keep[i] = i;
+        specd_dlm_credit_init(&credit, s->credit.params, NULL);
+        SPECD_TRY(specd_wedlm_window_init(&next, s->w, s->n_at + n_emit, err));
+    } else {
+        int32_t filled = 0;
+        if (next.token[0] < 0) {
+            specd_sample_key key = s->key;
+            key.position = (uint32_t)s->n_at;
+            SPECD_TRY(specd_sampler_sample(s->target, logits, s->n_vocab, key, &next.token[0], err));
+            specd_dlm_credit_forget(&credit, next.first);
+            filled = 1;
+        }
+        const specd_wedlm_window before = next;
+        const specd_dlm_credit credit_before = credit;
+        specd_status st = select_fills(s, &next, &credit, logits, err); /* OK when none is left */
+        if (st == SPECD_OK && s->smooth_max > 0.0f)
+            st = smooth_slots(s, &next, logits, has_vec, slot_iter, err);
+        if (st == SPECD_E_NUMERIC && filled) {
+            /* a non-finite mask row costs this step its other fills; the block keeps what it had
+             * and slot 0's exact token, so it still makes progress */
+            specd_log(SPECD_LOG_WARN, "policy wedlm: %s; this step fills slot 0 only",
+                      err ? err->message : "non-finite mask logits");
+            next = before;
+            credit = credit_before;
+            memset(has_vec, 0, sizeof has_vec);
+            memset(slot_iter, 0, sizeof slot_iter);
+        } else if (st != SPECD_OK) {
+            return st; /* with no fill this step the block would never finish */
+        }
+    }
+    s->win = next;
+    s->credit = credit;
+    memcpy(s->has_vec, has_vec, sizeof has_vec);
+    memcpy(s->slot_iter, slot_iter, sizeof slot_iter);
+    if (s->smooth_max > 0.0f) {
+        float *t = s->slot_vec;
+        s->slot_vec = s->slot_vec_next;
+        s->slot_vec_next = t;
+    }
+    s->expect_n = s->n_at + n_emit;
+    *out = (specd_step_outcome){.n_emitted = n_emit,
+                                .emitted = s->emitted,
+                                .n_keep = n_emit ? s->w : 0,
+                                .keep = s->keep,
+                                .n_drafted = n_emit,
+                                .n_accepted = n_emit,
+                                .lossy = n_emit > 0};
+    return SPECD_OK;
+}
+
 static specd_status wedlm_verify(void *state, const float *logits, specd_step_outcome *out,
                                  specd_error *err) {
     wedlm_state *s = state;
+    if (s->mode == MODE_BLOCK) return block_verify(s, logits, out, err);
     const int32_t r = specd_wedlm_commit_run(&s->at);
     specd_sample_key key = s->key;
     key.position = (uint32_t)s->n_at;
@@ -429,7 +504,7 @@ static specd_status wedlm_verify(void *state, const float *logits, specd_step_ou
         SPECD_TRY(specd_sampler_sample(s->target, logits, s->n_vocab, key, &s->emitted[0], err));
         n_emit = 1;
         n_keep = 1;
-    } else if (s->lossless) {
+    } else if (s->mode == MODE_LOSSLESS) {
         specd_chain_input in = {.k = r,
                                 .draft = s->at.token,
                                 .q_vocab = s->n_vocab,
@@ -518,7 +593,8 @@ const specd_policy_ops specd_policy_wedlm = {
     .options_help =
         "STAND-IN: runs an R-ISD adapter (shifted) until a WeDLM adapter is trained. "
         "shift=1 (slot q read from the row at q-1: R-ISD; 0: a mask's own row, WeDLM), "
-        "mode=lossless|stream (stream: the paper's unverified commit, lossy), w=6 (window), "
+        "mode=lossless|stream|block (stream: the paper's unverified commit, lossy; block: "
+        "block-wise baseline, a block of w emitted whole once filled, lossy), w=6 (window), "
         "select=entropy|threshold|hierarchical|credit (entropy: eq. 11), tau (entropy 0.3; "
         "threshold/credit 0.8; hierarchical 0.92), tau_low=0.62, lambda=0.1 (eq. 11), mask=ID, "
         "adapter=DIR (PEFT LoRA on mask rows), smooth=0 (IterSmooth alpha cap, e.g. 0.3; 0 = off)",
@@ -527,4 +603,6 @@ const specd_policy_ops specd_policy_wedlm = {
     .layout = wedlm_layout,
     .verify = wedlm_verify,
     .rollback = wedlm_rollback,
+    /* mode=block's steps before a block is whole emit nothing (lossless and stream always emit) */
+    .flags = SPECD_POLICY_MAY_EMIT_NONE,
 };

@@ -219,13 +219,70 @@ static void test_nan_mask_row(void **s) {
     }
 }
 
+/* mode=block: nothing is emitted or kept until the block's layout is all filled; slot 0 takes the
+ * pending row's token; the full block is emitted whole with its KV, and a fresh block starts */
+static void test_block_waits_for_whole_block(void **s) {
+    (void)s;
+    specd_error err;
+    void *st = make("w=4,mask=0,mode=block");
+    assert_true(ops->flags & SPECD_POLICY_MAY_EMIT_NONE);
+    int32_t hist[32] = {0};
+    for (int i = 0; i < 10; i++)
+        hist[i] = 1 + i;
+    specd_step_layout l;
+    specd_step_outcome o;
+    float lg[ROWS * V];
+
+    /* step 1: [10@9 | M@10 M@11 M@12 M@13]. Slot 10 <- the pending row's 3 (exact), then eq. 11
+     * over slots 11..13: 11 <- row@10 (peaked 5, d 0), 12 <- row@11 (flat), 13 <- row@12 (peaked
+     * 7, H~ = 0 + 0.1 * 2 = 0.2 < 0.3; d counts from slot 11, the leftmost mask left): fills
+     * 3 5 M 7, nothing emitted or kept */
+    assert_int_equal(ops->layout(st, hist, 10, &l, &err), SPECD_OK);
+    expect_layout(&l, (const int32_t[]){10, MASK, MASK, MASK, MASK},
+                  (const int32_t[]){9, 10, 11, 12, 13});
+    peaked(lg, 3), peaked(lg + V, 5), flat(lg + 2 * V), peaked(lg + 3 * V, 7), flat(lg + 4 * V);
+    assert_int_equal(ops->verify(st, lg, &o, &err), SPECD_OK);
+    assert_true(o.n_emitted == 0 && o.n_keep == 0 && !o.lossy);
+
+    /* step 2, same history: [10@9 | 3@10 5@11 7@13 | M@12]. Slot 12 <- row@11 = physical row 2
+     * (flat): the only mask, filled anyway (at least one fill per step) with the flat argmax 0 */
+    assert_int_equal(ops->layout(st, hist, 10, &l, &err), SPECD_OK);
+    expect_layout(&l, (const int32_t[]){10, 3, 5, 7, MASK},
+                  (const int32_t[]){9, 10, 11, 13, 12});
+    flat(lg), flat(lg + V), flat(lg + 2 * V), flat(lg + 3 * V), flat(lg + 4 * V);
+    assert_int_equal(ops->verify(st, lg, &o, &err), SPECD_OK);
+    assert_true(o.n_emitted == 0 && o.n_keep == 0);
+
+    /* step 3: the block is whole, in logical order [10@9 | 3@10 5@11 0@12 7@13]: emitted as
+     * filled (the rows' own predictions are not read), rows 0..3 keep their KV (7 is pending) */
+    assert_int_equal(ops->layout(st, hist, 10, &l, &err), SPECD_OK);
+    expect_layout(&l, (const int32_t[]){10, 3, 5, 0, 7}, (const int32_t[]){9, 10, 11, 12, 13});
+    for (int r = 0; r < ROWS; r++)
+        peaked(lg + r * V, 9);
+    assert_int_equal(ops->verify(st, lg, &o, &err), SPECD_OK);
+    assert_int_equal(o.n_emitted, 4);
+    assert_memory_equal(o.emitted, ((const int32_t[]){3, 5, 0, 7}), 4 * sizeof(int32_t));
+    assert_int_equal(o.n_keep, 4);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(o.keep[i], i);
+    assert_true(o.lossy && o.n_drafted == 4 && o.n_accepted == 4);
+    hist[10] = 3, hist[11] = 5, hist[12] = 0, hist[13] = 7;
+
+    /* a fresh block of masks after it */
+    assert_int_equal(ops->layout(st, hist, 14, &l, &err), SPECD_OK);
+    expect_layout(&l, (const int32_t[]){7, MASK, MASK, MASK, MASK},
+                  (const int32_t[]){13, 14, 15, 16, 17});
+    ops->destroy(st);
+}
+
 static void test_options(void **s) {
     (void)s;
     specd_policy_env env = {.n_vocab = V, .max_draft = 8, .rule = SPECD_ACCEPT_GREEDY};
     env.sampling = specd_sampling_default_params();
     const char *bad[] = {
         "w=0",       "w=65",    "mode=fast", "select=random", "tau=abc", "select=threshold,tau=2",
-        "lambda=-1", "mask=16", "shift=2",   "w=17" /* 18 rows > 2 * 8 + 1 */};
+        "lambda=-1", "mask=16", "shift=2",   "w=17" /* 18 rows > 2 * 8 + 1 */,
+        "mode=blocks", "mode=block,w=0", "mode=block,tau=-1", "mode=block,w=17"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         void *st = NULL;
         specd_error err;
@@ -238,7 +295,8 @@ static void test_options(void **s) {
                           "select=hierarchical",
                           "select=credit",
                           "w=1,lambda=0",
-                          "mode=stream,select=entropy,tau=0.5"};
+                          "mode=stream,select=entropy,tau=0.5",
+                          "mode=block,select=credit,w=8"};
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
         ops->destroy(make(good[i]));
     assert_non_null(strstr(ops->options_help, "STAND-IN"));
@@ -255,6 +313,7 @@ int main(void) {
         cmocka_unit_test(test_stream_commits_unverified),
         cmocka_unit_test(test_unshifted_reads_own_row),
         cmocka_unit_test(test_nan_mask_row),
+        cmocka_unit_test(test_block_waits_for_whole_block),
         cmocka_unit_test(test_options),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,13 +1,14 @@
 /* wedlm: WeDLM streaming parallel decoding (paper 003, §5.2, Alg. 1) as a self-speculative
  * policy, with dInfer's commit rules (paper 001, App. B) as alternative selection rules.
  *
- * STAND-IN MODEL. No WeDLM adapter is trained yet. Until one is, the mask rows run an R-ISD
- * adapter (models/adapters/smollm2-135m-risd2), which is SHIFTED: the row at logical position x
- * predicts position x + 1 whatever its input (a clean row gives plain decoding's distribution, a
- * mask row the adapter's guess without knowing x). So here the prediction for window slot q is
- * the logits of the row at logical position q - 1 (shift=1, the default). A WeDLM adapter is
- * unshifted (its mask row predicts its own position, [code]: MLM loss at the same index): shift=0
- * reads a mask slot's prediction from its own row (pred_row() below); nothing else changes.
+ * Two adapters fit, told apart by shift= (pred_row() below; nothing else changes):
+ *  shift=0  a WeDLM adapter (models/adapters/smollm2-135m-wedlm, tools/train): unshifted, a mask
+ *           row predicts its own position ([code]: MLM loss at the same index), so a mask slot's
+ *           prediction is its own row's logits.
+ *  shift=1  (the default) the R-ISD adapter as a STAND-IN (models/adapters/smollm2-135m-risd2),
+ *           which is SHIFTED: the row at logical position x predicts x + 1 whatever its input (a
+ *           clean row gives plain decoding's distribution, a mask row the adapter's guess without
+ *           knowing x), so slot q's prediction is the logits of the row at logical position q - 1.
  *
  * Step at history length n (pending token history[n-1] at position n-1), window of W slots at
  * logical positions n..n+W-1, each a mask or a filled draft (wedlm_select.h):
@@ -344,7 +345,8 @@ static specd_status wedlm_layout(void *state, const int32_t *history, int64_t n_
 }
 
 /* The row whose logits predict logical position q, or -1 when this step had none: shifted (the
- * stand-in), the row at q - 1 whatever it held; unshifted (WeDLM), q's own row if it was a mask. */
+ * R-ISD stand-in), the row at q - 1 whatever it held; unshifted (WeDLM), q's own row if it was a
+ * mask. */
 static int32_t pred_row(const wedlm_state *s, int64_t q) {
     const int64_t i = q - s->shift - (s->n_at - 1); /* row_of index: logical n - 1 + i */
     if (i < 0 || i > s->w) return -1;
@@ -591,8 +593,8 @@ const specd_policy_ops specd_policy_wedlm = {
     .abi_version = SPECD_POLICY_ABI_VERSION,
     .name = "wedlm",
     .options_help =
-        "STAND-IN: runs an R-ISD adapter (shifted) until a WeDLM adapter is trained. "
-        "shift=1 (slot q read from the row at q-1: R-ISD; 0: a mask's own row, WeDLM), "
+        "shift=1 (slot q read from the row at q-1: the shifted R-ISD adapter as a STAND-IN; "
+        "shift=0: a mask's own row, for a WeDLM adapter such as smollm2-135m-wedlm), "
         "mode=lossless|stream|block (stream: the paper's unverified commit, lossy; block: "
         "block-wise baseline, a block of w emitted whole once filled, lossy), w=6 (window), "
         "select=entropy|threshold|hierarchical|credit (entropy: eq. 11), tau (entropy 0.3; "

@@ -299,7 +299,10 @@ static void test_options(void **s) {
                           "mode=block,select=credit,w=8"};
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
         ops->destroy(make(good[i]));
+    /* the stand-in warning belongs to shift=1 only, and shift=0 names the WeDLM adapter */
     assert_non_null(strstr(ops->options_help, "STAND-IN"));
+    assert_non_null(strstr(ops->options_help, "shift=0: a mask's own row, for a WeDLM adapter"));
+    assert_non_null(strstr(ops->options_help, "mode=lossless|stream|block"));
 }
 
 int main(void) {

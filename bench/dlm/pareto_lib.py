@@ -249,6 +249,7 @@ def _panel(points, series, x0, y0, w, h, title, plain_ref):
     if len(front) > 1:
         s.append('<polyline fill="none" stroke="#000" stroke-width="1.5" points="%s"/>'
                  % " ".join("%.1f,%.1f" % (X(p["tpf"]), Y(p[ykey])) for p in front))
+    labels = {}
     for p in points:
         if not isinstance(p.get("tpf"), (int, float)) or not isinstance(p.get(ykey),
                                                                          (int, float)):
@@ -263,11 +264,14 @@ def _panel(points, series, x0, y0, w, h, title, plain_ref):
         if p.get("pareto"):
             s.append('<circle cx="%.1f" cy="%.1f" r="8.5" fill="none" stroke="#000" '
                      'stroke-width="1.5"/>' % (cx, cy))
-            # labels right of the point, or left of it in the panel's right third
-            left = cx > x0 + L + 0.66 * pw
-            s.append('<text x="%.1f" y="%.1f" font-size="10" fill="#333" text-anchor="%s">%s'
-                     '</text>' % (cx - 10 if left else cx + 10, cy - 6, "end" if left else "start",
-                                  e(short_label(p))))
+            labels.setdefault((round(cx), round(cy)), []).append(short_label(p))
+    # one label per front position (points with equal figures share it), right of the point or,
+    # in the panel's right third, left of it
+    for (cx, cy), texts in labels.items():
+        left = cx > x0 + L + 0.66 * pw
+        s.append('<text x="%.1f" y="%.1f" font-size="10" fill="#333" text-anchor="%s">%s</text>'
+                 % (cx - 10 if left else cx + 10, cy - 6, "end" if left else "start",
+                    e(" | ".join(texts))))
     s.append("</g>")
     return s
 
@@ -277,7 +281,7 @@ def short_label(p):
     if p["mode"] == "block":
         lab.append("block")
     if p["select"] != "entropy":
-        lab.append(p["select"][:5])
+        lab.append(p["select"])
     lab.append("\u03c4%s" % fmt(p["tau"]) if "tau" in p else "")
     if "lambda" in p:
         lab.append("\u03bb%s" % fmt(p["lambda"]))
@@ -294,7 +298,8 @@ def write_svg(path, points, plain_refs, title):
     pw, ph = 560, 420
     all_series = sorted({p["series"] for p in points})
     legend_h = 30 + 18 * (len(all_series) + 2)
-    width = max(pw * max(len(regimes), 1), 600)
+    width = max(pw * max(len(regimes), 1), 900)
+    pw = width / max(len(regimes), 1)  # one regime: the panel takes the whole width
     height = 50 + ph + legend_h
     body = []
     for i, r in enumerate(regimes):
@@ -309,8 +314,8 @@ def write_svg(path, points, plain_refs, title):
                    % (ly + 18 * k, c, ly + 18 * k + 4, html.escape(sname)))
     k = len(all_series)
     leg.append('<circle cx="80" cy="%.1f" r="8.5" fill="none" stroke="#000" stroke-width="1.5"/>'
-               '<text x="92" y="%.1f">on the Pareto front (joined by the black line; no other '
-               'point has both higher TPF and better quality)</text>'
+               '<text x="92" y="%.1f">Pareto front (black line): no other point has higher '
+               'TPF and better quality</text>'
                % (ly + 18 * k, ly + 18 * k + 4))
     leg.append('<rect x="75.5" y="%.1f" width="9" height="9" fill="#000"/><text x="92" y="%.1f">'
                'plain decoding (TPF 1; dashed: its quality)</text>'

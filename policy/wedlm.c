@@ -596,7 +596,8 @@ const specd_policy_ops specd_policy_wedlm = {
         "shift=1 (slot q read from the row at q-1: the shifted R-ISD adapter as a STAND-IN; "
         "shift=0: a mask's own row, for a WeDLM adapter such as smollm2-135m-wedlm), "
         "mode=lossless|stream|block (stream: the paper's unverified commit, lossy; block: "
-        "block-wise baseline, a block of w emitted whole once filled, lossy), w=6 (window), "
+        "block-wise baseline, a block of w emitted whole once filled, lossy; a plain step of "
+        "the adaptive guard restarts the block: measure it with the guard off), w=6 (window), "
         "select=entropy|threshold|hierarchical|credit (entropy: eq. 11), tau (entropy 0.3; "
         "threshold/credit 0.8; hierarchical 0.92), tau_low=0.62, lambda=0.1 (eq. 11), mask=ID, "
         "adapter=DIR (PEFT LoRA on mask rows), smooth=0 (IterSmooth alpha cap, e.g. 0.3; 0 = off)",

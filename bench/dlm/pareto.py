@@ -170,6 +170,8 @@ def main():
         "pareto": {r: [p["id"] for p in points if p["regime"] == r and p["pareto"]]
                    for r in plain},
         "stream_vs_block": pareto_lib.comparisons(points),
+        "smoothing_gain": pareto_lib.smoothing_gain(points),
+        "matched_quality": pareto_lib.matched_quality(points, plain_q),
     }
     json_path = os.path.join(args.out, "pareto.json")
     with open(json_path, "w", encoding="utf-8") as f:
@@ -187,6 +189,14 @@ def main():
         print("%s tau %g lambda %g W %d: streaming TPF %.2f vs block-wise %.2f (%.2fx)"
               % (c["regime"], c["tau"], c["lambda"], c["w"], c["tpf_stream"], c["tpf_block"],
                  c["tpf_ratio_stream_over_block"]))
+    for c in doc["smoothing_gain"]:
+        print("%s tau %g W %d: IterSmooth %g TPF %.2f vs %.2f off (%.2fx), quality %.3f vs %.3f"
+              % (c["regime"], c["tau"], c["w"], c["smooth"], c["tpf_on"], c["tpf_off"],
+                 c["tpf_gain"], c["quality_on"], c["quality_off"]))
+    for m in doc["matched_quality"]:
+        if m["level"] == pareto_lib.MATCH_LEVELS[1] and m["tpf"] is not None:
+            print("%s, quality >= %g of plain's: %-28s best TPF %.2f (%s)"
+                  % (m["regime"], m["level"], m["series"], m["tpf"], m["options"]))
     print("wrote %s and %s (%.0f s)" % (json_path, svg_path, time.time() - t_start))
     return 0
 

@@ -170,6 +170,57 @@ def comparisons(points):
     return out
 
 
+def smoothing_gain(points):
+    """IterSmooth on vs off at the same (tau, lambda, W, regime): TPF and quality of each."""
+    out = []
+    key = lambda p: (p["regime"], p["select"], p.get("tau"), p.get("lambda"), p["w"])
+    plain = {key(p): p for p in points if p["mode"] == "stream" and not p.get("smooth")}
+    for sm in points:
+        if sm["mode"] != "stream" or not sm.get("smooth"):
+            continue
+        off = plain.get(key(sm))
+        if not off or not sm.get("tpf") or not off.get("tpf"):
+            continue
+        out.append({"regime": sm["regime"], "tau": sm.get("tau"), "lambda": sm.get("lambda"),
+                    "w": sm["w"], "smooth": sm["smooth"], "tpf_off": off["tpf"],
+                    "tpf_on": sm["tpf"], "tpf_gain": sm["tpf"] / off["tpf"],
+                    "quality_off": quality_of(off)[0], "quality_on": quality_of(sm)[0]})
+    return out
+
+
+# quality kept, relative to plain decoding's: pass rate >= f x plain's, or NLL <= plain's / f
+MATCH_LEVELS = (1.0, 0.9, 0.75)
+
+
+def matched_quality(points, plain_quality):
+    """Per regime, series and level f: the highest TPF among the series' points whose quality is
+    at least f of plain decoding's (for NLL: at most plain's / f), and the point that gives it:
+    the decoders compared at matched quality. plain_quality maps a regime to plain's value."""
+    out = []
+    for regime in dict.fromkeys(p["regime"] for p in points):
+        ref = plain_quality.get(regime)
+        if not isinstance(ref, (int, float)):
+            continue
+        for series in sorted({p["series"] for p in points if p["regime"] == regime}):
+            for f in MATCH_LEVELS:
+                best = None
+                for p in points:
+                    if p["regime"] != regime or p["series"] != series:
+                        continue
+                    q, higher, _ = quality_of(p)
+                    if not isinstance(q, (int, float)) or not isinstance(p.get("tpf"),
+                                                                        (int, float)):
+                        continue
+                    ok = q >= f * ref if higher else q <= ref / f
+                    if ok and (best is None or p["tpf"] > best["tpf"]):
+                        best = p
+                out.append({"regime": regime, "series": series, "level": f,
+                            "tpf": best["tpf"] if best else None,
+                            "options": best["options"] if best else None,
+                            "quality": quality_of(best)[0] if best else None})
+    return out
+
+
 # --- SVG ------------------------------------------------------------------------------------
 
 COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2",

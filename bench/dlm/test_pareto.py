@@ -77,6 +77,27 @@ class Points(unittest.TestCase):
         self.assertAlmostEqual(c[0]["tpf_ratio_stream_over_block"], 1.8)
         self.assertEqual((c[0]["tau"], c[0]["w"]), (0.9, 4))
 
+    def test_smoothing_gain(self):
+        sm = pl.point_from_ab({"mode": "stream", "select": "entropy", "tau": 0.9, "lambda": 0.1,
+                               "w": 4, "smooth": 0.3}, "tasks", ab_json(2.7, 0.4, 0.35))
+        g = pl.smoothing_gain(self.points + [sm])
+        self.assertEqual(len(g), 1)
+        self.assertAlmostEqual(g[0]["tpf_gain"], 1.5)  # 2.7 over the same point's 1.8
+        self.assertEqual((g[0]["quality_off"], g[0]["quality_on"]), (0.40, 0.35))
+
+    def test_matched_quality(self):
+        m = {(r["regime"], r["series"], r["level"]): r
+             for r in pl.matched_quality(self.points, {"tasks": 0.6, "prose": 1.0})}
+        # tasks, plain 0.6: at 0.75 (>= 0.45) streaming W=4 keeps only tau 0.3 (0.55 @ 1.2);
+        # block-wise's 0.45 passes at 0.75; nothing reaches plain's 0.6
+        self.assertEqual(m[("tasks", "streaming W=4", 0.75)]["tpf"], 1.2)
+        self.assertEqual(m[("tasks", "block-wise (eq. 11)", 0.75)]["tpf"], 1.0)
+        self.assertIsNone(m[("tasks", "streaming W=4", 1.0)]["tpf"])
+        self.assertIsNone(m[("tasks", "streaming, dInfer credit", 0.75)]["tpf"])
+        # prose, plain NLL 1.0: at 0.75 (NLL <= 1.333) both points pass, the faster wins
+        self.assertEqual(m[("prose", "streaming W=4", 0.75)]["tpf"], 1.4)
+        self.assertEqual(m[("prose", "streaming W=4", 1.0)]["tpf"], 1.1)
+
     def test_svg(self):
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "p.svg")

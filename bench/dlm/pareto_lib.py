@@ -317,12 +317,13 @@ def _panel(points, series, x0, y0, w, h, title, plain_ref):
                      'stroke-width="1.5"/>' % (cx, cy))
             labels.setdefault((round(cx), round(cy)), []).append(short_label(p))
     # one label per front position (points with equal figures share it), right of the point or,
-    # in the panel's right third, left of it
-    for (cx, cy), texts in labels.items():
+    # in the panel's right third, left of it; along the front, above and below in turn so that
+    # neighbours' labels do not overlap
+    for k, ((cx, cy), texts) in enumerate(sorted(labels.items())):
         left = cx > x0 + L + 0.66 * pw
         s.append('<text x="%.1f" y="%.1f" font-size="10" fill="#333" text-anchor="%s">%s</text>'
-                 % (cx - 10 if left else cx + 10, cy - 6, "end" if left else "start",
-                    e(" | ".join(texts))))
+                 % (cx - 10 if left else cx + 10, cy - 7 if k % 2 == 0 else cy + 16,
+                    "end" if left else "start", e(" | ".join(texts))))
     s.append("</g>")
     return s
 

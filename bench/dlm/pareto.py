@@ -40,7 +40,8 @@ def regime_name(path):
 
 
 def run_point(args, cfg, regime, kind, path, points_dir):
-    """Runs (or reuses) one point; returns (point dict, seconds, reused)."""
+    """Runs (or reuses) one point; returns (point dict, reused). The run's wall and CPU seconds
+    are kept beside its JSON (<point>.json.time), so a rerun that reuses it still reports them."""
     pid = pareto_lib.config_id(cfg)
     out = os.path.join(points_dir, "%s__%s.json" % (pid, regime))
     reused = os.path.exists(out) and not args.force
@@ -65,12 +66,20 @@ def run_point(args, cfg, regime, kind, path, points_dir):
                 tail = log.read()[-2000:]
             raise RuntimeError("%s failed (exit %d):\n%s" % (" ".join(cmd), proc.returncode,
                                                             tail))
+        with open(out + ".time", "w", encoding="utf-8") as f:
+            json.dump({"seconds": round(time.time() - t0, 1), "cpu_seconds": round(cpu, 1),
+                       "load_average": round(os.getloadavg()[0], 2)}, f)
         os.replace(out + ".part", out)
     with open(out, encoding="utf-8") as f:
         ab = json.load(f)
     p = pareto_lib.point_from_ab(cfg, regime, ab)
-    p["seconds"] = None if reused else round(time.time() - t0, 1)
-    p["cpu_seconds"] = None if reused else round(cpu, 1)
+    timing = {}
+    if os.path.exists(out + ".time"):
+        with open(out + ".time", encoding="utf-8") as f:
+            timing = json.load(f)
+    p["seconds"] = timing.get("seconds")
+    p["cpu_seconds"] = timing.get("cpu_seconds")
+    p["load_average"] = timing.get("load_average")
     p["ab_json"] = os.path.relpath(out, args.out)
     return p, reused
 
@@ -136,7 +145,8 @@ def main():
             print("[%d/%d] %-13s %-45s TPF %.2f p_cache %.3f %s %s%s"
                   % (k + 1, len(jobs), p["regime"], p["options"], p["tpf"] or 0,
                      p["p_cache"] or 0, qlab, "%.3f" % q if q is not None else "-",
-                     " (reused)" if reused else " (%.0f s)" % p["seconds"]),
+                     " (reused)" if reused else " (%.0f s, %.0f s CPU)"
+                     % (p["seconds"], p["cpu_seconds"])),
                   file=sys.stderr)
     order = {(pareto_lib.config_id(c), r[0]): i for i, (c, r) in enumerate(jobs)}
     points.sort(key=lambda p: order[(p["id"], p["regime"])])
@@ -160,7 +170,9 @@ def main():
                   "regimes": {r[0]: {"kind": r[1], "file": r[2]} for r in regimes},
                   "load_average_at_start": round(load, 2),
                   "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t_start))},
-        "wall_seconds": round(time.time() - t_start, 1),
+        "wall_seconds_this_invocation": round(time.time() - t_start, 1),
+        # each point's own run (kept across reruns that reuse it)
+        "cpu_seconds_total": round(sum(p["cpu_seconds"] for p in ran), 1) if ran else None,
         "cpu_seconds_per_point": round(sum(p["cpu_seconds"] for p in ran) / len(ran), 1)
         if ran else None,
         "quality_axis": {r: pareto_lib.quality_of([p for p in points if p["regime"] == r][0])[2]
@@ -182,7 +194,8 @@ def main():
                          "wedlm: quality vs tokens per forward (%s, shift=%d, -n %d, T 0)"
                          % (os.path.basename(os.path.normpath(args.adapter)), args.shift, args.n))
     for r in plain:
-        front = [p for p in points if p["regime"] == r and p["pareto"]]
+        front = sorted((p for p in points if p["regime"] == r and p["pareto"]),
+                       key=lambda p: p["tpf"])
         print("%s: Pareto front %s" % (r, ", ".join("%s (TPF %.2f, %.3f)" % (
             p["options"], p["tpf"], pareto_lib.quality_of(p)[0]) for p in front)))
     for c in doc["stream_vs_block"]:

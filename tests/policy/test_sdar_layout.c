@@ -11,6 +11,7 @@
 #include "specd/policy.h"
 #include "specd/spec.h"
 
+#include <math.h>
 #include <string.h>
 
 enum { V = 16, B = 3, MASK = 0, N = 10 };
@@ -199,6 +200,48 @@ static void test_block_mode_lossy(void **s) {
     ops->destroy(st);
 }
 
+/* A denoise step whose mask rows are all non-finite fills nothing: the next step refreshes the
+ * filled run (here slots 0..1) instead of stalling, with the next block's masks after it. */
+static void test_stall_refreshes_run(void **s) {
+    (void)s;
+    specd_error err;
+    void *st = make("block=3,mask=0", 0);
+    int32_t hist[32];
+    for (int i = 0; i < N; i++)
+        hist[i] = 1 + i;
+    specd_step_layout l;
+    specd_step_outcome o;
+    float lg[(2 * B + 1) * V];
+    assert_int_equal(ops->layout(st, hist, N, &l, &err), SPECD_OK);
+    peaked(lg, 4), flat(lg + V), flat(lg + 2 * V), flat(lg + 3 * V);
+    assert_int_equal(ops->verify(st, lg, &o, &err), SPECD_OK); /* slots 0, 1 = 4, 0 */
+    assert_int_equal(ops->layout(st, hist, N, &l, &err), SPECD_OK);
+    expect_step(&l, 1, (const int32_t[]){10, 4, 0, MASK}, (const int32_t[]){9, 10, 11, 12});
+    peaked(lg, 4), flat(lg + V), flat(lg + 2 * V);
+    for (int v = 0; v < V; v++)
+        lg[3 * V + v] = v == 2 ? INFINITY : 0.0f; /* slot 2's row: +inf */
+    assert_int_equal(ops->verify(st, lg, &o, &err), SPECD_OK);
+    assert_int_equal(o.n_emitted, 0);
+    /* refresh of the run [4 0]: [10@9 4@10 0@11 | M@12 M@13 M@14] */
+    assert_int_equal(ops->layout(st, hist, N, &l, &err), SPECD_OK);
+    assert_int_equal(l.n_tokens, 3 + B);
+    assert_memory_equal(l.tokens, ((const int32_t[]){10, 4, 0, MASK, MASK, MASK}),
+                        6 * sizeof(int32_t));
+    assert_memory_equal(l.pos, ((const int32_t[]){9, 10, 11, 12, 13, 14}), 6 * sizeof(int32_t));
+    expect_visible(l.visible, 9, 3, B);
+    peaked(lg, 4), peaked(lg + V, 0), peaked(lg + 2 * V, 7);
+    flat(lg + 3 * V), flat(lg + 4 * V), flat(lg + 5 * V);
+    assert_int_equal(ops->verify(st, lg, &o, &err), SPECD_OK);
+    assert_int_equal(o.n_emitted, 2);
+    assert_memory_equal(o.emitted, ((const int32_t[]){4, 0}), 2 * sizeof(int32_t));
+    assert_int_equal(o.n_keep, 2);
+    hist[10] = 4, hist[11] = 0;
+    /* the next block at 12: slot 0 from row 2 (7, exact), slot 1 the rule's at-least-one */
+    assert_int_equal(ops->layout(st, hist, 12, &l, &err), SPECD_OK);
+    expect_step(&l, 1, (const int32_t[]){0, 7, 0, MASK}, (const int32_t[]){11, 12, 13, 14});
+    ops->destroy(st);
+}
+
 static void refused(const char *opts, int32_t max_step_rows, const char *needle) {
     specd_policy_env env = {.n_vocab = V,
                             .max_draft = 8,
@@ -236,6 +279,7 @@ int main(void) {
         cmocka_unit_test(test_visible_shape),
         cmocka_unit_test(test_lossless_loop),
         cmocka_unit_test(test_block_mode_lossy),
+        cmocka_unit_test(test_stall_refreshes_run),
         cmocka_unit_test(test_bad_options),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

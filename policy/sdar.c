@@ -93,9 +93,9 @@ typedef struct sdar_state {
     specd_accept *accept;
     specd_sampler *target;
     specd_dlm_credit credit;
-    int64_t first;                  /* logical position of slot 0 (the history length n) */
+    int64_t first;                   /* logical position of slot 0 (the history length n) */
     int32_t token[SPECD_SDAR_MAX_B]; /* filled draft, -1 = mask */
-    int64_t expect_n;               /* the block is good for this history length only */
+    int64_t expect_n;                /* the block is good for this history length only */
     int stalled; /* the last denoise step filled nothing: refresh the filled run */
 
     /* the step in flight */

@@ -19,10 +19,8 @@ enum { V = 16, B = 3, MASK = 0, N = 10 };
 static const specd_policy_ops *ops;
 
 static void *make(const char *opts, int32_t max_step_rows) {
-    specd_policy_env env = {.n_vocab = V,
-                            .max_draft = 8,
-                            .rule = SPECD_ACCEPT_GREEDY,
-                            .max_step_rows = max_step_rows};
+    specd_policy_env env = {
+        .n_vocab = V, .max_draft = 8, .rule = SPECD_ACCEPT_GREEDY, .max_step_rows = max_step_rows};
     env.sampling = specd_sampling_default_params();
     env.sampling.temperature = 0.0f;
     void *st = NULL;
@@ -166,8 +164,10 @@ static void test_block_mode_lossy(void **s) {
     (void)s;
     specd_error err;
     char opts[4200];
-    snprintf(opts, sizeof opts, "block=3,mask=0,mode=block,adapter=%s/models/adapters/"
-             "smollm2-135m-risd2", getenv("SPECD_SOURCE_DIR"));
+    snprintf(opts, sizeof opts,
+             "block=3,mask=0,mode=block,adapter=%s/models/adapters/"
+             "smollm2-135m-risd2",
+             getenv("SPECD_SOURCE_DIR"));
     void *st = make(opts, 0);
     int32_t hist[32];
     for (int i = 0; i < N; i++)
@@ -243,10 +243,8 @@ static void test_stall_refreshes_run(void **s) {
 }
 
 static void refused(const char *opts, int32_t max_step_rows, const char *needle) {
-    specd_policy_env env = {.n_vocab = V,
-                            .max_draft = 8,
-                            .rule = SPECD_ACCEPT_GREEDY,
-                            .max_step_rows = max_step_rows};
+    specd_policy_env env = {
+        .n_vocab = V, .max_draft = 8, .rule = SPECD_ACCEPT_GREEDY, .max_step_rows = max_step_rows};
     env.sampling = specd_sampling_default_params();
     void *st = NULL;
     specd_error err = {0};
@@ -276,10 +274,8 @@ int main(void) {
         return 1;
     }
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_visible_shape),
-        cmocka_unit_test(test_lossless_loop),
-        cmocka_unit_test(test_block_mode_lossy),
-        cmocka_unit_test(test_stall_refreshes_run),
+        cmocka_unit_test(test_visible_shape),    cmocka_unit_test(test_lossless_loop),
+        cmocka_unit_test(test_block_mode_lossy), cmocka_unit_test(test_stall_refreshes_run),
         cmocka_unit_test(test_bad_options),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

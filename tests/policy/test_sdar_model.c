@@ -96,10 +96,8 @@ static void stale_block_cache(const int32_t *hist, int64_t n0, int32_t b, const 
 static void refresh_vs_recompute(const char *opts, int32_t b, int steps, int *n_equal,
                                  int *n_differ) {
     const specd_policy_ops *ops = specd_policy_find("sdar");
-    specd_policy_env env = {.n_vocab = info->n_vocab,
-                            .max_draft = 8,
-                            .rule = SPECD_ACCEPT_GREEDY,
-                            .target = model};
+    specd_policy_env env = {
+        .n_vocab = info->n_vocab, .max_draft = 8, .rule = SPECD_ACCEPT_GREEDY, .target = model};
     env.sampling = specd_sampling_default_params();
     env.sampling.temperature = 0.0f;
     char full[8192];
@@ -129,8 +127,8 @@ static void refresh_vs_recompute(const char *opts, int32_t b, int steps, int *n_
                 while (lg_a[i] == lg_b[i])
                     i++;
                 fail_msg("%s step %d: logits after the refresh differ from a full recompute at "
-                         "row %zu (%g vs %g)", full, step, i / V, (double)lg_a[i],
-                         (double)lg_b[i]);
+                         "row %zu (%g vs %g)",
+                         full, step, i / V, (double)lg_a[i], (double)lg_b[i]);
             }
             ++*n_equal;
         }
@@ -144,7 +142,8 @@ static void refresh_vs_recompute(const char *opts, int32_t b, int steps, int *n_
             /* far above rounding: the stale rows went through the adapter and saw the future */
             if (most < 1e-2)
                 fail_msg("%s step %d: the block's bidirectional KV gives the same logits as the "
-                         "refresh (max |diff| %g): the check could not fail", full, step, most);
+                         "refresh (max |diff| %g): the check could not fail",
+                         full, step, most);
             ++*n_differ;
         }
         specd_step_outcome o;
@@ -166,8 +165,10 @@ static void test_refresh_equals_recompute(void **s) {
     int eq = 0, diff = 0;
     refresh_vs_recompute("mode=block", 4, 12, &eq, &diff);
     refresh_vs_recompute("mode=lossless,select=entropy", 3, 10, &eq, &diff);
-    fprintf(stderr, "sdar refresh: %d steps bitwise equal to a full recompute, %d where the "
-                    "block's own KV differs\n", eq, diff);
+    fprintf(stderr,
+            "sdar refresh: %d steps bitwise equal to a full recompute, %d where the "
+            "block's own KV differs\n",
+            eq, diff);
     assert_true(eq >= 3);
     assert_true(diff >= 2);
 }

@@ -40,7 +40,8 @@ int main(int argc, char **argv) {
         return 2;
     }
     int32_t *x = calloc((size_t)n_tok, sizeof *x);
-    for (int32_t i = 0; i < n_tok; i++) x[i] = atoi(argv[6 + i]);
+    for (int32_t i = 0; i < n_tok; i++)
+        x[i] = atoi(argv[6 + i]);
     specd_error err = {0};
     specd_model *m;
     specd_context *ctx;

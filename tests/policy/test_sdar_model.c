@@ -260,7 +260,7 @@ static void test_lossless_greedy(void **s) {
 
 static void test_lossless_coupled(void **s) {
     (void)s;
-    static const char *const configs[] = {"block=6,select=entropy"};
+    static const char *const configs[] = {"block=3,select=entropy"};
     identical(0.8f, configs, (int)(sizeof configs / sizeof configs[0]));
 }
 

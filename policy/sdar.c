@@ -82,6 +82,7 @@ enum { MAX_ROWS = 2 * SPECD_SDAR_MAX_B + 1 };
 
 typedef struct sdar_state {
     int lossless, sel;
+    int rejection; /* the sequence's rule is REJECTION (see exact_slot0) */
     float tau, tau_low, lambda;
     int32_t b, mask_id, n_vocab, n_embd;
     specd_sample_key key;
@@ -227,6 +228,7 @@ static specd_status sdar_create(const specd_policy_env *env, const char *options
     sdar_state *s = specd_alloc_array(1, sizeof *s);
     if (!s) return specd_fail(err, SPECD_E_NOMEM, "policy sdar: out of memory");
     s->lossless = lossless;
+    s->rejection = env->rule == SPECD_ACCEPT_REJECTION;
     s->sel = sel;
     s->tau = tau;
     s->tau_low = tau_low;
@@ -394,9 +396,18 @@ static specd_status select_fills(sdar_state *s, int32_t *token, int64_t first,
 }
 
 /* Slot 0 of the block starting at `first` from the base causal row before it: plain decoding's
- * token there (the target's sampler keyed on that position). */
+ * token there (the target's sampler keyed on that position), which greedy and coupled
+ * verification accept always. Under REJECTION the chain accepts a one-hot draft x with p(x), and
+ * the output follows p only if x does not depend on the verification's own keyed draw, so there
+ * the slot takes the row's top-1 instead. */
 static specd_status exact_slot0(const sdar_state *s, const float *row_logits, int64_t first,
                                 int32_t *token, specd_error *err) {
+    if (s->rejection) {
+        specd_dlm_pos top;
+        SPECD_TRY(specd_dlm_pos_from_logits(row_logits, s->n_vocab, &top, err));
+        *token = top.token;
+        return SPECD_OK;
+    }
     specd_sample_key key = s->key;
     key.position = (uint32_t)first;
     return specd_sampler_sample(s->target, row_logits, s->n_vocab, key, token, err);

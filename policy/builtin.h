@@ -13,5 +13,6 @@ extern const specd_policy_ops specd_policy_isd;
 extern const specd_policy_ops specd_policy_risd;
 extern const specd_policy_ops specd_policy_mrp;
 extern const specd_policy_ops specd_policy_wedlm;
+extern const specd_policy_ops specd_policy_sdar;
 
 #endif

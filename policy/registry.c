@@ -12,6 +12,7 @@ static const specd_policy_ops *const builtin[] = {
     &specd_policy_risd,
     &specd_policy_mrp,
     &specd_policy_wedlm,
+    &specd_policy_sdar,
 };
 
 int32_t specd_policy_count(void) { return (int32_t)(sizeof builtin / sizeof builtin[0]); }

@@ -15,7 +15,9 @@ unexpected key.
 
 A train_wedlm.py checkpoint (args "objective": "wedlm") gets "specd_objective": "wedlm",
 "specd_shift": 0 and "specd_block" instead of "specd_train_strides": its mask rows are unshifted
-(run it as --policy wedlm --policy-opts adapter=DIR,shift=0)."""
+(run it as --policy wedlm --policy-opts adapter=DIR,shift=0). A train_sdar.py checkpoint
+("objective": "sdar") gets "specd_objective": "sdar" and "specd_block" (--policy sdar
+--policy-opts adapter=DIR,block=B)."""
 import argparse, json, os, sys
 
 import torch
@@ -71,6 +73,12 @@ def main():
         cfg["specd_gate"] = "mask rows only (WeDLM)"
         cfg.update({"specd_objective": "wedlm", "specd_shift": 0, "specd_block": args["block"],
                     "specd_policy_opts": "shift=0"})
+    elif args.get("objective") == "sdar":
+        # train_sdar.py: unshifted block rows, the adapter on every block row (policy sdar)
+        del cfg["specd_train_strides"]
+        cfg["specd_gate"] = "every block row (SDAR)"
+        cfg.update({"specd_objective": "sdar", "specd_block": args["block"],
+                    "specd_policy_opts": f"block={args['block']}"})
     if mask:
         cfg["specd_mask_embedding"] = True
     with open(os.path.join(a.out, "adapter_config.json"), "w") as f:

@@ -1,0 +1,513 @@
+/* sdar: block-bidirectional diffusion decoding (SDAR-style) whose committed KV is the base
+ * model's, with dInfer's commit rules (paper 001, App. B) and its vicinity KV refresh (§2.3) made
+ * exact.
+ *
+ * DESIGN. The model is SmolLM2 plus a LoRA adapter (tools/train/train_sdar.py) gated on the block
+ * rows only. Decoding goes block by block: the B = block= positions after the pending token are
+ * decided by iterative denoising inside the block, then the finished block is committed.
+ *
+ * Denoise step, history length n (pending token history[n-1] at position n-1, block slot i at
+ * logical position n + i, a mask or a filled draft):
+ *   row 0        pending          pos n-1      base weights, causal (sees the cache and itself)
+ *   rows 1..B    block slot i     pos n+i      adapter ON for every block row (masks take the
+ *                                              adapter's mask vector, fills their token), each
+ *                                              sees the cache, the pending row and EVERY block
+ *                                              row (bidirectional within the block)
+ * (layout.visible; policy/sdar_layout.h). Unshifted: block row i predicts slot i. The pending
+ * row is plain decoding's row for position n, so slot 0, while masked, takes the pending row's
+ * token drawn exactly as plain decoding draws it (the sampler, keyed on position n): every step
+ * fills at least one slot (slot 0 on the block's first step, else the commit rule's guarantee).
+ * The other masks are filled by the commit rule on their own rows: threshold (default), dInfer's
+ * hierarchical or credit rule (policy/dlm_commit.h, dlm_credit.h) or WeDLM's eq. 11 on entropy
+ * (policy/wedlm_select.h). The step emits nothing and keeps no KV (SPECD_POLICY_MAY_EMIT_NONE):
+ * the bidirectional rows' KV saw the block's future and went through the adapter, so it is never
+ * committed.
+ *
+ * Refresh step (the block is full): dInfer §2.3 recomputes the KV of the block's "vicinity" and
+ * refreshes the whole cache when a block completes, because its cache is approximate. Here the
+ * refresh of the finished block IS its commit pass:
+ *   row 0        pending          pos n-1      base, causal
+ *   rows 1..B    the block's B tokens at n..n+B-1, base, causal   (plain decoding's rows / a
+ *                                              chain verify of the block)
+ *   rows B+1..2B the NEXT block's masks at n+B..n+2B-1, adapter, bidirectional among themselves,
+ *                seeing the cache and rows 0..B (so the next block starts with fills)
+ * and the KV of rows 0..B-1 is kept (the block's last token is the next pending token). Every
+ * committed KV row is thus computed by base weights under causal attention over an exact base
+ * prefix: refreshing the vicinity (the block) is exactly a full recompute of the history, bit for
+ * bit on specd's batch-invariant runtime (tests/policy/test_sdar_refresh.c checks it against a
+ * from-scratch prefill, and that the block step's bidirectional KV would NOT be). A refresh=full
+ * option is not offered: the policy ABI cannot make the host drop cached rows, so the full
+ * recompute reference lives in that test.
+ *   mode=lossless (default): the block is chain-verified on rows 0..B-1 through the acceptance
+ *     engine (keyed chain, no bonus row: row B predicts the next block's slot 0 instead), so the
+ *     output is token-identical to plain decoding under greedy and coupled sampling. A rejection
+ *     at slot j emits the j accepted tokens and the correction; the next block's masks saw the
+ *     rejected token, so it starts from masks.
+ *   mode=block (SDAR's own decoding, LOSSY): the block is committed unverified (outcome.lossy).
+ * Either way the next block's slot 0 is drawn from row B (base, causal: plain decoding's row for
+ * position n+B), its other slots by the commit rule on the mask rows.
+ * If a denoise step fills nothing (every mask row non-finite), the refresh commits the leftmost
+ * filled run instead of the block, so decoding always moves on.
+ *
+ * Why this design over SDAR's own (the block's KV taken from the block-diffusion rows): SDAR keeps
+ * the KV the model computed for the block under block attention; with a 135M model and a small
+ * LoRA that KV is not the base model's, so the prompt (prefilled by specd's session with base
+ * weights) and the output would not share one KV semantics, lossless mode would be impossible and
+ * the cache would drift from the adapter's training distribution (its memory pass is base causal).
+ * Recomputing only the block on base weights costs B rows per block, which ride in the step that
+ * starts the next block anyway.
+ *
+ * Every buffer but the visibility matrix (it grows with the history) is sized at create. */
+#include "policy/builtin.h"
+
+#include "common/alloc.h"
+#include "common/log_internal.h"
+#include "common/status_internal.h"
+#include "policy/dlm_commit.h"
+#include "policy/dlm_credit.h"
+#include "policy/mask_rows.h"
+#include "policy/options.h"
+#include "policy/sdar_layout.h"
+#include "policy/wedlm_select.h"
+#include "specd/runtime.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+_Static_assert(SPECD_DLM_CREDIT_SLOTS >= 2 * SPECD_SDAR_MAX_B, "credit slots below two blocks");
+_Static_assert(SPECD_SDAR_MAX_B <= SPECD_WEDLM_MAX_W, "block wider than eq. 11's window");
+
+enum { SEL_THRESHOLD, SEL_HIER, SEL_CREDIT, SEL_ENTROPY };
+enum { MAX_ROWS = 2 * SPECD_SDAR_MAX_B + 1 };
+
+typedef struct sdar_state {
+    int lossless, sel;
+    int rejection; /* the sequence's rule is REJECTION (see exact_slot0) */
+    float tau, tau_low, lambda;
+    int32_t b, mask_id, n_vocab, n_embd;
+    specd_sample_key key;
+    specd_lora *lora;
+    char *adapter;
+    float *mask_vec;    /* n_embd: the adapter's mask vector, or NULL (mask token embedding) */
+    float *embd;        /* MAX_ROWS x n_embd input rows, or NULL when mask_vec is */
+    uint8_t *embd_rows; /* MAX_ROWS: the rows that take embd (the masks) */
+    specd_accept *accept;
+    specd_sampler *target;
+    specd_dlm_credit credit;
+    int64_t first;                   /* logical position of slot 0 (the history length n) */
+    int32_t token[SPECD_SDAR_MAX_B]; /* filled draft, -1 = mask */
+    int64_t expect_n;                /* the block is good for this history length only */
+    int stalled; /* the last denoise step filled nothing: refresh the filled run */
+
+    /* the step in flight */
+    int64_t n_at;
+    int32_t n_head; /* refresh step: the block tokens it commits (0: a denoise step) */
+    int32_t n_tokens;
+    int32_t tokens[MAX_ROWS], pos[MAX_ROWS], rows[MAX_ROWS];
+    int32_t emitted[MAX_ROWS], keep[MAX_ROWS];
+    float gate[MAX_ROWS], accept_prob[MAX_ROWS];
+    uint8_t *vis;
+    size_t vis_cap;
+} sdar_state;
+
+static void sdar_destroy(void *state) {
+    sdar_state *s = state;
+    if (!s) return;
+    specd_lora_destroy(s->lora);
+    specd_free(s->adapter);
+    specd_free(s->mask_vec);
+    specd_free(s->embd);
+    specd_free(s->embd_rows);
+    specd_free(s->vis);
+    specd_accept_destroy(s->accept);
+    specd_sampler_destroy(s->target);
+    specd_free(s);
+}
+
+static specd_status parse_float(const char *key, const char *text, float lo, float hi, float *out,
+                                specd_error *err) {
+    if (!text[0]) return SPECD_OK;
+    char *end;
+    const float v = strtof(text, &end);
+    if (*end || !(v >= lo && v <= hi))
+        return specd_fail(err, SPECD_E_INVALID_ARG,
+                          "policy sdar: %s=%s (want a number in [%g, %g])", key, text, (double)lo,
+                          (double)hi);
+    *out = v;
+    return SPECD_OK;
+}
+
+/* The adapter and its mask vector: loaded here when specd runs the target, else only the vector
+ * is read (the host applies the LoRA from the layout's lora_path). */
+static specd_status load_adapter(sdar_state *s, const specd_policy_env *env, const char *dir,
+                                 specd_error *err) {
+    size_t len = strlen(dir) + 1;
+    if (!(s->adapter = specd_alloc(len)))
+        return specd_fail(err, SPECD_E_NOMEM, "policy sdar: out of memory");
+    memcpy(s->adapter, dir, len);
+    const float *vec = NULL;
+    float *own = NULL;
+    int32_t n = 0;
+    specd_status st;
+    if (env->target) {
+        st = specd_lora_create(env->target, dir, &s->lora, err);
+        if (st == SPECD_OK) vec = specd_lora_mask_embedding(s->lora, &n);
+    } else {
+        st = specd_mask_read_vector(dir, &own, &n, err);
+        vec = own;
+    }
+    if (st != SPECD_OK) {
+        specd_free(own);
+        return specd_mask_adapter_fail(err, st, "sdar", dir);
+    }
+    if (vec && n > 0) {
+        if (!(s->mask_vec = specd_alloc_array((size_t)n, sizeof(float))) ||
+            !(s->embd = specd_alloc_array((size_t)MAX_ROWS * (size_t)n, sizeof(float))) ||
+            !(s->embd_rows = specd_alloc_array(MAX_ROWS, 1))) {
+            specd_free(own);
+            return specd_fail(err, SPECD_E_NOMEM, "policy sdar: out of memory");
+        }
+        memcpy(s->mask_vec, vec, (size_t)n * sizeof(float));
+        s->n_embd = n;
+    }
+    specd_free(own);
+    return SPECD_OK;
+}
+
+static specd_status sdar_create(const specd_policy_env *env, const char *options, void **state,
+                                specd_error *err) {
+    int32_t b = 4, mask = -1;
+    char mode[16] = "lossless", select[16] = "threshold", adapter[4096] = "";
+    char tau_s[32] = "", tau_low_s[32] = "", lambda_s[32] = "";
+    const specd_option_spec ints[] = {{"block", &b, 1, SPECD_SDAR_MAX_B},
+                                      {"mask", &mask, 0, INT32_MAX}};
+    const specd_option_str strs[] = {{"mode", mode, (int32_t)sizeof mode},
+                                     {"select", select, (int32_t)sizeof select},
+                                     {"adapter", adapter, (int32_t)sizeof adapter},
+                                     {"tau", tau_s, (int32_t)sizeof tau_s},
+                                     {"tau_low", tau_low_s, (int32_t)sizeof tau_low_s},
+                                     {"lambda", lambda_s, (int32_t)sizeof lambda_s}};
+    SPECD_TRY(specd_options_parse("sdar", options, ints, 2, strs, 6, err));
+    int lossless, sel;
+    if (!strcmp(mode, "lossless"))
+        lossless = 1;
+    else if (!strcmp(mode, "block"))
+        lossless = 0;
+    else
+        return specd_fail(err, SPECD_E_INVALID_ARG,
+                          "policy sdar: mode=%s (want lossless, or block: unverified, lossy)",
+                          mode);
+    if (!strcmp(select, "threshold"))
+        sel = SEL_THRESHOLD;
+    else if (!strcmp(select, "hierarchical"))
+        sel = SEL_HIER;
+    else if (!strcmp(select, "credit"))
+        sel = SEL_CREDIT;
+    else if (!strcmp(select, "entropy"))
+        sel = SEL_ENTROPY;
+    else
+        return specd_fail(err, SPECD_E_INVALID_ARG,
+                          "policy sdar: select=%s (want threshold, hierarchical, credit or "
+                          "entropy)",
+                          select);
+    /* dInfer's App. D thresholds (0.8; 0.92 / 0.62), WeDLM's eq. 11 tau 0.3 and lambda 0.1 */
+    float tau = sel == SEL_ENTROPY ? 0.3f : sel == SEL_HIER ? 0.92f : 0.8f, tau_low = 0.62f;
+    float lambda = 0.1f;
+    SPECD_TRY(parse_float("tau", tau_s, 0.0f, sel == SEL_ENTROPY ? 100.0f : 1.0f, &tau, err));
+    SPECD_TRY(parse_float("tau_low", tau_low_s, 0.0f, 1.0f, &tau_low, err));
+    SPECD_TRY(parse_float("lambda", lambda_s, 0.0f, 100.0f, &lambda, err));
+    const int32_t most = env->max_step_rows > 0 ? env->max_step_rows : 2 * env->max_draft + 1;
+    if (2 * b + 1 > most)
+        return specd_fail(err, SPECD_E_INVALID_ARG,
+                          "policy sdar: block=%d needs %d rows per step (pending, the block, the "
+                          "next block's masks), more than the step's %d (raise --max-draft)",
+                          b, 2 * b + 1, most);
+    int32_t mask_id;
+    SPECD_TRY(specd_mask_pick_id(env, "sdar", mask, &mask_id, err));
+
+    sdar_state *s = specd_alloc_array(1, sizeof *s);
+    if (!s) return specd_fail(err, SPECD_E_NOMEM, "policy sdar: out of memory");
+    s->lossless = lossless;
+    s->rejection = env->rule == SPECD_ACCEPT_REJECTION;
+    s->sel = sel;
+    s->tau = tau;
+    s->tau_low = tau_low;
+    s->lambda = lambda;
+    s->b = b;
+    s->mask_id = mask_id;
+    s->n_vocab = env->n_vocab;
+    s->key = (specd_sample_key){.seed = env->seed, .sequence = env->seq_key};
+    s->expect_n = -1;
+    specd_accept_params ap = specd_accept_default_params();
+    ap.rule = env->rule;
+    ap.sampling = env->sampling;
+    ap.max_k = b;
+    ap.max_vocab = env->n_vocab;
+    ap.relaxed_tau = env->tau;
+    specd_sampling_params plain = env->sampling;
+    if (env->rule == SPECD_ACCEPT_GREEDY) plain.temperature = 0.0f;
+    specd_status st;
+    if ((st = specd_dlm_credit_init(&s->credit, specd_dlm_credit_default_params(), err)) !=
+            SPECD_OK ||
+        (st = specd_accept_create(&ap, &s->accept, err)) != SPECD_OK ||
+        (st = specd_sampler_create(&plain, env->n_vocab, &s->target, err)) != SPECD_OK ||
+        (adapter[0] && (st = load_adapter(s, env, adapter, err)) != SPECD_OK)) {
+        sdar_destroy(s);
+        return st;
+    }
+    for (int32_t i = 0; i < MAX_ROWS; i++)
+        s->rows[i] = i;
+    *state = s;
+    return SPECD_OK;
+}
+
+static void block_reset(sdar_state *s, int64_t first) {
+    s->first = first;
+    for (int32_t i = 0; i < s->b; i++)
+        s->token[i] = -1;
+    specd_dlm_credit_init(&s->credit, s->credit.params, NULL);
+}
+
+/* Length of the leftmost filled run of the block. */
+static int32_t filled_run(const sdar_state *s) {
+    int32_t r = 0;
+    while (r < s->b && s->token[r] >= 0)
+        r++;
+    return r;
+}
+
+static specd_status sdar_layout(void *state, const int32_t *history, int64_t n_history,
+                                specd_step_layout *out, specd_error *err) {
+    sdar_state *s = state;
+    if (n_history < 1 || n_history + 2 * s->b + 1 > INT32_MAX)
+        return specd_fail(err, SPECD_E_INVALID_ARG, "policy sdar: history length %lld",
+                          (long long)n_history);
+    /* fills are drafts for the history they were made after; anything else starts over */
+    if (n_history != s->expect_n) {
+        block_reset(s, n_history);
+        s->stalled = 0;
+    }
+    const int32_t run = filled_run(s);
+    int32_t n_masked = 0;
+    for (int32_t i = 0; i < s->b; i++)
+        n_masked += s->token[i] < 0;
+    /* refresh when the block is full, or when the last denoise step stalled (slot 0 is filled,
+     * so run >= 1) */
+    s->n_head = n_masked == 0 ? s->b : s->stalled ? run : 0;
+    s->n_at = n_history;
+    const int32_t head = 1 + s->n_head, n_tok = head + s->b;
+    const int64_t bfirst = n_history + s->n_head; /* the block rows' first logical position */
+    const int32_t n_cached = (int32_t)(n_history - 1);
+    s->n_tokens = n_tok;
+    s->tokens[0] = history[n_history - 1];
+    s->pos[0] = n_cached;
+    s->gate[0] = 0.0f;
+    for (int32_t i = 0; i < s->n_head; i++) {
+        s->tokens[1 + i] = s->token[i];
+        s->pos[1 + i] = (int32_t)(n_history + i);
+        s->gate[1 + i] = 0.0f;
+    }
+    for (int32_t i = 0; i < s->b; i++) {
+        const int32_t row = head + i;
+        /* a refresh step's block rows are the next block's, all masks */
+        const int32_t t = s->n_head ? -1 : s->token[i];
+        s->tokens[row] = t < 0 ? s->mask_id : t;
+        s->pos[row] = (int32_t)(bfirst + i);
+        s->gate[row] = 1.0f; /* the adapter on every block row, filled or not */
+        if (s->embd_rows) {
+            s->embd_rows[row] = t < 0;
+            if (t < 0)
+                memcpy(s->embd + (size_t)row * (size_t)s->n_embd, s->mask_vec,
+                       (size_t)s->n_embd * sizeof(float));
+        }
+    }
+    if (s->embd_rows) memset(s->embd_rows, 0, (size_t)head);
+    const size_t need = (size_t)n_tok * ((size_t)n_cached + (size_t)n_tok);
+    if (need > s->vis_cap) {
+        specd_free(s->vis);
+        s->vis_cap = 0;
+        if (!(s->vis = specd_alloc(2 * need)))
+            return specd_fail(err, SPECD_E_NOMEM, "policy sdar: out of memory for the mask");
+        s->vis_cap = 2 * need;
+    }
+    specd_sdar_visible(s->vis, n_cached, head, s->b);
+    *out = (specd_step_layout){.n_tokens = n_tok,
+                               .tokens = s->tokens,
+                               .pos = s->pos,
+                               .visible = s->vis,
+                               .lora_gate = s->adapter ? s->gate : NULL,
+                               .lora = s->lora,
+                               .n_rows = n_tok,
+                               .rows = s->rows,
+                               .lora_path = s->adapter,
+                               .input_embd = s->embd,
+                               .input_embd_rows = s->embd_rows};
+    return SPECD_OK;
+}
+
+/* Fills masks of the block (slots at logical first..) from this step's block rows (block row i
+ * predicts slot i: unshifted) by the configured rule. A non-finite row only makes its slot
+ * ineligible. Returns the number of fills in *n_fill. */
+static specd_status select_fills(sdar_state *s, int32_t *token, int64_t first,
+                                 const float *block_logits, int32_t *n_fill, specd_error *err) {
+    const size_t V = (size_t)s->n_vocab;
+    specd_dlm_pos pos[SPECD_SDAR_MAX_B];
+    uint8_t elig[SPECD_SDAR_MAX_B], fill[SPECD_SDAR_MAX_B];
+    int32_t n_elig = 0;
+    *n_fill = 0;
+    for (int32_t i = 0; i < s->b; i++) {
+        elig[i] = 0;
+        pos[i] = (specd_dlm_pos){0};
+        if (token[i] >= 0) continue;
+        const float *z = block_logits + (size_t)i * V;
+        specd_status st =
+            s->sel == SEL_CREDIT
+                ? specd_dlm_credit_update(&s->credit, first + i, z, s->n_vocab, &pos[i], err)
+                : specd_dlm_pos_from_logits(z, s->n_vocab, &pos[i], err);
+        if (st == SPECD_E_NUMERIC) {
+            specd_log(SPECD_LOG_WARN, "policy sdar: slot %lld: %s; left masked",
+                      (long long)(first + i), err ? err->message : "non-finite logits");
+            continue;
+        }
+        SPECD_TRY(st);
+        elig[i] = 1;
+        n_elig++;
+    }
+    if (n_elig == 0) return SPECD_OK;
+    int32_t k = 0;
+    switch (s->sel) {
+    case SEL_ENTROPY:
+        SPECD_TRY(specd_wedlm_select(pos, elig, s->b, s->tau, s->lambda, fill, &k, err));
+        break;
+    case SEL_HIER:
+        SPECD_TRY(
+            specd_dlm_commit_hierarchical(pos, elig, s->b, s->tau, s->tau_low, fill, &k, err));
+        break;
+    default: /* threshold, and credit's threshold on the fused p~ */
+        SPECD_TRY(specd_dlm_commit_threshold(pos, elig, s->b, s->tau, fill, &k, err));
+    }
+    for (int32_t i = 0; i < s->b; i++)
+        if (fill[i]) {
+            token[i] = pos[i].token;
+            specd_dlm_credit_forget(&s->credit, first + i);
+        }
+    *n_fill = k;
+    return SPECD_OK;
+}
+
+/* Slot 0 of the block starting at `first` from the base causal row before it: plain decoding's
+ * token there (the target's sampler keyed on that position), which greedy and coupled
+ * verification accept always. Under REJECTION the chain accepts a one-hot draft x with p(x), and
+ * the output follows p only if x does not depend on the verification's own keyed draw, so there
+ * the slot takes the row's top-1 instead. */
+static specd_status exact_slot0(const sdar_state *s, const float *row_logits, int64_t first,
+                                int32_t *token, specd_error *err) {
+    if (s->rejection) {
+        specd_dlm_pos top;
+        SPECD_TRY(specd_dlm_pos_from_logits(row_logits, s->n_vocab, &top, err));
+        *token = top.token;
+        return SPECD_OK;
+    }
+    specd_sample_key key = s->key;
+    key.position = (uint32_t)first;
+    return specd_sampler_sample(s->target, row_logits, s->n_vocab, key, token, err);
+}
+
+static specd_status sdar_verify(void *state, const float *logits, specd_step_outcome *out,
+                                specd_error *err) {
+    sdar_state *s = state;
+    const size_t V = (size_t)s->n_vocab;
+    const int32_t head = 1 + s->n_head;
+    const float *block_logits = logits + (size_t)head * V;
+    if (s->n_head == 0) {
+        /* denoise: fill the block, emit nothing, keep nothing */
+        int32_t token[SPECD_SDAR_MAX_B], n_fill = 0;
+        memcpy(token, s->token, sizeof token);
+        if (token[0] < 0) {
+            SPECD_TRY(exact_slot0(s, logits, s->first, &token[0], err));
+            specd_dlm_credit_forget(&s->credit, s->first);
+        }
+        int any_mask = 0;
+        for (int32_t i = 0; i < s->b; i++)
+            any_mask |= token[i] < 0;
+        if (any_mask) SPECD_TRY(select_fills(s, token, s->first, block_logits, &n_fill, err));
+        /* a step that filled nothing (every mask row non-finite) makes the next one refresh
+         * the filled run, so decoding moves on */
+        s->stalled = any_mask && s->token[0] >= 0 && n_fill == 0;
+        memcpy(s->token, token, sizeof token);
+        s->expect_n = s->n_at;
+        *out = (specd_step_outcome){.n_emitted = 0, .emitted = s->emitted, .keep = s->keep};
+        return SPECD_OK;
+    }
+    /* refresh: commit the block (or the stalled run) through base causal rows 0..n_head */
+    const int32_t k = s->n_head;
+    int32_t n_emit, n_acc;
+    int lossy = 0;
+    if (s->lossless) {
+        specd_sample_key key = s->key;
+        key.position = (uint32_t)s->n_at;
+        specd_chain_input in = {.k = k,
+                                .draft = s->token,
+                                .q_vocab = s->n_vocab,
+                                .target_logits = logits,
+                                .n_vocab = s->n_vocab,
+                                .key = key};
+        specd_chain_keys keys = {.n_rows = s->n_tokens, .bonus_row = SPECD_CHAIN_NO_BONUS};
+        specd_chain_result res = {.tokens = s->emitted, .accept_prob = s->accept_prob};
+        SPECD_TRY(specd_accept_chain_keyed(s->accept, &in, &keys, &res, err));
+        n_emit = res.n_emitted;
+        n_acc = res.n_accepted;
+        lossy = res.lossy;
+    } else {
+        memcpy(s->emitted, s->token, (size_t)k * sizeof(int32_t));
+        n_emit = n_acc = k;
+        lossy = 1;
+    }
+    /* the pending row and every emitted token but the last (the next pending token) */
+    for (int32_t i = 0; i < n_emit; i++)
+        s->keep[i] = i;
+    const int64_t n_next = s->n_at + n_emit;
+    const int32_t n_drafted = k;
+    block_reset(s, n_next);
+    s->stalled = 0;
+    if (n_acc == k) {
+        /* the next block's rows (at n_next..) saw exactly the committed tokens: slot 0 from row k
+         * (plain decoding's row for it), the rest by the rule on the mask rows */
+        int32_t token[SPECD_SDAR_MAX_B], n_fill;
+        memcpy(token, s->token, sizeof token);
+        SPECD_TRY(exact_slot0(s, logits + (size_t)k * V, n_next, &token[0], err));
+        SPECD_TRY(select_fills(s, token, n_next, block_logits, &n_fill, err));
+        memcpy(s->token, token, sizeof token);
+    }
+    s->expect_n = n_next;
+    *out = (specd_step_outcome){.n_emitted = n_emit,
+                                .emitted = s->emitted,
+                                .n_keep = n_emit,
+                                .keep = s->keep,
+                                .n_drafted = n_drafted,
+                                .n_accepted = n_acc,
+                                .lossy = lossy};
+    return SPECD_OK;
+}
+
+static void sdar_rollback(void *state, int64_t n_history) {
+    sdar_state *s = state;
+    if (n_history != s->expect_n) s->expect_n = -1;
+}
+
+const specd_policy_ops specd_policy_sdar = {
+    .abi_version = SPECD_POLICY_ABI_VERSION,
+    .name = "sdar",
+    .options_help =
+        "block-bidirectional diffusion (SDAR-style; adapter from tools/train/train_sdar.py): "
+        "block=4 (B, 1..16; a step runs up to 2B+1 rows), mode=lossless|block (block: the "
+        "finished block committed unverified, LOSSY), select=threshold|hierarchical|credit|"
+        "entropy, tau (threshold/credit 0.8; hierarchical 0.92; entropy 0.3), tau_low=0.62, "
+        "lambda=0.1 (entropy), mask=ID, adapter=DIR (PEFT LoRA on every block row)",
+    .create = sdar_create,
+    .destroy = sdar_destroy,
+    .layout = sdar_layout,
+    .verify = sdar_verify,
+    .rollback = sdar_rollback,
+    .flags = SPECD_POLICY_MAY_EMIT_NONE,
+};

@@ -34,7 +34,7 @@
  * and the KV of rows 0..B-1 is kept (the block's last token is the next pending token). Every
  * committed KV row is thus computed by base weights under causal attention over an exact base
  * prefix: refreshing the vicinity (the block) is exactly a full recompute of the history, bit for
- * bit on specd's batch-invariant runtime (tests/policy/test_sdar_refresh.c checks it against a
+ * bit on specd's batch-invariant runtime (tests/policy/test_sdar_model.c checks it against a
  * from-scratch prefill, and that the block step's bidirectional KV would NOT be). A refresh=full
  * option is not offered: the policy ABI cannot make the host drop cached rows, so the full
  * recompute reference lives in that test.
@@ -176,7 +176,7 @@ static specd_status load_adapter(sdar_state *s, const specd_policy_env *env, con
 
 static specd_status sdar_create(const specd_policy_env *env, const char *options, void **state,
                                 specd_error *err) {
-    int32_t b = 4, mask = -1;
+    int32_t b = 0, mask = -1; /* block 0: as the adapter's config says, else 4 */
     char mode[16] = "lossless", select[16] = "threshold", adapter[4096] = "";
     char tau_s[32] = "", tau_low_s[32] = "", lambda_s[32] = "";
     const specd_option_spec ints[] = {{"block", &b, 1, SPECD_SDAR_MAX_B},
@@ -188,6 +188,20 @@ static specd_status sdar_create(const specd_policy_env *env, const char *options
                                      {"tau_low", tau_low_s, (int32_t)sizeof tau_low_s},
                                      {"lambda", lambda_s, (int32_t)sizeof lambda_s}};
     SPECD_TRY(specd_options_parse("sdar", options, ints, 2, strs, 6, err));
+    if (adapter[0]) {
+        specd_lora_info info;
+        specd_status ist = specd_lora_read_info(adapter, &info, err);
+        if (ist != SPECD_OK) return specd_mask_adapter_fail(err, ist, "sdar", adapter);
+        /* any gated adapter runs (the tests use R-ISD's); one trained for sdar gives its block */
+        if (!strcmp(info.objective, "sdar") && b == 0 && info.block <= SPECD_SDAR_MAX_B)
+            b = info.block;
+        else if (info.objective[0] && strcmp(info.objective, "sdar"))
+            specd_log(SPECD_LOG_WARN,
+                      "policy sdar: adapter %s was trained for %s, not for block-bidirectional "
+                      "rows: expect poor fills",
+                      adapter, info.objective);
+    }
+    if (b == 0) b = 4;
     int lossless, sel;
     if (!strcmp(mode, "lossless"))
         lossless = 1;
@@ -416,6 +430,9 @@ static specd_status exact_slot0(const sdar_state *s, const float *row_logits, in
 static specd_status sdar_verify(void *state, const float *logits, specd_step_outcome *out,
                                 specd_error *err) {
     sdar_state *s = state;
+    /* any failure below may leave the block half updated: the next layout then starts over
+     * (a successful return sets expect_n again) */
+    s->expect_n = -1;
     const size_t V = (size_t)s->n_vocab;
     const int32_t head = 1 + s->n_head;
     const float *block_logits = logits + (size_t)head * V;
@@ -500,8 +517,9 @@ const specd_policy_ops specd_policy_sdar = {
     .name = "sdar",
     .options_help =
         "block-bidirectional diffusion (SDAR-style; adapter from tools/train/train_sdar.py): "
-        "block=4 (B, 1..16; a step runs up to 2B+1 rows), mode=lossless|block (block: the "
-        "finished block committed unverified, LOSSY), select=threshold|hierarchical|credit|"
+        "block (B, 1..16, default the adapter's specd_block, else 4; a step runs up to 2B+1 rows), mode=lossless|block (block: the "
+        "finished block committed unverified, LOSSY; a plain step of the adaptive guard restarts "
+        "the block: run it with the guard off), select=threshold|hierarchical|credit|"
         "entropy, tau (threshold/credit 0.8; hierarchical 0.92; entropy 0.3), tau_low=0.62, "
         "lambda=0.1 (entropy), mask=ID, adapter=DIR (PEFT LoRA on every block row)",
     .create = sdar_create,

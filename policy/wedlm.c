@@ -1,11 +1,13 @@
 /* wedlm: WeDLM streaming parallel decoding (paper 003, §5.2, Alg. 1) as a self-speculative
  * policy, with dInfer's commit rules (paper 001, App. B) as alternative selection rules.
  *
- * Two adapters fit, told apart by shift= (pred_row() below; nothing else changes):
+ * Two adapters fit, told apart by shift= (pred_row() below; nothing else changes). Without shift=
+ * the adapter's config decides (export_adapter.py writes "specd_shift": 0 for WeDLM adapters; R-ISD
+ * adapters carry none and are shifted):
  *  shift=0  a WeDLM adapter (models/adapters/smollm2-135m-wedlm, tools/train): unshifted, a mask
  *           row predicts its own position ([code]: MLM loss at the same index), so a mask slot's
  *           prediction is its own row's logits.
- *  shift=1  (the default) the R-ISD adapter as a STAND-IN (models/adapters/smollm2-135m-risd2),
+ *  shift=1  the R-ISD adapter as a STAND-IN (models/adapters/smollm2-135m-risd2),
  *           which is SHIFTED: the row at logical position x predicts x + 1 whatever its input (a
  *           clean row gives plain decoding's distribution, a mask row the adapter's guess without
  *           knowing x), so slot q's prediction is the logits of the row at logical position q - 1.
@@ -187,7 +189,7 @@ static specd_status smooth_setup(wedlm_state *s, const specd_policy_env *env, fl
 
 static specd_status wedlm_create(const specd_policy_env *env, const char *options, void **state,
                                  specd_error *err) {
-    int32_t w = 6, mask = -1, shift = 1;
+    int32_t w = 6, mask = -1, shift = -1; /* -1: as the adapter's config says, else 1 */
     char mode[16] = "lossless", select[16] = "entropy", adapter[4096] = "";
     char tau_s[32] = "", tau_low_s[32] = "", lambda_s[32] = "", smooth_s[32] = "";
     const specd_option_spec ints[] = {
@@ -200,6 +202,19 @@ static specd_status wedlm_create(const specd_policy_env *env, const char *option
                                      {"lambda", lambda_s, (int32_t)sizeof lambda_s},
                                      {"smooth", smooth_s, (int32_t)sizeof smooth_s}};
     SPECD_TRY(specd_options_parse("wedlm", options, ints, 3, strs, 7, err));
+    if (adapter[0]) {
+        /* run the adapter as it was trained: a WeDLM export records shift 0, an R-ISD one none */
+        specd_lora_info info;
+        specd_status ist = specd_lora_read_info(adapter, &info, err);
+        if (ist != SPECD_OK) return specd_mask_adapter_fail(err, ist, "wedlm", adapter);
+        if (!strcmp(info.objective, "sdar"))
+            return specd_fail(err, SPECD_E_INVALID_ARG,
+                              "policy wedlm: adapter %s was trained for block-bidirectional "
+                              "decoding (run it with --policy sdar)",
+                              adapter);
+        if (shift < 0) shift = info.shift >= 0 ? info.shift : 1;
+    }
+    if (shift < 0) shift = 1;
     int mode_id, sel;
     if (!strcmp(mode, "lossless"))
         mode_id = MODE_LOSSLESS;
@@ -445,6 +460,13 @@ static specd_status block_verify(wedlm_state *s, const float *logits, specd_step
             s->keep[i] = i;
         specd_dlm_credit_init(&credit, s->credit.params, NULL);
         SPECD_TRY(specd_wedlm_window_init(&next, s->w, s->n_at + n_emit, err));
+        /* the block's last row ran base weights over the whole block in order: it is plain
+         * decoding's row for the next block's slot 0, so that slot starts filled (as sdar's
+         * refresh step does) and block-wise decoding is not charged a forward per block for it */
+        specd_sample_key key = s->key;
+        key.position = (uint32_t)next.first;
+        SPECD_TRY(specd_sampler_sample(s->target, logits + (size_t)s->row_of[s->w] * s->n_vocab,
+                                       s->n_vocab, key, &next.token[0], err));
     } else {
         int32_t filled = 0;
         if (next.token[0] < 0) {
@@ -593,8 +615,9 @@ const specd_policy_ops specd_policy_wedlm = {
     .abi_version = SPECD_POLICY_ABI_VERSION,
     .name = "wedlm",
     .options_help =
-        "shift=1 (slot q read from the row at q-1: the shifted R-ISD adapter as a STAND-IN; "
-        "shift=0: a mask's own row, for a WeDLM adapter such as smollm2-135m-wedlm), "
+        "shift (default: the adapter's specd_shift, else 1; 1: slot q read from the row at q-1, "
+        "the shifted R-ISD adapter as a STAND-IN; 0: a mask's own row, for a WeDLM adapter such "
+        "as smollm2-135m-wedlm), "
         "mode=lossless|stream|block (stream: the paper's unverified commit, lossy; block: "
         "block-wise baseline, a block of w emitted whole once filled, lossy; a plain step of "
         "the adaptive guard restarts the block: measure it with the guard off), w=6 (window), "

@@ -107,6 +107,19 @@ SPECD_API const float *specd_lora_mask_embedding(const specd_lora *lora, int32_t
 SPECD_API specd_status specd_lora_read_mask_embedding(const char *dir, float *out, int32_t cap,
                                                       int32_t *n_embd, specd_error *err);
 
+/* How tools/train/export_adapter.py says an adapter was trained (adapter_config.json's specd_*
+ * keys), so a policy can run it the way it was trained without the user repeating it:
+ * objective "wedlm" / "sdar" (specd_objective; "" when absent, as in R-ISD adapters), shift 0 or 1
+ * (specd_shift: 0 when a mask row predicts its own position; -1 when absent), block (specd_block;
+ * 0 when absent). Reads the config only; a malformed value -> SPECD_E_FORMAT. */
+typedef struct specd_lora_info {
+    char objective[16];
+    int32_t shift;
+    int32_t block;
+} specd_lora_info;
+SPECD_API specd_status specd_lora_read_info(const char *dir, specd_lora_info *out,
+                                            specd_error *err);
+
 /* --- context ------------------------------------------------------------------------------- */
 typedef struct specd_context_params {
     int32_t n_seq;     /* sequences, each with its own KV cache (default 1) */

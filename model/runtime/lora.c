@@ -379,3 +379,44 @@ specd_status specd_lora_read_mask_embedding(const char *dir, float *out, int32_t
     specd_free(buf);
     return st;
 }
+
+specd_status specd_lora_read_info(const char *dir, specd_lora_info *out, specd_error *err) {
+    if (!dir || !out) return specd_fail(err, SPECD_E_INVALID_ARG, "lora: dir or out is NULL");
+    *out = (specd_lora_info){.shift = -1};
+    uint8_t *buf;
+    size_t len;
+    SPECD_TRY(read_file(dir, "adapter_config.json", 1 << 20, &buf, &len, err));
+    rt_json j;
+    specd_status st = rt_json_parse((const char *)buf, len, &j, err);
+    if (st != SPECD_OK) {
+        specd_free(buf);
+        return st;
+    }
+    const uint32_t oi = rt_json_get(&j, 0, "specd_objective"), si = rt_json_get(&j, 0, "specd_shift"),
+                   bi = rt_json_get(&j, 0, "specd_block");
+    double v;
+    if (oi) {
+        const rt_json_node *n = &j.nodes[oi];
+        if (n->type != RT_JSON_STRING || n->end - n->start >= sizeof out->objective)
+            st = specd_fail(err, SPECD_E_FORMAT,
+                            "lora: adapter_config.json: specd_objective must be a short string");
+        else
+            memcpy(out->objective, j.text + n->start, n->end - n->start);
+    }
+    if (st == SPECD_OK && si) {
+        if (!rt_json_number(&j, si, &v) || (v != 0 && v != 1))
+            st = specd_fail(err, SPECD_E_FORMAT, "lora: adapter_config.json: specd_shift must be 0 or 1");
+        else
+            out->shift = (int32_t)v;
+    }
+    if (st == SPECD_OK && bi) {
+        if (!rt_json_number(&j, bi, &v) || v < 1 || v > 4096 || v != (int32_t)v)
+            st = specd_fail(err, SPECD_E_FORMAT,
+                            "lora: adapter_config.json: specd_block must be 1..4096");
+        else
+            out->block = (int32_t)v;
+    }
+    rt_json_free(&j);
+    specd_free(buf);
+    return st;
+}

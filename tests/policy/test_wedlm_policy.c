@@ -7,10 +7,14 @@
 #include "test_main.h"
 
 #include "specd/policy.h"
+#include "specd/runtime.h"
 #include "specd/spec.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 enum { V = 16, W = 4, ROWS = W + 1, MASK = 0 };
 
@@ -258,7 +262,7 @@ static void test_block_waits_for_whole_block(void **s) {
     assert_int_equal(ops->layout(st, hist, 10, &l, &err), SPECD_OK);
     expect_layout(&l, (const int32_t[]){10, 3, 5, 0, 7}, (const int32_t[]){9, 10, 11, 12, 13});
     for (int r = 0; r < ROWS; r++)
-        peaked(lg + r * V, 9);
+        peaked(lg + r * V, r == ROWS - 1 ? 11 : 9);
     assert_int_equal(ops->verify(st, lg, &o, &err), SPECD_OK);
     assert_int_equal(o.n_emitted, 4);
     assert_memory_equal(o.emitted, ((const int32_t[]){3, 5, 0, 7}), 4 * sizeof(int32_t));
@@ -268,9 +272,10 @@ static void test_block_waits_for_whole_block(void **s) {
     assert_true(o.lossy && o.n_drafted == 4 && o.n_accepted == 4);
     hist[10] = 3, hist[11] = 5, hist[12] = 0, hist[13] = 7;
 
-    /* a fresh block of masks after it */
+    /* a fresh block after it, its slot 0 already filled from the last row (7@13, base weights
+     * over the whole block: plain decoding's row for position 14), the rest masks */
     assert_int_equal(ops->layout(st, hist, 14, &l, &err), SPECD_OK);
-    expect_layout(&l, (const int32_t[]){7, MASK, MASK, MASK, MASK},
+    expect_layout(&l, (const int32_t[]){7, 11, MASK, MASK, MASK},
                   (const int32_t[]){13, 14, 15, 16, 17});
     ops->destroy(st);
 }
@@ -301,8 +306,58 @@ static void test_options(void **s) {
         ops->destroy(make(good[i]));
     /* the stand-in warning belongs to shift=1 only, and shift=0 names the WeDLM adapter */
     assert_non_null(strstr(ops->options_help, "STAND-IN"));
-    assert_non_null(strstr(ops->options_help, "shift=0: a mask's own row, for a WeDLM adapter"));
+    assert_non_null(strstr(ops->options_help, "0: a mask's own row, for a WeDLM adapter"));
     assert_non_null(strstr(ops->options_help, "mode=lossless|stream|block"));
+}
+
+static void write_config(const char *dir, const char *json) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/adapter_config.json", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(json, f);
+    fclose(f);
+}
+
+/* What export_adapter.py records decides how wedlm runs an adapter when the options do not say:
+ * read back from adapter_config.json, and an adapter trained for sdar is refused by name. */
+static void test_adapter_config(void **s) {
+    (void)s;
+    char dir[] = "/tmp/specd-wedlm-cfg.XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    specd_lora_info info;
+    specd_error err;
+    write_config(dir, "{\"r\": 16, \"lora_alpha\": 32, \"target_modules\": [\"q_proj\"]}");
+    assert_int_equal(specd_lora_read_info(dir, &info, &err), SPECD_OK);
+    assert_string_equal(info.objective, "");
+    assert_int_equal(info.shift, -1); /* R-ISD adapters: shifted, wedlm's fallback */
+    assert_int_equal(info.block, 0);
+    write_config(dir, "{\"r\": 16, \"specd_objective\": \"wedlm\", \"specd_shift\": 0, "
+                      "\"specd_block\": 8}");
+    assert_int_equal(specd_lora_read_info(dir, &info, &err), SPECD_OK);
+    assert_string_equal(info.objective, "wedlm");
+    assert_int_equal(info.shift, 0);
+    assert_int_equal(info.block, 8);
+    const char *bad[] = {"{\"specd_shift\": 2}", "{\"specd_shift\": \"0\"}", "{\"specd_block\": 0}",
+                         "{\"specd_objective\": 7}", "{\"specd_objective\": \"a-very-long-objective\"}",
+                         "{\"specd_shift\": 0"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        write_config(dir, bad[i]);
+        if (specd_lora_read_info(dir, &info, &err) == SPECD_OK) fail_msg("accepted %s", bad[i]);
+    }
+    write_config(dir, "{\"r\": 16, \"specd_objective\": \"sdar\", \"specd_block\": 4}");
+    char opts[128];
+    snprintf(opts, sizeof opts, "adapter=%s", dir);
+    specd_policy_env env = {.n_vocab = V, .max_draft = 8, .rule = SPECD_ACCEPT_GREEDY};
+    env.sampling = specd_sampling_default_params();
+    void *st = NULL;
+    assert_int_equal(ops->create(&env, opts, &st, &err), SPECD_E_INVALID_ARG);
+    assert_null(st);
+    assert_non_null(strstr(err.message, "--policy sdar"));
+    char path[256];
+    snprintf(path, sizeof path, "%s/adapter_config.json", dir);
+    remove(path);
+    rmdir(dir);
 }
 
 int main(void) {
@@ -318,6 +373,7 @@ int main(void) {
         cmocka_unit_test(test_nan_mask_row),
         cmocka_unit_test(test_block_waits_for_whole_block),
         cmocka_unit_test(test_options),
+        cmocka_unit_test(test_adapter_config),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -194,7 +194,8 @@ MATCH_LEVELS = (1.0, 0.9, 0.75)
 
 def matched_quality(points, plain_quality):
     """Per regime, series and level f: the highest TPF among the series' points whose quality is
-    at least f of plain decoding's (for NLL: at most plain's / f), and the point that gives it:
+    at least f of plain decoding's (for NLL: at most plain's / f, and a repeated-4-gram rate at
+    most plain's / f + 0.01, since loops have low NLL), and the point that gives it:
     the decoders compared at matched quality. plain_quality maps a regime to plain's value."""
     out = []
     for regime in dict.fromkeys(p["regime"] for p in points):
@@ -212,6 +213,12 @@ def matched_quality(points, plain_quality):
                                                                         (int, float)):
                         continue
                     ok = q >= f * ref if higher else q <= ref / f
+                    if ok and not higher:
+                        # a low NLL also rewards degenerate loops: the output must not repeat
+                        # itself more than plain's does at this level (+0.01 for plain's zero)
+                        r, rp = p.get("repeat_4gram_spec"), p.get("repeat_4gram_plain")
+                        if isinstance(r, (int, float)) and isinstance(rp, (int, float)):
+                            ok = r <= rp / f + 0.01
                     if ok and (best is None or p["tpf"] > best["tpf"]):
                         best = p
                 out.append({"regime": regime, "series": series, "level": f,

@@ -13,9 +13,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pareto_lib as pl  # noqa: E402
 
 
-def ab_json(tpf, p_cache, pass_rate=None, nll=1.0):
+def ab_json(tpf, p_cache, pass_rate=None, nll=1.0, rep4=0.05):
     q = {"nll_plain": 0.6, "nll_spec": nll, "repeat_4gram_plain": 0.04,
-         "repeat_4gram_spec": 0.08, "agreement_prefix": 0.2, "agreement_positions": 0.3}
+         "repeat_4gram_spec": rep4, "agreement_prefix": 0.2, "agreement_positions": 0.3}
     if pass_rate is not None:
         q.update({"task_pass_rate_plain": 0.6, "task_pass_rate_spec": pass_rate,
                   "tasks_passed_plain": 18, "tasks_passed_spec": int(round(pass_rate * 30)),
@@ -97,6 +97,15 @@ class Points(unittest.TestCase):
         # prose, plain NLL 1.0: at 0.75 (NLL <= 1.333) both points pass, the faster wins
         self.assertEqual(m[("prose", "streaming W=4", 0.75)]["tpf"], 1.4)
         self.assertEqual(m[("prose", "streaming W=4", 1.0)]["tpf"], 1.1)
+
+    def test_matched_quality_refuses_loops(self):
+        # a low NLL from repeating itself is not matched quality: the 4-gram rate must stay
+        # within plain's (0.04) / level + 0.01
+        cfg = {"mode": "stream", "select": "entropy", "tau": 0.5, "lambda": 0.1, "w": 4}
+        loop = pl.point_from_ab(cfg, "prose", ab_json(2.0, 0.3, nll=0.5, rep4=0.4))
+        fine = pl.point_from_ab(dict(cfg, tau=0.2), "prose", ab_json(1.3, 0.3, nll=0.9))
+        m = {r["level"]: r for r in pl.matched_quality([loop, fine], {"prose": 1.0})}
+        self.assertEqual(m[1.0]["tpf"], 1.3)
 
     def test_svg(self):
         with tempfile.TemporaryDirectory() as d:

@@ -30,8 +30,17 @@ specd_status specd_dlm_smooth_row(const float *logits, int32_t n_vocab, specd_dl
     double z = 0.0;
     for (int32_t v = 0; v < n_vocab; v++)
         z += exp((double)logits[v] - m);
-    /* p_v < 1e-9 p_top  <=>  f_v - m < log(1e-9) */
-    const double cut = log(1e-9);
+    /* p_v < 1e-9 p_top  <=>  f_v - m < log(1e-9); on a flat row that keeps most of the
+     * vocabulary (a dequantized embedding row each), so the cut rises by decades until at most
+     * SPECD_DLM_SMOOTH_MAX_ROWS tokens pass: the dropped ones each weigh less than the kept */
+    double cut = log(1e-9);
+    for (;;) {
+        int32_t n = 0;
+        for (int32_t v = 0; v < n_vocab && n <= SPECD_DLM_SMOOTH_MAX_ROWS; v++)
+            n += (double)logits[v] - m >= cut;
+        if (n <= SPECD_DLM_SMOOTH_MAX_ROWS) break;
+        cut += log(10.0);
+    }
     float *r = scratch, *acc = scratch + n_embd;
     memset(acc, 0, (size_t)n_embd * sizeof *acc);
     int32_t used = 0;

@@ -24,9 +24,14 @@ typedef int (*specd_dlm_emb_row_fn)(void *ctx, int32_t token, float *out);
  * iterations since the position entered the window, from 0. */
 float specd_dlm_smooth_alpha(float alpha_init, float alpha_growth, float alpha_max, int32_t t);
 
+#define SPECD_DLM_SMOOTH_MAX_ROWS 256
+
 /* out[0..n_embd) = e_mask + alpha * sum_v softmax(logits)_v * W_emb[v]. Tokens whose probability is
  * below 1e-9 of the top one are skipped (their share of the sum is below 1e-9 * n_vocab of the
- * largest term); *n_used, if not NULL, counts the rows read. Fails (out untouched) on NaN/Inf
+ * largest term), and when more than SPECD_DLM_SMOOTH_MAX_ROWS pass, the bound rises by factors
+ * of 10 until at most that many do (a flat row's sum then covers only its likelier tokens, not
+ * renormalized: an uncertain position gets a smaller step away from e_mask); *n_used, if not
+ * NULL, counts the rows read. Fails (out untouched) on NaN/Inf
  * logits or alpha (SPECD_E_NUMERIC), bad sizes (SPECD_E_INVALID_ARG), or a row callback error
  * (SPECD_E_IO). scratch holds 2 * n_embd floats (a row and the running sum). */
 specd_status specd_dlm_smooth_row(const float *logits, int32_t n_vocab, specd_dlm_emb_row_fn row,

@@ -353,6 +353,19 @@ static void test_iter_smooth(void **s) {
         specd_dlm_smooth_row(l, 3, emb_fail, NULL, em, 2, 0.2f, scratch, out, NULL, &err),
         SPECD_E_IO);
     assert_true(out[0] == 9.0f);
+    /* a flat tail of 999 tokens at 1/e^5 of the top (all above 1e-9 of it) would read 1000
+     * rows: the bound rises by decades to 1e-2, only the top's row (token 1 here, the others have
+     * no row: emb_row fails on them) is read, with its full-softmax weight p1 = e^5 / (e^5 + 999) */
+    static float flat[1000];
+    for (int v = 0; v < 1000; v++)
+        flat[v] = v == 1 ? 5.0f : 0.0f;
+    assert_int_equal(
+        specd_dlm_smooth_row(flat, 1000, emb_row, NULL, em, 2, 0.5f, scratch, out, &used, &err),
+        SPECD_OK);
+    assert_int_equal(used, 1);
+    const double p1 = exp(5.0) / (exp(5.0) + 999.0);
+    NEAR(out[0], 0.5);
+    NEAR(out[1], -0.5 + 0.5 * p1);
     /* schedule: init 0.1, growth 0.05, max 0.3: t = 0 -> 0.1, t = 2 -> 0.2, t = 10 -> capped */
     NEAR(specd_dlm_smooth_alpha(0.1f, 0.05f, 0.3f, 0), 0.1);
     NEAR(specd_dlm_smooth_alpha(0.1f, 0.05f, 0.3f, 2), 0.2);

@@ -36,8 +36,8 @@ specd_status specd_options_parse(const char *policy, const char *options,
         size_t len = end ? (size_t)(end - p) : strlen(p);
         const char *eq = memchr(p, '=', len);
         if (!eq)
-            return specd_fail(err, SPECD_E_INVALID_ARG,
-                              "policy %s: option '%.*s' is not key=value", policy, (int)len, p);
+            return specd_fail(err, SPECD_E_INVALID_ARG, "policy %s: option '%.*s' is not key=value",
+                              policy, (int)len, p);
         size_t klen = (size_t)(eq - p);
         const char *val = eq + 1;
         size_t vlen = len - klen - 1;
@@ -51,8 +51,8 @@ specd_status specd_options_parse(const char *policy, const char *options,
             if (strlen(strs[i].key) == klen && !memcmp(strs[i].key, p, klen)) {
                 if (vlen == 0 || vlen >= (size_t)strs[i].cap)
                     return specd_fail(err, SPECD_E_INVALID_ARG,
-                                      "policy %s: option %s has an empty or too long value",
-                                      policy, strs[i].key);
+                                      "policy %s: option %s has an empty or too long value", policy,
+                                      strs[i].key);
                 memcpy(strs[i].value, val, vlen);
                 strs[i].value[vlen] = '\0';
                 found = 1;
@@ -62,5 +62,17 @@ specd_status specd_options_parse(const char *policy, const char *options,
                               (int)klen, p);
         p += len + (end ? 1 : 0);
     }
+    return SPECD_OK;
+}
+
+specd_status specd_option_float(const char *policy, const char *key, const char *text, float lo,
+                                float hi, float *out, specd_error *err) {
+    if (!text[0]) return SPECD_OK;
+    char *end;
+    const float v = strtof(text, &end);
+    if (*end || !(v >= lo && v <= hi))
+        return specd_fail(err, SPECD_E_INVALID_ARG, "policy %s: %s=%s (want a number in [%g, %g])",
+                          policy, key, text, (double)lo, (double)hi);
+    *out = v;
     return SPECD_OK;
 }

@@ -124,19 +124,6 @@ static void sdar_destroy(void *state) {
     specd_free(s);
 }
 
-static specd_status parse_float(const char *key, const char *text, float lo, float hi, float *out,
-                                specd_error *err) {
-    if (!text[0]) return SPECD_OK;
-    char *end;
-    const float v = strtof(text, &end);
-    if (*end || !(v >= lo && v <= hi))
-        return specd_fail(err, SPECD_E_INVALID_ARG,
-                          "policy sdar: %s=%s (want a number in [%g, %g])", key, text, (double)lo,
-                          (double)hi);
-    *out = v;
-    return SPECD_OK;
-}
-
 /* The adapter and its mask vector: loaded here when specd runs the target, else only the vector
  * is read (the host applies the LoRA from the layout's lora_path). */
 static specd_status load_adapter(sdar_state *s, const specd_policy_env *env, const char *dir,
@@ -227,9 +214,10 @@ static specd_status sdar_create(const specd_policy_env *env, const char *options
     /* dInfer's App. D thresholds (0.8; 0.92 / 0.62), WeDLM's eq. 11 tau 0.3 and lambda 0.1 */
     float tau = sel == SEL_ENTROPY ? 0.3f : sel == SEL_HIER ? 0.92f : 0.8f, tau_low = 0.62f;
     float lambda = 0.1f;
-    SPECD_TRY(parse_float("tau", tau_s, 0.0f, sel == SEL_ENTROPY ? 100.0f : 1.0f, &tau, err));
-    SPECD_TRY(parse_float("tau_low", tau_low_s, 0.0f, 1.0f, &tau_low, err));
-    SPECD_TRY(parse_float("lambda", lambda_s, 0.0f, 100.0f, &lambda, err));
+    SPECD_TRY(specd_option_float("sdar", "tau", tau_s, 0.0f, sel == SEL_ENTROPY ? 100.0f : 1.0f,
+                                 &tau, err));
+    SPECD_TRY(specd_option_float("sdar", "tau_low", tau_low_s, 0.0f, 1.0f, &tau_low, err));
+    SPECD_TRY(specd_option_float("sdar", "lambda", lambda_s, 0.0f, 100.0f, &lambda, err));
     const int32_t most = env->max_step_rows > 0 ? env->max_step_rows : 2 * env->max_draft + 1;
     if (2 * b + 1 > most)
         return specd_fail(err, SPECD_E_INVALID_ARG,
@@ -517,7 +505,8 @@ const specd_policy_ops specd_policy_sdar = {
     .name = "sdar",
     .options_help =
         "block-bidirectional diffusion (SDAR-style; adapter from tools/train/train_sdar.py): "
-        "block (B, 1..16, default the adapter's specd_block, else 4; a step runs up to 2B+1 rows), mode=lossless|block (block: the "
+        "block (B, 1..16, default the adapter's specd_block, else 4; a step runs up to 2B+1 rows), "
+        "mode=lossless|block (block: the "
         "finished block committed unverified, LOSSY; a plain step of the adaptive guard restarts "
         "the block: run it with the guard off), select=threshold|hierarchical|credit|"
         "entropy, tau (threshold/credit 0.8; hierarchical 0.92; entropy 0.3), tau_low=0.62, "

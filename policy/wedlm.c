@@ -115,20 +115,6 @@ static void wedlm_destroy(void *state) {
     specd_free(s);
 }
 
-static specd_status parse_float(const char *key, const char *text, float lo, float hi, float *out,
-                                specd_error *err) {
-    if (!text[0]) return SPECD_OK;
-    char *end;
-    const float v = strtof(text, &end);
-    if (*end || !(v >= lo && v <= hi))
-        return specd_fail(err, SPECD_E_INVALID_ARG,
-                          "policy wedlm: %s=%s (want a number in "
-                          "[%g, %g])",
-                          key, text, (double)lo, (double)hi);
-    *out = v;
-    return SPECD_OK;
-}
-
 /* The mask embedding of the adapter: from the loaded adapter, or read from its directory when the
  * host runs the target (it then applies the LoRA from the layout's lora_path). */
 static specd_status load_adapter(wedlm_state *s, const specd_policy_env *env, const char *dir,
@@ -242,11 +228,12 @@ static specd_status wedlm_create(const specd_policy_env *env, const char *option
      * with their App. D thresholds (0.8; 0.92 / 0.62) */
     float tau = sel == SEL_ENTROPY ? 0.3f : sel == SEL_HIER ? 0.92f : 0.8f, tau_low = 0.62f;
     float lambda = 0.1f;
-    SPECD_TRY(parse_float("tau", tau_s, 0.0f, sel == SEL_ENTROPY ? 100.0f : 1.0f, &tau, err));
-    SPECD_TRY(parse_float("tau_low", tau_low_s, 0.0f, 1.0f, &tau_low, err));
-    SPECD_TRY(parse_float("lambda", lambda_s, 0.0f, 100.0f, &lambda, err));
+    SPECD_TRY(specd_option_float("wedlm", "tau", tau_s, 0.0f, sel == SEL_ENTROPY ? 100.0f : 1.0f,
+                                 &tau, err));
+    SPECD_TRY(specd_option_float("wedlm", "tau_low", tau_low_s, 0.0f, 1.0f, &tau_low, err));
+    SPECD_TRY(specd_option_float("wedlm", "lambda", lambda_s, 0.0f, 100.0f, &lambda, err));
     float smooth = 0.0f;
-    SPECD_TRY(parse_float("smooth", smooth_s, 0.0f, 1.0f, &smooth, err));
+    SPECD_TRY(specd_option_float("wedlm", "smooth", smooth_s, 0.0f, 1.0f, &smooth, err));
     if (smooth > 0.0f && !env->target)
         return specd_fail(err, SPECD_E_INVALID_ARG,
                           "policy wedlm: smooth needs the target's "
@@ -472,7 +459,8 @@ static specd_status block_verify(wedlm_state *s, const float *logits, specd_step
         if (next.token[0] < 0) {
             specd_sample_key key = s->key;
             key.position = (uint32_t)s->n_at;
-            SPECD_TRY(specd_sampler_sample(s->target, logits, s->n_vocab, key, &next.token[0], err));
+            SPECD_TRY(
+                specd_sampler_sample(s->target, logits, s->n_vocab, key, &next.token[0], err));
             specd_dlm_credit_forget(&credit, next.first);
             filled = 1;
         }

@@ -124,40 +124,18 @@ static void sdar_destroy(void *state) {
     specd_free(s);
 }
 
-/* The adapter and its mask vector: loaded here when specd runs the target, else only the vector
- * is read (the host applies the LoRA from the layout's lora_path). */
+/* The adapter and its mask vector (policy/mask_rows.h), and the input rows that carry the vector.
+ */
 static specd_status load_adapter(sdar_state *s, const specd_policy_env *env, const char *dir,
                                  specd_error *err) {
-    size_t len = strlen(dir) + 1;
-    if (!(s->adapter = specd_alloc(len)))
-        return specd_fail(err, SPECD_E_NOMEM, "policy sdar: out of memory");
-    memcpy(s->adapter, dir, len);
-    const float *vec = NULL;
-    float *own = NULL;
     int32_t n = 0;
-    specd_status st;
-    if (env->target) {
-        st = specd_lora_create(env->target, dir, &s->lora, err);
-        if (st == SPECD_OK) vec = specd_lora_mask_embedding(s->lora, &n);
-    } else {
-        st = specd_mask_read_vector(dir, &own, &n, err);
-        vec = own;
-    }
-    if (st != SPECD_OK) {
-        specd_free(own);
-        return specd_mask_adapter_fail(err, st, "sdar", dir);
-    }
-    if (vec && n > 0) {
-        if (!(s->mask_vec = specd_alloc_array((size_t)n, sizeof(float))) ||
-            !(s->embd = specd_alloc_array((size_t)MAX_ROWS * (size_t)n, sizeof(float))) ||
-            !(s->embd_rows = specd_alloc_array(MAX_ROWS, 1))) {
-            specd_free(own);
-            return specd_fail(err, SPECD_E_NOMEM, "policy sdar: out of memory");
-        }
-        memcpy(s->mask_vec, vec, (size_t)n * sizeof(float));
-        s->n_embd = n;
-    }
-    specd_free(own);
+    SPECD_TRY(
+        specd_mask_load_adapter("sdar", env, dir, &s->adapter, &s->lora, &s->mask_vec, &n, err));
+    if (!s->mask_vec) return SPECD_OK;
+    if (!(s->embd = specd_alloc_array((size_t)MAX_ROWS * (size_t)n, sizeof(float))) ||
+        !(s->embd_rows = specd_alloc_array(MAX_ROWS, 1)))
+        return specd_fail(err, SPECD_E_NOMEM, "policy sdar: out of memory");
+    s->n_embd = n;
     return SPECD_OK;
 }
 

@@ -115,38 +115,13 @@ static void wedlm_destroy(void *state) {
     specd_free(s);
 }
 
-/* The mask embedding of the adapter: from the loaded adapter, or read from its directory when the
- * host runs the target (it then applies the LoRA from the layout's lora_path). */
+/* The adapter, and its mask vector as the mask rows' input (policy/mask_rows.h). */
 static specd_status load_adapter(wedlm_state *s, const specd_policy_env *env, const char *dir,
                                  specd_error *err) {
-    size_t len = strlen(dir) + 1;
-    if (!(s->adapter = specd_alloc(len)))
-        return specd_fail(err, SPECD_E_NOMEM, "policy wedlm: out of memory");
-    memcpy(s->adapter, dir, len);
-    const float *vec = NULL;
-    float *own = NULL;
     int32_t n = 0;
-    specd_status st = SPECD_OK;
-    if (env->target) {
-        st = specd_lora_create(env->target, dir, &s->lora, err);
-        if (st == SPECD_OK) vec = specd_lora_mask_embedding(s->lora, &n);
-    } else {
-        st = specd_mask_read_vector(dir, &own, &n, err);
-        vec = own;
-    }
-    if (st != SPECD_OK) {
-        specd_free(own);
-        return specd_mask_adapter_fail(err, st, "wedlm", dir);
-    }
-    if (vec && n > 0) {
-        if (!(s->mask_vec = specd_alloc_array((size_t)n, sizeof(float)))) {
-            specd_free(own);
-            return specd_fail(err, SPECD_E_NOMEM, "policy wedlm: out of memory");
-        }
-        memcpy(s->mask_vec, vec, (size_t)n * sizeof(float));
-        s->n_embd = n;
-    }
-    specd_free(own);
+    SPECD_TRY(
+        specd_mask_load_adapter("wedlm", env, dir, &s->adapter, &s->lora, &s->mask_vec, &n, err));
+    if (s->mask_vec) s->n_embd = n;
     return SPECD_OK;
 }
 

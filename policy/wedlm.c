@@ -334,8 +334,28 @@ static int32_t pred_row(const wedlm_state *s, int64_t q) {
 /* Fills masks of win (the next window, starting at n_at + n_emitted) from this step's rows, by the
  * configured rule; credit is the credit state to update (a copy: the caller commits both only
  * when the whole step succeeds). */
+/* Every rule fills at least one mask so that a decoder without an exact row never stalls. Here
+ * the pending row's token already moves a streaming step on, so unless the caller needs progress
+ * (force) a fill that passed no threshold, only that guarantee, is taken back: committed (stream)
+ * or verified (lossless), such a guess costs more than the slot it fills. */
+static void drop_forced_fill(const wedlm_state *s, const specd_dlm_pos *pos, const uint8_t *elig,
+                             uint8_t *fill, int32_t k) {
+    if (k != 1) return;
+    int32_t i = 0, left = -1;
+    while (!fill[i])
+        i++;
+    for (int32_t j = 0; j < s->w && left < 0; j++)
+        if (elig[j]) left = j;
+    const double h = (double)pos[i].entropy + (double)s->lambda * (double)(i - left); /* eq. 11 */
+    const int passed = s->sel == SEL_ENTROPY ? h < (double)s->tau
+                       : s->sel == SEL_HIER  ? pos[i].p > s->tau_low || pos[i].p > s->tau
+                                             : pos[i].p >= s->tau;
+    if (!passed) fill[i] = 0;
+}
+
 static specd_status select_fills(const wedlm_state *s, specd_wedlm_window *win,
-                                 specd_dlm_credit *credit, const float *logits, specd_error *err) {
+                                 specd_dlm_credit *credit, const float *logits, int force,
+                                 specd_error *err) {
     const size_t V = (size_t)s->n_vocab;
     specd_dlm_pos pos[SPECD_WEDLM_MAX_W];
     uint8_t elig[SPECD_WEDLM_MAX_W], fill[SPECD_WEDLM_MAX_W];
@@ -368,6 +388,7 @@ static specd_status select_fills(const wedlm_state *s, specd_wedlm_window *win,
     default: /* threshold, and credit's threshold on the fused p~ */
         SPECD_TRY(specd_dlm_commit_threshold(pos, elig, s->w, s->tau, fill, &k, err));
     }
+    if (!force) drop_forced_fill(s, pos, elig, fill, k);
     for (int32_t i = 0; i < s->w; i++)
         if (fill[i]) {
             win->token[i] = pos[i].token;
@@ -441,7 +462,8 @@ static specd_status block_verify(wedlm_state *s, const float *logits, specd_step
         }
         const specd_wedlm_window before = next;
         const specd_dlm_credit credit_before = credit;
-        specd_status st = select_fills(s, &next, &credit, logits, err); /* OK when none is left */
+        /* progress is forced only when slot 0 did not just take the pending row's token */
+        specd_status st = select_fills(s, &next, &credit, logits, !filled, err);
         if (st == SPECD_OK && s->smooth_max > 0.0f)
             st = smooth_slots(s, &next, logits, has_vec, slot_iter, err);
         if (st == SPECD_E_NUMERIC && filled) {
@@ -530,7 +552,7 @@ static specd_status wedlm_verify(void *state, const float *logits, specd_step_ou
             const int64_t o = next.first + i - s->at.first;
             if (o < s->at.w) next.token[i] = s->at.token[o];
         }
-        specd_status st = select_fills(s, &next, &credit, logits, err);
+        specd_status st = select_fills(s, &next, &credit, logits, 0, err);
         if (st == SPECD_OK && s->smooth_max > 0.0f)
             st = smooth_slots(s, &next, logits, has_vec, slot_iter, err);
         if (st == SPECD_E_NUMERIC) {

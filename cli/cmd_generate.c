@@ -30,7 +30,7 @@ static void print_summary(const cli_options *o, const cli_result *spec, const cl
     for (int i = 0; i < o->max_draft && s->drafted_at[i] > 0; i++)
         fprintf(stderr, " %.2f", (double)s->accepted_at[i] / (double)s->drafted_at[i]);
     fprintf(stderr, "\ntokens per target forward %.2f\n", cli_tpf(spec));
-    if (!strcmp(o->policy, "wedlm"))
+    if (!strcmp(o->policy, "wedlm") || !strcmp(o->policy, "sdar"))
         fprintf(stderr, "p_cache (WeDLM eq. 4) %.3f (%lld tokens emitted / %lld token rows run), "
                         "TPF %.2f\n",
                 ab_p_cache(s->n_emitted, s->n_tokens_run), (long long)s->n_emitted,

@@ -68,6 +68,7 @@ typedef struct wedlm_state {
     int sel;
     float tau, tau_low, lambda;
     int32_t w, mask_id, n_vocab;
+    int32_t eos; /* mode=block's early EOS stop token, or -1 (off) */
     specd_sample_key key;
     specd_lora *lora;
     char *adapter;
@@ -151,10 +152,14 @@ static specd_status smooth_setup(wedlm_state *s, const specd_policy_env *env, fl
 static specd_status wedlm_create(const specd_policy_env *env, const char *options, void **state,
                                  specd_error *err) {
     int32_t w = 6, mask = -1, shift = -1; /* -1: as the adapter's config says, else 1 */
+    int32_t early_eos = 0, eos = -1;
     char mode[16] = "lossless", select[16] = "entropy", adapter[4096] = "";
     char tau_s[32] = "", tau_low_s[32] = "", lambda_s[32] = "", smooth_s[32] = "";
-    const specd_option_spec ints[] = {
-        {"w", &w, 1, SPECD_WEDLM_MAX_W}, {"mask", &mask, 0, INT32_MAX}, {"shift", &shift, 0, 1}};
+    const specd_option_spec ints[] = {{"w", &w, 1, SPECD_WEDLM_MAX_W},
+                                      {"mask", &mask, 0, INT32_MAX},
+                                      {"shift", &shift, 0, 1},
+                                      {"early_eos", &early_eos, 0, 1},
+                                      {"eos", &eos, 0, INT32_MAX}};
     const specd_option_str strs[] = {{"mode", mode, (int32_t)sizeof mode},
                                      {"select", select, (int32_t)sizeof select},
                                      {"adapter", adapter, (int32_t)sizeof adapter},
@@ -162,7 +167,7 @@ static specd_status wedlm_create(const specd_policy_env *env, const char *option
                                      {"tau_low", tau_low_s, (int32_t)sizeof tau_low_s},
                                      {"lambda", lambda_s, (int32_t)sizeof lambda_s},
                                      {"smooth", smooth_s, (int32_t)sizeof smooth_s}};
-    SPECD_TRY(specd_options_parse("wedlm", options, ints, 3, strs, 7, err));
+    SPECD_TRY(specd_options_parse("wedlm", options, ints, 5, strs, 7, err));
     if (adapter[0]) {
         /* run the adapter as it was trained: a WeDLM export records shift 0, an R-ISD one none */
         specd_lora_info info;
@@ -232,6 +237,23 @@ static specd_status wedlm_create(const specd_policy_env *env, const char *option
     s->lambda = lambda;
     s->w = w;
     s->mask_id = mask_id;
+    s->eos = -1;
+    if (early_eos) {
+        /* the model's EOS unless eos= names the stop token */
+        uint32_t v;
+        const specd_gguf *g = env->target ? specd_model_gguf(env->target) : NULL;
+        if (eos >= 0)
+            s->eos = eos;
+        else if (g && specd_gguf_get_u32(g, "tokenizer.ggml.eos_token_id", &v, NULL) == SPECD_OK)
+            s->eos = (int32_t)v;
+        if (s->eos < 0 || s->eos >= env->n_vocab || mode_id != MODE_BLOCK) {
+            const int block = mode_id == MODE_BLOCK;
+            wedlm_destroy(s);
+            return specd_fail(err, SPECD_E_INVALID_ARG,
+                              block ? "policy wedlm: early_eos needs eos=ID (no model EOS here)"
+                                    : "policy wedlm: early_eos applies to mode=block");
+        }
+    }
     s->n_vocab = env->n_vocab;
     s->key = (specd_sample_key){.seed = env->seed, .sequence = env->seq_key};
     s->expect_n = -1;
@@ -478,6 +500,16 @@ static specd_status block_verify(wedlm_state *s, const float *logits, specd_step
         } else if (st != SPECD_OK) {
             return st; /* with no fill this step the block would never finish */
         }
+        /* early EOS (dInfer): once every slot up to a decided EOS is decided, the slots after it
+         * are never emitted (the host stops at EOS), so they are not denoised: the block counts
+         * as whole and commits at the next step */
+        uint8_t decided[SPECD_WEDLM_MAX_W];
+        for (int32_t i = 0; i < s->w; i++)
+            decided[i] = next.token[i] >= 0;
+        const int32_t e =
+            s->eos >= 0 ? specd_dlm_eos_stop(next.token, decided, s->w, &s->eos, 1) : -1;
+        for (int32_t i = e + 1; e >= 0 && i < s->w; i++)
+            next.token[i] = s->eos;
     }
     s->win = next;
     s->credit = credit;
@@ -608,7 +640,9 @@ const specd_policy_ops specd_policy_wedlm = {
         "the adaptive guard restarts the block: measure it with the guard off), w=6 (window), "
         "select=entropy|threshold|hierarchical|credit (entropy: eq. 11), tau (entropy 0.3; "
         "threshold/credit 0.8; hierarchical 0.92), tau_low=0.62, lambda=0.1 (eq. 11), mask=ID, "
-        "adapter=DIR (PEFT LoRA on mask rows), smooth=0 (IterSmooth alpha cap, e.g. 0.3; 0 = off)",
+        "early_eos=0 (mode=block: once an EOS and every slot before it are decided, the block "
+        "commits without denoising the rest; eos=ID, default the model's EOS), adapter=DIR (PEFT "
+        "LoRA on mask rows), smooth=0 (IterSmooth alpha cap, e.g. 0.3; 0 = off)",
     .create = wedlm_create,
     .destroy = wedlm_destroy,
     .layout = wedlm_layout,

@@ -253,8 +253,7 @@ static void test_block_waits_for_whole_block(void **s) {
     /* step 2, same history: [10@9 | 3@10 5@11 7@13 | M@12]. Slot 12 <- row@11 = physical row 2
      * (flat): the only mask, filled anyway (at least one fill per step) with the flat argmax 0 */
     assert_int_equal(ops->layout(st, hist, 10, &l, &err), SPECD_OK);
-    expect_layout(&l, (const int32_t[]){10, 3, 5, 7, MASK},
-                  (const int32_t[]){9, 10, 11, 13, 12});
+    expect_layout(&l, (const int32_t[]){10, 3, 5, 7, MASK}, (const int32_t[]){9, 10, 11, 13, 12});
     flat(lg), flat(lg + V), flat(lg + 2 * V), flat(lg + 3 * V), flat(lg + 4 * V);
     assert_int_equal(ops->verify(st, lg, &o, &err), SPECD_OK);
     assert_true(o.n_emitted == 0 && o.n_keep == 0);
@@ -282,14 +281,62 @@ static void test_block_waits_for_whole_block(void **s) {
     ops->destroy(st);
 }
 
+/* mode=block with early_eos: once an EOS and every slot before it are decided, the slots after it
+ * are not denoised (they are never emitted: the host stops at EOS) and the block commits next step.
+ * EOS here is id 15; no adapter, so shifted reads: slot q from the row at q - 1. */
+static void test_block_early_eos(void **s) {
+    (void)s;
+    specd_error err;
+    void *st = make("w=4,mask=0,mode=block,early_eos=1,eos=15");
+    int32_t hist[32] = {0};
+    for (int i = 0; i < 10; i++)
+        hist[i] = 1 + i;
+    specd_step_layout l;
+    specd_step_outcome o;
+    float lg[ROWS * V];
+    assert_int_equal(ops->layout(st, hist, 10, &l, &err), SPECD_OK);
+    /* slot 10 <- pending row (3), slot 11 <- row@10 (EOS, H 0), slots 12, 13 flat: undecided */
+    peaked(lg, 3), peaked(lg + V, 15), flat(lg + 2 * V), flat(lg + 3 * V), flat(lg + 4 * V);
+    assert_int_equal(ops->verify(st, lg, &o, &err), SPECD_OK);
+    assert_true(o.n_emitted == 0 && o.n_keep == 0);
+    /* the block is whole now: 3, EOS, then EOS in the slots nobody denoised */
+    assert_int_equal(ops->layout(st, hist, 10, &l, &err), SPECD_OK);
+    expect_layout(&l, (const int32_t[]){10, 3, 15, 15, 15}, (const int32_t[]){9, 10, 11, 12, 13});
+    assert_int_equal(ops->verify(st, lg, &o, &err), SPECD_OK);
+    assert_int_equal(o.n_emitted, 4);
+    assert_true(o.emitted[0] == 3 && o.emitted[1] == 15 && o.lossy);
+    ops->destroy(st);
+    /* without early_eos the same step leaves slots 12 and 13 masked */
+    st = make("w=4,mask=0,mode=block");
+    assert_int_equal(ops->layout(st, hist, 10, &l, &err), SPECD_OK);
+    assert_int_equal(ops->verify(st, lg, &o, &err), SPECD_OK);
+    assert_int_equal(ops->layout(st, hist, 10, &l, &err), SPECD_OK);
+    expect_layout(&l, (const int32_t[]){10, 3, 15, MASK, MASK},
+                  (const int32_t[]){9, 10, 11, 12, 13});
+    ops->destroy(st);
+}
+
 static void test_options(void **s) {
     (void)s;
     specd_policy_env env = {.n_vocab = V, .max_draft = 8, .rule = SPECD_ACCEPT_GREEDY};
     env.sampling = specd_sampling_default_params();
-    const char *bad[] = {
-        "w=0",       "w=65",    "mode=fast", "select=random", "tau=abc", "select=threshold,tau=2",
-        "lambda=-1", "mask=16", "shift=2",   "w=17" /* 18 rows > 2 * 8 + 1 */,
-        "mode=blocks", "mode=block,w=0", "mode=block,tau=-1", "mode=block,w=17"};
+    const char *bad[] = {"w=0",
+                         "w=65",
+                         "mode=fast",
+                         "select=random",
+                         "tau=abc",
+                         "select=threshold,tau=2",
+                         "lambda=-1",
+                         "mask=16",
+                         "shift=2",
+                         "w=17" /* 18 rows > 2 * 8 + 1 */,
+                         "mode=blocks",
+                         "mode=block,w=0",
+                         "mode=block,tau=-1",
+                         "mode=block,w=17",
+                         "early_eos=1,eos=3" /* stream: the pending row moves it on */,
+                         "mode=block,early_eos=1" /* no model here, so no EOS to stop at */,
+                         "early_eos=2"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         void *st = NULL;
         specd_error err;
@@ -340,8 +387,11 @@ static void test_adapter_config(void **s) {
     assert_string_equal(info.objective, "wedlm");
     assert_int_equal(info.shift, 0);
     assert_int_equal(info.block, 8);
-    const char *bad[] = {"{\"specd_shift\": 2}", "{\"specd_shift\": \"0\"}", "{\"specd_block\": 0}",
-                         "{\"specd_objective\": 7}", "{\"specd_objective\": \"a-very-long-objective\"}",
+    const char *bad[] = {"{\"specd_shift\": 2}",
+                         "{\"specd_shift\": \"0\"}",
+                         "{\"specd_block\": 0}",
+                         "{\"specd_objective\": 7}",
+                         "{\"specd_objective\": \"a-very-long-objective\"}",
                          "{\"specd_shift\": 0"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         write_config(dir, bad[i]);
@@ -374,6 +424,7 @@ int main(void) {
         cmocka_unit_test(test_unshifted_reads_own_row),
         cmocka_unit_test(test_nan_mask_row),
         cmocka_unit_test(test_block_waits_for_whole_block),
+        cmocka_unit_test(test_block_early_eos),
         cmocka_unit_test(test_options),
         cmocka_unit_test(test_adapter_config),
     };

@@ -65,6 +65,7 @@
 #include "common/status_internal.h"
 #include "policy/dlm_commit.h"
 #include "policy/dlm_credit.h"
+#include "policy/dlm_rules.h"
 #include "policy/mask_rows.h"
 #include "policy/options.h"
 #include "policy/sdar_layout.h"
@@ -77,13 +78,12 @@
 _Static_assert(SPECD_DLM_CREDIT_SLOTS >= 2 * SPECD_SDAR_MAX_B, "credit slots below two blocks");
 _Static_assert(SPECD_SDAR_MAX_B <= SPECD_WEDLM_MAX_W, "block wider than eq. 11's window");
 
-enum { SEL_THRESHOLD, SEL_HIER, SEL_CREDIT, SEL_ENTROPY };
 enum { MAX_ROWS = 2 * SPECD_SDAR_MAX_B + 1 };
 
 typedef struct sdar_state {
-    int lossless, sel;
+    int lossless;
     int rejection; /* the sequence's rule is REJECTION (see exact_slot0) */
-    float tau, tau_low, lambda;
+    specd_dlm_rule rule;
     int32_t b, mask_id, n_vocab, n_embd;
     specd_sample_key key;
     specd_lora *lora;
@@ -167,7 +167,7 @@ static specd_status sdar_create(const specd_policy_env *env, const char *options
                       adapter, info.objective);
     }
     if (b == 0) b = 4;
-    int lossless, sel;
+    int lossless;
     if (!strcmp(mode, "lossless"))
         lossless = 1;
     else if (!strcmp(mode, "block"))
@@ -176,26 +176,9 @@ static specd_status sdar_create(const specd_policy_env *env, const char *options
         return specd_fail(err, SPECD_E_INVALID_ARG,
                           "policy sdar: mode=%s (want lossless, or block: unverified, lossy)",
                           mode);
-    if (!strcmp(select, "threshold"))
-        sel = SEL_THRESHOLD;
-    else if (!strcmp(select, "hierarchical"))
-        sel = SEL_HIER;
-    else if (!strcmp(select, "credit"))
-        sel = SEL_CREDIT;
-    else if (!strcmp(select, "entropy"))
-        sel = SEL_ENTROPY;
-    else
-        return specd_fail(err, SPECD_E_INVALID_ARG,
-                          "policy sdar: select=%s (want threshold, hierarchical, credit or "
-                          "entropy)",
-                          select);
-    /* dInfer's App. D thresholds (0.8; 0.92 / 0.62), WeDLM's eq. 11 tau 0.3 and lambda 0.1 */
-    float tau = sel == SEL_ENTROPY ? 0.3f : sel == SEL_HIER ? 0.92f : 0.8f, tau_low = 0.62f;
-    float lambda = 0.1f;
-    SPECD_TRY(specd_option_float("sdar", "tau", tau_s, 0.0f, sel == SEL_ENTROPY ? 100.0f : 1.0f,
-                                 &tau, err));
-    SPECD_TRY(specd_option_float("sdar", "tau_low", tau_low_s, 0.0f, 1.0f, &tau_low, err));
-    SPECD_TRY(specd_option_float("sdar", "lambda", lambda_s, 0.0f, 100.0f, &lambda, err));
+    specd_dlm_rule rule;
+    SPECD_TRY(specd_dlm_rule_parse("sdar", select, SPECD_DLM_THRESHOLD, tau_s, tau_low_s, lambda_s,
+                                   &rule, err));
     const int32_t most = env->max_step_rows > 0 ? env->max_step_rows : 2 * env->max_draft + 1;
     if (2 * b + 1 > most)
         return specd_fail(err, SPECD_E_INVALID_ARG,
@@ -209,10 +192,7 @@ static specd_status sdar_create(const specd_policy_env *env, const char *options
     if (!s) return specd_fail(err, SPECD_E_NOMEM, "policy sdar: out of memory");
     s->lossless = lossless;
     s->rejection = env->rule == SPECD_ACCEPT_REJECTION;
-    s->sel = sel;
-    s->tau = tau;
-    s->tau_low = tau_low;
-    s->lambda = lambda;
+    s->rule = rule;
     s->b = b;
     s->mask_id = mask_id;
     s->n_vocab = env->n_vocab;
@@ -341,7 +321,7 @@ static specd_status select_fills(sdar_state *s, int32_t *token, int64_t first,
         if (token[i] >= 0) continue;
         const float *z = block_logits + (size_t)i * V;
         specd_status st =
-            s->sel == SEL_CREDIT
+            s->rule.kind == SPECD_DLM_CREDIT
                 ? specd_dlm_credit_update(&s->credit, first + i, z, s->n_vocab, &pos[i], err)
                 : specd_dlm_pos_from_logits(z, s->n_vocab, &pos[i], err);
         if (st == SPECD_E_NUMERIC) {
@@ -355,17 +335,8 @@ static specd_status select_fills(sdar_state *s, int32_t *token, int64_t first,
     }
     if (n_elig == 0) return SPECD_OK;
     int32_t k = 0;
-    switch (s->sel) {
-    case SEL_ENTROPY:
-        SPECD_TRY(specd_wedlm_select(pos, elig, s->b, s->tau, s->lambda, fill, &k, err));
-        break;
-    case SEL_HIER:
-        SPECD_TRY(
-            specd_dlm_commit_hierarchical(pos, elig, s->b, s->tau, s->tau_low, fill, &k, err));
-        break;
-    default: /* threshold, and credit's threshold on the fused p~ */
-        SPECD_TRY(specd_dlm_commit_threshold(pos, elig, s->b, s->tau, fill, &k, err));
-    }
+    /* forced: a block has no other way forward once slot 0 is filled */
+    SPECD_TRY(specd_dlm_rule_apply(&s->rule, pos, elig, s->b, 1, fill, &k, err));
     for (int32_t i = 0; i < s->b; i++)
         if (fill[i]) {
             token[i] = pos[i].token;

@@ -43,6 +43,7 @@
 #include "policy/dlm_commit.h"
 #include "policy/dlm_credit.h"
 #include "policy/dlm_embd.h"
+#include "policy/dlm_rules.h"
 #include "policy/dlm_smooth.h"
 #include "policy/mask_rows.h"
 #include "policy/options.h"
@@ -59,14 +60,12 @@
 _Static_assert(SPECD_DLM_CREDIT_SLOTS >= SPECD_WEDLM_MAX_W, "credit slots below the window");
 _Static_assert(SPECD_WEDLM_MAX_W <= SPECD_MAX_DRAFT, "window wider than a draft");
 
-enum { SEL_ENTROPY, SEL_THRESHOLD, SEL_HIER, SEL_CREDIT };
 enum { MODE_LOSSLESS, MODE_STREAM, MODE_BLOCK };
 
 typedef struct wedlm_state {
     int mode;
     int shift; /* 1: slot q is predicted by the row at q - 1 (R-ISD); 0: by its own row (WeDLM) */
-    int sel;
-    float tau, tau_low, lambda;
+    specd_dlm_rule rule;
     int32_t w, mask_id, n_vocab;
     int32_t eos; /* mode=block's early EOS stop token, or -1 (off) */
     specd_sample_key key;
@@ -181,7 +180,7 @@ static specd_status wedlm_create(const specd_policy_env *env, const char *option
         if (shift < 0) shift = info.shift >= 0 ? info.shift : 1;
     }
     if (shift < 0) shift = 1;
-    int mode_id, sel;
+    int mode_id;
     if (!strcmp(mode, "lossless"))
         mode_id = MODE_LOSSLESS;
     else if (!strcmp(mode, "stream"))
@@ -191,27 +190,9 @@ static specd_status wedlm_create(const specd_policy_env *env, const char *option
     else
         return specd_fail(err, SPECD_E_INVALID_ARG,
                           "policy wedlm: mode=%s (want lossless, stream or block)", mode);
-    if (!strcmp(select, "entropy"))
-        sel = SEL_ENTROPY;
-    else if (!strcmp(select, "threshold"))
-        sel = SEL_THRESHOLD;
-    else if (!strcmp(select, "hierarchical"))
-        sel = SEL_HIER;
-    else if (!strcmp(select, "credit"))
-        sel = SEL_CREDIT;
-    else
-        return specd_fail(err, SPECD_E_INVALID_ARG,
-                          "policy wedlm: select=%s (want entropy, "
-                          "threshold, hierarchical or credit)",
-                          select);
-    /* defaults: eq. 11 with the paper's tau 0.3 (of [0.3, 0.6]) and lambda 0.1; the dInfer rules
-     * with their App. D thresholds (0.8; 0.92 / 0.62) */
-    float tau = sel == SEL_ENTROPY ? 0.3f : sel == SEL_HIER ? 0.92f : 0.8f, tau_low = 0.62f;
-    float lambda = 0.1f;
-    SPECD_TRY(specd_option_float("wedlm", "tau", tau_s, 0.0f, sel == SEL_ENTROPY ? 100.0f : 1.0f,
-                                 &tau, err));
-    SPECD_TRY(specd_option_float("wedlm", "tau_low", tau_low_s, 0.0f, 1.0f, &tau_low, err));
-    SPECD_TRY(specd_option_float("wedlm", "lambda", lambda_s, 0.0f, 100.0f, &lambda, err));
+    specd_dlm_rule rule;
+    SPECD_TRY(specd_dlm_rule_parse("wedlm", select, SPECD_DLM_ENTROPY, tau_s, tau_low_s, lambda_s,
+                                   &rule, err));
     float smooth = 0.0f;
     SPECD_TRY(specd_option_float("wedlm", "smooth", smooth_s, 0.0f, 1.0f, &smooth, err));
     if (smooth > 0.0f && !env->target)
@@ -231,10 +212,7 @@ static specd_status wedlm_create(const specd_policy_env *env, const char *option
     if (!s) return specd_fail(err, SPECD_E_NOMEM, "policy wedlm: out of memory");
     s->mode = mode_id;
     s->shift = shift;
-    s->sel = sel;
-    s->tau = tau;
-    s->tau_low = tau_low;
-    s->lambda = lambda;
+    s->rule = rule;
     s->w = w;
     s->mask_id = mask_id;
     s->eos = -1;
@@ -358,23 +336,8 @@ static int32_t pred_row(const wedlm_state *s, int64_t q) {
  * when the whole step succeeds). */
 /* Every rule fills at least one mask so that a decoder without an exact row never stalls. Here
  * the pending row's token already moves a streaming step on, so unless the caller needs progress
- * (force) a fill that passed no threshold, only that guarantee, is taken back: committed (stream)
- * or verified (lossless), such a guess costs more than the slot it fills. */
-static void drop_forced_fill(const wedlm_state *s, const specd_dlm_pos *pos, const uint8_t *elig,
-                             uint8_t *fill, int32_t k) {
-    if (k != 1) return;
-    int32_t i = 0, left = -1;
-    while (!fill[i])
-        i++;
-    for (int32_t j = 0; j < s->w && left < 0; j++)
-        if (elig[j]) left = j;
-    const double h = (double)pos[i].entropy + (double)s->lambda * (double)(i - left); /* eq. 11 */
-    const int passed = s->sel == SEL_ENTROPY ? h < (double)s->tau
-                       : s->sel == SEL_HIER  ? pos[i].p > s->tau_low || pos[i].p > s->tau
-                                             : pos[i].p >= s->tau;
-    if (!passed) fill[i] = 0;
-}
-
+ * (force) a fill that passed no threshold is taken back: committed (stream) or verified
+ * (lossless), such a guess costs more than the slot it fills. */
 static specd_status select_fills(const wedlm_state *s, specd_wedlm_window *win,
                                  specd_dlm_credit *credit, const float *logits, int force,
                                  specd_error *err) {
@@ -391,7 +354,7 @@ static specd_status select_fills(const wedlm_state *s, specd_wedlm_window *win,
             continue;
         }
         const float *z = logits + (size_t)row * V;
-        if (s->sel == SEL_CREDIT)
+        if (s->rule.kind == SPECD_DLM_CREDIT)
             SPECD_TRY(specd_dlm_credit_update(credit, q, z, s->n_vocab, &pos[i], err));
         else
             SPECD_TRY(specd_dlm_pos_from_logits(z, s->n_vocab, &pos[i], err));
@@ -399,18 +362,7 @@ static specd_status select_fills(const wedlm_state *s, specd_wedlm_window *win,
     }
     if (n_elig == 0) return SPECD_OK;
     int32_t k = 0;
-    switch (s->sel) {
-    case SEL_ENTROPY:
-        SPECD_TRY(specd_wedlm_select(pos, elig, s->w, s->tau, s->lambda, fill, &k, err));
-        break;
-    case SEL_HIER:
-        SPECD_TRY(
-            specd_dlm_commit_hierarchical(pos, elig, s->w, s->tau, s->tau_low, fill, &k, err));
-        break;
-    default: /* threshold, and credit's threshold on the fused p~ */
-        SPECD_TRY(specd_dlm_commit_threshold(pos, elig, s->w, s->tau, fill, &k, err));
-    }
-    if (!force) drop_forced_fill(s, pos, elig, fill, k);
+    SPECD_TRY(specd_dlm_rule_apply(&s->rule, pos, elig, s->w, force, fill, &k, err));
     for (int32_t i = 0; i < s->w; i++)
         if (fill[i]) {
             win->token[i] = pos[i].token;

@@ -171,7 +171,10 @@ static specd_status wedlm_create(const specd_policy_env *env, const char *option
         /* run the adapter as it was trained: a WeDLM export records shift 0, an R-ISD one none */
         specd_lora_info info;
         specd_status ist = specd_lora_read_info(adapter, &info, err);
-        if (ist != SPECD_OK) return specd_mask_adapter_fail(err, ist, "wedlm", adapter);
+        /* unreadable here: the path may be one only the host opens (it loads the LoRA), and
+         * when specd runs the target the load below reports it; read as "no record" */
+        if (ist != SPECD_OK && ist != SPECD_E_IO)
+            return specd_mask_adapter_fail(err, ist, "wedlm", adapter);
         if (!strcmp(info.objective, "sdar"))
             return specd_fail(err, SPECD_E_INVALID_ARG,
                               "policy wedlm: adapter %s was trained for block-bidirectional "

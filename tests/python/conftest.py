@@ -41,11 +41,11 @@ def cli_generate(*args):
     return r.stdout
 
 
-def open_like_cli(spec, tok, ids, policy, temperature, seed, n=N_TOKENS):
+def open_like_cli(spec, tok, ids, policy, temperature, seed, n=N_TOKENS, adaptive=True):
     """Opens seq 0 with `specd generate`'s defaults (top-k 40, top-p 0.95, min-p 0.05,
     coupled, adaptive, EOG stop tokens)."""
     spec.open(0, ids, policy=policy, temperature=temperature, top_k=40, top_p=0.95, min_p=0.05,
-              seed=seed, max_tokens=n, stop_tokens=tok.eog_tokens())
+              seed=seed, max_tokens=n, stop_tokens=tok.eog_tokens(), adaptive=adaptive)
 
 
 def host_loop(spec, ctx, ids, to_block, seq=0):

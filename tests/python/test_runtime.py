@@ -39,12 +39,14 @@ def test_spec_run_matches_specd_generate(model, tok, ctx, policy, temp, seed):
 @pytest.mark.parametrize("policy,temp,seed", CASES[1:3])
 def test_host_loop_padded_f32_matches_spec_run(model, tok, ctx, policy, temp, seed):
     ids = tok.encode_chat(PROMPT)
+    # The guard is off: it weighs wall-clock cost, so on a loaded machine it may fall back to
+    # plain steps for the whole run and the "drafts were accepted" check below would be luck.
     with specd.Spec(n_vocab=model.n_vocab, max_draft=8, max_seqs=1, target=model) as spec:
-        open_like_cli(spec, tok, ids, policy, temp, seed)
+        open_like_cli(spec, tok, ids, policy, temp, seed, adaptive=False)
         spec.run(0, ctx)
         want = spec.output(0)
         spec.close_seq(0)
-        open_like_cli(spec, tok, ids, policy, temp, seed)
+        open_like_cli(spec, tok, ids, policy, temp, seed, adaptive=False)
         got, steps = host_loop(spec, ctx, ids, lambda r: padded(r))
     assert got == want
     if policy == "ngram":

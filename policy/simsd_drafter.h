@@ -1,0 +1,40 @@
+/* SimSD's drafter (policy/simsd.c): a block-diffusion model that decodes one block slot per step
+ * in its own order (the most confident masked slot first, SDAR's low-confidence remasking) and
+ * keeps the distribution q each draft was drawn from. It runs in its own context, with its own
+ * KV cache of the decided tokens (no KV is shared with the target): the target model cut after
+ * n_layers blocks (0 = all: the block model drafting for itself, the paper's self-draft) plus a
+ * LoRA gated on the block rows, as the sdar policy runs them (memory base-causal, block rows
+ * bidirectional, unshifted: block row i predicts slot i). */
+#ifndef SPECD_POLICY_SIMSD_DRAFTER_H
+#define SPECD_POLICY_SIMSD_DRAFTER_H
+
+#include "specd/policy.h"
+
+typedef struct specd_simsd_drafter specd_simsd_drafter;
+
+typedef struct specd_simsd_draft {
+    int32_t token[16]; /* per block slot */
+    int32_t tau[16];   /* per block slot: the draft step (1..b) that decided it */
+    int32_t order[16]; /* per draft step r (0-based): the slot it decided */
+    float *q;          /* b rows of n_vocab: step r's q (the sequence's sampling transform);
+                        * owned by the drafter, valid until its next draft */
+    float *logits;     /* b rows of n_vocab: step r's raw logits at the slot it decided (the
+                        * sequential denoising state's distribution there) */
+} specd_simsd_draft;
+
+/* model: the model to run (borrowed; must outlive the drafter). adapter: a PEFT directory whose
+ * LoRA (and mask vector, if it has one) the block rows use, or NULL (base weights and the mask
+ * token's embedding). */
+specd_status specd_simsd_drafter_create(const specd_policy_env *env, const struct specd_model *model,
+                                        int32_t n_layers, const char *adapter, int32_t b,
+                                        int32_t mask_id, specd_simsd_drafter **out,
+                                        specd_error *err);
+void specd_simsd_drafter_destroy(specd_simsd_drafter *d);
+
+/* Drafts the b slots of the block after decided[0..m) (slot i at logical position m + i): b
+ * forwards of the b block rows, each deciding one slot. The draws are keyed on the slot's
+ * position (the draft stream, independent of the verifier's). */
+specd_status specd_simsd_drafter_draft(specd_simsd_drafter *d, const int32_t *decided, int64_t m,
+                                       specd_simsd_draft *out, specd_error *err);
+
+#endif

@@ -5,6 +5,7 @@
 #include "policy/sdar_layout.h"
 #include "policy/simsd_layout.h"
 
+#include <math.h>
 #include <string.h>
 
 enum { MAXR = 2 * SPECD_SIMSD_MAX_B + 1 };
@@ -88,4 +89,22 @@ specd_status specd_simsd_replay(const specd_simsd_replay_input *in, float *onepa
     specd_free(tmp);
     specd_free(r.embd);
     return st;
+}
+
+double specd_simsd_kl_logits(const float *p, const float *q, int32_t n_vocab, int *top1_agree) {
+    double mp = -INFINITY, mq = -INFINITY, zp = 0.0, zq = 0.0, kl = 0.0;
+    int32_t ap = 0, aq = 0;
+    for (int32_t v = 0; v < n_vocab; v++) {
+        if (p[v] > mp) mp = p[v], ap = v;
+        if (q[v] > mq) mq = q[v], aq = v;
+    }
+    for (int32_t v = 0; v < n_vocab; v++)
+        zp += exp((double)p[v] - mp), zq += exp((double)q[v] - mq);
+    const double lzp = log(zp), lzq = log(zq);
+    for (int32_t v = 0; v < n_vocab; v++) {
+        const double lp = (double)p[v] - mp - lzp, lq = (double)q[v] - mq - lzq;
+        kl += exp(lp) * (lp - lq);
+    }
+    if (top1_agree) *top1_agree = ap == aq;
+    return kl;
 }

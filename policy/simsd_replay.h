@@ -31,4 +31,9 @@ typedef struct specd_simsd_replay_input {
 specd_status specd_simsd_replay(const specd_simsd_replay_input *in, float *onepass,
                                 float *sequential, specd_error *err);
 
+/* KL(softmax(p) || softmax(q)) at temperature 1 (nats), in double; *top1_agree (may be NULL)
+ * says whether the two argmaxes (lowest id on ties) are the same token. The measure of the paper's
+ * Figs. 3-4: p the sequential (or the drafter's) distribution, q the one-pass verification's. */
+double specd_simsd_kl_logits(const float *p, const float *q, int32_t n_vocab, int *top1_agree);
+
 #endif

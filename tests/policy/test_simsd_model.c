@@ -103,24 +103,6 @@ static double max_abs_diff(const float *a, const float *b, size_t n) {
     return m;
 }
 
-/* KL(softmax(p) || softmax(q)) at temperature 1, and whether the argmaxes agree. */
-static double kl_logits(const float *p, const float *q, int *top1) {
-    double mp = -INFINITY, mq = -INFINITY, zp = 0.0, zq = 0.0, kl = 0.0;
-    size_t ap = 0, aq = 0;
-    for (size_t v = 0; v < V; v++) {
-        if (p[v] > mp) mp = p[v], ap = v;
-        if (q[v] > mq) mq = q[v], aq = v;
-    }
-    for (size_t v = 0; v < V; v++)
-        zp += exp((double)p[v] - mp), zq += exp((double)q[v] - mq);
-    for (size_t v = 0; v < V; v++) {
-        double lp = (double)p[v] - mp - log(zp), lq = (double)q[v] - mq - log(zq);
-        kl += exp(lp) * (lp - lq);
-    }
-    *top1 = ap == aq;
-    return kl;
-}
-
 static void test_one_layer_replay_exact(void **s) {
     (void)s;
     specd_context *c = make_ctx(1);
@@ -170,7 +152,7 @@ static void test_self_draft_precision(void **s) {
                 replay(c, h, n, &dr, rope, onepass, rope ? seq : NULL);
                 for (int r = 0; r < B; r++) {
                     int t;
-                    kl[rope][r] += kl_logits(seq + r * V, onepass + r * V, &t);
+                    kl[rope][r] += specd_simsd_kl_logits(seq + r * V, onepass + r * V, info->n_vocab, &t);
                     agree[rope][r] += t;
                 }
             }

@@ -5,25 +5,28 @@
  *
  * One block of B slots at a time, slot i at logical position first + i (unshifted: a block row
  * predicts its own slot):
- *  1. The drafter (policy/simsd_drafter.h: the target cut after drafter_layers blocks plus its
- *     own LoRA, or with drafter=self the block model itself) decodes the B slots one per step in
- *     its own order o_1..o_B (most confident first), keeping q^(r) for each.
- *  2. The target verifies the whole block in one forward (policy/simsd_layout.h):
- *       row 0              pending token            base, causal
- *       rows D  (B)        slot i's draft at first+i     LoRA on, eq. (1) visibility
- *       rows D~ (B)        a mask, at first+i (the RoPE copy; first+B+i with rope_copy=0, the
- *                          paper's Table 4 ablation)
- *     D~_{o_r} sees the prefix, the drafts decided before step r and masks for the rest: the block
- *     as it stood at draft step r. Its logits are p^(r).
+ *  1. While at least gamma (default B) slots of the block are masked, the drafter
+ *     (policy/simsd_drafter.h: the target cut after drafter_layers blocks plus its own LoRA, or
+ *     with drafter=self the block model itself) decodes gamma of them one per step in its own
+ *     order o_1..o_gamma (most confident first), keeping q^(r) for each.
+ *  2. The target verifies them in one forward (policy/simsd_layout.h):
+ *       row 0                pending token                 base, causal
+ *       data rows            decided slots and the drafts   LoRA on, eq. (1) visibility
+ *       mask rows            the drafted slots' twins D~ and the still-masked slots, at their
+ *                            slots' positions (the RoPE copy; after the block with rope_copy=0,
+ *                            the paper's Table 4 ablation)
+ *     D~_{o_r} sees the prefix, the slots decided before, the drafts of steps before r and masks
+ *     for the rest: the block as it stood at draft step r. Its logits are p^(r).
  *  3. The drafts are accepted along the draft order with min(1, p/q) (eq. 2; under the
  *     sequence's rule: greedy / coupled / rejection) through the acceptance engine's keyed chain
  *     (key row D~_{o_r}, key position first + o_r, no bonus row: §3.2 has none). At the first
  *     rejection the slot takes the engine's correction (the residual max(0, p - q) under
  *     rejection sampling, which preserves p^(r); the paper only says "the target samples").
- *  4. γ = B, as in the paper's main experiments: after a rejection fewer than γ slots remain, so
- *     the target finishes the block itself, one slot per forward (its most confident masked
- *     slot, its keyed sample there): rows pending + the B block rows, bidirectional
- *     (policy/sdar_layout.h), as the vanilla decoding the paper compares against.
+ *  4. The block goes on from its new state: drafted again while gamma slots remain masked, else
+ *     finished by the target itself, one slot per forward (its most confident masked slot, its
+ *     keyed sample there): rows pending + the B block rows, bidirectional (policy/sdar_layout.h),
+ *     the vanilla decoding the paper compares against. With gamma = B (the paper's main setting)
+ *     a rejection always hands the rest of the block to the target.
  *  5. A finished block is committed unverified (outcome.lossy) through base causal rows, as sdar
  *     refreshes its blocks, so the committed KV is plain decoding's over the decided tokens; that
  *     step also carries the next block's first rows (its drafts' verification, or its first
@@ -77,7 +80,8 @@ typedef struct simsd_state {
     /* the step in flight */
     int64_t n_at;
     int32_t n_head; /* finished block's tokens this step commits (0 or b) */
-    int drafting;   /* the tail is the next block's verification (else denoise rows) */
+    int drafting;   /* the tail is a verification of drafts (else the target's denoise rows) */
+    int32_t key_of_step[SPECD_SIMSD_MAX_B]; /* draft step r's D~ among the scored rows */
     int32_t n_tokens, n_rows;
     int32_t tokens[MAX_ROWS], pos[MAX_ROWS], rows[MAX_ROWS];
     int32_t emitted[MAX_ROWS], keep[MAX_ROWS];
@@ -161,10 +165,9 @@ static specd_status simsd_create(const specd_policy_env *env, const char *option
     }
     if (b == 0) b = 4;
     if (gamma < 0) gamma = b;
-    if (gamma != 0 && gamma != b)
+    if (gamma > b)
         return specd_fail(err, SPECD_E_INVALID_ARG,
-                          "policy simsd: gamma=%d: drafting covers the whole block (gamma=%d, "
-                          "the paper's setting) or is off (gamma=0)",
+                          "policy simsd: gamma=%d drafts more slots than the block has (block=%d)",
                           gamma, b);
     const int32_t most = env->max_step_rows > 0 ? env->max_step_rows : 2 * env->max_draft + 1;
     if (3 * b + 1 > most)
@@ -219,15 +222,9 @@ static int block_full(const simsd_state *s) {
     return 1;
 }
 
-static int block_empty(const simsd_state *s) {
-    for (int32_t i = 0; i < s->b; i++)
-        if (s->token[i] >= 0) return 0;
-    return 1;
-}
-
 /* The drafter's context: the history and, on a commit step, the finished block. */
 static specd_status draft_next(simsd_state *s, const int32_t *history, int64_t n,
-                               specd_error *err) {
+                               const int32_t *tail, specd_error *err) {
     const int64_t m = n + s->n_head;
     if (m > s->decided_cap) {
         const int64_t cap = 2 * m + 64;
@@ -239,7 +236,7 @@ static specd_status draft_next(simsd_state *s, const int32_t *history, int64_t n
     }
     memcpy(s->decided, history, (size_t)n * sizeof(int32_t));
     memcpy(s->decided + n, s->token, (size_t)s->n_head * sizeof(int32_t));
-    return specd_simsd_drafter_draft(s->drafter, s->decided, m, &s->draft, err);
+    return specd_simsd_drafter_draft(s->drafter, s->decided, m, tail, s->gamma, &s->draft, err);
 }
 
 static void set_row(simsd_state *s, int32_t row, int32_t token, int32_t pos, float gate) {
@@ -263,31 +260,40 @@ static specd_status simsd_layout(void *state, const int32_t *history, int64_t n_
     s->n_head = block_full(s) ? b : 0;
     s->n_at = n_history;
     /* the tail block: a fresh one after a commit, else the one being decided */
-    const int fresh = s->n_head || block_empty(s);
-    s->drafting = s->gamma > 0 && fresh;
-    if (s->drafting) SPECD_TRY(draft_next(s, history, n_history, err));
-    const int32_t head = 1 + s->n_head, n_tail = s->drafting ? 2 * b : b;
-    const int32_t n_tok = head + n_tail, n_cached = (int32_t)(n_history - 1);
+    int32_t tail[SPECD_SIMSD_MAX_B], n_masked = 0;
+    for (int32_t i = 0; i < b; i++) {
+        tail[i] = s->n_head ? -1 : s->token[i];
+        n_masked += tail[i] < 0;
+    }
+    /* §3.2: draft while at least gamma slots remain, else the target finishes the block */
+    s->drafting = s->gamma > 0 && n_masked >= s->gamma;
+    if (s->drafting) SPECD_TRY(draft_next(s, history, n_history, tail, err));
+    const int32_t head = 1 + s->n_head, n_cached = (int32_t)(n_history - 1);
     const int32_t tfirst = (int32_t)(n_history + s->n_head);
     set_row(s, 0, history[n_history - 1], n_cached, 0.0f);
     for (int32_t i = 0; i < s->n_head; i++)
         set_row(s, 1 + i, s->token[i], (int32_t)n_history + i, 0.0f);
+    specd_simsd_row br[SPECD_SIMSD_MAX_ROWS];
+    int32_t n_tail = b;
+    s->n_rows = 0;
     if (s->drafting) {
-        int32_t pos[2 * SPECD_SIMSD_MAX_B];
-        specd_simsd_positions(pos, tfirst, b, s->rope_copy);
-        for (int32_t i = 0; i < b; i++) {
-            set_row(s, head + i, s->draft.token[i], pos[i], 1.0f);
-            set_row(s, head + b + i, -1, pos[b + i], 1.0f);
-            s->rows[i] = head + b + i; /* only the D~ rows are read */
+        n_tail = specd_simsd_rows(b, tfirst, tail, s->draft.tau, s->draft.token, s->rope_copy, br);
+        for (int32_t k = 0; k < n_tail; k++) {
+            set_row(s, head + k, br[k].token, br[k].pos, 1.0f);
+            const int32_t tau = s->draft.tau[br[k].slot];
+            if (br[k].token < 0 && tau > 0) { /* only the drafted slots' D~ rows are read */
+                s->key_of_step[tau - 1] = s->n_rows;
+                s->rows[s->n_rows++] = head + k;
+            }
         }
     } else {
         for (int32_t i = 0; i < b; i++) {
-            set_row(s, head + i, s->n_head ? -1 : s->token[i], tfirst + i, 1.0f);
-            s->rows[i] = head + i;
+            set_row(s, head + i, tail[i], tfirst + i, 1.0f);
+            s->rows[s->n_rows++] = head + i;
         }
     }
+    const int32_t n_tok = head + n_tail;
     s->n_tokens = n_tok;
-    s->n_rows = b;
     const size_t need = (size_t)n_tok * ((size_t)n_cached + (size_t)n_tok);
     if (need > s->vis_cap) {
         specd_free(s->vis);
@@ -297,7 +303,7 @@ static specd_status simsd_layout(void *state, const int32_t *history, int64_t n_
         s->vis_cap = 2 * need;
     }
     if (s->drafting)
-        specd_simsd_visible(s->vis, n_cached, head, b, s->draft.tau);
+        specd_simsd_visible(s->vis, n_cached, head, br, n_tail);
     else
         specd_sdar_visible(s->vis, n_cached, head, b);
     *out = (specd_step_layout){.n_tokens = n_tok,
@@ -317,26 +323,25 @@ static specd_status simsd_layout(void *state, const int32_t *history, int64_t n_
 /* Eq. (2) along the draft order; the slots it decides: the accepted drafts and the correction. */
 static specd_status verify_drafts(simsd_state *s, const float *logits, int32_t *n_accepted,
                                   specd_error *err) {
-    const int32_t b = s->b;
-    int32_t draft[SPECD_SIMSD_MAX_B], key_row[SPECD_SIMSD_MAX_B];
+    const int32_t g = s->draft.gamma;
+    int32_t draft[SPECD_SIMSD_MAX_B];
     uint32_t positions[SPECD_SIMSD_MAX_B];
-    for (int32_t r = 0; r < b; r++) {
+    for (int32_t r = 0; r < g; r++) {
         const int32_t slot = s->draft.order[r];
         draft[r] = s->draft.token[slot];
-        key_row[r] = slot; /* scored row i is D~_i */
         positions[r] = (uint32_t)(s->first + slot);
     }
     specd_sample_key key = s->key;
     key.position = (uint32_t)s->first;
-    specd_chain_input in = {.k = b,
+    specd_chain_input in = {.k = g,
                             .draft = draft,
                             .draft_probs = s->draft.q,
                             .q_vocab = s->n_vocab,
                             .target_logits = logits,
                             .n_vocab = s->n_vocab,
                             .key = key};
-    specd_chain_keys keys = {.n_rows = b,
-                             .key_row = key_row,
+    specd_chain_keys keys = {.n_rows = s->n_rows,
+                             .key_row = s->key_of_step,
                              .bonus_row = SPECD_CHAIN_NO_BONUS,
                              .positions = positions};
     int32_t tokens[SPECD_SIMSD_MAX_B + 1];
@@ -390,7 +395,7 @@ static specd_status simsd_verify(void *state, const float *logits, specd_step_ou
                                 .emitted = s->emitted,
                                 .n_keep = n_emit,
                                 .keep = s->keep,
-                                .n_drafted = s->drafting ? s->b : 0,
+                                .n_drafted = s->drafting ? s->draft.gamma : 0,
                                 .n_accepted = n_acc,
                                 .lossy = n_emit > 0};
     return SPECD_OK;
@@ -407,7 +412,8 @@ const specd_policy_ops specd_policy_simsd = {
     .options_help =
         "SimSD (LOSSY: the target is the block-diffusion model): adapter=DIR (the target's sdar "
         "adapter), block (B, default the adapter's specd_block, else 4; a step runs up to 3B+1 "
-        "rows), gamma=B|0 (0: the target decoding alone, one slot per forward), "
+        "rows), gamma (drafts per verification while that many slots are masked, 0..B, default B; "
+        "0: the target decoding alone, one slot per forward), "
         "drafter=layers|self, drafter_layers=8, drafter_adapter=DIR (default the target's), "
         "rope_copy=1|0 (0: the Table 4 ablation), mask=ID; run with the guard off",
     .create = simsd_create,

@@ -110,26 +110,33 @@ static specd_status sync(specd_simsd_drafter *d, const int32_t *decided, int64_t
 }
 
 specd_status specd_simsd_drafter_draft(specd_simsd_drafter *d, const int32_t *decided, int64_t m,
+                                       const int32_t *block, int32_t gamma,
                                        specd_simsd_draft *out, specd_error *err) {
     const int32_t b = d->b;
     const size_t V = (size_t)d->n_vocab;
-    if (m < 1 || m > d->cap)
+    int32_t n_masked = 0;
+    for (int32_t i = 0; i < b; i++)
+        n_masked += block[i] < 0;
+    if (m < 1 || m > d->cap || gamma < 1 || gamma > n_masked)
         return specd_fail(err, SPECD_E_INVALID_ARG,
-                          "simsd drafter: history length %lld (its context holds %d)",
-                          (long long)m, d->cap);
+                          "simsd drafter: history length %lld (its context holds %d), %d drafts "
+                          "for %d masked slots",
+                          (long long)m, d->cap, gamma, n_masked);
     SPECD_TRY(sync(d, decided, m, err));
     /* every block row sees the whole cache and the whole block (SDAR's bidirectional block) */
     memset(d->vis, 1, (size_t)b * ((size_t)m + (size_t)b));
     int32_t *token = out->token;
     for (int32_t i = 0; i < b; i++) {
-        token[i] = -1;
+        token[i] = block[i];
+        out->tau[i] = 0;
         d->pos[i] = (int32_t)(m + i);
         d->gate[i] = 1.0f;
         d->keep_none[i] = 0;
     }
     out->q = d->q;
     out->logits = d->logits;
-    for (int32_t r = 0; r < b; r++) {
+    out->gamma = gamma;
+    for (int32_t r = 0; r < gamma; r++) {
         for (int32_t i = 0; i < b; i++) {
             d->tokens[i] = token[i] < 0 ? d->mask_id : token[i];
             d->embd_rows[i] = token[i] < 0;

@@ -13,12 +13,13 @@
 typedef struct specd_simsd_drafter specd_simsd_drafter;
 
 typedef struct specd_simsd_draft {
-    int32_t token[16]; /* per block slot */
-    int32_t tau[16];   /* per block slot: the draft step (1..b) that decided it */
+    int32_t gamma;     /* slots drafted */
+    int32_t token[16]; /* per block slot: its draft (drafted slots), else as the block was */
+    int32_t tau[16];   /* per block slot: the draft step (1..gamma) that decided it, 0 if none */
     int32_t order[16]; /* per draft step r (0-based): the slot it decided */
-    float *q;          /* b rows of n_vocab: step r's q (the sequence's sampling transform);
+    float *q;          /* gamma rows of n_vocab: step r's q (the sequence's sampling transform);
                         * owned by the drafter, valid until its next draft */
-    float *logits;     /* b rows of n_vocab: step r's raw logits at the slot it decided (the
+    float *logits;     /* gamma rows of n_vocab: step r's raw logits at the slot it decided (the
                         * sequential denoising state's distribution there) */
 } specd_simsd_draft;
 
@@ -31,10 +32,12 @@ specd_status specd_simsd_drafter_create(const specd_policy_env *env, const struc
                                         specd_error *err);
 void specd_simsd_drafter_destroy(specd_simsd_drafter *d);
 
-/* Drafts the b slots of the block after decided[0..m) (slot i at logical position m + i): b
- * forwards of the b block rows, each deciding one slot. The draws are keyed on the slot's
- * position (the draft stream, independent of the verifier's). */
+/* Drafts gamma of the masked slots (block[i] < 0) of the block after decided[0..m) (slot i at
+ * logical position m + i; block[i] >= 0: decided earlier, seen as that token): gamma forwards of
+ * the b block rows, each deciding one slot. The draws are keyed on the slot's position (the draft
+ * stream, independent of the verifier's). Fewer than gamma masked slots is an error. */
 specd_status specd_simsd_drafter_draft(specd_simsd_drafter *d, const int32_t *decided, int64_t m,
+                                       const int32_t *block, int32_t gamma,
                                        specd_simsd_draft *out, specd_error *err);
 
 #endif

@@ -1,33 +1,49 @@
-/* The target's verification step of SimSD (paper 004 §3.1-3.2; policy/simsd.c): the paired
- * data / mask rows of one block, their token-level temporal attention mask (eq. 1) and the RoPE
- * copy. Internal to libspecd; pure functions, so the layout is testable without a model
- * (tests/policy/test_simsd_layout.c) and the same rows feed the policy and the precision tool
- * (tests/policy/test_simsd_model.c, bench/simsd). */
+/* The target's verification step of SimSD (paper 004 §3.1-3.2; policy/simsd.c): the block's data
+ * and mask rows, their token-level temporal attention mask (eq. 1) and the RoPE copy. Internal to
+ * libspecd; pure functions, so the layout is testable without a model
+ * (tests/policy/test_simsd_layout.c) and the same rows feed the policy, the sequential-replay
+ * reference and the bench (policy/simsd_replay.h, bench/simsd).
+ *
+ * A block of B slots, gamma of them drafted this step (draft step tau = 1..gamma, in the
+ * drafter's order), some decided before (earlier rounds of the block), the rest still masked:
+ *   decided slot    one data row D (its token), tau 0
+ *   drafted slot    a data row D (the draft) and a mask row D~ (its verification slot), tau = r
+ *   masked slot     one mask row, tau = gamma + 1 (not decided by this step)
+ * Data rows first, then mask rows, each in slot order. Eq. (1) over every pair of block rows:
+ *   data i sees data j with tau_j <= tau_i and mask j with tau_j > tau_i,
+ *   mask i sees data j with tau_j < tau_i and mask j with tau_j >= tau_i,
+ * so D~_{o_r} sees the block as it stood at draft step r: the decided slots and the earlier drafts
+ * as tokens, the rest as masks. With gamma = B and nothing decided this is the paper's paired
+ * layout of 2B rows (§3.1); with gamma < B it is that layout cut to the drafted slots (§3.2), the
+ * undrafted masks sharing one label after the last draft step. */
 #ifndef SPECD_POLICY_SIMSD_LAYOUT_H
 #define SPECD_POLICY_SIMSD_LAYOUT_H
 
 #include <stdint.h>
 
 #define SPECD_SIMSD_MAX_B 16
+#define SPECD_SIMSD_MAX_ROWS (2 * SPECD_SIMSD_MAX_B)
 
-/* Step rows: n_head causal head rows (the pending token, and on a commit step the finished
- * block's tokens), then the B data rows D (slot i holds the draft of block slot i), then the B
- * mask rows D~ (slot i's verification slot). tau[i] in 1..B is slot i's draft step (the drafter
- * decided slot i at its step tau[i]; a permutation). Writes the visibility matrix
- * (specd_step_layout.visible): n_head + 2B rows of n_cached + n_head + 2B bytes:
- *  - head row r: every cached row and head rows 0..r (plain causal decoding),
- *  - every block row: every cached row and every head row (the prefix, tau 0), and
- *    D_i: D_j with tau_j <= tau_i and D~_j with tau_j > tau_i,
- *    D~_i: D_j with tau_j < tau_i and D~_j with tau_j >= tau_i   (eq. 1).
- * So D~_i sees the block as it stood when the drafter decided slot i: the earlier drafts as
- * tokens, the rest as masks. */
-void specd_simsd_visible(uint8_t *vis, int32_t n_cached, int32_t n_head, int32_t b,
-                         const int32_t *tau);
+typedef struct specd_simsd_row {
+    int32_t slot;  /* block slot 0..B-1 */
+    int32_t token; /* data rows: the token; mask rows: -1 */
+    int32_t tau;   /* temporal label (above) */
+    int32_t pos;   /* position id */
+} specd_simsd_row;
 
-/* Position ids of the 2B block rows (D then D~) of a block whose slot 0 is at logical position
- * first: D_i at first + i; D~_i at first + i with the RoPE copy (§3.1: each mask row reuses its
- * data row's position), else at first + B + i (the paper's Table 4 ablation: "physically
- * continued" positions). */
-void specd_simsd_positions(int32_t *pos, int32_t first, int32_t b, int rope_copy);
+/* The block rows of one verification step. token[i]: slot i's decided token or -1; tau[i]: the
+ * draft step (1..gamma) of a slot drafted this step, else 0; draft[i]: its draft. Mask rows carry
+ * their slot's position (the RoPE copy), or with rope_copy = 0 the positions after the block's
+ * (first + B + i, the paper's Table 4 ablation: "physically continued"). Returns the row count
+ * (data rows, then mask rows). */
+int32_t specd_simsd_rows(int32_t b, int32_t first, const int32_t *token, const int32_t *tau,
+                         const int32_t *draft, int rope_copy, specd_simsd_row *rows);
+
+/* Writes the step's visibility matrix (specd_step_layout.visible): n_head + n_rows rows of
+ * n_cached + n_head + n_rows bytes, 1 = may attend. Head rows (the pending token, and on a commit
+ * step the finished block) are plain causal and never see the block; every block row sees the
+ * cache and the head, and the other block rows by eq. (1). is_mask(row) = row.token < 0. */
+void specd_simsd_visible(uint8_t *vis, int32_t n_cached, int32_t n_head,
+                         const specd_simsd_row *rows, int32_t n_rows);
 
 #endif

@@ -8,7 +8,7 @@
 #include <math.h>
 #include <string.h>
 
-enum { MAXR = 2 * SPECD_SIMSD_MAX_B + 1 };
+enum { MAXR = SPECD_SIMSD_MAX_ROWS + 1 };
 
 typedef struct rows {
     int32_t tokens[MAXR], pos[MAXR];
@@ -49,9 +49,13 @@ specd_status specd_simsd_replay(const specd_simsd_replay_input *in, float *onepa
                                 float *sequential, specd_error *err) {
     const int32_t b = in->b, n_cached = (int32_t)(in->n - 1), first = (int32_t)in->n;
     const size_t V = (size_t)in->n_vocab;
-    if (b < 1 || b > SPECD_SIMSD_MAX_B || in->n < 1)
+    const specd_simsd_draft *d = in->draft;
+    if (b < 1 || b > SPECD_SIMSD_MAX_B || in->n < 1 || d->gamma < 1 || d->gamma > b)
         return specd_fail(err, SPECD_E_INVALID_ARG, "simsd replay: block %d, history %lld", b,
                           (long long)in->n);
+    int32_t block[SPECD_SIMSD_MAX_B];
+    for (int32_t i = 0; i < b; i++)
+        block[i] = in->block ? in->block[i] : -1;
     rows r = {0};
     uint8_t *vis = specd_alloc_array(MAXR, (size_t)n_cached + MAXR);
     float *tmp = specd_alloc_array((size_t)b, V * sizeof(float));
@@ -59,28 +63,30 @@ specd_status specd_simsd_replay(const specd_simsd_replay_input *in, float *onepa
     specd_status st = SPECD_OK;
     if (!vis || !tmp || (in->mask_vec && !r.embd))
         st = specd_fail(err, SPECD_E_NOMEM, "simsd replay: out of memory");
-    const specd_simsd_draft *d = in->draft;
-    int32_t out_rows[SPECD_SIMSD_MAX_B];
     if (st == SPECD_OK && onepass) {
-        int32_t pos[2 * SPECD_SIMSD_MAX_B];
-        specd_simsd_positions(pos, first, b, in->rope_copy);
+        specd_simsd_row br[SPECD_SIMSD_MAX_ROWS];
+        const int32_t n_br = specd_simsd_rows(b, first, block, d->tau, d->token, in->rope_copy, br);
+        put(&r, in, 0, in->history[in->n - 1], n_cached, 0.0f);
+        int32_t out_rows[SPECD_SIMSD_MAX_B], slot_of[SPECD_SIMSD_MAX_B], n_out = 0;
+        for (int32_t k = 0; k < n_br; k++) {
+            put(&r, in, 1 + k, br[k].token, br[k].pos, 1.0f);
+            if (br[k].token < 0 && d->tau[br[k].slot] > 0) { /* a drafted slot's D~ */
+                slot_of[n_out] = br[k].slot;
+                out_rows[n_out++] = 1 + k;
+            }
+        }
+        specd_simsd_visible(vis, n_cached, 1, br, n_br);
+        st = run(in, &r, 1 + n_br, vis, n_out, out_rows, tmp, err);
+        for (int32_t k = 0; st == SPECD_OK && k < n_out; k++)
+            memcpy(onepass + (size_t)(d->tau[slot_of[k]] - 1) * V, tmp + (size_t)k * V,
+                   V * sizeof(float));
+    }
+    for (int32_t k = 0; st == SPECD_OK && sequential && k < d->gamma; k++) {
         put(&r, in, 0, in->history[in->n - 1], n_cached, 0.0f);
         for (int32_t i = 0; i < b; i++) {
-            put(&r, in, 1 + i, d->token[i], pos[i], 1.0f);
-            put(&r, in, 1 + b + i, -1, pos[b + i], 1.0f);
+            const int32_t t = block[i] >= 0 ? block[i] : d->tau[i] > 0 && d->tau[i] <= k ? d->token[i] : -1;
+            put(&r, in, 1 + i, t, first + i, 1.0f);
         }
-        specd_simsd_visible(vis, n_cached, 1, b, d->tau);
-        /* the D~ rows in slot order, reordered by draft step below */
-        for (int32_t i = 0; i < b; i++)
-            out_rows[i] = 1 + b + i;
-        st = run(in, &r, 1 + 2 * b, vis, b, out_rows, tmp, err);
-        for (int32_t k = 0; st == SPECD_OK && k < b; k++)
-            memcpy(onepass + (size_t)k * V, tmp + (size_t)d->order[k] * V, V * sizeof(float));
-    }
-    for (int32_t k = 0; st == SPECD_OK && sequential && k < b; k++) {
-        put(&r, in, 0, in->history[in->n - 1], n_cached, 0.0f);
-        for (int32_t i = 0; i < b; i++)
-            put(&r, in, 1 + i, d->tau[i] <= k ? d->token[i] : -1, first + i, 1.0f);
         specd_sdar_visible(vis, n_cached, 1, b);
         const int32_t row = 1 + d->order[k];
         st = run(in, &r, 1 + b, vis, 1, &row, sequential + (size_t)k * V, err);

@@ -2,9 +2,9 @@
  * distribution at each draft step computed both ways for one drafted block -
  *  - one pass: the paired D / D~ rows under eq. (1) (policy/simsd_layout.h), p^(r) read at
  *    D~_{o_r};
- *  - sequential replay: one forward per draft step r over the block as it stood then (drafts
- *    o_1..o_{r-1} as tokens, the rest masks; bidirectional, as the target decodes), read at slot
- *    o_r.
+ *  - sequential replay: one forward per draft step r over the block as it stood then (the
+ *    slots decided before, drafts o_1..o_{r-1} as tokens, the rest masks; bidirectional, as the
+ *    target decodes), read at slot o_r.
  * With a one-layer target the two agree up to float summation order (attention at layer 0 sees
  * exactly the same keys); deeper, the mask rows' hidden states mix in the data rows they see
  * (the paper's "higher order interactions", §4.3), which is what tests/policy/test_simsd_model.c
@@ -22,11 +22,12 @@ typedef struct specd_simsd_replay_input {
     int32_t n_embd, mask_id, n_vocab, b;
     const int32_t *history; /* n tokens; the block's slot 0 is at logical position n */
     int64_t n;
-    const specd_simsd_draft *draft; /* token / tau / order of the b slots */
+    const int32_t *block;   /* b: the block before the draft (-1 = mask), or NULL: all masks */
+    const specd_simsd_draft *draft; /* token / tau / order / gamma */
     int rope_copy;
 } specd_simsd_replay_input;
 
-/* onepass and sequential: b rows of n_vocab each, row r = draft step r (either may be NULL).
+/* onepass and sequential: gamma rows of n_vocab each, row r = draft step r (either may be NULL).
  * Leaves the target's cache as it found it. */
 specd_status specd_simsd_replay(const specd_simsd_replay_input *in, float *onepass,
                                 float *sequential, specd_error *err);

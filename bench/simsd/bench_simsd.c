@@ -93,10 +93,13 @@ static void precision(void) {
             for (int which = 0; which < 3; which++) {
                 specd_simsd_draft dr;
                 specd_simsd_drafter *d = which == 2 ? cross : self;
-                if (specd_simsd_drafter_draft(d, h, n, &dr, &err) != SPECD_OK) die("draft", &err);
+                static const int32_t masks[PB] = {-1, -1, -1, -1};
+                if (specd_simsd_drafter_draft(d, h, n, masks, PB, &dr, &err) != SPECD_OK)
+                    die("draft", &err);
                 specd_simsd_replay_input in = {.target = c, .use_lora = 1, .mask_vec = mvec,
                                                .n_embd = n_embd, .mask_id = 0, .n_vocab = n_vocab,
-                                               .b = PB, .history = h, .n = n, .draft = &dr,
+                                               .b = PB, .history = h, .n = n, .block = NULL,
+                                               .draft = &dr,
                                                .rope_copy = which != 1};
                 if (specd_simsd_replay(&in, one, NULL, &err) != SPECD_OK) die("replay", &err);
                 for (int r = 0; r < PB; r++) {

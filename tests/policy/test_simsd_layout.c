@@ -1,6 +1,7 @@
 /* SimSD's verification layout as pure functions (policy/simsd_layout.h): the temporal attention
  * mask against eq. (1) of paper 004 written out case by case for every pair of rows, for several
- * draft orders; the RoPE copy and its ablation; and the policy's refusals (bad options, a step too
+ * draft orders and block states (gamma = B, and gamma < B with slots decided earlier), the rows'
+ * labels and positions (the RoPE copy and its ablation); and the policy's refusals (bad options, a step too
  * small for its rows), each with a message naming the cause. The real-model checks are
  * test_simsd_model. */
 #include "test_main.h"
@@ -21,10 +22,40 @@ static int eq1(int ki, int kj, int ti, int tj) {
     return tj >= ti;
 }
 
-static void check(int head, int b, const int32_t *tau) {
-    const int n_tok = head + 2 * b, width = CACHED + n_tok;
-    static uint8_t vis[(2 + 2 * MAXB) * (CACHED + 2 + 2 * MAXB)];
-    specd_simsd_visible(vis, CACHED, head, b, tau);
+/* A block state: token[i] >= 0 decided before, tau[i] > 0 drafted this step (draft step tau),
+ * else masked. Checks the rows (which, in what order, labels, positions) against the rules of
+ * policy/simsd_layout.h written out here, then every visibility bit against eq. (1). */
+static void check(int head, int b, const int32_t *token, const int32_t *tau, int rope) {
+    enum { FIRST = 40 };
+    int32_t draft[MAXB];
+    int gamma = 0;
+    for (int i = 0; i < b; i++) {
+        draft[i] = tau[i] > 0 ? 100 + i : -1;
+        if (tau[i] > gamma) gamma = tau[i];
+    }
+    specd_simsd_row rows[2 * MAXB];
+    const int n = specd_simsd_rows(b, FIRST, token, tau, draft, rope, rows);
+    int k = 0;
+    for (int i = 0; i < b; i++) /* data rows: decided and drafted slots */
+        if (token[i] >= 0 || tau[i] > 0) {
+            assert_int_equal(rows[k].slot, i);
+            assert_int_equal(rows[k].token, token[i] >= 0 ? token[i] : 100 + i);
+            assert_int_equal(rows[k].tau, token[i] >= 0 ? 0 : tau[i]);
+            assert_int_equal(rows[k].pos, FIRST + i);
+            k++;
+        }
+    for (int i = 0; i < b; i++) /* mask rows: drafted and still-masked slots */
+        if (token[i] < 0) {
+            assert_int_equal(rows[k].slot, i);
+            assert_int_equal(rows[k].token, -1);
+            assert_int_equal(rows[k].tau, tau[i] > 0 ? tau[i] : gamma + 1);
+            assert_int_equal(rows[k].pos, FIRST + (rope ? 0 : b) + i);
+            k++;
+        }
+    assert_int_equal(n, k);
+    const int n_tok = head + n, width = CACHED + n_tok;
+    static uint8_t vis[(6 + 2 * MAXB) * (CACHED + 6 + 2 * MAXB)];
+    specd_simsd_visible(vis, CACHED, head, rows, n);
     for (int r = 0; r < n_tok; r++)
         for (int j = 0; j < width; j++) {
             int want;
@@ -36,8 +67,8 @@ static void check(int head, int b, const int32_t *tau) {
             else if (step < head)
                 want = 1; /* the head is prefix to the block */
             else {
-                const int bi = r - head, bj = step - head;
-                want = eq1(bi >= b, bj >= b, tau[bi % b], tau[bj % b]);
+                const specd_simsd_row *ri = &rows[r - head], *rj = &rows[step - head];
+                want = eq1(ri->token < 0, rj->token < 0, ri->tau, rj->tau);
             }
             if (vis[r * width + j] != want)
                 fail_msg("head %d b %d: row %d col %d is %d, eq. (1) says %d", head, b, r, j,
@@ -47,39 +78,37 @@ static void check(int head, int b, const int32_t *tau) {
 
 static void test_visible_is_eq1(void **s) {
     (void)s;
+    const int32_t none[6] = {-1, -1, -1, -1, -1, -1};
     const int32_t ltr[4] = {1, 2, 3, 4}, rtl[4] = {4, 3, 2, 1}, mixed[6] = {3, 1, 6, 2, 5, 4};
-    check(1, 4, ltr);
-    check(1, 4, rtl);
-    check(5, 4, ltr); /* a commit step: pending + the finished block */
-    check(1, 6, mixed);
-    const int32_t one = 1;
-    check(2, 1, &one);
+    check(1, 4, none, ltr, 1);
+    check(1, 4, none, rtl, 1);
+    check(5, 4, none, ltr, 1); /* a commit step: pending + the finished block */
+    check(1, 6, none, mixed, 1);
+    check(1, 6, none, mixed, 0);
+    /* gamma < B: slots decided in earlier rounds, two drafted, the rest still masked */
+    const int32_t tok[6] = {7, -1, 9, -1, -1, -1}, part[6] = {0, 2, 0, 0, 1, 0};
+    check(1, 6, tok, part, 1);
+    check(1, 6, tok, part, 0);
+    const int32_t one = 1, m1 = -1;
+    check(2, 1, &m1, &one, 1);
 }
 
-/* D~ of the first draft step sees every mask and no data row; the last sees every other draft
- * and only its own mask: the two ends of the temporal order, spelled out. */
+/* The paired layout (gamma = B): D~ of the first draft step sees every mask and no data row; the
+ * last sees every other draft and only its own mask - the two ends of the order, spelled out. */
 static void test_first_and_last_step_rows(void **s) {
     (void)s;
-    const int32_t tau[3] = {2, 3, 1}; /* slot 2 first, slot 1 last */
-    const int head = 1, b = 3, n_tok = head + 2 * b, width = CACHED + n_tok;
+    const int32_t tau[3] = {2, 3, 1}, token[3] = {-1, -1, -1}, draft[3] = {5, 6, 7};
+    specd_simsd_row rows[6];
+    const int head = 1, n = specd_simsd_rows(3, 10, token, tau, draft, 1, rows);
+    assert_int_equal(n, 6);
+    const int n_tok = head + n, width = CACHED + n_tok;
     uint8_t vis[7 * 10];
-    specd_simsd_visible(vis, CACHED, head, b, tau);
-    const uint8_t *first = vis + (head + b + 2) * width + CACHED + head; /* D~ of slot 2 */
-    const uint8_t *last = vis + (head + b + 1) * width + CACHED + head;  /* D~ of slot 1 */
+    specd_simsd_visible(vis, CACHED, head, rows, n);
+    const uint8_t *first = vis + (head + 3 + 2) * width + CACHED + head; /* D~ of slot 2 */
+    const uint8_t *last = vis + (head + 3 + 1) * width + CACHED + head;  /* D~ of slot 1 */
     const uint8_t want_first[6] = {0, 0, 0, 1, 1, 1}, want_last[6] = {1, 0, 1, 0, 1, 0};
     assert_memory_equal(first, want_first, 6);
     assert_memory_equal(last, want_last, 6);
-}
-
-static void test_rope_copy(void **s) {
-    (void)s;
-    int32_t pos[8];
-    specd_simsd_positions(pos, 40, 4, 1);
-    const int32_t copy[8] = {40, 41, 42, 43, 40, 41, 42, 43};
-    assert_memory_equal(pos, copy, sizeof copy);
-    specd_simsd_positions(pos, 40, 4, 0);
-    const int32_t cont[8] = {40, 41, 42, 43, 44, 45, 46, 47};
-    assert_memory_equal(pos, cont, sizeof cont);
 }
 
 static void refused(const char *opts, int32_t max_step_rows, const char *says) {
@@ -97,7 +126,7 @@ static void refused(const char *opts, int32_t max_step_rows, const char *says) {
 
 static void test_refusals(void **s) {
     (void)s;
-    refused("gamma=2,block=4", 0, "gamma=2");
+    refused("gamma=5,block=4", 0, "gamma=5");
     refused("drafter=tiny", 0, "drafter=tiny");
     refused("rope_copy=2", 0, "rope_copy");
     refused("block=8", 17, "block=8 needs 25 rows");
@@ -108,7 +137,6 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_visible_is_eq1),
         cmocka_unit_test(test_first_and_last_step_rows),
-        cmocka_unit_test(test_rope_copy),
         cmocka_unit_test(test_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -77,8 +77,10 @@ static specd_simsd_drafter *make_drafter(int32_t n_layers, float temperature, ui
     return d;
 }
 
-static void replay(specd_context *c, const int32_t *hist, int64_t n, const specd_simsd_draft *d,
-                   int rope_copy, float *one, float *sq) {
+static const int32_t all_masks[B] = {-1, -1, -1, -1};
+
+static void replay(specd_context *c, const int32_t *hist, int64_t n, const int32_t *block,
+                   const specd_simsd_draft *d, int rope_copy, float *one, float *sq) {
     specd_simsd_replay_input in = {.target = c,
                                    .use_lora = 1,
                                    .mask_vec = mask_vec,
@@ -88,6 +90,7 @@ static void replay(specd_context *c, const int32_t *hist, int64_t n, const specd
                                    .b = B,
                                    .history = hist,
                                    .n = n,
+                                   .block = block,
                                    .draft = d,
                                    .rope_copy = rope_copy};
     specd_error err;
@@ -115,11 +118,20 @@ static void test_one_layer_replay_exact(void **s) {
         assert_int_equal(specd_context_kv_truncate(c, 0, 0, &err), SPECD_OK);
         prefill(c, h, 0, n - 1);
         specd_simsd_draft dr;
-        assert_int_equal(specd_simsd_drafter_draft(d, h, n, &dr, &err), SPECD_OK);
-        replay(c, h, n, &dr, 1, onepass, seq);
+        assert_int_equal(specd_simsd_drafter_draft(d, h, n, all_masks, B, &dr, &err), SPECD_OK);
+        replay(c, h, n, NULL, &dr, 1, onepass, seq);
         double on = max_abs_diff(onepass, seq, B * V);
-        replay(c, h, n, &dr, 0, onepass, NULL);
+        replay(c, h, n, NULL, &dr, 0, onepass, NULL);
         double off = max_abs_diff(onepass, seq, B * V);
+        /* gamma < B: a later round of the block, its first draft decided, two more drafted */
+        int32_t state[B] = {-1, -1, -1, -1};
+        state[dr.order[0]] = dr.token[dr.order[0]];
+        specd_simsd_draft d2;
+        assert_int_equal(specd_simsd_drafter_draft(d, h, n, state, 2, &d2, &err), SPECD_OK);
+        assert_int_equal(d2.tau[dr.order[0]], 0);
+        replay(c, h, n, state, &d2, 1, onepass, seq);
+        const double part = max_abs_diff(onepass, seq, 2 * V);
+        if (part > on) on = part;
         assert_int_equal(specd_context_kv_len(c, 0), n - 1); /* the replay kept nothing */
         fprintf(stderr, "one layer, prompt %d: max |one-pass - sequential| %.2e (RoPE copy), "
                         "%.2e (without)\n", p, on, off);
@@ -147,9 +159,9 @@ static void test_self_draft_precision(void **s) {
         prefill(c, h, 0, n - 1);
         for (int blk = 0; blk < N_BLOCKS; blk++) {
             specd_simsd_draft dr;
-            assert_int_equal(specd_simsd_drafter_draft(d, h, n, &dr, &err), SPECD_OK);
+            assert_int_equal(specd_simsd_drafter_draft(d, h, n, all_masks, B, &dr, &err), SPECD_OK);
             for (int rope = 1; rope >= 0; rope--) {
-                replay(c, h, n, &dr, rope, onepass, rope ? seq : NULL);
+                replay(c, h, n, NULL, &dr, rope, onepass, rope ? seq : NULL);
                 for (int r = 0; r < B; r++) {
                     int t;
                     kl[rope][r] += specd_simsd_kl_logits(seq + r * V, onepass + r * V, info->n_vocab, &t);
@@ -247,6 +259,9 @@ static void test_policy_rope_ablation(void **s) {
     generate("drafter=self", &on);
     generate("drafter=self,rope_copy=0", &off);
     generate("gamma=0", &alone);
+    specd_seq_stats two;
+    generate("drafter=self,gamma=2", &two); /* two rounds of drafts per block, when accepted */
+    assert_true(two.n_draft_tokens > 0 && two.n_steps < alone.n_steps);
     assert_true(on.n_draft_tokens > 0 && off.n_draft_tokens > 0);
     assert_int_equal(alone.n_draft_tokens, 0);
     /* the target alone reveals one slot per forward: B forwards per block */
@@ -268,8 +283,8 @@ static void pq_statistics(int32_t drafter_layers) {
     specd_error err;
     prefill(c, h, 0, n - 1);
     specd_simsd_draft dr;
-    assert_int_equal(specd_simsd_drafter_draft(d, h, n, &dr, &err), SPECD_OK);
-    replay(c, h, n, &dr, 1, onepass, NULL);
+    assert_int_equal(specd_simsd_drafter_draft(d, h, n, all_masks, B, &dr, &err), SPECD_OK);
+    replay(c, h, n, NULL, &dr, 1, onepass, NULL);
     /* p^(1) and q^(1) under the sequence's transform (T = 1, top-k 40, top-p 0.95, min-p 0.05) */
     specd_sampling_params sp = specd_sampling_default_params();
     sp.temperature = 1.0f;

@@ -123,7 +123,8 @@ static specd_status load_target_adapter(simsd_state *s, const specd_policy_env *
 
 /* The drafter runs the target's weights (or its GGUF when the host runs the target). */
 static specd_status make_drafter(simsd_state *s, const specd_policy_env *env, const char *kind,
-                                 int32_t layers, const char *drafter_adapter, specd_error *err) {
+                                 int32_t layers, const char *drafter_adapter, int32_t threads,
+                                 specd_error *err) {
     const specd_model *model = env->target;
     if (!model) {
         if (!env->target_path)
@@ -136,22 +137,23 @@ static specd_status make_drafter(simsd_state *s, const specd_policy_env *env, co
     const int self = !strcmp(kind, "self");
     const char *adapter = drafter_adapter[0] ? drafter_adapter : s->adapter;
     return specd_simsd_drafter_create(env, model, self ? 0 : layers, adapter, s->b, s->mask_id,
-                                      &s->drafter, err);
+                                      threads, &s->drafter, err);
 }
 
 static specd_status simsd_create(const specd_policy_env *env, const char *options, void **state,
                                  specd_error *err) {
-    int32_t b = 0, gamma = -1, rope = 1, layers = 8, mask = -1;
+    int32_t b = 0, gamma = -1, rope = 1, layers = 8, mask = -1, threads = 0;
     char adapter[4096] = "", dadapter[4096] = "", drafter[16] = "layers";
     const specd_option_spec ints[] = {{"block", &b, 1, SPECD_SIMSD_MAX_B},
                                       {"gamma", &gamma, 0, SPECD_SIMSD_MAX_B},
                                       {"rope_copy", &rope, 0, 1},
                                       {"drafter_layers", &layers, 1, 1024},
-                                      {"mask", &mask, 0, INT32_MAX}};
+                                      {"mask", &mask, 0, INT32_MAX},
+                                      {"threads", &threads, 0, 1024}};
     const specd_option_str strs[] = {{"adapter", adapter, (int32_t)sizeof adapter},
                                      {"drafter", drafter, (int32_t)sizeof drafter},
                                      {"drafter_adapter", dadapter, (int32_t)sizeof dadapter}};
-    SPECD_TRY(specd_options_parse("simsd", options, ints, 5, strs, 3, err));
+    SPECD_TRY(specd_options_parse("simsd", options, ints, 6, strs, 3, err));
     if (strcmp(drafter, "layers") && strcmp(drafter, "self"))
         return specd_fail(err, SPECD_E_INVALID_ARG,
                           "policy simsd: drafter=%s (want layers: the target's first "
@@ -202,7 +204,7 @@ static specd_status simsd_create(const specd_policy_env *env, const char *option
         (adapter[0] && (st = load_target_adapter(s, env, adapter, err)) != SPECD_OK) ||
         (!adapter[0] && !(s->embd_rows = specd_alloc_array(MAX_ROWS, 1)) &&
          (st = specd_fail(err, SPECD_E_NOMEM, "policy simsd: out of memory")) != SPECD_OK) ||
-        (gamma > 0 && (st = make_drafter(s, env, drafter, layers, dadapter, err)) != SPECD_OK)) {
+        (gamma > 0 && (st = make_drafter(s, env, drafter, layers, dadapter, threads, err)) != SPECD_OK)) {
         simsd_destroy(s);
         return st;
     }
@@ -415,7 +417,8 @@ const specd_policy_ops specd_policy_simsd = {
         "rows), gamma (drafts per verification while that many slots are masked, 0..B, default B; "
         "0: the target decoding alone, one slot per forward), "
         "drafter=layers|self, drafter_layers=8, drafter_adapter=DIR (default the target's), "
-        "rope_copy=1|0 (0: the Table 4 ablation), mask=ID; run with the guard off",
+        "rope_copy=1|0 (0: the Table 4 ablation), threads (the drafter's workers; 0 = online "
+        "cores, default: give it the target's -t), mask=ID; run with the guard off",
     .create = simsd_create,
     .destroy = simsd_destroy,
     .layout = simsd_layout,

@@ -41,8 +41,8 @@ void specd_simsd_drafter_destroy(specd_simsd_drafter *d) {
 
 specd_status specd_simsd_drafter_create(const specd_policy_env *env, const specd_model *model,
                                         int32_t n_layers, const char *adapter, int32_t b,
-                                        int32_t mask_id, specd_simsd_drafter **out,
-                                        specd_error *err) {
+                                        int32_t mask_id, int32_t n_threads,
+                                        specd_simsd_drafter **out, specd_error *err) {
     *out = NULL;
     if (b < 1 || b > SPECD_SIMSD_MAX_B)
         return specd_fail(err, SPECD_E_INVALID_ARG, "simsd drafter: block %d", b);
@@ -59,6 +59,7 @@ specd_status specd_simsd_drafter_create(const specd_policy_env *env, const specd
     cp.n_ctx = d->cap + b;
     cp.n_batch = 128;
     cp.n_layers = n_layers;
+    cp.n_threads = n_threads;
     if (!(d->mirror = specd_alloc_array((size_t)d->cap, sizeof(int32_t))) ||
         !(d->all_logits = specd_alloc_array((size_t)b * V, sizeof(float))) ||
         !(d->q = specd_alloc_array((size_t)b * V, sizeof(float))) ||

@@ -26,10 +26,11 @@ typedef struct specd_simsd_draft {
 /* model: the model to run (borrowed; must outlive the drafter). adapter: a PEFT directory whose
  * LoRA (and mask vector, if it has one) the block rows use, or NULL (base weights and the mask
  * token's embedding). */
+/* n_threads: the drafter context's workers (0 = online cores). */
 specd_status specd_simsd_drafter_create(const specd_policy_env *env, const struct specd_model *model,
                                         int32_t n_layers, const char *adapter, int32_t b,
-                                        int32_t mask_id, specd_simsd_drafter **out,
-                                        specd_error *err);
+                                        int32_t mask_id, int32_t n_threads,
+                                        specd_simsd_drafter **out, specd_error *err);
 void specd_simsd_drafter_destroy(specd_simsd_drafter *d);
 
 /* Drafts gamma of the masked slots (block[i] < 0) of the block after decided[0..m) (slot i at

@@ -6,16 +6,17 @@
  *    its step r and the target's one-pass verification V at D~_{o_r}: self-draft (the block model
  *    drafting for itself: D is the sequential replay), self-draft without the RoPE copy, and the
  *    cross-model drafter.
- * 2. Speed and acceptance, per block size B (gamma = B): the target decoding alone (gamma=0, one
- *    slot per forward: the anchor, run right before each drafter run so both see the same load)
- *    and simsd with the self and the cross-model drafter: alpha (accepted / drafted), accepted
- *    drafts per block verification, tokens per target forward, the drafter's cost ratio
+ * 2. Speed and acceptance, per block size B and draft length gamma <= B: the target decoding
+ *    alone (gamma=0, one slot per forward: the anchor, run right before each drafter run so both
+ *    see the same load) and simsd with the self and the cross-model drafter: alpha (accepted /
+ *    drafted), accepted drafts per verification (with gamma = B: per block, Table 4's figure), tokens per target forward, the drafter's cost ratio
  *    rho = (time in the policy per draft step) / (one target forward), wall-clock speedup over
  *    the anchor, and T_SD = (1 + gamma rho) T_theta's prediction of it from the measured TPFs.
  * Greedy (T = 0); prompts: the chat-templated ids of tests/data/runtime_greedy_golden.txt.
  *
  * usage: bench_simsd [-m MODEL] [-n TOKENS] [-p PROMPTS] [-t THREADS] [--src DIR]
- *                    [--adapter DIR] [--drafter-adapter DIR] [--drafter-layers L] [--blocks 2,4,8]
+ *                    [--adapter DIR] [--drafter-adapter DIR] [--drafter-layers L] [--blocks 4]
+ *                    [--gammas 1,2,3,4]
  */
 #include "tests/golden_prompts.h"
 
@@ -74,9 +75,9 @@ static void precision(void) {
     env.sampling = specd_sampling_default_params();
     env.sampling.temperature = 0.0f;
     specd_simsd_drafter *self, *cross;
-    if (specd_simsd_drafter_create(&env, model, 0, adapter, PB, 0, &self, &err) != SPECD_OK ||
+    if (specd_simsd_drafter_create(&env, model, 0, adapter, PB, 0, threads, &self, &err) != SPECD_OK ||
         specd_simsd_drafter_create(&env, model, layers, dadapter[0] ? dadapter : adapter, PB, 0,
-                                   &cross, &err) != SPECD_OK)
+                                   threads, &cross, &err) != SPECD_OK)
         die("drafter", &err);
     const size_t V = (size_t)n_vocab;
     float *one = malloc(PB * V * sizeof(float)), *seq = malloc(PB * V * sizeof(float));
@@ -157,7 +158,7 @@ static void run_all(const char *opts, int b, run *out) {
     if (specd_spec_create(&sp, &spec, &err) != SPECD_OK) die("spec", &err);
     specd_context *c = context(0, MAX_PROMPT + n_gen + 4 * b + 2);
     char full[8192];
-    snprintf(full, sizeof full, "adapter=%s,block=%d,%s", adapter, b, opts);
+    snprintf(full, sizeof full, "adapter=%s,block=%d,threads=%d,%s", adapter, b, threads, opts);
     specd_seq_params q = specd_seq_default_params();
     q.policy = "simsd";
     q.policy_options = full;
@@ -186,46 +187,59 @@ static void run_all(const char *opts, int b, run *out) {
     specd_spec_destroy(spec);
 }
 
-static void speed(const int *blocks, int n_blocks) {
+static void speed(const int *blocks, int n_blocks, const int *gammas, int n_gammas) {
     printf("\nspeed, greedy, %d prompts x %d tokens, threads %d: anchor = the target alone "
            "(gamma=0), run right before each drafter run\n", n_p, n_gen, threads);
-    printf("  %-2s %-14s %6s %9s %6s %6s %8s %8s %9s\n", "B", "drafter", "alpha", "acc/blk",
-           "TPF", "rho", "speedup", "eq.3", "tok/s");
+    printf("  %-2s %-5s %-10s %6s %8s %6s %6s %8s %8s %7s\n", "B", "gamma", "drafter", "alpha",
+           "acc/ver", "TPF", "rho", "speedup", "eq.3", "tok/s");
     char dopt[4200];
     snprintf(dopt, sizeof dopt, "drafter_layers=%d%s%s", layers, dadapter[0] ? ",drafter_adapter=" : "",
              dadapter);
-    const char *const opts[2] = {"drafter=self", dopt};
+    const char *const kinds[2] = {"drafter=self", dopt};
     const char *const names[2] = {"self (A4)", "cross"};
-    for (int i = 0; i < n_blocks; i++) {
-        const int b = blocks[i];
-        for (int w = 0; w < 2; w++) {
-            run alone, sd;
-            run_all("gamma=0", b, &alone);
-            run_all(opts[w], b, &sd);
-            const double tf = (double)alone.r.forward_ns / (double)alone.s.n_steps;
-            const double verifies = (double)sd.s.n_drafts;
-            const double rho = verifies > 0 ? (double)sd.s.propose_ns / (verifies * b) / tf : 0.0;
-            const double tpf0 = (double)alone.s.n_emitted / (double)alone.s.n_steps;
-            const double tpf = (double)sd.s.n_emitted / (double)sd.s.n_steps;
-            /* eq. 3 over a run: target forwards cost T_theta each, every verification adds
-             * gamma drafter steps of rho T_theta */
-            const double cost0 = (double)alone.s.n_steps;
-            const double cost = (double)sd.s.n_steps + verifies * b * rho;
-            printf("  %-2d %-14s %6.3f %9.2f %6.2f %6.3f %7.2fx %7.2fx %9.1f  (anchor TPF %.2f, "
-                   "%.1f tok/s)\n",
-                   b, names[w], sd.s.n_draft_tokens ? (double)sd.s.n_accepted / sd.s.n_draft_tokens : 0.0,
-                   verifies > 0 ? (double)sd.s.n_accepted / verifies : 0.0, tpf, rho,
-                   (double)alone.r.decode_ns / (double)sd.r.decode_ns,
-                   (cost0 / (double)alone.s.n_emitted) / (cost / (double)sd.s.n_emitted),
-                   (double)sd.s.n_emitted / ((double)sd.r.decode_ns * 1e-9), tpf0,
-                   (double)alone.s.n_emitted / ((double)alone.r.decode_ns * 1e-9));
-        }
-    }
+    for (int i = 0; i < n_blocks; i++)
+        for (int g = 0; g < n_gammas; g++)
+            for (int w = 0; w < 2; w++) {
+                const int b = blocks[i], gamma = gammas[g];
+                if (gamma > b) continue;
+                char opts[4300];
+                snprintf(opts, sizeof opts, "%s,gamma=%d", kinds[w], gamma);
+                run alone, sd;
+                run_all("gamma=0", b, &alone);
+                run_all(opts, b, &sd);
+                const double tf = (double)alone.r.forward_ns / (double)alone.s.n_steps;
+                const double verifies = (double)sd.s.n_drafts;
+                const double rho =
+                    verifies > 0 ? (double)sd.s.propose_ns / (verifies * gamma) / tf : 0.0;
+                const double tpf = (double)sd.s.n_emitted / (double)sd.s.n_steps;
+                /* eq. 3 over a run: each target forward costs T_theta, each verification adds
+                 * gamma drafter steps of rho T_theta */
+                const double cost0 = (double)alone.s.n_steps / (double)alone.s.n_emitted;
+                const double cost = ((double)sd.s.n_steps + verifies * gamma * rho) /
+                                    (double)sd.s.n_emitted;
+                printf("  %-2d %-5d %-10s %6.3f %8.2f %6.2f %6.3f %7.2fx %7.2fx %7.1f  "
+                       "(anchor TPF %.2f, %.1f tok/s)\n",
+                       b, gamma, names[w],
+                       sd.s.n_draft_tokens ? (double)sd.s.n_accepted / (double)sd.s.n_draft_tokens
+                                           : 0.0,
+                       verifies > 0 ? (double)sd.s.n_accepted / verifies : 0.0, tpf, rho,
+                       (double)alone.r.decode_ns / (double)sd.r.decode_ns, cost0 / cost,
+                       (double)sd.s.n_emitted / ((double)sd.r.decode_ns * 1e-9),
+                       (double)alone.s.n_emitted / (double)alone.s.n_steps,
+                       (double)alone.s.n_emitted / ((double)alone.r.decode_ns * 1e-9));
+            }
+}
+
+static int parse_list(char *s, int *out, int cap) {
+    int n = 0;
+    for (char *t = strtok(s, ","); t && n < cap; t = strtok(NULL, ","))
+        if ((out[n] = atoi(t)) >= 1 && out[n] <= 16) n++;
+    return n;
 }
 
 int main(int argc, char **argv) {
     const char *path = NULL, *src = ".";
-    char blocks_s[64] = "2,4,8";
+    char blocks_s[64] = "4", gammas_s[64] = "1,2,3,4";
     snprintf(adapter, sizeof adapter, "models/adapters/smollm2-135m-sdar");
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -239,6 +253,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--drafter-adapter")) snprintf(dadapter, sizeof dadapter, "%s", v);
         else if (!strcmp(a, "--drafter-layers")) layers = atoi(v);
         else if (!strcmp(a, "--blocks")) snprintf(blocks_s, sizeof blocks_s, "%s", v);
+        else if (!strcmp(a, "--gammas")) snprintf(gammas_s, sizeof gammas_s, "%s", v);
         else return fprintf(stderr, "bench_simsd: unknown option %s\n", a), 2;
         i++;
     }
@@ -252,13 +267,12 @@ int main(int argc, char **argv) {
     specd_error err;
     if (specd_model_create(path, &model, &err) != SPECD_OK) die("model", &err);
     n_vocab = specd_model_get_info(model)->n_vocab;
-    int blocks[8], nb = 0;
-    for (char *t = strtok(blocks_s, ","); t && nb < 8; t = strtok(NULL, ","))
-        if ((blocks[nb] = atoi(t)) >= 1 && blocks[nb] <= 16) nb++;
+    int blocks[8], gammas[16];
+    const int nb = parse_list(blocks_s, blocks, 8), ng = parse_list(gammas_s, gammas, 16);
     printf("bench_simsd: target = the block model (%s), cross drafter = its first %d layers + %s\n",
            adapter, layers, dadapter[0] ? dadapter : "the target's adapter cut there");
     precision();
-    speed(blocks, nb);
+    speed(blocks, nb, gammas, ng);
     specd_model_destroy(model);
     return 0;
 }

@@ -268,7 +268,9 @@ static specd_status simsd_layout(void *state, const int32_t *history, int64_t n_
         n_masked += tail[i] < 0;
     }
     /* §3.2: draft while at least gamma slots remain, else the target finishes the block */
-    s->drafting = s->gamma > 0 && n_masked >= s->gamma;
+    s->drafting = s->gamma > 0 && n_masked >= s->gamma &&
+                  n_history + s->n_head <= specd_simsd_drafter_capacity(s->drafter);
+    /* (past the drafter's context the target goes on alone) */
     if (s->drafting) SPECD_TRY(draft_next(s, history, n_history, tail, err));
     const int32_t head = 1 + s->n_head, n_cached = (int32_t)(n_history - 1);
     const int32_t tfirst = (int32_t)(n_history + s->n_head);

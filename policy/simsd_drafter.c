@@ -91,6 +91,8 @@ specd_status specd_simsd_drafter_create(const specd_policy_env *env, const specd
     return SPECD_OK;
 }
 
+int64_t specd_simsd_drafter_capacity(const specd_simsd_drafter *d) { return d->cap; }
+
 /* Brings the cache to decided[0..m): keep the common prefix, feed the rest (base, causal). */
 static specd_status sync(specd_simsd_drafter *d, const int32_t *decided, int64_t m,
                          specd_error *err) {

@@ -33,6 +33,9 @@ specd_status specd_simsd_drafter_create(const specd_policy_env *env, const struc
                                         specd_simsd_drafter **out, specd_error *err);
 void specd_simsd_drafter_destroy(specd_simsd_drafter *d);
 
+/* The longest decided history (m below) the drafter's context holds. */
+int64_t specd_simsd_drafter_capacity(const specd_simsd_drafter *d);
+
 /* Drafts gamma of the masked slots (block[i] < 0) of the block after decided[0..m) (slot i at
  * logical position m + i; block[i] >= 0: decided earlier, seen as that token): gamma forwards of
  * the b block rows, each deciding one slot. The draws are keyed on the slot's position (the draft

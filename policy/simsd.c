@@ -133,6 +133,12 @@ static specd_status make_drafter(simsd_state *s, const specd_policy_env *env, co
                               "target in specd or give its GGUF path");
         SPECD_TRY(specd_model_create(env->target_path, &s->own_model, err));
         model = s->own_model;
+        /* the host applies the target's adapter; its mask vector must fit this model */
+        if (s->mask_vec && s->n_embd != specd_model_get_info(model)->n_embd)
+            return specd_fail(err, SPECD_E_MISMATCH,
+                              "policy simsd: the adapter's mask vector has %d floats, the model "
+                              "%s has n_embd %d",
+                              s->n_embd, env->target_path, specd_model_get_info(model)->n_embd);
     }
     const int self = !strcmp(kind, "self");
     const char *adapter = drafter_adapter[0] ? drafter_adapter : s->adapter;
@@ -176,7 +182,7 @@ static specd_status simsd_create(const specd_policy_env *env, const char *option
         return specd_fail(err, SPECD_E_INVALID_ARG,
                           "policy simsd: block=%d needs %d rows per step (pending, the finished "
                           "block, the next block's drafts and masks), more than the step's %d "
-                          "(raise --max-draft)",
+                          "(raise --draft-max)",
                           b, 3 * b + 1, most);
     int32_t mask_id;
     SPECD_TRY(specd_mask_pick_id(env, "simsd", mask, &mask_id, err));
@@ -419,8 +425,8 @@ const specd_policy_ops specd_policy_simsd = {
         "rows), gamma (drafts per verification while that many slots are masked, 0..B, default B; "
         "0: the target decoding alone, one slot per forward), "
         "drafter=layers|self, drafter_layers=8, drafter_adapter=DIR (default the target's), "
-        "rope_copy=1|0 (0: the Table 4 ablation), threads (the drafter's workers; 0 = online "
-        "cores, default: give it the target's -t), mask=ID; run with the guard off",
+        "rope_copy=1|0 (0: the Table 4 ablation), threads (the drafter's workers, default 0 = "
+        "every online core: set it to the target's -t), mask=ID; run with the guard off",
     .create = simsd_create,
     .destroy = simsd_destroy,
     .layout = simsd_layout,

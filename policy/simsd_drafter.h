@@ -8,15 +8,16 @@
 #ifndef SPECD_POLICY_SIMSD_DRAFTER_H
 #define SPECD_POLICY_SIMSD_DRAFTER_H
 
+#include "policy/simsd_layout.h"
 #include "specd/policy.h"
 
 typedef struct specd_simsd_drafter specd_simsd_drafter;
 
 typedef struct specd_simsd_draft {
     int32_t gamma;     /* slots drafted */
-    int32_t token[16]; /* per block slot: its draft (drafted slots), else as the block was */
-    int32_t tau[16];   /* per block slot: the draft step (1..gamma) that decided it, 0 if none */
-    int32_t order[16]; /* per draft step r (0-based): the slot it decided */
+    int32_t token[SPECD_SIMSD_MAX_B]; /* per block slot: its draft (drafted slots), else as the block was */
+    int32_t tau[SPECD_SIMSD_MAX_B];  /* per block slot: the draft step (1..gamma) that decided it, 0 if none */
+    int32_t order[SPECD_SIMSD_MAX_B]; /* per draft step r (0-based): the slot it decided */
     float *q;          /* gamma rows of n_vocab: step r's q (the sequence's sampling transform);
                         * owned by the drafter, valid until its next draft */
     float *logits;     /* gamma rows of n_vocab: step r's raw logits at the slot it decided (the

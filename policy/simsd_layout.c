@@ -13,11 +13,13 @@ int32_t specd_simsd_rows(int32_t b, int32_t first, const int32_t *token, const i
             rows[n++] = (specd_simsd_row){
                 .slot = i, .token = tau[i] > 0 ? draft[i] : token[i], .tau = tau[i], .pos = first + i};
     for (int32_t i = 0; i < b; i++) /* mask rows */
-        if (token[i] < 0)
-            rows[n++] = (specd_simsd_row){.slot = i,
-                                          .token = -1,
-                                          .tau = tau[i] > 0 ? tau[i] : gamma + 1,
-                                          .pos = first + (rope_copy ? 0 : b) + i};
+        if (token[i] < 0) {
+            rows[n] = (specd_simsd_row){.slot = i,
+                                        .token = -1,
+                                        .tau = tau[i] > 0 ? tau[i] : gamma,
+                                        .pos = rope_copy ? first + i : first + n};
+            n++;
+        }
     return n;
 }
 

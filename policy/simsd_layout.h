@@ -8,14 +8,16 @@
  * drafter's order), some decided before (earlier rounds of the block), the rest still masked:
  *   decided slot    one data row D (its token), tau 0
  *   drafted slot    a data row D (the draft) and a mask row D~ (its verification slot), tau = r
- *   masked slot     one mask row, tau = gamma + 1 (not decided by this step)
+ *   masked slot     one mask row, tau = gamma: like D~_{o_gamma} it sees the drafts before the
+ *                   last and every D~ sees it, so no row but its own sees the last draft, as in
+ *                   the paired layout (a label after the last step would let the last draft
+ *                   reach every p^(r) two hops away)
  * Data rows first, then mask rows, each in slot order. Eq. (1) over every pair of block rows:
  *   data i sees data j with tau_j <= tau_i and mask j with tau_j > tau_i,
  *   mask i sees data j with tau_j < tau_i and mask j with tau_j >= tau_i,
  * so D~_{o_r} sees the block as it stood at draft step r: the decided slots and the earlier drafts
  * as tokens, the rest as masks. With gamma = B and nothing decided this is the paper's paired
- * layout of 2B rows (§3.1); with gamma < B it is that layout cut to the drafted slots (§3.2), the
- * undrafted masks sharing one label after the last draft step. */
+ * layout of 2B rows (§3.1); with gamma < B it is that layout cut to the drafted slots (§3.2). */
 #ifndef SPECD_POLICY_SIMSD_LAYOUT_H
 #define SPECD_POLICY_SIMSD_LAYOUT_H
 
@@ -33,9 +35,9 @@ typedef struct specd_simsd_row {
 
 /* The block rows of one verification step. token[i]: slot i's decided token or -1; tau[i]: the
  * draft step (1..gamma) of a slot drafted this step, else 0; draft[i]: its draft. Mask rows carry
- * their slot's position (the RoPE copy), or with rope_copy = 0 the positions after the block's
- * (first + B + i, the paper's Table 4 ablation: "physically continued"). Returns the row count
- * (data rows, then mask rows). */
+ * their slot's position (the RoPE copy), or with rope_copy = 0 their physical place after the
+ * data rows (first + row index: the paper's Table 4 ablation, "continuing after the reference
+ * context"). Returns the row count (data rows, then mask rows). */
 int32_t specd_simsd_rows(int32_t b, int32_t first, const int32_t *token, const int32_t *tau,
                          const int32_t *draft, int rope_copy, specd_simsd_row *rows);
 

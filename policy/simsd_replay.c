@@ -109,7 +109,7 @@ double specd_simsd_kl_logits(const float *p, const float *q, int32_t n_vocab, in
     const double lzp = log(zp), lzq = log(zq);
     for (int32_t v = 0; v < n_vocab; v++) {
         const double lp = (double)p[v] - mp - lzp, lq = (double)q[v] - mq - lzq;
-        kl += exp(lp) * (lp - lq);
+        if (exp(lp) > 0.0) kl += exp(lp) * (lp - lq); /* 0 log 0 = 0, also at p = -inf */
     }
     if (top1_agree) *top1_agree = ap == aq;
     return kl;

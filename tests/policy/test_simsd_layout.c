@@ -48,12 +48,15 @@ static void check(int head, int b, const int32_t *token, const int32_t *tau, int
         if (token[i] < 0) {
             assert_int_equal(rows[k].slot, i);
             assert_int_equal(rows[k].token, -1);
-            assert_int_equal(rows[k].tau, tau[i] > 0 ? tau[i] : gamma + 1);
-            assert_int_equal(rows[k].pos, FIRST + (rope ? 0 : b) + i);
+            assert_int_equal(rows[k].tau, tau[i] > 0 ? tau[i] : gamma);
+            assert_int_equal(rows[k].pos, rope ? FIRST + i : FIRST + k);
             k++;
         }
     assert_int_equal(n, k);
     const int n_tok = head + n, width = CACHED + n_tok;
+    int last = -1; /* the last draft's data row */
+    for (int j = 0; j < n; j++)
+        if (rows[j].token >= 0 && rows[j].tau == gamma && gamma > 0) last = j;
     static uint8_t vis[(6 + 2 * MAXB) * (CACHED + 6 + 2 * MAXB)];
     specd_simsd_visible(vis, CACHED, head, rows, n);
     for (int r = 0; r < n_tok; r++)
@@ -73,6 +76,9 @@ static void check(int head, int b, const int32_t *token, const int32_t *tau, int
             if (vis[r * width + j] != want)
                 fail_msg("head %d b %d: row %d col %d is %d, eq. (1) says %d", head, b, r, j,
                          vis[r * width + j], want);
+            /* the last draft: no row but its own sees it (nothing verifies against it) */
+            if (last >= 0 && step == head + last && r != head + last && vis[r * width + j])
+                fail_msg("head %d b %d: row %d sees the last draft", head, b, r);
         }
 }
 

@@ -9,7 +9,9 @@
  *    top-1 agreement by step are printed (the paper's Fig. 3) and the step-0 top-1 must agree;
  *    dropping the RoPE copy raises the KL at every step (Table 4's ablation);
  *  - through specd_spec: greedy self-draft acceptance collapses without the RoPE copy; gamma=0
- *    (the target alone) drafts nothing; all of it is flagged lossy;
+ *    (the target alone) drafts nothing and takes one forward per slot; gamma < B drafts every
+ *    block in rounds; all of it is flagged lossy, and the KV every run committed is a plain
+ *    prefill's of its tokens, bit for bit;
  *  - p/q statistics through the acceptance engine with SimSD's real rows (cross-model drafter,
  *    T = 1): the first draft-order slot's token follows p^(1) (G-test) and is accepted at the rate
  *    sum min(p, q). */
@@ -205,6 +207,31 @@ static void test_self_draft_precision(void **s) {
     specd_context_destroy(c);
 }
 
+/* The KV the policy committed is a plain prefill's of the same tokens, bit for bit: the next
+ * row's logits over it equal those over a cache prefilled from scratch (a kept block row from a
+ * gated, bidirectional or verification step would differ). */
+static void committed_kv_is_plain(specd_context *c, const int32_t *prompt, int64_t n_prompt,
+                                  const int32_t *out, int64_t n_out) {
+    static int32_t all[MAX_PROMPT + N_GEN];
+    memcpy(all, prompt, (size_t)n_prompt * sizeof(int32_t));
+    memcpy(all + n_prompt, out, (size_t)n_out * sizeof(int32_t));
+    const int32_t kv = specd_context_kv_len(c, 0);
+    assert_int_equal(kv, n_prompt + n_out - 1); /* everything but the pending token */
+    specd_context *fresh = make_ctx(0);
+    specd_error err;
+    assert_int_equal(specd_context_set_lora(fresh, NULL, &err), SPECD_OK);
+    prefill(fresh, all, 0, kv);
+    float *a = malloc(V * sizeof(float)), *b = malloc(V * sizeof(float));
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_int_equal(specd_context_decode(c, 0, all[kv], a, &err), SPECD_OK);
+    assert_int_equal(specd_context_decode(fresh, 0, all[kv], b, &err), SPECD_OK);
+    assert_memory_equal(a, b, V * sizeof(float));
+    free(a);
+    free(b);
+    specd_context_destroy(fresh);
+}
+
 static void generate(const char *opts, specd_seq_stats *st) {
     specd_spec_params sp = specd_spec_default_params();
     sp.n_vocab = info->n_vocab;
@@ -234,14 +261,16 @@ static void generate(const char *opts, specd_seq_stats *st) {
         if (specd_spec_run(spec, 0, c, 0, NULL, NULL, &rs, &err) != SPECD_OK)
             fail_msg("run %s: %s", full, err.message);
         int64_t got;
-        specd_spec_seq_output(spec, 0, &got);
+        const int32_t *out = specd_spec_seq_output(spec, 0, &got);
         assert_int_equal(got, N_GEN);
+        committed_kv_is_plain(c, prompts[p], n_prompts[p], out, got);
         specd_seq_stats one;
         assert_int_equal(specd_spec_seq_stats(spec, 0, &one, &err), SPECD_OK);
         assert_true(one.lossy);
         st->n_emitted += one.n_emitted;
         st->n_steps += one.n_steps;
         st->n_draft_tokens += one.n_draft_tokens;
+        st->n_drafts += one.n_drafts;
         st->n_accepted += one.n_accepted;
         specd_spec_seq_close(spec, 0);
     }
@@ -260,12 +289,17 @@ static void test_policy_rope_ablation(void **s) {
     generate("drafter=self,rope_copy=0", &off);
     generate("gamma=0", &alone);
     specd_seq_stats two;
-    generate("drafter=self,gamma=2", &two); /* two rounds of drafts per block, when accepted */
-    assert_true(two.n_draft_tokens > 0 && two.n_steps < alone.n_steps);
+    generate("drafter=self,gamma=2", &two);
+    /* gamma = 2 of B = 4: after the first round at least 2 slots are still masked, so every
+     * block has a second round (the last step of a run, committing the last block, also
+     * verifies a block that is never emitted) */
+    assert_true(two.n_drafts >= 2 * (N_GEN / B) * N_PROMPTS + N_PROMPTS);
+    assert_true(two.n_steps < alone.n_steps);
     assert_true(on.n_draft_tokens > 0 && off.n_draft_tokens > 0);
     assert_int_equal(alone.n_draft_tokens, 0);
-    /* the target alone reveals one slot per forward: B forwards per block */
-    assert_true(alone.n_steps >= alone.n_emitted);
+    /* the target alone reveals one slot per forward: B forwards per block, the commit riding on
+     * the next block's first, and one more at the end */
+    assert_int_equal(alone.n_steps, alone.n_emitted + N_PROMPTS);
     const double a_on = (double)on.n_accepted / (double)on.n_draft_tokens;
     const double a_off = (double)off.n_accepted / (double)off.n_draft_tokens;
     assert_true(a_on > a_off + 0.2);

@@ -50,6 +50,7 @@
 #include "policy/simsd_layout.h"
 #include "specd/runtime.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -67,7 +68,7 @@ typedef struct simsd_state {
     uint8_t *embd_rows; /* MAX_ROWS */
     specd_accept *accept;
     specd_sampler *target;
-    specd_model *own_model; /* the drafter's model when specd does not run the target */
+    struct simsd_shared *own_shared; /* made here when no spec shares one (else env.shared) */
     specd_simsd_drafter *drafter;
     specd_simsd_draft draft;
     int32_t *decided; /* history + the finished block: what the drafter conditions on */
@@ -90,11 +91,109 @@ typedef struct simsd_state {
     size_t vis_cap;
 } simsd_state;
 
+/* The options, parsed once for shared_create and once per sequence. */
+typedef struct simsd_opts {
+    int32_t b, gamma, rope, layers, mask, threads;
+    char adapter[4096], dadapter[4096], drafter[16];
+} simsd_opts;
+
+static specd_status parse_opts(const specd_policy_env *env, const char *options, simsd_opts *o,
+                               specd_error *err) {
+    *o = (simsd_opts){.gamma = -1, .rope = 1, .layers = 8, .mask = -1};
+    snprintf(o->drafter, sizeof o->drafter, "layers");
+    const specd_option_spec ints[] = {{"block", &o->b, 1, SPECD_SIMSD_MAX_B},
+                                      {"gamma", &o->gamma, 0, SPECD_SIMSD_MAX_B},
+                                      {"rope_copy", &o->rope, 0, 1},
+                                      {"drafter_layers", &o->layers, 1, 1024},
+                                      {"mask", &o->mask, 0, INT32_MAX},
+                                      {"threads", &o->threads, 0, 1024}};
+    const specd_option_str strs[] = {{"adapter", o->adapter, (int32_t)sizeof o->adapter},
+                                     {"drafter", o->drafter, (int32_t)sizeof o->drafter},
+                                     {"drafter_adapter", o->dadapter, (int32_t)sizeof o->dadapter}};
+    SPECD_TRY(specd_options_parse("simsd", options, ints, 6, strs, 3, err));
+    if (strcmp(o->drafter, "layers") && strcmp(o->drafter, "self"))
+        return specd_fail(err, SPECD_E_INVALID_ARG,
+                          "policy simsd: drafter=%s (want layers: the target's first "
+                          "drafter_layers blocks, or self: the block model itself)",
+                          o->drafter);
+    if (o->adapter[0] && o->b == 0) {
+        specd_lora_info info;
+        if (specd_lora_read_info(o->adapter, &info, NULL) == SPECD_OK &&
+            !strcmp(info.objective, "sdar") && info.block <= SPECD_SIMSD_MAX_B)
+            o->b = info.block;
+    }
+    if (o->b == 0) o->b = 4;
+    if (o->gamma < 0) o->gamma = o->b;
+    if (o->gamma > o->b)
+        return specd_fail(err, SPECD_E_INVALID_ARG,
+                          "policy simsd: gamma=%d drafts more slots than the block has (block=%d)",
+                          o->gamma, o->b);
+    const int32_t most = env->max_step_rows > 0 ? env->max_step_rows : 2 * env->max_draft + 1;
+    if (3 * o->b + 1 > most)
+        return specd_fail(err, SPECD_E_INVALID_ARG,
+                          "policy simsd: block=%d needs %d rows per step (pending, the finished "
+                          "block, the next block's drafts and masks), more than the step's %d "
+                          "(raise --draft-max)",
+                          o->b, 3 * o->b + 1, most);
+    return SPECD_OK;
+}
+
+/* What every sequence of a spec shares: the drafter's weights (the target's, or its GGUF when
+ * the host runs the target) and the drafter's adapter. */
+typedef struct simsd_shared {
+    specd_model *own_model;
+    const specd_model *model;
+    specd_lora *lora;
+} simsd_shared;
+
+static void simsd_shared_destroy(void *shared) {
+    simsd_shared *sh = shared;
+    if (!sh) return;
+    specd_lora_destroy(sh->lora);
+    specd_model_destroy(sh->own_model);
+    specd_free(sh);
+}
+
+static specd_status make_shared(const specd_policy_env *env, const simsd_opts *o,
+                                simsd_shared **out, specd_error *err) {
+    *out = NULL;
+    simsd_shared *sh = specd_alloc_array(1, sizeof *sh);
+    if (!sh) return specd_fail(err, SPECD_E_NOMEM, "policy simsd: out of memory");
+    specd_status st = SPECD_OK;
+    sh->model = env->target;
+    if (o->gamma > 0 && !sh->model) {
+        if (!env->target_path)
+            st = specd_fail(err, SPECD_E_INVALID_ARG,
+                            "policy simsd: the drafter runs the target's weights: run the target "
+                            "in specd or give its GGUF path");
+        else if ((st = specd_model_create(env->target_path, &sh->own_model, err)) == SPECD_OK)
+            sh->model = sh->own_model;
+    }
+    const char *dir = o->dadapter[0] ? o->dadapter : o->adapter;
+    if (st == SPECD_OK && o->gamma > 0 && dir[0]) {
+        st = specd_lora_create(sh->model, dir, &sh->lora, err);
+        if (st != SPECD_OK) st = specd_mask_adapter_fail(err, st, "simsd", dir);
+    }
+    if (st != SPECD_OK) {
+        simsd_shared_destroy(sh);
+        return st;
+    }
+    *out = sh;
+    return SPECD_OK;
+}
+
+static specd_status simsd_shared_create(const specd_policy_env *env, const char *options,
+                                        void **shared, specd_error *err) {
+    simsd_opts o;
+    SPECD_TRY(parse_opts(env, options, &o, err));
+    return make_shared(env, &o, (simsd_shared **)shared, err);
+}
+
 static void simsd_destroy(void *state) {
     simsd_state *s = state;
     if (!s) return;
     specd_simsd_drafter_destroy(s->drafter);
-    specd_model_destroy(s->own_model);
+    simsd_shared_destroy(s->own_shared);
     specd_lora_destroy(s->lora);
     specd_free(s->adapter);
     specd_free(s->mask_vec);
@@ -121,77 +220,36 @@ static specd_status load_target_adapter(simsd_state *s, const specd_policy_env *
     return SPECD_OK;
 }
 
-/* The drafter runs the target's weights (or its GGUF when the host runs the target). */
-static specd_status make_drafter(simsd_state *s, const specd_policy_env *env, const char *kind,
-                                 int32_t layers, const char *drafter_adapter, int32_t threads,
+/* The drafter on the shared weights and adapter: the target cut after drafter_layers blocks,
+ * or with drafter=self the whole block model. */
+static specd_status make_drafter(simsd_state *s, const specd_policy_env *env, const simsd_opts *o,
                                  specd_error *err) {
-    const specd_model *model = env->target;
-    if (!model) {
-        if (!env->target_path)
-            return specd_fail(err, SPECD_E_INVALID_ARG,
-                              "policy simsd: the drafter runs the target's weights: run the "
-                              "target in specd or give its GGUF path");
-        SPECD_TRY(specd_model_create(env->target_path, &s->own_model, err));
-        model = s->own_model;
-        /* the host applies the target's adapter; its mask vector must fit this model */
-        if (s->mask_vec && s->n_embd != specd_model_get_info(model)->n_embd)
-            return specd_fail(err, SPECD_E_MISMATCH,
-                              "policy simsd: the adapter's mask vector has %d floats, the model "
-                              "%s has n_embd %d",
-                              s->n_embd, env->target_path, specd_model_get_info(model)->n_embd);
-    }
-    const int self = !strcmp(kind, "self");
-    const char *adapter = drafter_adapter[0] ? drafter_adapter : s->adapter;
-    return specd_simsd_drafter_create(env, model, self ? 0 : layers, adapter, s->b, s->mask_id,
-                                      threads, &s->drafter, err);
+    const simsd_shared *sh = env->shared ? env->shared : s->own_shared;
+    const int32_t n_embd = specd_model_get_info(sh->model)->n_embd;
+    /* a host-run target's adapter is applied by the host; its mask vector must fit the model */
+    if (s->mask_vec && s->n_embd != n_embd)
+        return specd_fail(err, SPECD_E_MISMATCH,
+                          "policy simsd: the adapter's mask vector has %d floats, the model has "
+                          "n_embd %d",
+                          s->n_embd, n_embd);
+    const int self = !strcmp(o->drafter, "self");
+    return specd_simsd_drafter_create(env, sh->model, self ? 0 : o->layers, sh->lora, s->b,
+                                      s->mask_id, o->threads, &s->drafter, err);
 }
 
 static specd_status simsd_create(const specd_policy_env *env, const char *options, void **state,
                                  specd_error *err) {
-    int32_t b = 0, gamma = -1, rope = 1, layers = 8, mask = -1, threads = 0;
-    char adapter[4096] = "", dadapter[4096] = "", drafter[16] = "layers";
-    const specd_option_spec ints[] = {{"block", &b, 1, SPECD_SIMSD_MAX_B},
-                                      {"gamma", &gamma, 0, SPECD_SIMSD_MAX_B},
-                                      {"rope_copy", &rope, 0, 1},
-                                      {"drafter_layers", &layers, 1, 1024},
-                                      {"mask", &mask, 0, INT32_MAX},
-                                      {"threads", &threads, 0, 1024}};
-    const specd_option_str strs[] = {{"adapter", adapter, (int32_t)sizeof adapter},
-                                     {"drafter", drafter, (int32_t)sizeof drafter},
-                                     {"drafter_adapter", dadapter, (int32_t)sizeof dadapter}};
-    SPECD_TRY(specd_options_parse("simsd", options, ints, 6, strs, 3, err));
-    if (strcmp(drafter, "layers") && strcmp(drafter, "self"))
-        return specd_fail(err, SPECD_E_INVALID_ARG,
-                          "policy simsd: drafter=%s (want layers: the target's first "
-                          "drafter_layers blocks, or self: the block model itself)",
-                          drafter);
-    if (adapter[0] && b == 0) {
-        specd_lora_info info;
-        if (specd_lora_read_info(adapter, &info, NULL) == SPECD_OK &&
-            !strcmp(info.objective, "sdar") && info.block <= SPECD_SIMSD_MAX_B)
-            b = info.block;
-    }
-    if (b == 0) b = 4;
-    if (gamma < 0) gamma = b;
-    if (gamma > b)
-        return specd_fail(err, SPECD_E_INVALID_ARG,
-                          "policy simsd: gamma=%d drafts more slots than the block has (block=%d)",
-                          gamma, b);
-    const int32_t most = env->max_step_rows > 0 ? env->max_step_rows : 2 * env->max_draft + 1;
-    if (3 * b + 1 > most)
-        return specd_fail(err, SPECD_E_INVALID_ARG,
-                          "policy simsd: block=%d needs %d rows per step (pending, the finished "
-                          "block, the next block's drafts and masks), more than the step's %d "
-                          "(raise --draft-max)",
-                          b, 3 * b + 1, most);
+    simsd_opts o;
+    SPECD_TRY(parse_opts(env, options, &o, err));
+    const int32_t b = o.b, gamma = o.gamma;
     int32_t mask_id;
-    SPECD_TRY(specd_mask_pick_id(env, "simsd", mask, &mask_id, err));
+    SPECD_TRY(specd_mask_pick_id(env, "simsd", o.mask, &mask_id, err));
 
     simsd_state *s = specd_alloc_array(1, sizeof *s);
     if (!s) return specd_fail(err, SPECD_E_NOMEM, "policy simsd: out of memory");
     s->b = b;
     s->gamma = gamma;
-    s->rope_copy = rope;
+    s->rope_copy = o.rope;
     s->mask_id = mask_id;
     s->n_vocab = env->n_vocab;
     s->key = (specd_sample_key){.seed = env->seed, .sequence = env->seq_key};
@@ -207,10 +265,11 @@ static specd_status simsd_create(const specd_policy_env *env, const char *option
     specd_status st;
     if ((st = specd_accept_create(&ap, &s->accept, err)) != SPECD_OK ||
         (st = specd_sampler_create(&plain, env->n_vocab, &s->target, err)) != SPECD_OK ||
-        (adapter[0] && (st = load_target_adapter(s, env, adapter, err)) != SPECD_OK) ||
-        (!adapter[0] && !(s->embd_rows = specd_alloc_array(MAX_ROWS, 1)) &&
+        (o.adapter[0] && (st = load_target_adapter(s, env, o.adapter, err)) != SPECD_OK) ||
+        (!o.adapter[0] && !(s->embd_rows = specd_alloc_array(MAX_ROWS, 1)) &&
          (st = specd_fail(err, SPECD_E_NOMEM, "policy simsd: out of memory")) != SPECD_OK) ||
-        (gamma > 0 && (st = make_drafter(s, env, drafter, layers, dadapter, threads, err)) != SPECD_OK)) {
+        (!env->shared && (st = make_shared(env, &o, &s->own_shared, err)) != SPECD_OK) ||
+        (gamma > 0 && (st = make_drafter(s, env, &o, err)) != SPECD_OK)) {
         simsd_destroy(s);
         return st;
     }
@@ -433,4 +492,6 @@ const specd_policy_ops specd_policy_simsd = {
     .verify = simsd_verify,
     .rollback = simsd_rollback,
     .flags = SPECD_POLICY_MAY_EMIT_NONE,
+    .shared_create = simsd_shared_create,
+    .shared_destroy = simsd_shared_destroy,
 };

@@ -10,7 +10,7 @@
 
 struct specd_simsd_drafter {
     specd_context *ctx;
-    specd_lora *lora;
+    const specd_lora *lora;
     specd_sampler *sampler;
     int32_t b, n_vocab, mask_id, n_embd, cap;
     specd_sample_key key;
@@ -28,7 +28,6 @@ struct specd_simsd_drafter {
 void specd_simsd_drafter_destroy(specd_simsd_drafter *d) {
     if (!d) return;
     specd_context_destroy(d->ctx);
-    specd_lora_destroy(d->lora);
     specd_sampler_destroy(d->sampler);
     specd_free(d->mirror);
     specd_free(d->all_logits);
@@ -40,7 +39,7 @@ void specd_simsd_drafter_destroy(specd_simsd_drafter *d) {
 }
 
 specd_status specd_simsd_drafter_create(const specd_policy_env *env, const specd_model *model,
-                                        int32_t n_layers, const char *adapter, int32_t b,
+                                        int32_t n_layers, const specd_lora *lora, int32_t b,
                                         int32_t mask_id, int32_t n_threads,
                                         specd_simsd_drafter **out, specd_error *err) {
     *out = NULL;
@@ -70,9 +69,9 @@ specd_status specd_simsd_drafter_create(const specd_policy_env *env, const specd
     if (env->rule == SPECD_ACCEPT_GREEDY) sp.temperature = 0.0f;
     if (st == SPECD_OK) st = specd_sampler_create(&sp, env->n_vocab, &d->sampler, err);
     if (st == SPECD_OK) st = specd_context_create(model, &cp, &d->ctx, err);
-    if (st == SPECD_OK && adapter) {
-        st = specd_lora_create(model, adapter, &d->lora, err);
-        if (st == SPECD_OK) st = specd_context_set_lora(d->ctx, d->lora, err);
+    if (st == SPECD_OK && lora) {
+        d->lora = lora;
+        st = specd_context_set_lora(d->ctx, lora, err);
         int32_t n = 0;
         const float *vec = st == SPECD_OK ? specd_lora_mask_embedding(d->lora, &n) : NULL;
         if (vec) {

@@ -24,12 +24,12 @@ typedef struct specd_simsd_draft {
                         * sequential denoising state's distribution there) */
 } specd_simsd_draft;
 
-/* model: the model to run (borrowed; must outlive the drafter). adapter: a PEFT directory whose
- * LoRA (and mask vector, if it has one) the block rows use, or NULL (base weights and the mask
- * token's embedding). */
-/* n_threads: the drafter context's workers (0 = online cores). */
+/* model: the model to run; lora: the adapter its block rows use (its mask vector, if it has
+ * one, replaces the mask token's embedding), or NULL for base weights. Both borrowed: they must
+ * outlive the drafter (a spec shares them between its sequences). n_threads: the drafter
+ * context's workers (0 = online cores). */
 specd_status specd_simsd_drafter_create(const specd_policy_env *env, const struct specd_model *model,
-                                        int32_t n_layers, const char *adapter, int32_t b,
+                                        int32_t n_layers, const struct specd_lora *lora, int32_t b,
                                         int32_t mask_id, int32_t n_threads,
                                         specd_simsd_drafter **out, specd_error *err);
 void specd_simsd_drafter_destroy(specd_simsd_drafter *d);

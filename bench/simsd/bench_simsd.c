@@ -76,10 +76,13 @@ static void precision(void) {
                             .rule = SPECD_ACCEPT_GREEDY};
     env.sampling = specd_sampling_default_params();
     env.sampling.temperature = 0.0f;
+    specd_lora *dlora = NULL;
+    if (dadapter[0] && specd_lora_create(model, dadapter, &dlora, &err) != SPECD_OK)
+        die("drafter adapter", &err);
     specd_simsd_drafter *self, *cross;
-    if (specd_simsd_drafter_create(&env, model, 0, adapter, PB, 0, threads, &self, &err) != SPECD_OK ||
-        specd_simsd_drafter_create(&env, model, layers, dadapter[0] ? dadapter : adapter, PB, 0,
-                                   threads, &cross, &err) != SPECD_OK)
+    if (specd_simsd_drafter_create(&env, model, 0, lora, PB, 0, threads, &self, &err) != SPECD_OK ||
+        specd_simsd_drafter_create(&env, model, layers, dlora ? dlora : lora, PB, 0, threads,
+                                   &cross, &err) != SPECD_OK)
         die("drafter", &err);
     const size_t V = (size_t)n_vocab;
     float *one = malloc(PB * V * sizeof(float)), *seq = malloc(PB * V * sizeof(float));
@@ -147,6 +150,7 @@ static void precision(void) {
     specd_simsd_drafter_destroy(self);
     specd_simsd_drafter_destroy(cross);
     specd_context_destroy(c);
+    specd_lora_destroy(dlora);
     specd_lora_destroy(lora);
 }
 

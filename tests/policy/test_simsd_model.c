@@ -74,7 +74,7 @@ static specd_simsd_drafter *make_drafter(int32_t n_layers, float temperature, ui
     env.sampling.temperature = temperature;
     specd_simsd_drafter *d;
     specd_error err;
-    if (specd_simsd_drafter_create(&env, model, n_layers, adapter, B, 0, 0, &d, &err) != SPECD_OK)
+    if (specd_simsd_drafter_create(&env, model, n_layers, lora, B, 0, 0, &d, &err) != SPECD_OK)
         fail_msg("drafter: %s", err.message);
     return d;
 }

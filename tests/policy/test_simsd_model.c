@@ -24,6 +24,7 @@
 #include "policy/simsd_replay.h"
 #include "specd/accept.h"
 #include "specd/policy.h"
+#include "specd/spec_batch.h"
 #include "specd/spec_runtime.h"
 
 #include <math.h>
@@ -306,6 +307,113 @@ static void test_policy_rope_ablation(void **s) {
     assert_true(on.n_steps < alone.n_steps);
 }
 
+/* A host that runs its own target (no target model in the spec, only its GGUF path): it loads
+ * the adapter from the layout's lora_path, feeds the mask vectors and the visibility, commits the
+ * kept rows; the policy loads the drafter's weights from the path once per spec. Its tokens equal
+ * specd_spec_run's with the target in specd, greedy and sampled. */
+static void host_run(const char *opts, float temperature, int32_t *out) {
+    specd_spec_params sp = specd_spec_default_params();
+    sp.n_vocab = info->n_vocab;
+    sp.max_draft = 8;
+    sp.target_path = specd_test_model_path();
+    specd_spec *spec;
+    specd_error err;
+    assert_int_equal(specd_spec_create(&sp, &spec, &err), SPECD_OK);
+    specd_context *c = make_ctx(0);
+    assert_int_equal(specd_context_set_lora(c, NULL, &err), SPECD_OK);
+    specd_lora *host_lora = NULL;
+    char full[8192];
+    snprintf(full, sizeof full, "adapter=%s,%s", adapter, opts);
+    specd_seq_params params = specd_seq_default_params();
+    params.policy = "simsd";
+    params.policy_options = full;
+    params.sampling.temperature = temperature;
+    params.seed = 99;
+    params.max_tokens = N_GEN;
+    params.adaptive = 0;
+    if (specd_spec_seq_open(spec, 0, prompts[0], n_prompts[0], &params, &err) != SPECD_OK)
+        fail_msg("open %s: %s", full, err.message);
+    prefill(c, prompts[0], 0, n_prompts[0] - 1);
+    float *logits = malloc((size_t)specd_spec_max_step_rows(spec) * V * sizeof(float));
+    assert_non_null(logits);
+    const int32_t seq0 = 0;
+    while (!specd_spec_seq_done(spec, 0)) {
+        specd_batch batch;
+        if (specd_spec_batch_layout(spec, &seq0, 1, &batch, &err) != SPECD_OK)
+            fail_msg("layout: %s", err.message);
+        const specd_step_layout *l = &batch.seqs[0].layout;
+        if (l->lora_gate && !host_lora) {
+            assert_non_null(l->lora_path);
+            assert_int_equal(specd_lora_create(model, l->lora_path, &host_lora, &err), SPECD_OK);
+            assert_int_equal(specd_context_set_lora(c, host_lora, &err), SPECD_OK);
+        }
+        const int32_t before = specd_context_kv_len(c, 0);
+        specd_seq_batch sb = {.seq = 0, .n_tokens = l->n_tokens, .tokens = l->tokens,
+                              .pos = l->pos, .visible = l->visible, .lora_gate = l->lora_gate,
+                              .embd = l->input_embd, .embd_rows = l->input_embd_rows};
+        specd_extend_out eo = {.n_rows = l->n_rows, .rows = l->rows, .logits = logits};
+        assert_int_equal(specd_context_extend(c, &sb, 1, &eo, &err), SPECD_OK);
+        specd_logits lg = {.data = logits, .row_stride = info->n_vocab, .n_rows = l->n_rows,
+                           .dtype = SPECD_DTYPE_F32, .device = SPECD_DEVICE_HOST};
+        specd_batch_result res;
+        if (specd_spec_batch_verify(spec, &lg, &res, &err) != SPECD_OK || res.n_failed)
+            fail_msg("verify: %s", err.message);
+        int32_t keep[64];
+        for (int32_t j = 0; j < res.outcome[0].n_keep; j++)
+            keep[j] = before + res.outcome[0].keep[j];
+        assert_int_equal(
+            specd_context_kv_keep(c, 0, before, res.outcome[0].n_keep, keep, &err), SPECD_OK);
+    }
+    int64_t got;
+    const int32_t *toks = specd_spec_seq_output(spec, 0, &got);
+    assert_int_equal(got, N_GEN);
+    memcpy(out, toks, N_GEN * sizeof(int32_t));
+    free(logits);
+    specd_context_destroy(c);
+    specd_lora_destroy(host_lora);
+    specd_spec_destroy(spec);
+}
+
+static void in_specd(const char *opts, float temperature, int32_t *out) {
+    specd_spec_params sp = specd_spec_default_params();
+    sp.n_vocab = info->n_vocab;
+    sp.max_draft = 8;
+    sp.target = model;
+    specd_spec *spec;
+    specd_error err;
+    assert_int_equal(specd_spec_create(&sp, &spec, &err), SPECD_OK);
+    specd_context *c = make_ctx(0);
+    char full[8192];
+    snprintf(full, sizeof full, "adapter=%s,%s", adapter, opts);
+    specd_seq_params params = specd_seq_default_params();
+    params.policy = "simsd";
+    params.policy_options = full;
+    params.sampling.temperature = temperature;
+    params.seed = 99;
+    params.max_tokens = N_GEN;
+    params.adaptive = 0;
+    assert_int_equal(specd_spec_seq_open(spec, 0, prompts[0], n_prompts[0], &params, &err),
+                     SPECD_OK);
+    specd_run_stats rs;
+    assert_int_equal(specd_spec_run(spec, 0, c, 0, NULL, NULL, &rs, &err), SPECD_OK);
+    int64_t got;
+    memcpy(out, specd_spec_seq_output(spec, 0, &got), N_GEN * sizeof(int32_t));
+    assert_int_equal(got, N_GEN);
+    specd_context_destroy(c);
+    specd_spec_destroy(spec);
+}
+
+static void test_host_runs_the_target(void **s) {
+    (void)s;
+    int32_t a[N_GEN], b[N_GEN];
+    for (int t = 0; t < 2; t++) {
+        const float temperature = t ? 0.8f : 0.0f;
+        host_run("drafter=self,threads=1", temperature, a);
+        in_specd("drafter=self,threads=1", temperature, b);
+        assert_memory_equal(a, b, sizeof a);
+    }
+}
+
 /* drafter layers: 0 = A4 itself (q close to p: both the accept and the residual path), 8 = the
  * target's first 8 layers with the adapter cut there (q far from p: mostly the residual) */
 static void pq_statistics(int32_t drafter_layers) {
@@ -413,6 +521,7 @@ int main(void) {
         cmocka_unit_test(test_self_draft_precision),
         cmocka_unit_test(test_policy_rope_ablation),
         cmocka_unit_test(test_pq_statistics),
+        cmocka_unit_test(test_host_runs_the_target),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     free(onepass);

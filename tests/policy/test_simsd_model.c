@@ -14,7 +14,10 @@
  *    prefill's of its tokens, bit for bit;
  *  - p/q statistics through the acceptance engine with SimSD's real rows (cross-model drafter,
  *    T = 1): the first draft-order slot's token follows p^(1) (G-test) and is accepted at the rate
- *    sum min(p, q). */
+ *    sum min(p, q);
+ *  - a host that runs its own target gets the tokens specd_spec_run gets.
+ * With the argument "quick" (the sanitizer-sized test_simsd_model) only the one-layer replay and
+ * the greedy host run; test_simsd_stats (label slow) runs everything. */
 #include "test_main.h"
 
 #include "accept/gof.h"
@@ -403,10 +406,12 @@ static void in_specd(const char *opts, float temperature, int32_t *out) {
     specd_spec_destroy(spec);
 }
 
+static int quick; /* the sanitizer-sized selection (main's argument "quick") */
+
 static void test_host_runs_the_target(void **s) {
     (void)s;
     int32_t a[N_GEN], b[N_GEN];
-    for (int t = 0; t < 2; t++) {
+    for (int t = 0; t < (quick ? 1 : 2); t++) {
         const float temperature = t ? 0.8f : 0.0f;
         host_run("drafter=self,threads=1", temperature, a);
         in_specd("drafter=self,threads=1", temperature, b);
@@ -496,7 +501,8 @@ static void test_pq_statistics(void **s) {
     pq_statistics(8);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    quick = argc > 1 && !strcmp(argv[1], "quick");
     const char *path = specd_test_model_path();
     const char *src = getenv("SPECD_SOURCE_DIR");
     specd_error err;
@@ -516,6 +522,10 @@ int main(void) {
     V = (size_t)info->n_vocab;
     onepass = malloc(B * V * sizeof(float));
     seq = malloc(B * V * sizeof(float));
+    const struct CMUnitTest small[] = {
+        cmocka_unit_test(test_one_layer_replay_exact),
+        cmocka_unit_test(test_host_runs_the_target),
+    };
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_one_layer_replay_exact),
         cmocka_unit_test(test_self_draft_precision),
@@ -523,7 +533,8 @@ int main(void) {
         cmocka_unit_test(test_pq_statistics),
         cmocka_unit_test(test_host_runs_the_target),
     };
-    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    int rc = quick ? cmocka_run_group_tests(small, NULL, NULL)
+                   : cmocka_run_group_tests(tests, NULL, NULL);
     free(onepass);
     free(seq);
     specd_lora_destroy(lora);

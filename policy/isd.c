@@ -23,6 +23,7 @@
 #include "common/status_internal.h"
 #include "policy/mask_rows.h"
 #include "policy/options.h"
+#include "policy/seq_verifier.h"
 #include "specd/gguf.h"
 #include "specd/isd.h"
 #include "specd/runtime.h"
@@ -162,18 +163,10 @@ static specd_status isd_create_common(const specd_policy_env *env, const char *o
         return specd_fail(err, SPECD_E_NOMEM, "policy %s: out of memory", name);
     }
 
-    specd_accept_params ap = specd_accept_default_params();
-    ap.rule = env->rule;
-    ap.sampling = env->sampling;
-    ap.max_k = s->m;
-    ap.max_vocab = env->n_vocab;
-    ap.relaxed_tau = env->tau;
-    specd_sampling_params plain = env->sampling, greedy = env->sampling;
-    if (env->rule == SPECD_ACCEPT_GREEDY) plain.temperature = 0.0f;
+    specd_sampling_params greedy = env->sampling;
     greedy.temperature = 0.0f;
     specd_status st;
-    if ((st = specd_accept_create(&ap, &s->accept, err)) != SPECD_OK ||
-        (st = specd_sampler_create(&plain, env->n_vocab, &s->target, err)) != SPECD_OK ||
+    if ((st = specd_seq_verifier_create(env, s->m, &s->accept, &s->target, err)) != SPECD_OK ||
         (st = specd_sampler_create(&greedy, env->n_vocab, &s->argmax, err)) != SPECD_OK ||
         (st = specd_sampler_create(&env->sampling, env->n_vocab, &s->drafter, err)) != SPECD_OK) {
         isd_destroy(s);

@@ -55,6 +55,7 @@
 #include "policy/mrp_head.h"
 #include "policy/mrp_prof.h"
 #include "policy/options.h"
+#include "policy/seq_verifier.h"
 #include "specd/runtime.h"
 
 #include <math.h>
@@ -289,17 +290,8 @@ static specd_status mrp_create(const specd_policy_env *env, const char *options,
     cp.n_ctx = s->hctx_cap;
     cp.n_batch = s->hctx_batch;
     cp.n_threads = o.threads;
-    specd_accept_params ap = specd_accept_default_params();
-    ap.rule = env->rule;
-    ap.sampling = env->sampling;
-    ap.max_k = s->k;
-    ap.max_vocab = env->n_vocab;
-    ap.relaxed_tau = env->tau;
-    specd_sampling_params plain = env->sampling;
-    if (env->rule == SPECD_ACCEPT_GREEDY) plain.temperature = 0.0f;
     if ((st = specd_context_create(s->head->model, &cp, &s->hctx, err)) != SPECD_OK ||
-        (st = specd_accept_create(&ap, &s->accept, err)) != SPECD_OK ||
-        (st = specd_sampler_create(&plain, env->n_vocab, &s->target, err)) != SPECD_OK) {
+        (st = specd_seq_verifier_create(env, s->k, &s->accept, &s->target, err)) != SPECD_OK) {
         mrp_destroy(s);
         return st;
     }

@@ -45,6 +45,7 @@
 #include "policy/dlm_commit.h"
 #include "policy/mask_rows.h"
 #include "policy/options.h"
+#include "policy/seq_verifier.h"
 #include "policy/sdar_layout.h"
 #include "policy/simsd_drafter.h"
 #include "policy/simsd_layout.h"
@@ -254,17 +255,8 @@ static specd_status simsd_create(const specd_policy_env *env, const char *option
     s->n_vocab = env->n_vocab;
     s->key = (specd_sample_key){.seed = env->seed, .sequence = env->seq_key};
     s->expect_n = -1;
-    specd_accept_params ap = specd_accept_default_params();
-    ap.rule = env->rule;
-    ap.sampling = env->sampling;
-    ap.max_k = b;
-    ap.max_vocab = env->n_vocab;
-    ap.relaxed_tau = env->tau;
-    specd_sampling_params plain = env->sampling;
-    if (env->rule == SPECD_ACCEPT_GREEDY) plain.temperature = 0.0f;
     specd_status st;
-    if ((st = specd_accept_create(&ap, &s->accept, err)) != SPECD_OK ||
-        (st = specd_sampler_create(&plain, env->n_vocab, &s->target, err)) != SPECD_OK ||
+    if ((st = specd_seq_verifier_create(env, b, &s->accept, &s->target, err)) != SPECD_OK ||
         (o.adapter[0] && (st = load_target_adapter(s, env, o.adapter, err)) != SPECD_OK) ||
         (!o.adapter[0] && !(s->embd_rows = specd_alloc_array(MAX_ROWS, 1)) &&
          (st = specd_fail(err, SPECD_E_NOMEM, "policy simsd: out of memory")) != SPECD_OK) ||

@@ -47,6 +47,7 @@
 #include "policy/dlm_smooth.h"
 #include "policy/mask_rows.h"
 #include "policy/options.h"
+#include "policy/seq_verifier.h"
 #include "policy/wedlm_select.h"
 #include "specd/gguf.h"
 #include "specd/isd.h"
@@ -238,19 +239,10 @@ static specd_status wedlm_create(const specd_policy_env *env, const char *option
     s->n_vocab = env->n_vocab;
     s->key = (specd_sample_key){.seed = env->seed, .sequence = env->seq_key};
     s->expect_n = -1;
-    specd_accept_params ap = specd_accept_default_params();
-    ap.rule = env->rule;
-    ap.sampling = env->sampling;
-    ap.max_k = w;
-    ap.max_vocab = env->n_vocab;
-    ap.relaxed_tau = env->tau;
-    specd_sampling_params plain = env->sampling;
-    if (env->rule == SPECD_ACCEPT_GREEDY) plain.temperature = 0.0f;
     specd_status st;
     if ((st = specd_dlm_credit_init(&s->credit, specd_dlm_credit_default_params(), err)) !=
             SPECD_OK ||
-        (st = specd_accept_create(&ap, &s->accept, err)) != SPECD_OK ||
-        (st = specd_sampler_create(&plain, env->n_vocab, &s->target, err)) != SPECD_OK ||
+        (st = specd_seq_verifier_create(env, w, &s->accept, &s->target, err)) != SPECD_OK ||
         (adapter[0] && (st = load_adapter(s, env, adapter, err)) != SPECD_OK) ||
         (smooth > 0.0f && (st = smooth_setup(s, env, smooth, err)) != SPECD_OK)) {
         wedlm_destroy(s);

@@ -57,17 +57,31 @@
  * confident masked slot of its block rows (top-1 probability at temperature 1, ties leftmost,
  * specd_dlm_static_pick), its token drawn by the target's sampler keyed on that slot's logical
  * position, as slot 0's is (greedy: argmax; target_pick). So a block of B costs B forwards (its
- * refresh included): TPF 1. The other rules keep their behaviour (slot 0 plus the rule's fills).
+ * refresh included): TPF 1. With pack=aligned (the default) a denoise step puts 0..7 filler rows
+ * between the pending row and the block, so that the block starts at a cache column that is a
+ * multiple of 8 (why: below). The other rules keep their behaviour (slot 0 plus the rule's
+ * fills, no fillers).
  *
  * MRP SPEC MODE (spec=K, with select=static and mode=block; paper 002 §3.4 Alg. 3, the released
  * code's packed walk): output token-identical to static decoding with the same keys, in fewer
  * forwards. A spec step, block state x with slot 0 filled and m >= 2 masks, K' = min(K, m - 1):
  *   row 0                     pending         base, causal (as a denoise step)
- *   rows 1 + cB .. (c+1)B     copy C(c), c = 0..K': the block with drafts 1..c revealed, slot i
+ *   rows 1 + cS .. + B        copy C(c), c = 0..K': the block with drafts 1..c revealed, slot i
  *                             at position n + i in EVERY copy; adapter on; each copy's rows see
  *                             the cache, the pending row and every row of their own copy
  *                             (bidirectional), never another copy (specd_sdar_visible_copies)
- * so copy c's rows are the rows of a static step over state C(c). Drafts (slot, token): draft
+ *   fillers                   the lead (0..7 rows, copy 0 at an 8-aligned column) and S - B rows
+ *                             between copies: each sees only itself; not scored
+ * so copy c's rows are the rows of a static step over state C(c), and with pack=aligned (the
+ * default: lead, S = 32) bit for bit: the CPU attention keeps llama.cpp's positional groupings
+ * (the softmax sums 8-column chunks in float, the V sum 4 x 8 lanes by column mod 32), so a copy
+ * reproduces a lone static step's sums only when neither mixes the block with the head in one
+ * chunk (the lead) and its keys sit at the same columns mod 32 (S), masked columns adding exact
+ * zeros (policy/sdar_layout.h). Q8 activation quantisation amplifies any last-bit difference: a
+ * densely packed copy (pack=dense: no lead, S = B) gave other logits (max |diff| ~1) and other
+ * tokens than static decoding at block=6 in tests/policy/test_sdar_mrp.c. Fillers cost compute
+ * (up to 8 + 32 K' + B rows, K' <= B - 2), not forwards; the scored rows are the pending row and
+ * the copies, B each. Drafts (slot, token): draft
  * k + 1 is the static pick on C(k) by the residual drafter's logits z_k = z_{k-1} + C_k, z_0 the
  * seed (the block rows of the last state run); the block residual head is UNTRAINED, C = 0
  * (residual_step), so draft k + 1 is the next most confident unrevealed slot of the seed, its
@@ -76,14 +90,11 @@
  * step commits the j accepted drafts and the bonus to the block (emits nothing, keeps no KV: a
  * denoise step) and reports n_drafted = K', n_accepted = j; copy C(j)'s rows seed the next
  * drafts. Each reveal is the target's own pick on the exact state static decoding runs next, so
- * the tokens are static decoding's. (In bits: a copy's own keys sit at other cache columns than a
- * lone step's, and attention keeps llama.cpp's positional lane groupings, so copies c >= 1 can
- * differ from a lone step in the last bits; a pick changes only at a tie within that rounding.
- * tests/policy/test_sdar_mrp.c checks the tokens and how close the copies' logits are.) A
- * finished block is committed by the refresh step above (2B + 1 rows, unchanged; its mask rows
- * seed the next block's first drafts, and it reports no drafts: block mode does not verify).
- * Steps with no seed (a block's first step after a reset) or one mask left are plain static
- * steps. A spec step runs 1 + (K' + 1)B rows, K' <= B - 2 (a larger K changes nothing).
+ * the tokens are static decoding's (tests/policy/test_sdar_mrp.c checks the tokens, and each
+ * copy's logits against the lone step's bit for bit). A finished block is committed by the refresh
+ * step above (2B + 1 rows, unchanged; its mask rows seed the next block's first drafts, and it
+ * reports no drafts: block mode does not verify). Steps with no seed (a block's first step after a
+ * reset) or one mask left are plain static steps. A larger K than B - 2 changes nothing.
  *
  * Why this design over SDAR's own (the block's KV taken from the block-diffusion rows): SDAR keeps
  * the KV the model computed for the block under block attention; with a 135M model and a small
@@ -114,8 +125,12 @@
 _Static_assert(SPECD_DLM_CREDIT_SLOTS >= 2 * SPECD_SDAR_MAX_B, "credit slots below two blocks");
 _Static_assert(SPECD_SDAR_MAX_B <= SPECD_WEDLM_MAX_W, "block wider than eq. 11's window");
 
-/* the widest step: a refresh (2B + 1 rows) or a spec step (1 + (K' + 1) B rows, K' <= B - 2) */
-enum { MAX_ROWS = 1 + SPECD_SDAR_MAX_B * SPECD_SDAR_MAX_B };
+/* the widest step: a refresh (2B + 1 rows) or a spec step (aligned: 1 + 7 + 32 K' + B rows,
+ * K' <= B - 2) */
+enum {
+    MAX_ROWS =
+        SPECD_SDAR_CHUNK_ALIGN + SPECD_SDAR_COPY_ALIGN * (SPECD_SDAR_MAX_B - 2) + SPECD_SDAR_MAX_B
+};
 
 typedef struct sdar_state {
     int lossless;
@@ -123,6 +138,8 @@ typedef struct sdar_state {
     int statik;       /* select=static: one reveal per forward (STATIC DECODING above) */
     int32_t spec_k;   /* spec=K: drafts per verify (MRP SPEC MODE above); 0: off */
     int32_t max_rows; /* the most rows one of its steps runs */
+    int32_t stride;   /* step rows between packed copies' starts (pack=) */
+    int aligned;      /* select=static, pack=aligned: blocks at 8-aligned columns (lead) */
     specd_dlm_rule rule;
     int32_t b, mask_id, n_vocab, n_embd;
     specd_sample_key key;
@@ -146,6 +163,7 @@ typedef struct sdar_state {
     int32_t n_head; /* refresh step: the block tokens it commits (0: a denoise step) */
     int32_t n_tokens;
     int32_t n_copies; /* block copies laid out: 1, or 1 + n_draft on a spec step */
+    int32_t lead;     /* filler rows between the head and the first copy */
     int32_t n_draft;  /* spec step: draft k + 1 is (d_slot[k], d_tok[k]) */
     int32_t d_slot[SPECD_SDAR_MAX_B], d_tok[SPECD_SDAR_MAX_B];
     int32_t tokens[MAX_ROWS], pos[MAX_ROWS], rows[MAX_ROWS];
@@ -188,7 +206,7 @@ static specd_status load_adapter(sdar_state *s, const specd_policy_env *env, con
 static specd_status sdar_create(const specd_policy_env *env, const char *options, void **state,
                                 specd_error *err) {
     int32_t b = 0, mask = -1, spec = 0; /* block 0: as the adapter's config says, else 4 */
-    char mode[16] = "lossless", select[16] = "threshold", adapter[4096] = "";
+    char mode[16] = "lossless", select[16] = "threshold", pack[16] = "aligned", adapter[4096] = "";
     char tau_s[32] = "", tau_low_s[32] = "", lambda_s[32] = "";
     const specd_option_spec ints[] = {{"block", &b, 1, SPECD_SDAR_MAX_B},
                                       {"mask", &mask, 0, INT32_MAX},
@@ -198,8 +216,9 @@ static specd_status sdar_create(const specd_policy_env *env, const char *options
                                      {"adapter", adapter, (int32_t)sizeof adapter},
                                      {"tau", tau_s, (int32_t)sizeof tau_s},
                                      {"tau_low", tau_low_s, (int32_t)sizeof tau_low_s},
-                                     {"lambda", lambda_s, (int32_t)sizeof lambda_s}};
-    SPECD_TRY(specd_options_parse("sdar", options, ints, 3, strs, 6, err));
+                                     {"lambda", lambda_s, (int32_t)sizeof lambda_s},
+                                     {"pack", pack, (int32_t)sizeof pack}};
+    SPECD_TRY(specd_options_parse("sdar", options, ints, 3, strs, 7, err));
     if (adapter[0]) {
         specd_lora_info info;
         specd_status ist = specd_lora_read_info(adapter, &info, err);
@@ -247,15 +266,36 @@ static specd_status sdar_create(const specd_policy_env *env, const char *options
                           "policy sdar: block=%d needs %d rows per step (pending, the block, the "
                           "next block's masks), more than the step's %d (raise --max-draft)",
                           b, 2 * b + 1, most);
+    int aligned;
+    if (!strcmp(pack, "aligned"))
+        aligned = 1;
+    else if (!strcmp(pack, "dense"))
+        aligned = 0;
+    else
+        return specd_fail(err, SPECD_E_INVALID_ARG,
+                          "policy sdar: pack=%s (want aligned, or dense: copies not bitwise the "
+                          "lone steps)",
+                          pack);
     /* a verify drafts at most the masked slots but one, and slot 0 is never drafted: K' <= B - 2 */
     const int32_t k_eff = spec < b - 2 ? spec : b - 2;
-    const int32_t spec_rows = spec > 0 ? 1 + (k_eff + 1) * b : 0;
-    if (spec_rows > most)
+    /* pack only shapes static decoding's steps (the other rules keep theirs) */
+    aligned = aligned && statik;
+    const int32_t stride =
+        aligned ? (b + SPECD_SDAR_COPY_ALIGN - 1) / SPECD_SDAR_COPY_ALIGN * SPECD_SDAR_COPY_ALIGN
+                : b;
+    const int32_t lead_most = aligned ? SPECD_SDAR_CHUNK_ALIGN - 1 : 0;
+    const int32_t step_rows =
+        1 + specd_sdar_copies_rows(lead_most, b, spec > 0 ? k_eff + 1 : 1, stride);
+    if (step_rows > most)
         return specd_fail(err, SPECD_E_INVALID_ARG,
-                          "policy sdar: spec=%d with block=%d needs %d rows per verify step (the "
-                          "pending row and %d copies of the block), more than the step's %d "
-                          "(raise --max-draft or lower spec)",
-                          spec, b, spec_rows, k_eff + 1, most);
+                          "policy sdar: spec=%d with block=%d needs up to %d rows per step (the "
+                          "pending row and %d copies of the block, %s), more than the step's %d "
+                          "(raise --draft-max to %d, or lower spec)",
+                          spec, b, step_rows, spec > 0 ? k_eff + 1 : 1,
+                          aligned ? "pack=aligned: at an 8-aligned column, 32 rows apart"
+                                  : "pack=dense",
+                          most, step_rows / 2);
+    const int32_t spec_rows = step_rows;
     int32_t mask_id;
     SPECD_TRY(specd_mask_pick_id(env, "sdar", mask, &mask_id, err));
 
@@ -265,6 +305,8 @@ static specd_status sdar_create(const specd_policy_env *env, const char *options
     s->rejection = env->rule == SPECD_ACCEPT_REJECTION;
     s->statik = statik;
     s->spec_k = k_eff > 0 ? k_eff : 0;
+    s->stride = stride;
+    s->aligned = aligned;
     s->max_rows = spec_rows > 2 * b + 1 ? spec_rows : 2 * b + 1;
     s->rule = rule;
     s->b = b;
@@ -476,13 +518,26 @@ static specd_status sdar_layout(void *state, const int32_t *history, int64_t n_h
     s->n_draft = 0;
     if (s->n_head == 0) SPECD_TRY(make_drafts(s, err));
     s->n_copies = 1 + s->n_draft;
-    const int32_t head = 1 + s->n_head, n_tok = head + s->n_copies * s->b;
+    /* static decoding's block at an 8-aligned cache column (the head ends at n_history), so that
+     * a packed copy reproduces its logits (policy/sdar_layout.h) */
+    s->lead = s->aligned && s->n_head == 0 ? specd_sdar_lead(n_history) : 0;
+    const int32_t head = 1 + s->n_head,
+                  n_tok = head + specd_sdar_copies_rows(s->lead, s->b, s->n_copies, s->stride),
+                  n_rows = head + s->n_copies * s->b;
     const int64_t bfirst = n_history + s->n_head; /* the block rows' first logical position */
     const int32_t n_cached = (int32_t)(n_history - 1);
     s->n_tokens = n_tok;
     s->tokens[0] = history[n_history - 1];
     s->pos[0] = n_cached;
     s->gate[0] = 0.0f;
+    for (int32_t r = 0; r < n_tok; r++) { /* fillers (pack=aligned): not scored, not read */
+        s->tokens[r] = s->mask_id;
+        s->pos[r] = n_cached;
+        s->gate[r] = 0.0f;
+    }
+    s->tokens[0] = history[n_history - 1];
+    for (int32_t r = 0; r < head; r++)
+        s->rows[r] = r;
     for (int32_t i = 0; i < s->n_head; i++) {
         s->tokens[1 + i] = s->token[i];
         s->pos[1 + i] = (int32_t)(n_history + i);
@@ -490,7 +545,8 @@ static specd_status sdar_layout(void *state, const int32_t *history, int64_t n_h
     }
     for (int32_t c = 0; c < s->n_copies; c++)
         for (int32_t i = 0; i < s->b; i++) {
-            const int32_t row = head + c * s->b + i;
+            const int32_t row = head + s->lead + c * s->stride + i;
+            s->rows[head + c * s->b + i] = row; /* scored rows: copy after copy, B each */
             /* a refresh step's block rows are the next block's, all masks */
             const int32_t t = s->n_head ? -1 : copy_token(s, c, i);
             s->tokens[row] = t < 0 ? s->mask_id : t;
@@ -505,7 +561,12 @@ static specd_status sdar_layout(void *state, const int32_t *history, int64_t n_h
                            (size_t)s->n_embd * sizeof(float));
             }
         }
-    if (s->embd_rows) memset(s->embd_rows, 0, (size_t)head);
+    if (s->embd_rows) {
+        memset(s->embd_rows, 0, (size_t)(head + s->lead));
+        for (int32_t c = 0; c + 1 < s->n_copies; c++)
+            memset(s->embd_rows + head + s->lead + c * s->stride + s->b, 0,
+                   (size_t)(s->stride - s->b));
+    }
     const size_t need = (size_t)n_tok * ((size_t)n_cached + (size_t)n_tok);
     if (need > s->vis_cap) {
         specd_free(s->vis);
@@ -514,14 +575,14 @@ static specd_status sdar_layout(void *state, const int32_t *history, int64_t n_h
             return specd_fail(err, SPECD_E_NOMEM, "policy sdar: out of memory for the mask");
         s->vis_cap = 2 * need;
     }
-    specd_sdar_visible_copies(s->vis, n_cached, head, s->b, s->n_copies);
+    specd_sdar_visible_copies(s->vis, n_cached, head, s->lead, s->b, s->n_copies, s->stride);
     *out = (specd_step_layout){.n_tokens = n_tok,
                                .tokens = s->tokens,
                                .pos = s->pos,
                                .visible = s->vis,
                                .lora_gate = s->adapter ? s->gate : NULL,
                                .lora = s->lora,
-                               .n_rows = n_tok,
+                               .n_rows = n_rows,
                                .rows = s->rows,
                                .lora_path = s->adapter,
                                .input_embd = s->embd,
@@ -680,8 +741,11 @@ const specd_policy_ops specd_policy_sdar = {
         "entropy|static, tau (threshold/credit 0.8; hierarchical 0.92; entropy 0.3), tau_low=0.62, "
         "lambda=0.1 (entropy), select=static (one reveal per forward, the most confident mask), "
         "spec=K (MRP spec mode, paper 002 Alg. 3, with select=static,mode=block: K drafts per "
-        "verify in one forward over K+1 packed copies of the block, up to 1+(K+1)B rows, "
-        "token-identical to static; K<=B-2 counts; untrained residual head: C=0), mask=ID, "
+        "verify in one forward over K+1 packed copies of the block, "
+        "token-identical to static; K<=B-2 counts; untrained residual head: C=0), "
+        "pack=aligned|dense (static's steps: blocks at 8-aligned columns, copies 32 rows apart, up "
+        "to 8+32K+B rows, bitwise static; dense: (K+1)B+1 rows, not bitwise, tokens may differ), "
+        "mask=ID, "
         "adapter=DIR (PEFT LoRA on every block row)",
     .create = sdar_create,
     .destroy = sdar_destroy,

@@ -66,12 +66,12 @@
  * code's packed walk): output token-identical to static decoding with the same keys, in fewer
  * forwards. A spec step, block state x with slot 0 filled and m >= 2 masks, K' = min(K, m - 1):
  *   row 0                     pending         base, causal (as a denoise step)
- *   rows 1 + cS .. + B        copy C(c), c = 0..K': the block with drafts 1..c revealed, slot i
+ *   rows 1 + L + cS .. + B    copy C(c), c = 0..K': the block with drafts 1..c revealed, slot i
  *                             at position n + i in EVERY copy; adapter on; each copy's rows see
  *                             the cache, the pending row and every row of their own copy
  *                             (bidirectional), never another copy (specd_sdar_visible_copies)
- *   fillers                   the lead (0..7 rows, copy 0 at an 8-aligned column) and S - B rows
- *                             between copies: each sees only itself; not scored
+ *   fillers                   the lead (L = 0..7 rows: copy 0 at an 8-aligned column) and S - B
+ *                             rows between copies: each sees only itself; not scored
  * so copy c's rows are the rows of a static step over state C(c), and with pack=aligned (the
  * default: lead, S = 32) bit for bit: the CPU attention keeps llama.cpp's positional groupings
  * (the softmax sums 8-column chunks in float, the V sum 4 x 8 lanes by column mod 32), so a copy
@@ -81,14 +81,14 @@
  * densely packed copy (pack=dense: no lead, S = B) gave other logits (max |diff| ~1) and other
  * tokens than static decoding at block=6 in tests/policy/test_sdar_mrp.c. Fillers cost compute
  * (up to 8 + 32 K' + B rows, K' <= B - 2), not forwards; the scored rows are the pending row and
- * the copies, B each. Drafts (slot, token): draft
- * k + 1 is the static pick on C(k) by the residual drafter's logits z_k = z_{k-1} + C_k, z_0 the
- * seed (the block rows of the last state run); the block residual head is UNTRAINED, C = 0
- * (residual_step), so draft k + 1 is the next most confident unrevealed slot of the seed, its
- * token keyed as static's. Walk: while the target's static pick on C(k) is draft k + 1 (slot and
- * token) accept it; the first pick that is not, or the pick on C(K'), is the bonus reveal. The
- * step commits the j accepted drafts and the bonus to the block (emits nothing, keeps no KV: a
- * denoise step) and reports n_drafted = K', n_accepted = j; copy C(j)'s rows seed the next
+ * the copies, B each.
+ * Drafts (slot, token): draft k + 1 is the static pick on C(k) by the residual drafter's logits z_k
+ * = z_{k-1} + C_k, z_0 the seed (the block rows of the last state run); the block residual head is
+ * UNTRAINED, C = 0 (residual_step), so draft k + 1 is the next most confident unrevealed slot of
+ * the seed, its token keyed as static's. Walk: while the target's static pick on C(k) is draft k +
+ * 1 (slot and token) accept it; the first pick that is not, or the pick on C(K'), is the bonus
+ * reveal. The step commits the j accepted drafts and the bonus to the block (emits nothing, keeps
+ * no KV: a denoise step) and reports n_drafted = K', n_accepted = j; copy C(j)'s rows seed the next
  * drafts. Each reveal is the target's own pick on the exact state static decoding runs next, so
  * the tokens are static decoding's (tests/policy/test_sdar_mrp.c checks the tokens, and each
  * copy's logits against the lone step's bit for bit). A finished block is committed by the refresh

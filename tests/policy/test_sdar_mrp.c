@@ -11,7 +11,12 @@
  *    seeing every copy) must differ, so the check can fail. pack=dense (copies B rows apart) is
  *    measured and printed, not asserted: on this runtime its copies >= 1 are not bitwise the lone
  *    steps (attention's positional groupings, policy/sdar_layout.h), which is why aligned is the
- *    default; a runtime that summed over compacted visible keys would make it exact. */
+ *    default; a runtime that summed over compacted visible keys would make it exact.
+ * Checked by hand that the identity can fail: with specd_sdar_visible_copies broken on purpose
+ * (every copy row also seeing the earlier copies) the copies test fails (max |diff| 15.7) and so
+ * do both identity tests (greedy: block=4,spec=1 differs at prompt 1 token 11; T = 0.8: at
+ * prompt 1 token 23); with pack=dense before the lead existed, block=6,spec=3 differed from
+ * static decoding at token 5 (greedy). SDAR_MRP_DEBUG=1 prints every copy that is not bitwise. */
 #include "test_main.h"
 
 #include "golden_prompts.h"

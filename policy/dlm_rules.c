@@ -56,3 +56,10 @@ specd_status specd_dlm_rule_apply(const specd_dlm_rule *r, const specd_dlm_pos *
     *n_fill = k;
     return SPECD_OK;
 }
+
+int32_t specd_dlm_static_pick(const specd_dlm_pos *pos, const uint8_t *elig, int32_t n) {
+    int32_t best = -1;
+    for (int32_t i = 0; i < n; i++)
+        if (elig[i] && (best < 0 || pos[i].p > pos[best].p)) best = i;
+    return best;
+}

@@ -37,4 +37,10 @@ specd_status specd_dlm_rule_apply(const specd_dlm_rule *r, const specd_dlm_pos *
                                   const uint8_t *elig, int32_t n, int force, uint8_t *fill,
                                   int32_t *n_fill, specd_error *err);
 
+/* Static decoding's one reveal (paper 002's static regime, the backbone MRP drafts for): the most
+ * confident eligible slot, highest p, ties to the leftmost; -1 when none is eligible. A policy
+ * option of its own (sdar's select=static), not a specd_dlm_rule kind: wedlm's rule set is
+ * unchanged. */
+int32_t specd_dlm_static_pick(const specd_dlm_pos *pos, const uint8_t *elig, int32_t n);
+
 #endif

@@ -115,6 +115,7 @@
 #include "policy/dlm_rules.h"
 #include "policy/mask_rows.h"
 #include "policy/options.h"
+#include "policy/seq_verifier.h"
 #include "policy/sdar_layout.h"
 #include "policy/wedlm_select.h"
 #include "specd/runtime.h"
@@ -264,7 +265,7 @@ static specd_status sdar_create(const specd_policy_env *env, const char *options
     if (2 * b + 1 > most)
         return specd_fail(err, SPECD_E_INVALID_ARG,
                           "policy sdar: block=%d needs %d rows per step (pending, the block, the "
-                          "next block's masks), more than the step's %d (raise --max-draft)",
+                          "next block's masks), more than the step's %d (raise --draft-max)",
                           b, 2 * b + 1, most);
     int aligned;
     if (!strcmp(pack, "aligned"))
@@ -314,19 +315,10 @@ static specd_status sdar_create(const specd_policy_env *env, const char *options
     s->n_vocab = env->n_vocab;
     s->key = (specd_sample_key){.seed = env->seed, .sequence = env->seq_key};
     s->expect_n = -1;
-    specd_accept_params ap = specd_accept_default_params();
-    ap.rule = env->rule;
-    ap.sampling = env->sampling;
-    ap.max_k = b;
-    ap.max_vocab = env->n_vocab;
-    ap.relaxed_tau = env->tau;
-    specd_sampling_params plain = env->sampling;
-    if (env->rule == SPECD_ACCEPT_GREEDY) plain.temperature = 0.0f;
     specd_status st;
     if ((st = specd_dlm_credit_init(&s->credit, specd_dlm_credit_default_params(), err)) !=
             SPECD_OK ||
-        (st = specd_accept_create(&ap, &s->accept, err)) != SPECD_OK ||
-        (st = specd_sampler_create(&plain, env->n_vocab, &s->target, err)) != SPECD_OK ||
+        (st = specd_seq_verifier_create(env, b, &s->accept, &s->target, err)) != SPECD_OK ||
         (s->spec_k > 0 &&
          !(s->seed = specd_alloc_array((size_t)b * (size_t)env->n_vocab, sizeof(float))) &&
          (st = specd_fail(err, SPECD_E_NOMEM, "policy sdar: out of memory")) != SPECD_OK) ||

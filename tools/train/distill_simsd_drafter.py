@@ -89,22 +89,26 @@ def load_teacher(path, rank, alpha, targets, adapter):
     return t, mask
 
 
-def rows(student, s_mask, x, blocks, want_teacher=True):
-    """Teacher and student logits of every block row (train_sdar's layout), the layout, and the
-    teacher's clean logits."""
+def teacher_rows(x, blocks):
+    """The memory pass (base, causal, all layers) and the teacher's block rows (train_sdar's
+    layout): teacher logits [R, V], the layout, the memory KV and the clean logits."""
     T = x.shape[0]
     t = Pair.teacher
     pos, blk, masked, gam, slot, mask = S.build(blocks, T)
-    tok = t.emb[x[pos]]
     with torch.no_grad():
         clog, kv = t(t.emb[x], torch.arange(T), torch.ones(T, T, dtype=torch.bool).tril(),
                      gated=False, want_kv=True)
-        tlog = t(torch.where(masked[:, None], Pair.teacher_mask.expand(pos.shape[0], -1), tok),
-                 pos, mask, gated=True, past=kv) if want_teacher else None
-    n = student.c.n_layer
-    slog = student(torch.where(masked[:, None], s_mask.expand(pos.shape[0], -1), tok), pos, mask,
-                   gated=True, past=kv[:n])
-    return tlog, slog, (pos, masked, slot), clog
+        inp = torch.where(masked[:, None], Pair.teacher_mask.expand(pos.shape[0], -1),
+                          t.emb[x[pos]])
+        tlog = t(inp, pos, mask, gated=True, past=kv)
+    return tlog, (pos, masked, slot, mask), kv, clog
+
+
+def student_rows(student, s_mask, x, lay, kv):
+    """The student's block rows over its layers' share of the teacher's memory KV."""
+    pos, masked, _, mask = lay
+    inp = torch.where(masked[:, None], s_mask.expand(pos.shape[0], -1), student.emb[x[pos]])
+    return student(inp, pos, mask, gated=True, past=kv[: student.c.n_layer])
 
 
 def seq_loss(student, s_mask, x, s, B, phase, rng):
@@ -112,7 +116,9 @@ def seq_loss(student, s_mask, x, s, B, phase, rng):
     the data, agreement with the TEACHER's argmax (the "base" slot of that contract) and the KL."""
     T = x.shape[0]
     blocks = W.sample_blocks(T, s, B, phase, rng)
-    tlog, slog, (pos, masked, slot), clog = rows(student, s_mask, x, blocks)
+    tlog, lay, kv, _ = teacher_rows(x, blocks)
+    slog = student_rows(student, s_mask, x, lay, kv)
+    pos, masked, slot, _ = lay
     mpos = pos[masked]
     logp = F.log_softmax(tlog[masked].float(), -1)
     logq = F.log_softmax(slog[masked].float(), -1)
@@ -161,28 +167,35 @@ def fixed_blocks(seqs, B, seed, all_masked):
     return out
 
 
-def eval_table(student, s_mask, seqs, layouts, B):
-    """Per slot: student vs teacher top-1, KL(teacher||student), student vs data, teacher vs data,
-    and the count of masked rows."""
-    z = lambda: torch.zeros(B)  # noqa: E731
-    at, kl_d, ad, td, cnt = z(), z(), z(), z(), z()
+def eval_tables(students, seqs, layouts, B):
+    """Per student (model, mask embedding) and slot: top-1 agreement with the teacher,
+    KL(teacher||student), top-1 agreement with the data; the teacher's agreement with the data;
+    the count of masked rows. One teacher pass per sequence serves every student."""
+    z = lambda: torch.zeros(len(students), B)  # noqa: E731
+    at, kl_d, ad, td, cnt = z(), z(), z(), torch.zeros(B), torch.zeros(B)
     with torch.no_grad():
         for (x, s), blocks in zip(seqs, layouts):
-            tlog, slog, (pos, masked, slot), _ = rows(student, s_mask, x, blocks)
+            tlog, lay, kv, _ = teacher_rows(x, blocks)
+            pos, masked, slot, _ = lay
             logp = F.log_softmax(tlog[masked].float(), -1)
-            logq = F.log_softmax(slog[masked].float(), -1)
-            kl = (logp.exp() * (logp - logq)).sum(-1)
-            tt, st, y, sl = logp.argmax(-1), logq.argmax(-1), x[pos[masked]], slot[masked]
+            tt, y, sl = logp.argmax(-1), x[pos[masked]], slot[masked]
             for d in range(B):
-                m = sl == d
-                at[d] += (st[m] == tt[m]).sum(); kl_d[d] += kl[m].sum()
-                ad[d] += (st[m] == y[m]).sum(); td[d] += (tt[m] == y[m]).sum(); cnt[d] += m.sum()
-    c = cnt.clamp(min=1)
-    tot = cnt.sum().clamp(min=1)
-    return dict(agree_teacher=(at / c).tolist(), kl=(kl_d / c).tolist(), agree_data=(ad / c).tolist(),
-                teacher_data=(td / c).tolist(), n=[int(v) for v in cnt.tolist()],
-                all=dict(agree_teacher=(at.sum() / tot).item(), kl=(kl_d.sum() / tot).item(),
-                         agree_data=(ad.sum() / tot).item(), teacher_data=(td.sum() / tot).item()))
+                td[d] += (tt[sl == d] == y[sl == d]).sum(); cnt[d] += (sl == d).sum()
+            for i, (m, e) in enumerate(students):
+                logq = F.log_softmax(student_rows(m, e, x, lay, kv)[masked].float(), -1)
+                kl = (logp.exp() * (logp - logq)).sum(-1)
+                st = logq.argmax(-1)
+                for d in range(B):
+                    k = sl == d
+                    at[i, d] += (st[k] == tt[k]).sum(); kl_d[i, d] += kl[k].sum()
+                    ad[i, d] += (st[k] == y[k]).sum()
+    c, tot = cnt.clamp(min=1), cnt.sum().clamp(min=1)
+    return [dict(agree_teacher=(at[i] / c).tolist(), kl=(kl_d[i] / c).tolist(),
+                 agree_data=(ad[i] / c).tolist(), teacher_data=(td / c).tolist(),
+                 n=[int(v) for v in cnt.tolist()],
+                 all=dict(agree_teacher=(at[i].sum() / tot).item(), kl=(kl_d[i].sum() / tot).item(),
+                          agree_data=(ad[i].sum() / tot).item(), teacher_data=(td.sum() / tot).item()))
+            for i in range(len(students))]
 
 
 def run_eval(a):
@@ -206,8 +219,7 @@ def run_eval(a):
     for name, full in (("random masks (training distribution)", False),
                        ("all masked (draft from scratch)", True)):
         lay = fixed_blocks(evs, a.block, a.seed, full)
-        ra = eval_table(init, Pair.teacher_mask, evs, lay, a.block)
-        rb = eval_table(dist, d_mask, evs, lay, a.block)
+        ra, rb = eval_tables([(init, Pair.teacher_mask), (dist, d_mask)], evs, lay, a.block)
         res[name] = {"init": ra, "distilled": rb}
         B = a.block
         print(f"\n{name}: {evs and len(evs)} sequences, masked rows by slot {ra['n']}")
@@ -216,7 +228,7 @@ def run_eval(a):
         for key, lab in (("agree_teacher", "top-1 = teacher"), ("kl", "KL(teacher||student)"),
                          ("agree_data", "top-1 = data")):
             for nm, r in (("(a) truncated A4", ra), ("(b) distilled", rb)):
-                f = "{:.3f}" if key == "kl" else "{:.3f}"
+                f = "{:.2f}" if key == "kl" else "{:.3f}"
                 print(f"| {nm}: {lab} | " + " | ".join(f.format(v) for v in r[key]) +
                       f" | {f.format(r['all'][key])} |")
         print("| teacher (A4): top-1 = data | " + " | ".join(f"{v:.3f}" for v in ra["teacher_data"])

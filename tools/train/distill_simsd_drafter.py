@@ -169,10 +169,12 @@ def fixed_blocks(seqs, B, seed, all_masked):
 
 def eval_tables(students, seqs, layouts, B):
     """Per student (model, mask embedding) and slot: top-1 agreement with the teacher,
-    KL(teacher||student), top-1 agreement with the data; the teacher's agreement with the data;
-    the count of masked rows. One teacher pass per sequence serves every student."""
+    KL(teacher||student), sum_v min(p, q) (= 1 - TV: the probability that SimSD's eq. 2 accepts
+    the drafter's sample at temperature 1, given the same block state), top-1 agreement with the
+    data; the teacher's agreement with the data; the count of masked rows. One teacher pass per
+    sequence serves every student."""
     z = lambda: torch.zeros(len(students), B)  # noqa: E731
-    at, kl_d, ad, td, cnt = z(), z(), z(), torch.zeros(B), torch.zeros(B)
+    at, kl_d, ov, ad, td, cnt = z(), z(), z(), z(), torch.zeros(B), torch.zeros(B)
     with torch.no_grad():
         for (x, s), blocks in zip(seqs, layouts):
             tlog, lay, kv, _ = teacher_rows(x, blocks)
@@ -184,16 +186,20 @@ def eval_tables(students, seqs, layouts, B):
             for i, (m, e) in enumerate(students):
                 logq = F.log_softmax(student_rows(m, e, x, lay, kv)[masked].float(), -1)
                 kl = (logp.exp() * (logp - logq)).sum(-1)
+                acc = torch.minimum(logp.exp(), logq.exp()).sum(-1)
                 st = logq.argmax(-1)
                 for d in range(B):
                     k = sl == d
                     at[i, d] += (st[k] == tt[k]).sum(); kl_d[i, d] += kl[k].sum()
+                    ov[i, d] += acc[k].sum()
                     ad[i, d] += (st[k] == y[k]).sum()
     c, tot = cnt.clamp(min=1), cnt.sum().clamp(min=1)
     return [dict(agree_teacher=(at[i] / c).tolist(), kl=(kl_d[i] / c).tolist(),
+                 accept_t1=(ov[i] / c).tolist(),
                  agree_data=(ad[i] / c).tolist(), teacher_data=(td / c).tolist(),
                  n=[int(v) for v in cnt.tolist()],
                  all=dict(agree_teacher=(at[i].sum() / tot).item(), kl=(kl_d[i].sum() / tot).item(),
+                          accept_t1=(ov[i].sum() / tot).item(),
                           agree_data=(ad[i].sum() / tot).item(), teacher_data=(td.sum() / tot).item()))
             for i in range(len(students))]
 
@@ -226,7 +232,7 @@ def run_eval(a):
         print("| student | " + " | ".join(f"d={d}" for d in range(B)) + " | all |")
         print("|---|" + "---|" * (B + 1))
         for key, lab in (("agree_teacher", "top-1 = teacher"), ("kl", "KL(teacher||student)"),
-                         ("agree_data", "top-1 = data")):
+                         ("accept_t1", "sum min(p,q) at T=1"), ("agree_data", "top-1 = data")):
             for nm, r in (("(a) truncated A4", ra), ("(b) distilled", rb)):
                 f = "{:.2f}" if key == "kl" else "{:.3f}"
                 print(f"| {nm}: {lab} | " + " | ".join(f.format(v) for v in r[key]) +

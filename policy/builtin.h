@@ -14,5 +14,6 @@ extern const specd_policy_ops specd_policy_risd;
 extern const specd_policy_ops specd_policy_mrp;
 extern const specd_policy_ops specd_policy_wedlm;
 extern const specd_policy_ops specd_policy_sdar;
+extern const specd_policy_ops specd_policy_simsd;
 
 #endif

@@ -13,6 +13,7 @@ static const specd_policy_ops *const builtin[] = {
     &specd_policy_mrp,
     &specd_policy_wedlm,
     &specd_policy_sdar,
+    &specd_policy_simsd,
 };
 
 int32_t specd_policy_count(void) { return (int32_t)(sizeof builtin / sizeof builtin[0]); }

@@ -26,6 +26,13 @@ done
 grep -q '^p_cache (WeDLM eq. 4: tokens emitted / token rows run) [01]\.[0-9]*, TPF' "$tmp/wedlm.txt"
 python3 -c "import json,sys; d=json.load(open(sys.argv[1])); rows = d['prompts'] + [d['overall']]; assert all(r['identical'] and 0 < r['p_cache'] <= 1 for r in rows), rows" "$tmp/wedlm.json"
 
+# simsd (SimSD over the sdar block model, self-draft) runs from specd ab, is reported LOSSY, not as
+# a divergence, and shows its drafts' acceptance
+"$specd" ab --policy simsd --policy-opts "adapter=$src/models/adapters/smollm2-135m-sdar,drafter=self" \
+  --no-adaptive --prompts "$tmp/prompts.txt" -n 8 --accept greedy --json "$tmp/simsd.json" > "$tmp/simsd.txt"
+grep -q 'policy simsd flagged its steps LOSSY' "$tmp/simsd.txt"
+python3 -c "import json,sys; d=json.load(open(sys.argv[1])); o=d['overall']; assert o['lossy'] and o['acceptance_rate'] > 0, o" "$tmp/simsd.json"
+
 # rejection sampling is lossless in distribution only: it reports, and exits 0
 "$specd" ab --policy ngram --prompts "$tmp/prompts.txt" -n 12 --accept rs --temp 0.9 > "$tmp/rs.txt"
 grep -q 'lossless in distribution only' "$tmp/rs.txt"

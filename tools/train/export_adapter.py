@@ -17,7 +17,8 @@ A train_wedlm.py checkpoint (args "objective": "wedlm") gets "specd_objective": 
 "specd_shift": 0 and "specd_block" instead of "specd_train_strides": its mask rows are unshifted
 (run it as --policy wedlm --policy-opts adapter=DIR,shift=0). A train_sdar.py checkpoint
 ("objective": "sdar") gets "specd_objective": "sdar" and "specd_block" (--policy sdar
---policy-opts adapter=DIR,block=B)."""
+--policy-opts adapter=DIR,block=B); a distill_simsd_drafter.py one also "specd_n_layers" (the
+SimSD drafter: the model cut after that many blocks)."""
 import argparse, json, os, sys
 
 import torch
@@ -79,6 +80,11 @@ def main():
         cfg["specd_gate"] = "every block row (SDAR)"
         cfg.update({"specd_objective": "sdar", "specd_block": args["block"],
                     "specd_policy_opts": f"block={args['block']}"})
+        if args.get("n_layers"):
+            # distill_simsd_drafter.py: a drafter for the model cut after n_layers blocks (LoRA
+            # tensors of layers 0..n_layers-1 only); run it with specd's context n_layers
+            cfg["specd_n_layers"] = args["n_layers"]
+            cfg["specd_gate"] = "every block row (SDAR), first n_layers blocks (SimSD drafter)"
     if mask:
         cfg["specd_mask_embedding"] = True
     with open(os.path.join(a.out, "adapter_config.json"), "w") as f:

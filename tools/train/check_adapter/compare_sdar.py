@@ -20,7 +20,13 @@ agree, or differ only at a near tie (gap below the pending row's difference, the
 (3) against the wrong layouts -- no LoRA, and a block causal instead of bidirectional -- specd's
 block-row logits lie at beta in [0.8, 1.2] on the line from the wrong layout's logits (0) to the
 trainer's (1); the causal one is compared as an effect (specd's bidirectional - causal against the
-trainer's), beta in [0.5, 1.5], since the quantization noise cancels in it."""
+trainer's), beta in [0.5, 1.5], since the quantization noise cancels in it.
+
+--n-layers N checks a drafter adapter (distill_simsd_drafter.py, "specd_n_layers": N; the simsd
+policy's drafter): specd runs the context cut after N blocks (sdar_rows --n-layers N) and the
+trainer's model is cut the same way (distill_simsd_drafter.truncated: blocks 0..N-1, then the
+output norm and the tied head); the adapter's LoRA tensors are those of layers 0..N-1 only.
+Default: the adapter's "specd_n_layers", else every layer."""
 import argparse, json, os, subprocess, sys, tempfile
 
 import numpy as np
@@ -50,10 +56,18 @@ def main():
     ap.add_argument("--data", default="/work/mrp-shared/data")
     ap.add_argument("--seq", type=int, default=0, help="which sequence of the data (held-out: < 16)")
     ap.add_argument("--fills", default="ffmm,fmfm,fmmf,ffmf", help="block patterns (B = length)")
+    ap.add_argument("--n-layers", type=int, default=-1,
+                    help="run both sides cut after N blocks (-1: the adapter's specd_n_layers, "
+                         "else 0 = every layer)")
     a = ap.parse_args()
     torch.set_num_threads(1)
     cfg = json.load(open(os.path.join(a.adapter, "adapter_config.json")))
+    n_layers = a.n_layers if a.n_layers >= 0 else cfg.get("specd_n_layers", 0)
     model = Model(a.model, cfg["r"], cfg["lora_alpha"], cfg["target_modules"])
+    if n_layers:
+        from distill_simsd_drafter import truncated
+        model = truncated(model, n_layers)  # shares the weights; LoRA of layers 0..N-1 only
+        print(f"both sides cut after {n_layers} blocks", flush=True)
     mask_emb = load_adapter(model, a.adapter)
     if mask_emb is None:
         mask_emb = model.emb[cfg["specd_mask_token_id"]][None, :]
@@ -67,7 +81,8 @@ def main():
         n = s + 2                       # pending x[n-1], block n..n+B-1
         ids = x[: n + B]
         with tempfile.NamedTemporaryFile(suffix=".bin") as f:
-            r = subprocess.run([a.tool, a.model, a.adapter, f.name, fill, str(n)] +
+            cut = ["--n-layers", str(n_layers)] if n_layers else []
+            r = subprocess.run([a.tool] + cut + [a.model, a.adapter, f.name, fill, str(n)] +
                                [str(int(t)) for t in ids], capture_output=True, text=True)
             if r.returncode:
                 sys.exit(f"sdar_rows failed: {r.stderr}")

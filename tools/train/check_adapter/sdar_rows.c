@@ -1,7 +1,10 @@
 /* Manual check (compare_sdar.py runs it; not built by CMake): a denoise step specd's sdar policy
  * lays out, run through specd's runtime, so its block rows can be compared with train_sdar.py's.
  *
- * Usage: sdar_rows MODEL ADAPTER_DIR OUT.bin FILL n tok0 tok1 ... tok_{n+B-1}
+ * Usage: sdar_rows [--n-layers N] MODEL ADAPTER_DIR OUT.bin FILL n tok0 tok1 ... tok_{n+B-1}
+ * --n-layers N runs the context cut after N blocks (specd_context_params.n_layers: blocks
+ * 0..N-1, then the output norm and head), as the simsd policy runs its drafter; the adapter may
+ * then hold LoRA tensors of layers 0..N-1 only.
  * The tokens are a sequence x; history x[0..n-1] (pending x[n-1] at n-1), block slots n..n+B-1.
  * FILL is B characters, 'f' or 'm', the block of the SECOND step; FILL[0] must be 'f' (the policy
  * fills slot 0 from the pending row) and some later slot must be 'f' (else the commit rule's
@@ -28,8 +31,14 @@ static int fail(const char *what, const specd_error *err) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 7) {
-        fprintf(stderr, "usage: sdar_rows MODEL ADAPTER_DIR OUT.bin FILL n tok...\n");
+    int32_t n_layers = 0; /* 0: every block */
+    if (argc > 2 && !strcmp(argv[1], "--n-layers")) {
+        n_layers = atoi(argv[2]);
+        argv += 2;
+        argc -= 2;
+    }
+    if (argc < 7 || n_layers < 0) {
+        fprintf(stderr, "usage: sdar_rows [--n-layers N] MODEL ADAPTER_DIR OUT.bin FILL n tok...\n");
         return 2;
     }
     const char *fill = argv[4];
@@ -49,6 +58,7 @@ int main(int argc, char **argv) {
     const int32_t V = specd_model_get_info(m)->n_vocab;
     specd_context_params cp = specd_context_default_params();
     cp.n_threads = 1;
+    cp.n_layers = n_layers;
     if (specd_context_create(m, &cp, &ctx, &err)) return fail("context", &err);
     const specd_policy_ops *ops = specd_policy_find("sdar");
     if (!ops) {

@@ -132,6 +132,7 @@ enum {
     MAX_ROWS =
         SPECD_SDAR_CHUNK_ALIGN + SPECD_SDAR_COPY_ALIGN * (SPECD_SDAR_MAX_B - 2) + SPECD_SDAR_MAX_B
 };
+_Static_assert(SPECD_SDAR_MAX_B <= SPECD_SDAR_COPY_ALIGN, "a copy wider than the copy spacing");
 
 typedef struct sdar_state {
     int lossless;
@@ -734,7 +735,8 @@ const specd_policy_ops specd_policy_sdar = {
         "lambda=0.1 (entropy), select=static (one reveal per forward, the most confident mask), "
         "spec=K (MRP spec mode, paper 002 Alg. 3, with select=static,mode=block: K drafts per "
         "verify in one forward over K+1 packed copies of the block, "
-        "token-identical to static; K<=B-2 counts; untrained residual head: C=0), "
+        "token-identical to static on specd's own CPU kernels, not promised for a host's; K<=B-2 "
+        "counts; untrained residual head: C=0), "
         "pack=aligned|dense (static's steps: blocks at 8-aligned columns, copies 32 rows apart, up "
         "to 8+32K+B rows, bitwise static; dense: (K+1)B+1 rows, not bitwise, tokens may differ), "
         "mask=ID, "

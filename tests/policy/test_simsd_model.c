@@ -310,6 +310,22 @@ static void test_policy_rope_ablation(void **s) {
     assert_true(on.n_steps < alone.n_steps);
 }
 
+/* Opens sequence 0 of spec on the first prompt with simsd's A4 adapter and opts. */
+static void open_prompt0(specd_spec *spec, const char *opts, float temperature) {
+    char full[8192];
+    snprintf(full, sizeof full, "adapter=%s,%s", adapter, opts);
+    specd_seq_params params = specd_seq_default_params();
+    params.policy = "simsd";
+    params.policy_options = full;
+    params.sampling.temperature = temperature;
+    params.seed = 99;
+    params.max_tokens = N_GEN;
+    params.adaptive = 0;
+    specd_error err;
+    if (specd_spec_seq_open(spec, 0, prompts[0], n_prompts[0], &params, &err) != SPECD_OK)
+        fail_msg("open %s: %s", full, err.message);
+}
+
 /* A host that runs its own target (no target model in the spec, only its GGUF path): it loads
  * the adapter from the layout's lora_path, feeds the mask vectors and the visibility, commits the
  * kept rows; the policy loads the drafter's weights from the path once per spec. Its tokens equal
@@ -325,17 +341,7 @@ static void host_run(const char *opts, float temperature, int32_t *out) {
     specd_context *c = make_ctx(0);
     assert_int_equal(specd_context_set_lora(c, NULL, &err), SPECD_OK);
     specd_lora *host_lora = NULL;
-    char full[8192];
-    snprintf(full, sizeof full, "adapter=%s,%s", adapter, opts);
-    specd_seq_params params = specd_seq_default_params();
-    params.policy = "simsd";
-    params.policy_options = full;
-    params.sampling.temperature = temperature;
-    params.seed = 99;
-    params.max_tokens = N_GEN;
-    params.adaptive = 0;
-    if (specd_spec_seq_open(spec, 0, prompts[0], n_prompts[0], &params, &err) != SPECD_OK)
-        fail_msg("open %s: %s", full, err.message);
+    open_prompt0(spec, opts, temperature);
     prefill(c, prompts[0], 0, n_prompts[0] - 1);
     float *logits = malloc((size_t)specd_spec_max_step_rows(spec) * V * sizeof(float));
     assert_non_null(logits);
@@ -386,17 +392,7 @@ static void in_specd(const char *opts, float temperature, int32_t *out) {
     specd_error err;
     assert_int_equal(specd_spec_create(&sp, &spec, &err), SPECD_OK);
     specd_context *c = make_ctx(0);
-    char full[8192];
-    snprintf(full, sizeof full, "adapter=%s,%s", adapter, opts);
-    specd_seq_params params = specd_seq_default_params();
-    params.policy = "simsd";
-    params.policy_options = full;
-    params.sampling.temperature = temperature;
-    params.seed = 99;
-    params.max_tokens = N_GEN;
-    params.adaptive = 0;
-    assert_int_equal(specd_spec_seq_open(spec, 0, prompts[0], n_prompts[0], &params, &err),
-                     SPECD_OK);
+    open_prompt0(spec, opts, temperature);
     specd_run_stats rs;
     assert_int_equal(specd_spec_run(spec, 0, c, 0, NULL, NULL, &rs, &err), SPECD_OK);
     int64_t got;

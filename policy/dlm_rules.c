@@ -1,6 +1,7 @@
 /* Fill-rule parsing and dispatch shared by the DLM policies (see dlm_rules.h). */
 #include "policy/dlm_rules.h"
 
+#include "common/log_internal.h"
 #include "common/status_internal.h"
 #include "policy/options.h"
 #include "policy/wedlm_select.h"
@@ -54,6 +55,26 @@ specd_status specd_dlm_rule_apply(const specd_dlm_rule *r, const specd_dlm_pos *
         if (!passed) fill[i] = 0, k = 0;
     }
     *n_fill = k;
+    return SPECD_OK;
+}
+
+specd_status specd_dlm_masked_confidences(const char *policy, int64_t first, const float *rows,
+                                          int32_t n_vocab, const int32_t *token, int32_t n,
+                                          specd_dlm_pos *pos, uint8_t *elig, specd_error *err) {
+    for (int32_t i = 0; i < n; i++) {
+        elig[i] = 0;
+        pos[i] = (specd_dlm_pos){0};
+        if (token[i] >= 0) continue;
+        specd_status st = specd_dlm_pos_from_logits(rows + (size_t)i * (size_t)n_vocab, n_vocab,
+                                                    &pos[i], err);
+        if (st == SPECD_E_NUMERIC) {
+            specd_log(SPECD_LOG_WARN, "policy %s: slot %lld: %s; left masked", policy,
+                      (long long)(first + i), err ? err->message : "non-finite logits");
+            continue;
+        }
+        SPECD_TRY(st);
+        elig[i] = 1;
+    }
     return SPECD_OK;
 }
 

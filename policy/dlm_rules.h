@@ -37,6 +37,14 @@ specd_status specd_dlm_rule_apply(const specd_dlm_rule *r, const specd_dlm_pos *
                                   const uint8_t *elig, int32_t n, int force, uint8_t *fill,
                                   int32_t *n_fill, specd_error *err);
 
+/* Confidence summary (specd_dlm_pos) of each slot masked in token[0..n) (token[i] < 0) from rows,
+ * n rows of n_vocab logits where row i predicts slot i; elig[i] = 1 for those. A row with a NaN/Inf
+ * logit leaves its slot ineligible, with a warning naming policy and the slot's logical position
+ * first + i: the slot stays masked and decoding goes on. Fails only on bad arguments. */
+specd_status specd_dlm_masked_confidences(const char *policy, int64_t first, const float *rows,
+                                          int32_t n_vocab, const int32_t *token, int32_t n,
+                                          specd_dlm_pos *pos, uint8_t *elig, specd_error *err);
+
 /* Static decoding's one reveal (paper 002's static regime, the backbone MRP drafts for): the most
  * confident eligible slot, highest p, ties to the leftmost; -1 when none is eligible. A policy
  * option of its own (sdar's select=static), not a specd_dlm_rule kind: wedlm's rule set is

@@ -413,21 +413,8 @@ static specd_status target_pick(const sdar_state *s, const float *row_logits, in
  * predict the block's slots; elig marks the masked slots with finite rows. */
 static specd_status confidences(const sdar_state *s, const int32_t *token, const float *rows,
                                 specd_dlm_pos *pos, uint8_t *elig, specd_error *err) {
-    const size_t V = (size_t)s->n_vocab;
-    for (int32_t i = 0; i < s->b; i++) {
-        elig[i] = 0;
-        pos[i] = (specd_dlm_pos){0};
-        if (token[i] >= 0) continue;
-        specd_status st = specd_dlm_pos_from_logits(rows + (size_t)i * V, s->n_vocab, &pos[i], err);
-        if (st == SPECD_E_NUMERIC) {
-            specd_log(SPECD_LOG_WARN, "policy sdar: slot %lld: %s; left masked",
-                      (long long)(s->first + i), err ? err->message : "non-finite logits");
-            continue;
-        }
-        SPECD_TRY(st);
-        elig[i] = 1;
-    }
-    return SPECD_OK;
+    return specd_dlm_masked_confidences("sdar", s->first, rows, s->n_vocab, token, s->b, pos,
+                                        elig, err);
 }
 
 /* Static decoding's reveal on a block state `token` from its block rows: the most confident masked

@@ -43,6 +43,7 @@
 #include "common/alloc.h"
 #include "common/status_internal.h"
 #include "policy/dlm_commit.h"
+#include "policy/dlm_rules.h"
 #include "policy/mask_rows.h"
 #include "policy/options.h"
 #include "policy/seq_verifier.h"
@@ -417,17 +418,14 @@ static specd_status verify_drafts(simsd_state *s, const float *logits, int32_t *
 /* The target's own step: its most confident masked slot takes its keyed sample there. */
 static specd_status reveal_one(simsd_state *s, const float *logits, specd_error *err) {
     const size_t V = (size_t)s->n_vocab;
-    int32_t best = -1;
-    float best_p = -1.0f;
-    for (int32_t i = 0; i < s->b; i++) {
-        if (s->token[i] >= 0) continue;
-        specd_dlm_pos p;
-        SPECD_TRY(specd_dlm_pos_from_logits(logits + (size_t)i * V, s->n_vocab, &p, err));
-        if (p.p > best_p) {
-            best_p = p.p;
-            best = i;
-        }
-    }
+    specd_dlm_pos pos[SPECD_SIMSD_MAX_B];
+    uint8_t elig[SPECD_SIMSD_MAX_B];
+    SPECD_TRY(specd_dlm_masked_confidences("simsd", s->first, logits, s->n_vocab, s->token, s->b,
+                                           pos, elig, err));
+    const int32_t best = specd_dlm_static_pick(pos, elig, s->b);
+    if (best < 0)
+        return specd_fail(err, SPECD_E_NUMERIC,
+                          "policy simsd: every masked slot's logits are non-finite");
     specd_sample_key key = s->key;
     key.position = (uint32_t)(s->first + best);
     return specd_sampler_sample(s->target, logits + (size_t)best * V, s->n_vocab, key,

@@ -3,6 +3,7 @@
 #include "common/alloc.h"
 #include "common/status_internal.h"
 #include "policy/dlm_commit.h"
+#include "policy/dlm_rules.h"
 #include "policy/simsd_layout.h"
 #include "specd/runtime.h"
 
@@ -155,17 +156,14 @@ specd_status specd_simsd_drafter_draft(specd_simsd_drafter *d, const int32_t *de
         specd_extend_out eo = {.n_rows = b, .logits = d->all_logits};
         SPECD_TRY(specd_context_extend(d->ctx, &bt, 1, &eo, err));
         /* the drafter's order: the most confident masked slot (ties: the leftmost) */
-        int32_t best = -1;
-        float best_p = -1.0f;
-        for (int32_t i = 0; i < b; i++) {
-            if (token[i] >= 0) continue;
-            specd_dlm_pos p;
-            SPECD_TRY(specd_dlm_pos_from_logits(d->all_logits + (size_t)i * V, d->n_vocab, &p, err));
-            if (p.p > best_p) {
-                best_p = p.p;
-                best = i;
-            }
-        }
+        specd_dlm_pos pos[SPECD_SIMSD_MAX_B];
+        uint8_t elig[SPECD_SIMSD_MAX_B];
+        SPECD_TRY(specd_dlm_masked_confidences("simsd drafter", m, d->all_logits, d->n_vocab, token,
+                                               b, pos, elig, err));
+        const int32_t best = specd_dlm_static_pick(pos, elig, b);
+        if (best < 0)
+            return specd_fail(err, SPECD_E_NUMERIC,
+                              "simsd drafter: every masked slot's logits are non-finite");
         const float *z = d->all_logits + (size_t)best * V;
         specd_sample_key key = d->key;
         key.position = (uint32_t)(m + best);

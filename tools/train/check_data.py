@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks MRP data shards written by specd-gen-data (format: /work/mrp-shared/CONTRACT.md "Data").
+"""Checks MRP data shards written by specd-gen-data (format: tools/train/gen_shard.h).
 
 Per shard: DONE exists; tokens.i32 and hidden.f16 sizes match seqs.json's n_tokens and n_embd;
 sequences tile [0, n_tokens) in order; token ids < n_vocab; every hidden value finite.

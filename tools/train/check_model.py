@@ -10,7 +10,7 @@ import argparse, os, sys
 
 import numpy as np
 
-MODEL = "/root/.cache/specd/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+MODEL = os.path.expanduser("~/.cache/specd/models/SmolLM2-135M-Instruct.Q4_1.gguf")
 TEXT = ("<|im_start|>user\nWrite a Python function that adds two numbers.<|im_end|>\n"
         "<|im_start|>assistant\nHere is a simple function:\n\ndef add(a, b):\n    return a + b")
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Distils the SimSD drafter (paper 004 section 3; dlm-brief.md section 4) for specd's `simsd`
+"""Distils the SimSD drafter (paper 004 section 3) for specd's `simsd`
 policy, on CPU: the TARGET is A4 (the GGUF model, all layers, with the SDAR adapter
 models/adapters/smollm2-135m-sdar on its block rows); the DRAFTER is the same GGUF model cut after
 its first L layers (specd's context option n_layers=L: blocks 0..L-1, then the output norm and the
@@ -257,8 +257,8 @@ def main():
     if mine.eval:
         # the loop's options this mode reads, with the loop's defaults
         ep = argparse.ArgumentParser()
-        ep.add_argument("--model", default="/root/.cache/specd/models/SmolLM2-135M-Instruct.Q4_1.gguf")
-        ep.add_argument("--data", default="/work/mrp-shared/data")
+        ep.add_argument("--model", default=os.path.expanduser("~/.cache/specd/models/SmolLM2-135M-Instruct.Q4_1.gguf"))
+        ep.add_argument("--data", default=".train/shards")
         ep.add_argument("--rank", type=int, default=16)
         ep.add_argument("--alpha", type=float, default=32)
         ep.add_argument("--targets", default=",".join(train_isd.PROJ))
@@ -298,7 +298,7 @@ def main():
 
     W.save = save_drafter
     # this objective's defaults, before the caller's options (argparse keeps the last)
-    sys.argv[1:] = ["--out", "/work/train-data/simsd-drafter.pt", "--block", "4",
+    sys.argv[1:] = ["--out", ".train/simsd-drafter.pt", "--block", "4",
                     "--max-len", "96", "--init", mine.teacher] + rest
     W.main()
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes an MRP head (a train_mrp.py checkpoint, or with --init an untrained head) as the head
-GGUF of /work/mrp-shared/CONTRACT.md:
+GGUF that specd's mrp policy loads (policy/mrp_head.h):
   general.architecture "llama" and the target's llama.* keys, llama.block_count = L;
   blk.<i>.{attn_norm,attn_q,attn_k,attn_v,attn_output,ffn_norm,ffn_gate,ffn_up,ffn_down}.weight,
   output_norm.weight, mrp.enorm.weight, mrp.hnorm.weight, mrp.eh_proj.weight (ggml [1152, 576]:
@@ -153,7 +153,7 @@ def read_head(path):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--ckpt", default="/work/mrptrain-cache/ckpt.pt")
+    ap.add_argument("--ckpt", default=".train/mrp/ckpt.pt")
     ap.add_argument("--init", action="store_true", help="export an untrained head (fixed seed)")
     ap.add_argument("--layers", type=int, default=1, help="with --init")
     ap.add_argument("--seed", type=int, default=0, help="with --init")
@@ -166,7 +166,7 @@ def main():
     ap.add_argument("--draft-vocab", type=int, default=16384,
                     help="ids in mrp.draft_vocab (0: none; the policy's vocab= takes the first "
                          "8192 by default)")
-    ap.add_argument("--data", default="/work/mrp-shared/data", help="shards for --draft-vocab")
+    ap.add_argument("--data", default=".train/shards", help="shards for --draft-vocab")
     ap.add_argument("--holdout-mod", type=int, default=10,
                     help="prompt_id %% M == 0 is held out (train_mrp.py's split)")
     ap.add_argument("--out", required=True)

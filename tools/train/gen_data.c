@@ -1,5 +1,5 @@
-/* specd-gen-data: self-generated training data for MRP heads (issue 15; the format is
- * /work/mrp-shared/CONTRACT.md "Data", written by gen_shard.c).
+/* specd-gen-data: self-generated training data for MRP heads (and the adapters trained on the same
+ * shards; the format is described in gen_shard.h, written by gen_shard.c).
  *
  * The base model continues ChatML-wrapped prompts with its own sampling, and every position's
  * final hidden state (after the output norm: what the tied head multiplies) is kept beside its

@@ -55,7 +55,7 @@ for p in out:
         seen.add(p); uniq.append(p)
 rng.shuffle(uniq)
 
-# --- v2 extras (MRP data, issue 15): more variety, appended after the v1 set so v1's prompt ids
+# --- v2 extras (the MRP head's data): more variety, appended after the v1 set so v1's prompt ids
 # (0..298) keep their meaning in data generated from either file.
 rng2 = random.Random(15)
 extra = []

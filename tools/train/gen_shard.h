@@ -1,6 +1,9 @@
-/* A data shard for MRP training (/work/mrp-shared/CONTRACT.md, "Data"): tokens.i32 and hidden.f16
- * appended one finished sequence at a time, then seqs.json, then DONE (written last, so a reader
- * never sees a half-written shard as complete). */
+/* A data shard for MRP training (the Python trainers here read it, check_data.py checks it):
+ * tokens.i32 (every sequence's ids, concatenated, int32) and hidden.f16 (one row of n_embd halves
+ * per token: the target's final hidden state after the output norm) appended one finished sequence
+ * at a time, then seqs.json (n_embd, n_tokens, model_sha256, the generation recipe, and per
+ * sequence its offset, n_prompt, n_tokens, prompt_id, job, seed, temp, stop), then DONE (written
+ * last, so a reader never sees a half-written shard as complete). */
 #ifndef SPECD_TOOLS_GEN_SHARD_H
 #define SPECD_TOOLS_GEN_SHARD_H
 

@@ -3,7 +3,7 @@
 
 Given a head GGUF, the target GGUF (for E), a token sequence and its cached target hidden states
 (a generator shard: tokens.i32 + hidden.f16 + seqs.json, picked by --seq), it runs the inference
-procedure of /work/mrp-shared/CONTRACT.md exactly as the runtime should, in f32:
+procedure of specd's mrp policy (policy/mrp.c) exactly as the runtime should, in f32:
   committed rows j = 0..t (y = x_{j+1}, g = h_j, position j + 1), causal;
   step 1: hp_1 = the committed row t, z_1 = E . (h_t + hp_1), d_1 = argmax z_1;
   step k >= 2: one speculative row at position t + k with y = d_{k-1} (the draft, not the data
@@ -53,7 +53,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--head", required=True)
     ap.add_argument("--target", default=TARGET_DEFAULT)
-    ap.add_argument("--shard", default="/work/mrp-shared/data/s000")
+    ap.add_argument("--shard", default=".train/shards/s000")
     ap.add_argument("--seq", type=int, default=0, help="sequence index in the shard's seqs.json")
     ap.add_argument("--t", type=int, default=-1, help="newest decided position (default n_prompt-1)")
     ap.add_argument("--K", type=int, default=0, help="drafts (default: the head's mrp.n_draft)")

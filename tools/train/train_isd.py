@@ -49,7 +49,7 @@ def load_jsonl(path, max_len):
 
 
 def load_shards(root, max_len):
-    """The MRP generator's shards (/work/mrp-shared/CONTRACT.md, "Data"): every <root>/<shard>/
+    """The MRP generator's shards (tools/train/gen_shard.h): every <root>/<shard>/
     with a DONE file (written last: a shard without one is still being written), tokens.i32 (all
     sequences concatenated) and seqs.json (offset, n_prompt, n_tokens per sequence, n_tokens
     counting the prompt). hidden.f16 is the MRP head's input and not read here: R-ISD runs the
@@ -175,6 +175,7 @@ def evaluate(model, mask_emb, seqs, N):
 def save(path, model, mask_emb, a, step, opt, sched, rng, order):
     """Everything a --resume needs to go on as if the run had not stopped (written to a temporary
     name first: a chunk killed while saving leaves the previous checkpoint intact)."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     tmp = path + ".tmp"
     torch.save({"lora": model.lora.state_dict(), "mask_emb": mask_emb.detach().clone(),
                 "args": vars(a), "step": step, "opt": opt.state_dict(),
@@ -185,11 +186,11 @@ def save(path, model, mask_emb, a, step, opt, sched, rng, order):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--model", default="/root/.cache/specd/models/SmolLM2-135M-Instruct.Q4_1.gguf")
-    ap.add_argument("--data", default="/work/train-data/data.jsonl",
+    ap.add_argument("--model", default=os.path.expanduser("~/.cache/specd/models/SmolLM2-135M-Instruct.Q4_1.gguf"))
+    ap.add_argument("--data", default=".train/isd/data.jsonl",
                     help="make_data.py's JSONL file, or a folder of MRP shards (<dir>/<shard>/ "
                          "with DONE, tokens.i32, seqs.json)")
-    ap.add_argument("--out", default="/work/train-data/ckpt.pt")
+    ap.add_argument("--out", default=".train/isd/ckpt.pt")
     ap.add_argument("--mask-token-id", type=int, required=True)
     ap.add_argument("--train-mask-embedding", action="store_true",
                     help="train the mask rows' input vector (init: the base embedding of "

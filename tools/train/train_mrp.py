@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
-"""Trains the MRP-causal drafting head (/work/mrp-shared/CONTRACT.md; MRP paper sec. 3.2-3.3,
-eq. 3, Alg. 1) over CACHED hidden states of the frozen target: no backbone forward at all.
+"""Trains the MRP-causal drafting head (the causal form specd's mrp policy runs, policy/mrp.c; MRP
+paper 002 sec. 3.2-3.3, eq. 3, Alg. 1) over CACHED hidden states of the frozen target: no backbone forward at all.
 
 Data: shards written by the generator (<data>/<shard>/{tokens.i32, hidden.f16, seqs.json, DONE}):
 the base model's own continuations of ChatML prompts, with the target's post-output-norm hidden
 h_j for every position j. The target's logits are zA_j = E . h_j (E = the dequantized tied token
 embedding, read from the target GGUF), so everything the loss needs comes from h and E.
 
-Head (CONTRACT.md): row for target position j with following token y and hidden g:
+Head (as policy/mrp_head.c computes it): row for target position j with following token y and hidden g:
   u = eh_proj([enorm(E[y]); hnorm(g)])  (init [0 | I]),  L llama blocks (position id j + 1),
   output RMSNorm -> hp;  residual logits C = E . hp.
 Committed rows: j = 0..n-2 with y = x_{j+1}, g = h_j (one causal pass, the head's KV cache).
@@ -438,11 +438,11 @@ def fmt_eval(ev, K):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--data", default="/work/mrp-shared/data")
+    ap.add_argument("--data", default=".train/shards")
     ap.add_argument("--shards", default="", help="comma-separated shard names (default: all DONE)")
-    ap.add_argument("--cache", default="/work/mrptrain-cache", help="teacher statistics cache")
+    ap.add_argument("--cache", default=".train/mrp", help="teacher statistics cache")
     ap.add_argument("--target", default=TARGET_DEFAULT)
-    ap.add_argument("--out", default="/work/mrptrain-cache/ckpt.pt")
+    ap.add_argument("--out", default=".train/mrp/ckpt.pt")
     ap.add_argument("--log", default="", help="JSON log (default: <out>.log.json)")
     ap.add_argument("--resume", action="store_true")
     ap.add_argument("--init", default="",
@@ -577,6 +577,7 @@ def main():
                "order": order, "cursor": cur, "log": hist, "tokens_seen": tokens_seen, "wall_s": w,
                "rng": rng.getstate(), "torch_rng": torch.get_rng_state(), "args": vars(a),
                "shards": shard_names, "hp": hp, "arch": arch, "train_s": train_s}
+        os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
         torch.save(ckd, a.out + ".tmp")
         os.replace(a.out + ".tmp", a.out)
         hist["wall_s"] = w

@@ -101,7 +101,7 @@ def main():
 
     W.save = save_sdar
     # this objective's defaults, before the caller's options (argparse keeps the last)
-    sys.argv[1:1] = ["--out", "/work/train-data/sdar.pt", "--block", "4"]
+    sys.argv[1:1] = ["--out", ".train/sdar.pt", "--block", "4"]
     W.main()
 
 

@@ -31,7 +31,8 @@ x_0^{(m_j)}; WeDLM's code computes the MLM loss at the same index), unlike R-ISD
 
 Loss (eq. 7 per block, eq. 10 over blocks): sum_k (1/gamma_k) sum_{j in M_k} -log P(x_0[j] | ...),
 divided by the number of block positions (so its expectation over gamma and M is the mean per-token
-cross-entropy, whatever the sequence length). Hard labels: the data token (the brief's A3).
+cross-entropy, whatever the sequence length). Hard labels: the data token (the
+WeDLM adapter is trained on the data, not distilled).
 
 Held-out evaluation (fixed masks from --seed): top-1 agreement of each mask row with the data token
 at its own position, by distance d from the block's first mask (d = 0 is the slot the policy would
@@ -179,11 +180,11 @@ def save(path, model, mask_emb, a, step, opt, sched, rng, order):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--model", default="/root/.cache/specd/models/SmolLM2-135M-Instruct.Q4_1.gguf")
-    ap.add_argument("--data", default="/work/mrp-shared/data",
+    ap.add_argument("--model", default=os.path.expanduser("~/.cache/specd/models/SmolLM2-135M-Instruct.Q4_1.gguf"))
+    ap.add_argument("--data", default=".train/shards",
                     help="a folder of MRP shards (<dir>/<shard>/ with DONE, tokens.i32, "
                          "seqs.json) or make_data.py's JSONL")
-    ap.add_argument("--out", default="/work/train-data/wedlm.pt")
+    ap.add_argument("--out", default=".train/wedlm.pt")
     ap.add_argument("--mask-token-id", type=int, default=0)
     ap.add_argument("--freeze-mask-embedding", action="store_true",
                     help="keep the mask rows' input vector fixed (default: trained, exported as "

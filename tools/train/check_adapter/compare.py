@@ -17,7 +17,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from isd_model import Model  # noqa: E402
 
 ap = argparse.ArgumentParser()
-ap.add_argument("--model", default="/root/.cache/specd/models/SmolLM2-135M-Instruct.Q4_1.gguf")
+ap.add_argument("--model", default=os.path.expanduser("~/.cache/specd/models/SmolLM2-135M-Instruct.Q4_1.gguf"))
 ap.add_argument("--ckpt", required=True)
 ap.add_argument("--ids", required=True)
 ap.add_argument("--rows", required=True)

@@ -50,10 +50,10 @@ def read_rows(path):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--model", default="/root/.cache/specd/models/SmolLM2-135M-Instruct.Q4_1.gguf")
+    ap.add_argument("--model", default=os.path.expanduser("~/.cache/specd/models/SmolLM2-135M-Instruct.Q4_1.gguf"))
     ap.add_argument("--adapter", required=True, help="an exported SDAR adapter directory")
     ap.add_argument("--tool", default="/tmp/sdar_rows")
-    ap.add_argument("--data", default="/work/mrp-shared/data")
+    ap.add_argument("--data", default=".train/shards")
     ap.add_argument("--seq", type=int, default=0, help="which sequence of the data (held-out: < 16)")
     ap.add_argument("--fills", default="ffmm,fmfm,fmmf,ffmf", help="block patterns (B = length)")
     ap.add_argument("--n-layers", type=int, default=-1,

@@ -48,10 +48,10 @@ def read_rows(path):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--model", default="/root/.cache/specd/models/SmolLM2-135M-Instruct.Q4_1.gguf")
+    ap.add_argument("--model", default=os.path.expanduser("~/.cache/specd/models/SmolLM2-135M-Instruct.Q4_1.gguf"))
     ap.add_argument("--adapter", required=True, help="an exported WeDLM adapter directory")
     ap.add_argument("--tool", default="/tmp/wedlm_rows")
-    ap.add_argument("--data", default="/work/mrp-shared/data")
+    ap.add_argument("--data", default=".train/shards")
     ap.add_argument("--seq", type=int, default=0, help="which sequence of the data (held-out: < 16)")
     ap.add_argument("--fills", default="ffmfmm,mfmfmm,fffffm,fmmmmm,mmfffm",
                     help="window patterns of step 2 (the last slot is new in step 2: 'm')")

@@ -1,4 +1,4 @@
-/* Iteration smoothing (dInfer paper 001, App. A.1): the float-vector input row (gap G2) of a
+/* Iteration smoothing (dInfer paper 001, App. A.1): the float-vector input row (specd_step_layout.input_embd) of a
  * position that stays masked, built from the previous iteration's distribution there:
  *
  *   p_t[i] = softmax(z_t[i]),  Delta e_t[i] = p_t[i] W_emb,

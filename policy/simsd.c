@@ -1,6 +1,6 @@
 /* simsd: SimSD cross-model speculative decoding for a block-diffusion target (paper 004 §3;
- * dlm-brief §4). LOSSY against plain autoregressive decoding, like every block-diffusion mode:
- * the target is the block model (SmolLM2 + the sdar adapter, policy/sdar.c's A4) and SimSD is
+ * docs/papers.md). LOSSY against plain autoregressive decoding, like every block-diffusion mode:
+ * the target is the block model (SmolLM2 + the sdar adapter: policy/sdar.c's model) and SimSD is
  * exact only for that target's temporal-mask distribution along the drafter's order (§3.2).
  *
  * One block of B slots at a time, slot i at logical position first + i (unshifted: a block row

@@ -97,6 +97,8 @@ static int run_one(specd_model *m, specd_context *ctx, int p, const char *policy
     return rc;
 }
 
+#define DEFAULT_MODEL_NAME "SmolLM2-135M-Instruct.Q4_1.gguf"
+
 int main(int argc, char **argv) {
     const char *model_path = getenv("SPECD_TEST_MODEL"), *policy = "isd", *extra = "",
                *data = "tests/data";
@@ -115,7 +117,17 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--data")) data = v;
         else return fprintf(stderr, "unknown argument %s\n", a), 2;
     }
-    if (!model_path) model_path = "/root/.cache/specd/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+    char default_model[4096];
+    if (!model_path) {
+        /* the default model where scripts/fetch-model caches it */
+        const char *dir = getenv("SPECD_MODEL_DIR"), *home = getenv("HOME");
+        if (dir)
+            snprintf(default_model, sizeof default_model, "%s/%s", dir, DEFAULT_MODEL_NAME);
+        else
+            snprintf(default_model, sizeof default_model, "%s/.cache/specd/models/%s",
+                     home ? home : ".", DEFAULT_MODEL_NAME);
+        model_path = default_model;
+    }
     if (n_gen < 1 || n_gen > 4096 || want < 1 || want > MAX_PROMPTS)
         return fprintf(stderr, "bad -n or -p\n"), 2;
     int n_p = read_prompts(data, want);

@@ -1,4 +1,5 @@
-/* The acceptance engine: decides which draft tokens the target accepts (DESIGN.md section 4).
+/* The acceptance engine: decides which draft tokens the target accepts. It holds no IPC and no
+ * CUDA, so every rule is unit-testable on plain arrays (docs/design.md).
  *
  * Rules (specd_accept_rule):
  *  - GREEDY: the target's token at a position is argmax of the biased logits (lowest index wins
@@ -100,7 +101,7 @@ typedef struct specd_chain_result {
 SPECD_API specd_status specd_accept_chain(specd_accept *acc, const specd_chain_input *in,
                                 specd_chain_result *out, specd_error *err);
 
-/* ---- keyed chain: explicit key rows and positions per draft, optional bonus (brief gap G5) -----
+/* ---- keyed chain: explicit key rows and positions per draft, optional bonus (SimSD-shaped) ----
  * The same chain rule with the rows named instead of implied. Draft i is verified against row
  * key_row[i] of target_logits (its key row: the row whose distribution is the target's at draft
  * i's position), and on its rejection the correction is drawn from that row as usual (residual

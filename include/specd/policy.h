@@ -108,13 +108,13 @@ typedef struct specd_step_layout {
      * lora_gate is non-zero; a layout with a lora_gate needs it (base weights give other
      * logits). */
     const char *lora_path;
-    /* Float-vector input rows (brief gap G2: residual heads, soft tokens): n_tokens rows of the
-     * target's n_embd floats, or NULL. A row whose input_embd_rows flag is non-zero (every row
+    /* Float-vector input rows (residual heads, soft tokens, trained mask embeddings): n_tokens
+     * rows of the target's n_embd floats, or NULL. A row whose input_embd_rows flag is non-zero (every row
      * when the flags are NULL) enters the target as that vector instead of its token's
      * embedding (specd_seq_batch.embd). */
     const float *input_embd;
     const uint8_t *input_embd_rows;
-    /* A keyed chain the session verifies (brief gap G5; policy ABI 2, self-speculative shape).
+    /* A keyed chain the session verifies (policy ABI 2, self-speculative shape; SimSD's layout).
      * n_chain > 0 says the step's drafts are the next n_chain tokens of the sequence, in order
      * (draft i at position n_history + i, whose sampling key it uses), and names per draft the
      * scored row whose logits are the target's distribution there: its key row, any of rows[]

@@ -1,7 +1,8 @@
 /* The sampling transform and keyed (coupled) sampling.
  *
- * One transform serves plain decoding, drafting and verification (DESIGN.md section 4). For a
- * logits row l over V tokens and params (temperature T, logit bias b, top-k, top-p, min-p):
+ * One transform serves plain decoding, drafting and verification, so the three cannot drift
+ * apart: a draft equals the target's keyed sample exactly when plain decoding would emit it. For
+ * a logits row l over V tokens and params (temperature T, logit bias b, top-k, top-p, min-p):
  *   1. l'[x] = l[x] + b[x] for biased tokens (b = -INFINITY bans a token), l'[x] = l[x] otherwise.
  *   2. T == 0: the result is greedy, argmax l' (lowest index wins ties); steps 3-6 do not apply.
  *   3. z[x] = l'[x] / T (IEEE division), zmax = max z, e[x] = exp(z[x] - zmax) with the fixed

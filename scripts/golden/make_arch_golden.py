@@ -6,10 +6,12 @@ Q/K RMSNorm, a head size other than n_embd / n_head) paths need a model llama.cp
   tests/data/arch_<arch>.gguf                deterministic random weights, 0.3-0.4 MB
   tests/data/arch_<arch>_logits_golden.txt   llama.cpp's logits for a fixed id sequence
 
-Two steps, because gguf-py and llama-cpp-python live in different environments here:
-  write  (needs gguf-py + numpy, e.g. /work/venv-gguf)    writes the GGUFs
-  eval   (needs llama-cpp-python, e.g. /work/venv-llama)  writes the goldens
-  all    runs write here, then eval under --llama-python (default /work/venv-llama/bin/python)
+Two steps, because gguf-py and llama-cpp-python may live in different environments:
+  write  (needs gguf-py + numpy: pip install gguf numpy)           writes the GGUFs
+  eval   (needs llama-cpp-python 0.3.36, the oracle of the goldens)  writes the goldens
+  all    runs write here, then eval under --llama-python (default: the venv bench/llama/build
+         makes, ~/.cache/specd/venv-llama; python3 -m venv ~/.cache/specd/venv-llama &&
+         ~/.cache/specd/venv-llama/bin/pip install llama-cpp-python==0.3.36 makes it too)
 
 The models mirror the default model's storage: block matrices Q4_1, token_embd Q8_0 (and the
 output head unless untied: Q4_1 output.weight), norms and biases F32; a gpt2-style byte-level vocabulary of 512 tokens (256 byte
@@ -260,7 +262,8 @@ def main():
     ap.add_argument("step", nargs="?", default="all", choices=["all", "write", "eval"])
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                                   "..", "..", "tests", "data"))
-    ap.add_argument("--llama-python", default="/work/venv-llama/bin/python")
+    ap.add_argument("--llama-python",
+                    default=os.path.expanduser("~/.cache/specd/venv-llama/bin/python"))
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--dtypes", action="store_true",
                     help="the one-type-per-model set (DTYPE_MODELS) instead of MODELS")

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Writes the runtime's llama.cpp goldens (offline; needs llama-cpp-python, e.g. /work/venv-llama).
+"""Writes the runtime's llama.cpp goldens (offline; needs llama-cpp-python
+0.3.36, e.g. the venv bench/llama/build makes: ~/.cache/specd/venv-llama).
 
   tests/data/runtime_logits_golden.txt   every position of a few prompts: top-32 ids and logits
   tests/data/runtime_greedy_golden.txt   greedy continuations of a few prompts

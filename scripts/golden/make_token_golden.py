@@ -4,8 +4,9 @@ and chat template renderings) for the default model, the oracle tests/tokenizer 
 tokenizer against. Offline tool: run it when regenerating goldens, never in CI.
 
 Needs the PyPI package llama-cpp-python 0.3.36 (which vendors the llama.cpp that is the oracle):
-    python3 -m venv /work/venv-llama && /work/venv-llama/bin/pip install llama-cpp-python==0.3.36
-    /work/venv-llama/bin/python scripts/golden/make_token_golden.py
+    python3 -m venv ~/.cache/specd/venv-llama &&
+        ~/.cache/specd/venv-llama/bin/pip install llama-cpp-python==0.3.36
+    ~/.cache/specd/venv-llama/bin/python scripts/golden/make_token_golden.py
 
 Besides the model's own pre-tokenizer ('smollm'), the same vocabulary is run through llama.cpp's
 'qwen2' and 'qwen35' pre-tokenizers (Qwen2/Qwen2.5/Qwen3 and Qwen3.5 models) by writing

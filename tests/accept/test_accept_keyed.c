@@ -1,4 +1,4 @@
-/* Keyed chains (specd_accept_chain_keyed, brief gap G5): explicit key rows, key positions and an
+/* Keyed chains (specd_accept_chain_keyed): explicit key rows, key positions and an
  * optional bonus row.
  *
  *  - Identity: key rows that point at a permuted, duplicated copy of the ordinary chain's rows

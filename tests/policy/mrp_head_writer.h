@@ -1,4 +1,4 @@
-/* Writes an MRP head GGUF (/work/mrp-shared/CONTRACT.md) shaped after a target, with small random
+/* Writes an MRP head GGUF (the layout of policy/mrp_head.h) shaped after a target, with small random
  * weights, for the mrp policy's tests: a head file that always exists (the identity tests hold
  * for any head) and broken variants (a tensor left out, another width or vocabulary). The init
  * of the paper is kept (eh_proj = [0 | I], norms 1) with noise on top, so drafts differ from the

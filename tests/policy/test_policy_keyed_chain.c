@@ -1,4 +1,4 @@
-/* Keyed chains through the policy ABI (specd_step_layout.n_chain, brief gap G5) on the real model.
+/* Keyed chains through the policy ABI (specd_step_layout.n_chain) on the real model.
  *
  * Two policies propose the same drafts: the continuation of a plain decode of the same prompt and
  * seed, with some drafts corrupted so that steps also end in rejections. One is drafter-shaped

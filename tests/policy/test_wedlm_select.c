@@ -81,7 +81,7 @@ static void test_window_order_commit_advance(void **s) {
     specd_wedlm_window w;
     assert_int_equal(specd_wedlm_window_init(&w, 6, 100, &err), SPECD_OK);
     assert_int_equal(specd_wedlm_commit_run(&w), 0);
-    /* the brief's picture: f_n f_n+1 M f_n+3 M M at n = 100 */
+    /* a window of filled (f) and masked (M) slots: f_n f_n+1 M f_n+3 M M at n = 100 */
     w.token[0] = 5, w.token[1] = 6, w.token[3] = 8;
     int32_t slot[6];
     int64_t pos[6];

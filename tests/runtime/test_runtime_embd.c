@@ -1,4 +1,4 @@
-/* Float-vector input rows (specd_seq_batch.embd, brief gap G2) on the real model: a row fed its
+/* Float-vector input rows (specd_seq_batch.embd) on the real model: a row fed its
  * own token's embedding as a vector gives bitwise the logits of the token id; another vector
  * changes that row and the rows after it (they attend to it), never the rows before; a non-finite
  * vector is refused. */

@@ -1,5 +1,6 @@
-/* Iteration smoothing (dInfer paper 001, App. A.1): the float-vector input row (specd_step_layout.input_embd) of a
- * position that stays masked, built from the previous iteration's distribution there:
+/* Iteration smoothing (dInfer paper 001, App. A.1): the float-vector input row
+ * (specd_step_layout.input_embd) of a position that stays masked, built from the previous
+ * iteration's distribution there:
  *
  *   p_t[i] = softmax(z_t[i]),  Delta e_t[i] = p_t[i] W_emb,
  *   e_{t+1}[i] = e_mask + alpha_t Delta e_t[i]

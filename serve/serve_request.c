@@ -181,6 +181,64 @@ static int encode(const specd_tokenizer *tok, const char *text, size_t len, uint
     return 0;
 }
 
+/* A token-id prompt: a non-empty array of ids in the vocabulary; its text (for echo) is its
+ * decoding, control tokens as their text. */
+static int prompt_ids(const cJSON *a, const specd_tokenizer *tok, serve_request *r,
+                      serve_refusal *why) {
+    int n = cJSON_GetArraySize(a);
+    int32_t n_vocab = specd_tokenizer_vocab_size(tok);
+    if (n == 0) return BAD("prompt", "'prompt' has no tokens");
+    if (!(r->prompt = malloc((size_t)n * sizeof *r->prompt)))
+        return serve_refuse(why, 500, "server_error", NULL, "no memory");
+    const cJSON *e;
+    cJSON_ArrayForEach(e, a) {
+        double v = cJSON_IsNumber(e) ? e->valuedouble : -1;
+        if (!(v >= 0 && v < n_vocab && v == floor(v)))
+            return BAD("prompt", "'prompt'[%lld] is not a token id in [0, %d)",
+                       (long long)r->n_prompt, n_vocab);
+        r->prompt[r->n_prompt++] = (int32_t)v;
+    }
+    size_t need = 0;
+    specd_tokenizer_decode(tok, r->prompt, (size_t)n, SPECD_DETOKENIZE_RENDER_SPECIAL, NULL, 0,
+                           &need, NULL);
+    if (!(r->prompt_text = malloc(need + 1)) ||
+        specd_tokenizer_decode(tok, r->prompt, (size_t)n, SPECD_DETOKENIZE_RENDER_SPECIAL,
+                               r->prompt_text, need, &need, NULL) != SPECD_OK)
+        return serve_refuse(why, 500, "server_error", NULL, "no memory");
+    r->prompt_text[need] = '\0';
+    r->prompt_text_len = need;
+    return 0;
+}
+
+/* prompt: a string (the raw form: special-token texts in it are parsed, which the chat endpoint
+ * never does), an array of token ids, or an array holding one of those (lm-evaluation-harness
+ * sends its prompts as a batch: one prompt per request here). */
+static int parse_prompt(const cJSON *root, const specd_tokenizer *tok, serve_request *r,
+                        serve_refusal *why) {
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(root, "prompt");
+    if (!p) return BAD("prompt", "'prompt' is required");
+    if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1 &&
+        (cJSON_IsString(p->child) || cJSON_IsArray(p->child)))
+        p = p->child;
+    if (cJSON_IsArray(p)) {
+        if (p->child && !cJSON_IsNumber(p->child))
+            return BAD("prompt", "'prompt' holds %d prompts; one per request",
+                       cJSON_GetArraySize(p));
+        return prompt_ids(p, tok, r, why);
+    }
+    if (!cJSON_IsString(p))
+        return BAD("prompt", "'prompt' must be a string, an array of token ids, or an array of "
+                             "one of those");
+    size_t pl = strlen(p->valuestring);
+    if (encode(tok, p->valuestring, pl, SPECD_TOKENIZE_ADD_SPECIAL | SPECD_TOKENIZE_PARSE_SPECIAL,
+               r, "prompt", why))
+        return -1;
+    if (!(r->prompt_text = dup_n(p->valuestring, pl)))
+        return serve_refuse(why, 500, "server_error", NULL, "no memory");
+    r->prompt_text_len = pl;
+    return 0;
+}
+
 /* policy, policy_options and draft_max: the policy must be registered, its options may not
  * name files (paths are the operator's to choose, with --policy at start), and draft_max
  * becomes the k= option of the policies that have one. */
@@ -495,25 +553,7 @@ int serve_request_parse(const char *body, size_t len, int chat, const serve_limi
     if (chat) {
         if (encode_chat(root, tok, &r, why)) goto fail;
     } else {
-        const cJSON *p = cJSON_GetObjectItemCaseSensitive(root, "prompt");
-        if (!p) {
-            BAD("prompt", "'prompt' is required");
-            goto fail;
-        }
-        if (!cJSON_IsString(p)) {
-            BAD("prompt", "'prompt' must be a string");
-            goto fail;
-        }
-        /* the raw form: special tokens in a prompt are parsed (the chat endpoint never does) */
-        size_t pl = strlen(p->valuestring);
-        if (encode(tok, p->valuestring, pl, SPECD_TOKENIZE_ADD_SPECIAL |
-                   SPECD_TOKENIZE_PARSE_SPECIAL, &r, "prompt", why))
-            goto fail;
-        if (!(r.prompt_text = dup_n(p->valuestring, pl))) {
-            serve_refuse(why, 500, "server_error", NULL, "no memory");
-            goto fail;
-        }
-        r.prompt_text_len = pl;
+        if (parse_prompt(root, tok, &r, why)) goto fail;
     }
     if (r.n_prompt + r.max_tokens + lim->step_rows > lim->n_ctx) {
         BAD(chat ? "messages" : "prompt",

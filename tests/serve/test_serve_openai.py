@@ -2,7 +2,7 @@
 """specd serve's OpenAI fields end to end, on the real model over real loopback HTTP (stdlib only).
 
 Checks: logprobs (chat: logprobs + top_logprobs; completions: logprobs + echo, max_tokens 0 and
-1) are the same bits under policy none and ngram, greedy and seeded T 0.8, with the same tokens;
+1, a prompt of token ids) are the same bits under policy none and ngram, greedy and seeded T 0.8, with the same tokens;
 a greedy answer's every token is its position's most probable one (the scoring rows line up with
 the decoding rows); echo's first token has a null logprob and the rest are the prompt's; logit_bias
 forces a token; a tiny temperature is greedy (not a 500); a NUL in a string, an unknown
@@ -134,6 +134,12 @@ def logprob_tests(port):
     check(lo["token_logprobs"][:n_prompt] == lz["token_logprobs"] and
           len(lo["tokens"]) == n_prompt + 1 and
           one["choices"][0]["text"] == prompt + lo["tokens"][-1], "echo + 1 token: %s" % lo)
+    # lm-evaluation-harness's form: a batch of one token-id prompt (SmolLM2's ids of "The
+    # capital of France is") gives the same answer as the string
+    ids = post(port, COMP, {"prompt": [[504, 3575, 282, 4649, 314]], "max_tokens": 1,
+                            "echo": True, "logprobs": 1, "temperature": 0})
+    check(ids["choices"][0] == one["choices"][0], "token-id prompt: %s != %s" %
+          (ids["choices"][0], one["choices"][0]))
 
 
 def sampling_tests(port):

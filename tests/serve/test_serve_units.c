@@ -159,7 +159,13 @@ static void request_refusals(void **state) {
     refused("{\"prompt\":\"x\",\"model\":\"other\"}", 0, 404, "model");
     refused("{\"prompt\":\"x\",\"model\":7}", 0, 400, "model");
     refused("{}", 0, 400, "prompt");
-    refused("{\"prompt\":[1,2]}", 0, 400, "prompt");
+    refused("{\"prompt\":[[1,2],[3]]}", 0, 400, "prompt");
+    refused("{\"prompt\":[\"a\",\"b\"]}", 0, 400, "prompt");
+    refused("{\"prompt\":[]}", 0, 400, "prompt");
+    refused("{\"prompt\":[1,-2]}", 0, 400, "prompt");
+    refused("{\"prompt\":[1,2.5]}", 0, 400, "prompt");
+    refused("{\"prompt\":[99999999]}", 0, 400, "prompt");
+    refused("{\"prompt\":{}}", 0, 400, "prompt");
     refused("{\"prompt\":\"\"}", 0, 400, "prompt");
     refused("{\"prompt\":\"x\",\"max_tokens\":101}", 0, 400, "max_tokens");
     refused("{\"prompt\":\"x\",\"max_tokens\":-1}", 0, 400, "max_tokens");
@@ -306,6 +312,23 @@ static void request_openai_fields(void **state) {
     assert_int_equal(r.echo, 1);
     assert_int_equal(r.max_tokens, 0);
     assert_string_equal(r.prompt_text, "x");
+    serve_request_free(&r);
+    /* token ids, alone or as a batch of one (lm-evaluation-harness's form) */
+    const char *id_prompts[] = {"{\"prompt\":[504,3575,282]}", "{\"prompt\":[[504,3575,282]]}"};
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(parse(id_prompts[i], 0, &r, &why), 0);
+        assert_int_equal(r.n_prompt, 3);
+        assert_int_equal(r.prompt[1], 3575);
+        int32_t ids[8];
+        size_t n = 0;
+        assert_int_equal(specd_tokenizer_encode(tok, r.prompt_text, r.prompt_text_len, 0, ids, 8,
+                                                &n, NULL), SPECD_OK);
+        assert_int_equal(n, 3); /* the text is the ids' decoding */
+        assert_memory_equal(ids, r.prompt, 3 * sizeof *ids);
+        serve_request_free(&r);
+    }
+    assert_int_equal(parse("{\"prompt\":[\"Hello\"]}", 0, &r, &why), 0);
+    assert_string_equal(r.prompt_text, "Hello");
     serve_request_free(&r);
     assert_int_equal(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],"
                            "\"logprobs\":true,\"top_logprobs\":20}", 1, &r, &why), 0);

@@ -201,9 +201,12 @@ def main():
     finally:
         srv.terminate()
         try:
-            srv.wait(timeout=60)
+            rc = srv.wait(timeout=60)
         except subprocess.TimeoutExpired:
             srv.kill()
+            fail("specd serve did not stop on SIGTERM")
+    # (under the sanitizers a leak or an error makes this non-zero)
+    check(rc == 0, "specd serve exited %d on SIGTERM" % rc)
     print("test_serve_openai: all passed")
 
 

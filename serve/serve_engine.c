@@ -1,6 +1,7 @@
 #include "serve/serve_engine.h"
 
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,7 @@ struct serve_job {
     specd_seq_params params; /* its strings and stop tokens are the copies below */
     char *policy, *policy_options;
     int32_t *stop_tokens;
+    specd_logit_bias *bias;
     int64_t id;  /* the loop's request id, once in_loop */
     int in_loop; /* submitted to the loop and not ended */
     int32_t *tokens;
@@ -36,6 +38,12 @@ struct serve_job {
 struct serve_engine {
     specd_loop *loop;
     int32_t max_draft;
+    /* scoring (serve_engine_score): a one-sequence context of its own, made on first use */
+    const specd_model *model;
+    specd_context_params score_params;
+    pthread_mutex_t score_mu;
+    specd_context *score_ctx;
+    float *score_logits; /* SCORE_CHUNK x n_vocab */
     pthread_t thread;
     int started;
     pthread_mutex_t mu;
@@ -58,6 +66,7 @@ static void job_free(serve_job *j) {
     free(j->policy);
     free(j->policy_options);
     free(j->stop_tokens);
+    free(j->bias);
     free(j->tokens);
     free(j);
 }
@@ -257,6 +266,9 @@ static void *engine_main(void *arg) {
     return NULL;
 }
 
+/* Tokens per extend of a scoring pass: bounds its logits buffer (SCORE_CHUNK x n_vocab floats). */
+#define SCORE_CHUNK 64
+
 specd_status serve_engine_create(const specd_model *model, const specd_loop_params *params,
                                  serve_engine **out, specd_error *err) {
     serve_engine *eng = calloc(1, sizeof *eng);
@@ -267,6 +279,12 @@ specd_status serve_engine_create(const specd_model *model, const specd_loop_para
         return st;
     }
     eng->max_draft = params->max_draft;
+    eng->model = model;
+    eng->score_params = specd_context_default_params();
+    eng->score_params.n_ctx = params->n_ctx;
+    eng->score_params.n_batch = SCORE_CHUNK;
+    eng->score_params.n_threads = params->n_threads;
+    pthread_mutex_init(&eng->score_mu, NULL);
     pthread_mutex_init(&eng->mu, NULL);
     pthread_cond_init(&eng->cv, NULL);
     int e = pthread_create(&eng->thread, NULL, engine_main, eng);
@@ -294,6 +312,9 @@ void serve_engine_destroy(serve_engine *eng) {
     if (!eng) return;
     serve_engine_stop(eng);
     specd_loop_destroy(eng->loop);
+    specd_context_destroy(eng->score_ctx);
+    free(eng->score_logits);
+    pthread_mutex_destroy(&eng->score_mu);
     pthread_cond_destroy(&eng->cv);
     pthread_mutex_destroy(&eng->mu);
     free(eng);
@@ -314,9 +335,9 @@ specd_status serve_engine_submit(serve_engine *eng, const int32_t *prompt, int64
     pthread_cond_init(&j->cv, NULL);
     j->eng = eng;
     j->params = *params;
-    j->params.sampling.bias = NULL; /* requests carry no logit bias */
-    j->params.sampling.n_bias = 0;
     j->prompt = dup_bytes(prompt, (size_t)n_prompt * sizeof *prompt);
+    if (params->sampling.n_bias > 0)
+        j->bias = dup_bytes(params->sampling.bias, params->sampling.n_bias * sizeof *j->bias);
     j->n_prompt = n_prompt;
     if (params->policy) j->policy = dup_bytes(params->policy, strlen(params->policy) + 1);
     if (params->policy_options)
@@ -326,19 +347,30 @@ specd_status serve_engine_submit(serve_engine *eng, const int32_t *prompt, int64
                                    (size_t)params->n_stop_tokens * sizeof(int32_t));
     if (!j->prompt || (params->policy && !j->policy) ||
         (params->policy_options && !j->policy_options) ||
-        (params->n_stop_tokens > 0 && !j->stop_tokens)) {
+        (params->n_stop_tokens > 0 && !j->stop_tokens) ||
+        (params->sampling.n_bias > 0 && !j->bias)) {
         job_free(j);
         return specd_fail(err, SPECD_E_NOMEM, "serve: no memory");
     }
     j->params.policy = j->policy;
     j->params.policy_options = j->policy_options;
     j->params.stop_tokens = j->stop_tokens;
+    j->params.sampling.bias = j->bias;
     j->refs = 2; /* the handler's and the engine's */
     pthread_mutex_lock(&eng->mu);
     if (eng->stop) {
         pthread_mutex_unlock(&eng->mu);
         job_free(j);
         return specd_fail(err, SPECD_E_STATE, "serve: the server is stopping");
+    }
+    if (params->max_tokens == 0) { /* nothing to generate (a prompt scored with echo) */
+        j->done = 1;
+        j->status = SPECD_OK;
+        j->refs = 1;
+        eng->stats.finished_ok++;
+        pthread_mutex_unlock(&eng->mu);
+        *out = j;
+        return SPECD_OK;
     }
     if (eng->in_tail) eng->in_tail->next_in = j;
     else eng->in_head = j;
@@ -420,4 +452,80 @@ void serve_job_release(serve_job *j) {
     int last = unref_locked(j);
     pthread_mutex_unlock(&j->eng->mu);
     if (last) job_free(j);
+}
+
+int64_t serve_job_tokens(serve_job *j, int32_t *out, int64_t cap) {
+    serve_engine *eng = j->eng;
+    pthread_mutex_lock(&eng->mu);
+    int64_t n = j->n_tokens < cap ? j->n_tokens : cap;
+    if (n > 0) memcpy(out, j->tokens, (size_t)n * sizeof *out);
+    pthread_mutex_unlock(&eng->mu);
+    return n;
+}
+
+/* Log-softmax of one row for token and its top_n alternatives (in double: the sum over the
+ * vocabulary is where a float would lose the small probabilities' digits). */
+static void score_row(const float *row, int32_t n_vocab, int32_t token, int top_n,
+                      serve_logprob *out) {
+    float mx = row[0];
+    for (int32_t v = 1; v < n_vocab; v++)
+        if (row[v] > mx) mx = row[v];
+    double sum = 0;
+    for (int32_t v = 0; v < n_vocab; v++) sum += exp((double)row[v] - (double)mx);
+    double lse = (double)mx + log(sum);
+    out->token = token;
+    out->logprob = (float)((double)row[token] - lse);
+    out->n_top = 0;
+    for (int32_t v = 0; v < n_vocab; v++) { /* insertion into the sorted top list */
+        int k = out->n_top;
+        if (k == top_n && (k == 0 || row[v] <= row[out->top_token[k - 1]])) continue;
+        if (k < top_n) out->n_top++;
+        else k--;
+        while (k > 0 && row[v] > row[out->top_token[k - 1]]) {
+            out->top_token[k] = out->top_token[k - 1];
+            k--;
+        }
+        out->top_token[k] = v;
+    }
+    for (int k = 0; k < out->n_top; k++)
+        out->top_logprob[k] = (float)((double)row[out->top_token[k]] - lse);
+}
+
+specd_status serve_engine_score(serve_engine *eng, const int32_t *tokens, int64_t n, int64_t from,
+                                int top_n, serve_logprob *out, specd_error *err) {
+    if (from < 1 || from > n || top_n < 0 || top_n > SERVE_MAX_TOP_LOGPROBS)
+        return specd_fail(err, SPECD_E_INVALID_ARG, "serve: bad scoring range");
+    if (from == n) return SPECD_OK;
+    const specd_model_info *info = specd_model_get_info(eng->model);
+    int32_t n_vocab = info->n_vocab;
+    specd_status st = SPECD_OK;
+    pthread_mutex_lock(&eng->score_mu);
+    if (!eng->score_ctx)
+        st = specd_context_create(eng->model, &eng->score_params, &eng->score_ctx, err);
+    if (st == SPECD_OK && !eng->score_logits &&
+        !(eng->score_logits = malloc((size_t)SCORE_CHUNK * (size_t)n_vocab * sizeof(float))))
+        st = specd_fail(err, SPECD_E_NOMEM, "serve: no memory for scoring");
+    if (st == SPECD_OK) st = specd_context_kv_truncate(eng->score_ctx, 0, 0, err);
+    /* token i's log-probability is read from row i - 1: the rows of tokens [0, n - 1) */
+    for (int64_t c0 = 0; st == SPECD_OK && c0 < n - 1; c0 += SCORE_CHUNK) {
+        int32_t m = (int32_t)(n - 1 - c0 < SCORE_CHUNK ? n - 1 - c0 : SCORE_CHUNK);
+        int32_t rows[SCORE_CHUNK], n_rows = 0;
+        for (int32_t i = 0; i < m; i++)
+            if (c0 + i + 1 >= from) rows[n_rows++] = i;
+        specd_seq_batch b = {.seq = 0, .n_tokens = m, .tokens = tokens + c0};
+        specd_extend_out o = {.n_rows = n_rows, .rows = rows, .logits = eng->score_logits};
+        st = specd_context_extend(eng->score_ctx, &b, 1, n_rows ? &o : NULL, err);
+        for (int32_t r = 0; st == SPECD_OK && r < n_rows; r++) {
+            int64_t i = c0 + rows[r] + 1;
+            if (tokens[i] < 0 || tokens[i] >= n_vocab) {
+                st = specd_fail(err, SPECD_E_INVALID_ARG, "serve: token %d outside the vocab",
+                                tokens[i]);
+                break;
+            }
+            score_row(eng->score_logits + (size_t)r * (size_t)n_vocab, n_vocab, tokens[i], top_n,
+                      &out[i - from]);
+        }
+    }
+    pthread_mutex_unlock(&eng->score_mu);
+    return st;
 }

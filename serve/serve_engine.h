@@ -9,6 +9,7 @@
 
 #include <stdint.h>
 
+#include "serve/serve_request.h"
 #include "specd/spec.h"
 #include "specd/spec_loop.h"
 
@@ -35,8 +36,9 @@ void serve_engine_stop(serve_engine *eng);
  * Handlers may still hold jobs: each is freed by its last serve_job_release. NULL is a no-op. */
 void serve_engine_destroy(serve_engine *eng);
 
-/* Hands a request to the engine thread. prompt and params (with the strings and stop tokens it
- * points to) are copied. Caller owns the job (serve_job_release). SPECD_E_STATE once stopping. */
+/* Hands a request to the engine thread. prompt and params (with the strings, stop tokens and
+ * logit bias it points to) are copied. Caller owns the job (serve_job_release). SPECD_E_STATE
+ * once stopping. max_tokens 0 is a job that is done at once, with no tokens. */
 specd_status serve_engine_submit(serve_engine *eng, const int32_t *prompt, int64_t n_prompt,
                                  const specd_seq_params *params, serve_job **out,
                                  specd_error *err);
@@ -60,5 +62,26 @@ int serve_job_wait(serve_job *job, int timeout_ms, serve_job_view *out);
 void serve_job_cancel(serve_job *job);
 /* Drops the handler's reference (cancelling the request first when it is still going). */
 void serve_job_release(serve_job *job);
+/* Copies the first (up to cap) tokens the job has produced so far; returns how many. */
+int64_t serve_job_tokens(serve_job *job, int32_t *out, int64_t cap);
+
+/* One position's log-probabilities under the target model. */
+typedef struct serve_logprob {
+    int32_t token;
+    float logprob;
+    int32_t n_top;
+    int32_t top_token[SERVE_MAX_TOP_LOGPROBS]; /* most probable first (lowest id on ties) */
+    float top_logprob[SERVE_MAX_TOP_LOGPROBS];
+} serve_logprob;
+
+/* Scores tokens[from, n) given the tokens before each (1 <= from <= n): out[i - from] gets token
+ * i's log-probability and the top_n most probable tokens at its position: the log-softmax of the
+ * target's raw logits (temperature 1; no bias, top-k/p or min-p), as vLLM reports by default.
+ * One forward over tokens[0, n - 1) in a context of the engine's own (a second pass, not the
+ * decoding rows: the runtime is batch-invariant, so a row's logits are the same bits either way,
+ * and the figures are the same whichever policy decoded the tokens). Runs on the caller's thread,
+ * one call at a time; n <= the loop's n_ctx. */
+specd_status serve_engine_score(serve_engine *eng, const int32_t *tokens, int64_t n, int64_t from,
+                                int top_n, serve_logprob *out, specd_error *err);
 
 #endif

@@ -109,22 +109,18 @@ static char *message_content(const cJSON *c, int i, serve_refusal *why) {
     return out;
 }
 
-/* The chat template's rendering of messages, as text to encode with special tokens parsed. */
-static char *render_chat(const cJSON *root, const specd_tokenizer *tok, size_t *len,
-                         serve_refusal *why) {
+/* The conversation's tokens in the model's chat template: only the template's own markers are
+ * special tokens; each message's content is text, whatever it contains (else a client could
+ * close its turn and open a system turn with "<|im_start|>" in its content). */
+static int encode_chat(const cJSON *root, const specd_tokenizer *tok, serve_request *r,
+                       serve_refusal *why) {
     const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(root, "messages");
-    if (!msgs) {
-        BAD("messages", "'messages' is required");
-        return NULL;
-    }
+    if (!msgs) return BAD("messages", "'messages' is required");
     int n = cJSON_IsArray(msgs) ? cJSON_GetArraySize(msgs) : -1;
-    if (n <= 0) {
-        BAD("messages", "'messages' must be a non-empty array");
-        return NULL;
-    }
+    if (n <= 0) return BAD("messages", "'messages' must be a non-empty array");
     specd_chat_message *m = calloc((size_t)n, sizeof *m);
     char **contents = calloc((size_t)n, sizeof *contents);
-    char *out = NULL;
+    int rc = -1;
     if (!m || !contents) goto done;
     for (int i = 0; i < n; i++) {
         const cJSON *msg = cJSON_GetArrayItem(msgs, i);
@@ -135,38 +131,40 @@ static char *render_chat(const cJSON *root, const specd_tokenizer *tok, size_t *
                             "a 'content'", i);
             goto done;
         }
-        const char *r = role->valuestring;
-        if (strcmp(r, "system") && strcmp(r, "user") && strcmp(r, "assistant") &&
-            strcmp(r, "developer")) {
+        const char *rl = role->valuestring;
+        if (strcmp(rl, "system") && strcmp(rl, "user") && strcmp(rl, "assistant") &&
+            strcmp(rl, "developer")) {
             BAD("messages", "'messages'[%d].role '%.40s' is not system, developer, user or "
-                            "assistant", i, r);
+                            "assistant", i, rl);
             goto done;
         }
         if (!(contents[i] = message_content(content, i, why))) goto done;
-        m[i].role = strcmp(r, "developer") ? r : "system";
+        m[i].role = strcmp(rl, "developer") ? rl : "system";
         m[i].content = contents[i];
     }
     specd_error err;
     size_t need = 0;
-    specd_tokenizer_apply_chat_template(tok, m, (size_t)n, 1, NULL, 0, &need, NULL);
-    out = malloc(need + 1);
-    if (out && specd_tokenizer_apply_chat_template(tok, m, (size_t)n, 1, out, need, &need,
-                                                   &err) != SPECD_OK) {
-        serve_refuse(why, 400, "invalid_request_error", "messages", "chat template: %s",
-                     err.message);
-        free(out);
-        out = NULL;
-    } else if (out) {
-        out[need] = '\0';
-        *len = need;
+    specd_tokenizer_encode_chat(tok, m, (size_t)n, 1, SPECD_TOKENIZE_ADD_SPECIAL, NULL, 0, &need,
+                                NULL);
+    if (need == 0) {
+        BAD("messages", "'messages' encode to no tokens");
+        goto done;
     }
+    if (!(r->prompt = malloc(need * sizeof *r->prompt))) goto done;
+    if (specd_tokenizer_encode_chat(tok, m, (size_t)n, 1, SPECD_TOKENIZE_ADD_SPECIAL, r->prompt,
+                                    need, &need, &err) != SPECD_OK) {
+        BAD("messages", "chat template: %s", err.message);
+        goto done;
+    }
+    r->n_prompt = (int64_t)need;
+    rc = 0;
 done:
     if (contents)
         for (int i = 0; i < n; i++) free(contents[i]);
     free(contents);
     free(m);
-    if (!out && why->status == 0) serve_refuse(why, 500, "server_error", NULL, "no memory");
-    return out;
+    if (rc && why->status == 0) serve_refuse(why, 500, "server_error", NULL, "no memory");
+    return rc;
 }
 
 static int encode(const specd_tokenizer *tok, const char *text, size_t len, uint32_t flags,
@@ -180,6 +178,64 @@ static int encode(const specd_tokenizer *tok, const char *text, size_t len, uint
     if (specd_tokenizer_encode(tok, text, len, flags, r->prompt, need, &need, &err) != SPECD_OK)
         return BAD(param, "cannot encode '%s': %s", param, err.message);
     r->n_prompt = (int64_t)need;
+    return 0;
+}
+
+/* A token-id prompt: a non-empty array of ids in the vocabulary; its text (for echo) is its
+ * decoding, control tokens as their text. */
+static int prompt_ids(const cJSON *a, const specd_tokenizer *tok, serve_request *r,
+                      serve_refusal *why) {
+    int n = cJSON_GetArraySize(a);
+    int32_t n_vocab = specd_tokenizer_vocab_size(tok);
+    if (n == 0) return BAD("prompt", "'prompt' has no tokens");
+    if (!(r->prompt = malloc((size_t)n * sizeof *r->prompt)))
+        return serve_refuse(why, 500, "server_error", NULL, "no memory");
+    const cJSON *e;
+    cJSON_ArrayForEach(e, a) {
+        double v = cJSON_IsNumber(e) ? e->valuedouble : -1;
+        if (!(v >= 0 && v < n_vocab && v == floor(v)))
+            return BAD("prompt", "'prompt'[%lld] is not a token id in [0, %d)",
+                       (long long)r->n_prompt, n_vocab);
+        r->prompt[r->n_prompt++] = (int32_t)v;
+    }
+    size_t need = 0;
+    specd_tokenizer_decode(tok, r->prompt, (size_t)n, SPECD_DETOKENIZE_RENDER_SPECIAL, NULL, 0,
+                           &need, NULL);
+    if (!(r->prompt_text = malloc(need + 1)) ||
+        specd_tokenizer_decode(tok, r->prompt, (size_t)n, SPECD_DETOKENIZE_RENDER_SPECIAL,
+                               r->prompt_text, need, &need, NULL) != SPECD_OK)
+        return serve_refuse(why, 500, "server_error", NULL, "no memory");
+    r->prompt_text[need] = '\0';
+    r->prompt_text_len = need;
+    return 0;
+}
+
+/* prompt: a string (the raw form: special-token texts in it are parsed, which the chat endpoint
+ * never does), an array of token ids, or an array holding one of those (lm-evaluation-harness
+ * sends its prompts as a batch: one prompt per request here). */
+static int parse_prompt(const cJSON *root, const specd_tokenizer *tok, serve_request *r,
+                        serve_refusal *why) {
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(root, "prompt");
+    if (!p) return BAD("prompt", "'prompt' is required");
+    if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1 &&
+        (cJSON_IsString(p->child) || cJSON_IsArray(p->child)))
+        p = p->child;
+    if (cJSON_IsArray(p)) {
+        if (p->child && !cJSON_IsNumber(p->child))
+            return BAD("prompt", "'prompt' holds %d prompts; one per request",
+                       cJSON_GetArraySize(p));
+        return prompt_ids(p, tok, r, why);
+    }
+    if (!cJSON_IsString(p))
+        return BAD("prompt", "'prompt' must be a string, an array of token ids, or an array of "
+                             "one of those");
+    size_t pl = strlen(p->valuestring);
+    if (encode(tok, p->valuestring, pl, SPECD_TOKENIZE_ADD_SPECIAL | SPECD_TOKENIZE_PARSE_SPECIAL,
+               r, "prompt", why))
+        return -1;
+    if (!(r->prompt_text = dup_n(p->valuestring, pl)))
+        return serve_refuse(why, 500, "server_error", NULL, "no memory");
+    r->prompt_text_len = pl;
     return 0;
 }
 
@@ -247,7 +303,7 @@ static int parse_sampling(const cJSON *root, serve_request *r, serve_refusal *wh
     int has;
     r->sampling = specd_sampling_default_params();
     if (get_number(root, "temperature", 0, 2, 0, &v, &has, why)) return -1;
-    if (has) r->sampling.temperature = (float)v;
+    if (has) r->sampling.temperature = v < SERVE_GREEDY_BELOW ? 0.0f : (float)v;
     if (get_number(root, "top_p", 0, 1, 0, &v, &has, why)) return -1;
     if (has) {
         if (v <= 0) return BAD("top_p", "'top_p' must be in (0, 1]");
@@ -263,6 +319,162 @@ static int parse_sampling(const cJSON *root, serve_request *r, serve_refusal *wh
     /* Up to 2^53: the largest integer a JSON number carries exactly in every client. */
     if (get_number(root, "seed", 0, 9007199254740992.0, 1, &v, &r->has_seed, why)) return -1;
     if (r->has_seed) r->seed = (uint64_t)v;
+    return 0;
+}
+
+/* The fields each endpoint reads (besides specd's own, below). */
+static const char *const common_fields[] = {
+    "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "stream",
+    "stream_options", "n", "logit_bias", "logprobs", "presence_penalty", "frequency_penalty",
+    "policy", "policy_options", "draft_max", "adaptive", NULL};
+static const char *const chat_fields[] = {"messages", "max_completion_tokens", "top_logprobs",
+                                          NULL};
+static const char *const completion_fields[] = {"prompt", "echo", "best_of", "suffix", NULL};
+/* OpenAI fields accepted and ignored because they change nothing a client gets back here:
+ * user (the end user's id, for the provider's abuse monitoring), parallel_tool_calls (tools are
+ * not supported, so there are no calls to run in parallel), store (checked: false only, since
+ * nothing is stored). Listed in README.md. */
+static const char *const ignored_fields[] = {"user", "parallel_tool_calls", "store", NULL};
+
+static int listed(const char *const *list, const char *name) {
+    for (; *list; list++)
+        if (!strcmp(*list, name)) return 1;
+    return 0;
+}
+
+static int check_fields(const cJSON *root, int chat, serve_refusal *why) {
+    const cJSON *f;
+    cJSON_ArrayForEach(f, root) {
+        const char *name = f->string;
+        if (listed(common_fields, name) || listed(chat ? chat_fields : completion_fields, name))
+            continue;
+        if (listed(ignored_fields, name)) {
+            if (!strcmp(name, "store") && cJSON_IsTrue(f))
+                return BAD("store", "'store' true is not supported: this server stores nothing");
+            continue;
+        }
+        return BAD(name, "'%.32s' is not supported by this server%s", name,
+                   listed(chat ? completion_fields : chat_fields, name)
+                       ? (chat ? " on /v1/chat/completions (it is a /v1/completions field)"
+                               : " on /v1/completions (it is a /v1/chat/completions field)")
+                       : "");
+    }
+    return 0;
+}
+
+/* cJSON keeps strings NUL-terminated, so a \u0000 escape would silently cut a prompt, a message
+ * or a stop string: such a request is refused instead, naming the top-level field that holds it.
+ * Scans the (already parsed, so well-formed) body; returns 1 with name filled when found. */
+static int nul_escape_field(const char *b, size_t len, char *name, size_t cap) {
+    int depth = 0, in_str = 0, key_next = 0; /* key_next: the next string at depth 1 is a key */
+    size_t str0 = 0, key0 = 0, key_len = 0;
+    for (size_t i = 0; i < len; i++) {
+        char c = b[i];
+        if (in_str) {
+            if (c == '\\') {
+                if (i + 5 < len && !memcmp(b + i + 1, "u0000", 5)) {
+                    size_t n = key_len < cap ? key_len : cap - 1;
+                    memcpy(name, b + key0, n);
+                    name[n] = '\0';
+                    return 1;
+                }
+                i++; /* the escaped character */
+            } else if (c == '"') {
+                in_str = 0;
+                if (depth == 1 && key_next) key0 = str0, key_len = i - str0, key_next = 0;
+            }
+            continue;
+        }
+        if (c == '"') in_str = 1, str0 = i + 1;
+        else if (c == '{' || c == '[') key_next = ++depth == 1;
+        else if (c == '}' || c == ']') depth--;
+        else if (c == ',' && depth == 1) key_next = 1;
+    }
+    return 0;
+}
+
+/* logit_bias: {"token id": bias in [-100, 100]}, added to the target's logits before sampling
+ * (specd/sampling.h step 1), so it shapes both the tokens and their verification. */
+static int parse_logit_bias(const cJSON *root, const specd_tokenizer *tok, serve_request *r,
+                            serve_refusal *why) {
+    const cJSON *lb = cJSON_GetObjectItemCaseSensitive(root, "logit_bias");
+    if (!lb || cJSON_IsNull(lb)) return 0;
+    if (!cJSON_IsObject(lb))
+        return BAD("logit_bias", "'logit_bias' must be an object of token id -> bias");
+    int n = cJSON_GetArraySize(lb);
+    if (n > SERVE_MAX_LOGIT_BIAS)
+        return BAD("logit_bias", "'logit_bias' has %d entries; at most %d", n,
+                   SERVE_MAX_LOGIT_BIAS);
+    if (n == 0) return 0;
+    if (!(r->bias = calloc((size_t)n, sizeof *r->bias)))
+        return serve_refuse(why, 500, "server_error", NULL, "no memory");
+    int32_t n_vocab = specd_tokenizer_vocab_size(tok);
+    const cJSON *e;
+    cJSON_ArrayForEach(e, lb) {
+        const char *k = e->string;
+        char *end;
+        long id = strtol(k, &end, 10);
+        if (!*k || *end || k[0] == '-' || k[0] == '+' || k[0] == ' ' || id < 0 || id >= n_vocab)
+            return BAD("logit_bias", "'logit_bias' key '%.24s' is not a token id in [0, %d)", k,
+                       n_vocab);
+        if (!cJSON_IsNumber(e) || !isfinite(e->valuedouble) || e->valuedouble < -100 ||
+            e->valuedouble > 100)
+            return BAD("logit_bias", "'logit_bias'['%.24s'] must be a number in [-100, 100]", k);
+        for (size_t j = 0; j < r->n_bias; j++)
+            if (r->bias[j].token == (int32_t)id)
+                return BAD("logit_bias", "'logit_bias' names token %ld twice", id);
+        r->bias[r->n_bias++] = (specd_logit_bias){.token = (int32_t)id,
+                                                  .bias = (float)e->valuedouble};
+    }
+    r->sampling.bias = r->bias;
+    r->sampling.n_bias = r->n_bias;
+    return 0;
+}
+
+/* OpenAI fields taken at their neutral value only: a request that needs them changed is refused
+ * (naming the field) rather than answered as if it had not asked. */
+static int parse_neutral(const cJSON *root, int chat, serve_refusal *why) {
+    double v;
+    int has;
+    if (get_number(root, "n", 1, 1e9, 1, &v, NULL, why)) return -1;
+    if (get_number(root, "n", 1, 1, 1, &v, NULL, why))
+        return BAD("n", "'n' > 1 is not supported: send n requests (with different seeds)");
+    for (int i = 0; i < 2; i++) {
+        const char *name = i ? "frequency_penalty" : "presence_penalty";
+        if (get_number(root, name, -2, 2, 0, &v, &has, why)) return -1;
+        if (has && v != 0)
+            return BAD(name, "'%s' is not supported (the sampler has no penalties): 0 only",
+                       name);
+    }
+    if (chat) return 0;
+    if (get_number(root, "best_of", 1, 1e9, 1, &v, &has, why)) return -1;
+    if (has && v != 1) return BAD("best_of", "'best_of' > 1 is not supported");
+    const cJSON *sf = cJSON_GetObjectItemCaseSensitive(root, "suffix");
+    if (sf && !cJSON_IsNull(sf) && !(cJSON_IsString(sf) && !sf->valuestring[0]))
+        return BAD("suffix", "'suffix' is not supported (no insertion mode)");
+    return 0;
+}
+
+/* logprobs, top_logprobs (chat) and echo (completions). */
+static int parse_logprobs(const cJSON *root, int chat, serve_request *r, serve_refusal *why) {
+    double v;
+    int has;
+    if (chat) {
+        if (get_bool(root, "logprobs", &r->logprobs, why)) return -1;
+        if (get_number(root, "top_logprobs", 0, SERVE_MAX_TOP_LOGPROBS, 1, &v, &has, why))
+            return -1;
+        if (has && !r->logprobs)
+            return BAD("top_logprobs", "'top_logprobs' needs 'logprobs': true");
+        if (has) r->top_logprobs = (int)v;
+    } else {
+        if (get_number(root, "logprobs", 0, 5, 1, &v, &has, why)) return -1;
+        r->logprobs = has;
+        if (has) r->top_logprobs = (int)v;
+        if (get_bool(root, "echo", &r->echo, why)) return -1;
+    }
+    if (r->stream && r->logprobs)
+        return BAD("logprobs", "logprobs with stream not supported");
+    if (r->stream && r->echo) return BAD("echo", "echo with stream not supported");
     return 0;
 }
 
@@ -288,6 +500,13 @@ int serve_request_parse(const char *body, size_t len, int chat, const serve_limi
         BAD(NULL, "the body must be a JSON object");
         goto fail;
     }
+    char nul_in[40];
+    if (nul_escape_field(body, len, nul_in, sizeof nul_in)) {
+        BAD(nul_in, "'%s' contains a NUL character (\\u0000), which this server cannot carry",
+            nul_in[0] ? nul_in : "the body");
+        goto fail;
+    }
+    if (check_fields(root, chat, why)) goto fail;
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
     if (model && !cJSON_IsNull(model)) {
         if (!cJSON_IsString(model)) {
@@ -303,13 +522,13 @@ int serve_request_parse(const char *body, size_t len, int chat, const serve_limi
     }
     double v;
     int has;
-    if (get_number(root, "n", 1, 1, 1, &v, NULL, why)) goto fail;
+    if (parse_neutral(root, chat, why)) goto fail;
     /* OpenAI's newer name for the same limit on the chat endpoint. */
     const char *mt = cJSON_GetObjectItemCaseSensitive(root, "max_completion_tokens") &&
                              !cJSON_GetObjectItemCaseSensitive(root, "max_tokens")
                          ? "max_completion_tokens"
                          : "max_tokens";
-    if (get_number(root, mt, 1, 1e18, 1, &v, &has, why)) goto fail;
+    if (get_number(root, mt, 0, 1e18, 1, &v, &has, why)) goto fail;
     if (has) {
         if (v > lim->max_tokens_cap) {
             BAD(mt, "'%s' is %.0f; this server allows at most %d", mt, v, lim->max_tokens_cap);
@@ -320,7 +539,8 @@ int serve_request_parse(const char *body, size_t len, int chat, const serve_limi
     if (r.max_tokens > lim->max_tokens_cap) r.max_tokens = lim->max_tokens_cap;
     if (parse_sampling(root, &r, why) || parse_stop(root, &r, why) ||
         get_bool(root, "stream", &r.stream, why) || get_bool(root, "adaptive", &r.adaptive, why) ||
-        parse_policy(root, lim, &r, why))
+        parse_policy(root, lim, &r, why) || parse_logit_bias(root, tok, &r, why) ||
+        parse_logprobs(root, chat, &r, why))
         goto fail;
     const cJSON *so = cJSON_GetObjectItemCaseSensitive(root, "stream_options");
     if (so && !cJSON_IsNull(so)) {
@@ -331,26 +551,9 @@ int serve_request_parse(const char *body, size_t len, int chat, const serve_limi
         if (get_bool(so, "include_usage", &r.include_usage, why)) goto fail;
     }
     if (chat) {
-        size_t tl = 0;
-        char *text = render_chat(root, tok, &tl, why);
-        if (!text) goto fail;
-        int e = encode(tok, text, tl, SPECD_TOKENIZE_ADD_SPECIAL | SPECD_TOKENIZE_PARSE_SPECIAL,
-                       &r, "messages", why);
-        free(text);
-        if (e) goto fail;
+        if (encode_chat(root, tok, &r, why)) goto fail;
     } else {
-        const cJSON *p = cJSON_GetObjectItemCaseSensitive(root, "prompt");
-        if (!p) {
-            BAD("prompt", "'prompt' is required");
-            goto fail;
-        }
-        if (!cJSON_IsString(p)) {
-            BAD("prompt", "'prompt' must be a string");
-            goto fail;
-        }
-        if (encode(tok, p->valuestring, strlen(p->valuestring), SPECD_TOKENIZE_ADD_SPECIAL, &r,
-                   "prompt", why))
-            goto fail;
+        if (parse_prompt(root, tok, &r, why)) goto fail;
     }
     if (r.n_prompt + r.max_tokens + lim->step_rows > lim->n_ctx) {
         BAD(chat ? "messages" : "prompt",
@@ -372,5 +575,7 @@ void serve_request_free(serve_request *r) {
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
     free(r->policy);
     free(r->policy_options);
+    free(r->bias);
+    free(r->prompt_text);
     memset(r, 0, sizeof *r);
 }

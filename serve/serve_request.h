@@ -1,10 +1,14 @@
 /* An OpenAI-style request (/v1/completions, /v1/chat/completions) parsed with cJSON and checked
- * field by field, so that each bad field gets a 400 naming it. Fields: model, prompt (a string)
- * or messages (role + content, rendered with the model's chat template), max_tokens,
- * temperature, top_p, top_k, min_p, seed, stop (a string or up to 4), stream,
- * stream_options.include_usage, n (1 only); specd's own: policy, policy_options, draft_max,
- * adaptive (false: no adaptive guard, draft every step).
- * Fields it does not know are ignored, as OpenAI clients send many. */
+ * field by field, so that each bad field gets a 400 naming it. Fields: model, prompt (a string;
+ * special tokens in it are parsed: the raw form) or messages (role + content, in the model's chat
+ * template, content always as text), max_tokens (0 with echo scores the prompt only),
+ * temperature (below SERVE_GREEDY_BELOW: greedy), top_p, top_k, min_p, seed, stop (a string or up
+ * to 4), stream, stream_options.include_usage, logit_bias, logprobs (+ top_logprobs on chat),
+ * echo (completions); n, best_of, suffix, presence_penalty, frequency_penalty only at their
+ * neutral values; specd's own: policy, policy_options, draft_max, adaptive (false: no adaptive
+ * guard, draft every step). Any other field is refused with its name, except the few OpenAI
+ * fields that change nothing here (serve_request.c: ignored_fields), so that no field a client
+ * relies on is silently dropped. */
 #ifndef SPECD_SERVE_REQUEST_H
 #define SPECD_SERVE_REQUEST_H
 
@@ -16,6 +20,11 @@
 
 #define SERVE_MAX_STOP 4
 #define SERVE_MAX_STOP_LEN 256
+#define SERVE_MAX_TOP_LOGPROBS 20 /* chat's top_logprobs; completions' logprobs stop at 5 */
+#define SERVE_MAX_LOGIT_BIAS 300  /* OpenAI's limit on logit_bias entries */
+/* A positive temperature below this is greedy: logits / T would overflow float near 0, and a
+ * distribution that sharp is the argmax anyway. */
+#define SERVE_GREEDY_BELOW 1e-5
 
 typedef struct serve_limits {
     const char *model_id;       /* the one model served: a request naming another is refused */
@@ -33,7 +42,14 @@ typedef struct serve_request {
     int32_t *prompt; /* token ids (malloc'd) */
     int64_t n_prompt;
     int32_t max_tokens;
-    specd_sampling_params sampling;
+    specd_sampling_params sampling; /* bias points at `bias` */
+    specd_logit_bias *bias;         /* logit_bias (malloc'd), n_bias entries */
+    size_t n_bias;
+    int logprobs;     /* log-probabilities asked for (chat: logprobs true; completions: logprobs) */
+    int top_logprobs; /* alternatives per position (chat: top_logprobs; completions: logprobs) */
+    int echo;         /* completions: the prompt is part of the answer (text and logprobs) */
+    char *prompt_text; /* completions: the prompt as sent (malloc'd), for echo */
+    size_t prompt_text_len;
     int has_seed;
     uint64_t seed;
     char *stop[SERVE_MAX_STOP];

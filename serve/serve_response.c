@@ -71,20 +71,36 @@ static void finish_reason(FILE *f, const char *reason) {
 
 char *serve_json_answer(const serve_answer_meta *m, const char *text, size_t text_len,
                         const char *reason, int64_t n_prompt, int64_t n_completion,
-                        const specd_seq_stats *stats, size_t *len) {
+                        const specd_seq_stats *stats, const serve_answer_extras *x, size_t *len) {
     char *buf = NULL;
     FILE *f = open_memstream(&buf, len);
     if (!f) return NULL;
     head(f, m, m->chat ? "chat.completion" : "text_completion");
+    const serve_answer_logprobs *lp = x ? x->logprobs : NULL;
     if (m->chat) {
         fputs("\"message\":{\"role\":\"assistant\",\"content\":", f);
         json_string(f, text, text_len);
-        fputs("},", f);
+        fputs("},\"logprobs\":", f);
     } else {
         fputs("\"text\":", f);
-        json_string(f, text, text_len);
-        fputs(",\"logprobs\":null,", f);
+        if (x && x->echo) { /* one string: the prompt's bytes then the completion's */
+            char *both = malloc(x->echo_len + text_len + 1);
+            if (!both) {
+                fclose(f);
+                free(buf);
+                return NULL;
+            }
+            memcpy(both, x->echo, x->echo_len);
+            if (text_len) memcpy(both + x->echo_len, text, text_len);
+            json_string(f, both, x->echo_len + text_len);
+            free(both);
+        } else {
+            json_string(f, text, text_len);
+        }
+        fputs(",\"logprobs\":", f);
     }
+    serve_logprobs_write(f, lp, m->chat, x ? x->tok : NULL);
+    fputc(',', f);
     finish_reason(f, reason);
     fputc(',', f);
     usage(f, n_prompt, n_completion);

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "serve/serve_logprobs.h"
 #include "serve/serve_request.h"
 #include "specd/spec.h"
 
@@ -20,11 +21,20 @@ typedef struct serve_answer_meta {
     const char *policy;
 } serve_answer_meta;
 
+/* What a whole answer may add to its text. */
+typedef struct serve_answer_extras {
+    const char *echo; /* completions with echo: the prompt, written before the text */
+    size_t echo_len;
+    const serve_answer_logprobs *logprobs; /* NULL, or not asked: "logprobs": null */
+    const specd_tokenizer *tok;            /* for the logprobs' token texts */
+} serve_answer_extras;
+
 /* Each returns a malloc'd body (length in *len), or NULL when out of memory. */
 char *serve_json_error(const serve_refusal *why, size_t *len);
+/* x may be NULL (no echo, no logprobs). */
 char *serve_json_answer(const serve_answer_meta *m, const char *text, size_t text_len,
                         const char *finish_reason, int64_t n_prompt, int64_t n_completion,
-                        const specd_seq_stats *stats, size_t *len);
+                        const specd_seq_stats *stats, const serve_answer_extras *x, size_t *len);
 /* "data: {chunk}\n\n": a delta (the first chunk of a chat answer also names the role); the last
  * one has finish_reason set and, when stats is not NULL, the usage and speculation figures. */
 char *serve_sse_chunk(const serve_answer_meta *m, const char *delta, size_t delta_len, int first,

@@ -10,6 +10,7 @@
 #include "common/status_internal.h"
 #include "serve/serve_detok.h"
 #include "serve/serve_engine.h"
+#include "serve/serve_logprobs.h"
 #include "serve/serve_prom.h"
 #include "serve/serve_request.h"
 #include "serve/serve_response.h"
@@ -304,9 +305,18 @@ static void generate(serve_server *s, const serve_http_request *hr, int chat,
     if (!reason) {
         reply_failure(s, r, g);
     } else {
-        r->body = serve_json_answer(&g->meta, g->detok.text, g->detok.len, reason,
-                                    g->req.n_prompt, g->n_completion, &g->stats, &r->body_len);
-        if (!r->body) r->status = 500;
+        serve_answer_logprobs lp;
+        serve_answer_extras x = {.logprobs = &lp, .tok = s->tok};
+        if (g->req.echo) x.echo = g->req.prompt_text, x.echo_len = g->req.prompt_text_len;
+        if (serve_logprobs_compute(s->engine, &g->req, g->job, g->n_completion, &lp, &why)) {
+            reply_refusal(s, r, &why);
+        } else {
+            r->body = serve_json_answer(&g->meta, g->detok.text, g->detok.len, reason,
+                                        g->req.n_prompt, g->n_completion, &g->stats, &x,
+                                        &r->body_len);
+            if (!r->body) r->status = 500;
+        }
+        serve_logprobs_free(&lp);
     }
     gen_free(g);
 }

@@ -151,6 +151,18 @@ SPECD_API specd_status specd_tokenizer_apply_chat_template(const specd_tokenizer
                                                  int add_generation_prompt, char *buf, size_t cap,
                                                  size_t *n_out, specd_error *err);
 
+/* The tokens of the same conversation, for a server: what apply_chat_template then encode with
+ * SPECD_TOKENIZE_PARSE_SPECIAL give, except that only the template's own markers become special
+ * tokens. A message's content is always text ("<|im_start|>" in it is encoded as the characters
+ * it is), so a client cannot close its turn or open another through content. flags:
+ * SPECD_TOKENIZE_ADD_SPECIAL and SPECD_TOKENIZE_EXACT_BYTES. Same capacity contract and errors
+ * as encode and apply_chat_template. */
+SPECD_API specd_status specd_tokenizer_encode_chat(const specd_tokenizer *tok,
+                                                   const specd_chat_message *messages, size_t n,
+                                                   int add_generation_prompt, uint32_t flags,
+                                                   int32_t *ids, size_t cap, size_t *n_out,
+                                                   specd_error *err);
+
 #ifdef __cplusplus
 }
 #endif

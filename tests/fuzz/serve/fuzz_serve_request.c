@@ -57,7 +57,7 @@ static void check_request(const serve_request *r, const serve_limits *lim, int c
     int32_t n_vocab = specd_tokenizer_vocab_size(tok);
     for (int64_t i = 0; i < r->n_prompt; i++)
         if (r->prompt[i] < 0 || r->prompt[i] >= n_vocab) abort();
-    if (r->max_tokens < 1 || r->max_tokens > lim->max_tokens_cap) abort();
+    if (r->max_tokens < 0 || r->max_tokens > lim->max_tokens_cap) abort();
     if (r->n_prompt + r->max_tokens + lim->step_rows > lim->n_ctx) abort();
     if (r->n_stop < 0 || r->n_stop > SERVE_MAX_STOP) abort();
     for (int i = 0; i < r->n_stop; i++)
@@ -74,6 +74,22 @@ static void check_request(const serve_request *r, const serve_limits *lim, int c
         abort();
     if (r->has_seed && r->seed > (1ull << 53)) abort();
     if ((r->stream != 0 && r->stream != 1) || (r->adaptive != 0 && r->adaptive != 1)) abort();
+    /* logit_bias: the sampler's bias, ids in the vocab and unique, values in [-100, 100] */
+    if (s->bias != r->bias || s->n_bias != r->n_bias || (r->n_bias > 0) != (r->bias != NULL) ||
+        r->n_bias > SERVE_MAX_LOGIT_BIAS)
+        abort();
+    for (size_t i = 0; i < r->n_bias; i++) {
+        if (r->bias[i].token < 0 || r->bias[i].token >= n_vocab ||
+            !(r->bias[i].bias >= -100 && r->bias[i].bias <= 100))
+            abort();
+        for (size_t j = 0; j < i; j++)
+            if (r->bias[j].token == r->bias[i].token) abort();
+    }
+    /* logprobs and echo: bounded, never with stream; echo only on completions, with its text */
+    if (r->top_logprobs < 0 || r->top_logprobs > SERVE_MAX_TOP_LOGPROBS ||
+        (!r->logprobs && r->top_logprobs) || ((r->logprobs || r->echo) && r->stream) ||
+        (r->echo && chat) || (!chat && !r->prompt_text))
+        abort();
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

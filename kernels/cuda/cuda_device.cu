@@ -68,6 +68,8 @@ static const specd_cuda_kernels table = {
     specd_cuda_embed,
     specd_cuda_attention,
     stream_sync,
+    specd_cuda_quantize_q8_k,
+    specd_cuda_matmul_k,
 };
 
 /* The library's one exported symbol (everything else is hidden). */

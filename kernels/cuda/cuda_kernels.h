@@ -51,6 +51,10 @@ typedef struct specd_cuda_kernels {
     /* Waits for everything enqueued on stream (NULL: the legacy default stream); its
      * cudaError_t, which reports a kernel that failed while running. */
     int (*stream_sync)(void *stream);
+    int (*quantize_q8_k)(const float *x, int64_t ld_x, int32_t n_rows, int32_t n, void *xq,
+                         void *stream);
+    int (*matmul_k)(uint32_t w_type, const void *w, int32_t n_in, int32_t n_out, const void *xq,
+                    int32_t n_rows, float *y, int64_t ld_y, void *stream);
 } specd_cuda_kernels;
 
 typedef const specd_cuda_kernels *(*specd_cuda_kernels_entry_fn)(void);

@@ -37,6 +37,16 @@ int specd_cuda_quantize_q8(const float *x, int64_t ld_x, int32_t n_rows, int32_t
 int specd_cuda_matmul_q(uint32_t w_type, const void *w, int32_t n_in, int32_t n_out,
                         const void *xq, int32_t n_rows, float *y, int64_t ld_y, void *stream);
 
+/* Rows to Q8_K super-blocks (kernels/cuda/cuda_plan.h's layout, the CPU's byte for byte) for the
+ * K-quant matmul; n a multiple of 256. */
+int specd_cuda_quantize_q8_k(const float *x, int64_t ld_x, int32_t n_rows, int32_t n, void *xq,
+                             void *stream);
+
+/* y[r * ld_y + o] = dot(W row o, xq row r) for Q4_K or Q6_K weights against Q8_K rows, with the
+ * CPU's arithmetic (kernels/cpu/quant_k.c), so the same bits as its vec_dot. */
+int specd_cuda_matmul_k(uint32_t w_type, const void *w, int32_t n_in, int32_t n_out,
+                        const void *xq, int32_t n_rows, float *y, int64_t ld_y, void *stream);
+
 /* The same for F32 or F16 weights against float rows (rounded to F16 first for F16 weights, as
  * the CPU's vec_dot_type): float products summed in double, per lane then by a fixed warp tree. */
 int specd_cuda_matmul_f(uint32_t w_type, const void *w, int32_t n_in, int32_t n_out,

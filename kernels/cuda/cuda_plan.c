@@ -85,6 +85,51 @@ int specd_cuda_check_matmul_q(uint32_t w_type, const void *w, int32_t n_in, int3
     return SPECD_CUDA_OK;
 }
 
+size_t specd_cuda_q8_k_row_bytes(int64_t n) {
+    if (n <= 0 || n % 256 != 0 || n / 256 > (int64_t)(SIZE_MAX / SPECD_CUDA_Q8_K_BLOCK_BYTES))
+        return 0;
+    return (size_t)(n / 256) * SPECD_CUDA_Q8_K_BLOCK_BYTES;
+}
+
+int specd_cuda_check_quantize_k(const float *x, int64_t ld_x, int32_t n_rows, int32_t n,
+                                const void *xq, char *why, size_t why_size) {
+    if (n_rows < 0) return refuse(why, why_size, "quantize_k: n_rows %d < 0", n_rows);
+    if (!specd_cuda_q8_k_row_bytes(n))
+        return refuse(why, why_size,
+                      "quantize_k: row length %d is not a positive multiple of 256", n);
+    if (ld_x < n)
+        return refuse(why, why_size, "quantize_k: ld_x %lld < n %d", (long long)ld_x, n);
+    if (n_rows == 0) return SPECD_CUDA_OK;
+    if (!x || !xq) return refuse(why, why_size, "quantize_k: NULL buffer");
+    if (!aligned(xq, 4)) return refuse(why, why_size, "quantize_k: xq is not 4-byte aligned");
+    if (!specd_cuda_grid_for((int64_t)n_rows * (n / 256), SPECD_CUDA_THREADS / 32))
+        return refuse(why, why_size, "quantize_k: %d rows of %d is too many blocks", n_rows, n);
+    return SPECD_CUDA_OK;
+}
+
+int specd_cuda_check_matmul_k(uint32_t w_type, const void *w, int32_t n_in, int32_t n_out,
+                              const void *xq, int32_t n_rows, const float *y, int64_t ld_y,
+                              char *why, size_t why_size) {
+    if (w_type != SPECD_DTYPE_Q4_K && w_type != SPECD_DTYPE_Q6_K)
+        return refuse(why, why_size, "matmul_k: weight type %u is not Q4_K or Q6_K", w_type);
+    if (n_in <= 0 || n_in % 256 != 0)
+        return refuse(why, why_size, "matmul_k: n_in %d is not a positive multiple of 256",
+                      n_in);
+    if (n_out <= 0 || n_rows < 0)
+        return refuse(why, why_size, "matmul_k: bad shape n_out %d, n_rows %d", n_out, n_rows);
+    if (ld_y < n_out)
+        return refuse(why, why_size, "matmul_k: ld_y %lld < n_out %d", (long long)ld_y, n_out);
+    if (n_rows == 0) return SPECD_CUDA_OK;
+    if (!w || !xq || !y) return refuse(why, why_size, "matmul_k: NULL buffer");
+    /* Q4_K (144 bytes) and Q6_K (210 bytes) blocks hold fp16 fields at even offsets */
+    if (!aligned(w, 2)) return refuse(why, why_size, "matmul_k: weights are not 2-byte aligned");
+    if (!aligned(xq, 4)) return refuse(why, why_size, "matmul_k: xq is not 4-byte aligned");
+    if (!specd_cuda_grid_for((int64_t)n_out * n_rows, SPECD_CUDA_QMM_PAIRS_PER_BLOCK))
+        return refuse(why, why_size, "matmul_k: %d x %d outputs is too many blocks", n_out,
+                      n_rows);
+    return SPECD_CUDA_OK;
+}
+
 int specd_cuda_check_matmul_f(uint32_t w_type, const void *w, int32_t n_in, int32_t n_out,
                               const float *x, int64_t ld_x, int32_t n_rows, const float *y,
                               int64_t ld_y, char *why, size_t why_size) {

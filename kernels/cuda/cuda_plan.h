@@ -46,6 +46,15 @@ int specd_cuda_check_quantize(const float *x, int64_t ld_x, int32_t n_rows, int3
 int specd_cuda_check_matmul_q(uint32_t w_type, const void *w, int32_t n_in, int32_t n_out,
                               const void *xq, int32_t n_rows, const float *y, int64_t ld_y,
                               char *why, size_t why_size);
+/* K-quant weights (Q4_K or Q6_K) against Q8_K activation rows (specd_block_q8_k: float d, 256
+ * int8, 16 int16 sums; 292 bytes, 4-byte aligned); n_in a multiple of 256. */
+#define SPECD_CUDA_Q8_K_BLOCK_BYTES 292
+size_t specd_cuda_q8_k_row_bytes(int64_t n); /* 0 unless n is a positive multiple of 256 */
+int specd_cuda_check_quantize_k(const float *x, int64_t ld_x, int32_t n_rows, int32_t n,
+                                const void *xq, char *why, size_t why_size);
+int specd_cuda_check_matmul_k(uint32_t w_type, const void *w, int32_t n_in, int32_t n_out,
+                              const void *xq, int32_t n_rows, const float *y, int64_t ld_y,
+                              char *why, size_t why_size);
 /* w_type: SPECD_DTYPE_F32 or F16. */
 int specd_cuda_check_matmul_f(uint32_t w_type, const void *w, int32_t n_in, int32_t n_out,
                               const float *x, int64_t ld_x, int32_t n_rows, const float *y,

@@ -68,6 +68,27 @@ static void test_matmul_checks(void **state) {
     assert_int_equal(specd_cuda_check_matmul_q(SPECD_DTYPE_Q8_0, NULL, 64, 10, NULL, 0, NULL, 10,
                                                why, sizeof why),
                      SPECD_CUDA_OK);
+    assert_int_equal(specd_cuda_q8_k_row_bytes(512), 2 * 292);
+    assert_int_equal(specd_cuda_q8_k_row_bytes(576), 0);
+    assert_int_equal(specd_cuda_check_matmul_k(SPECD_DTYPE_Q6_K, DEV(0x1002), 512, 10,
+                                               DEV(0x2000), 4, y, 10, why, sizeof why),
+                     SPECD_CUDA_OK);
+    assert_int_equal(specd_cuda_check_matmul_k(SPECD_DTYPE_Q4_K, DEV(0x1002), 576, 10,
+                                               DEV(0x2000), 4, y, 10, why, sizeof why),
+                     SPECD_CUDA_E_ARGUMENT);
+    assert_non_null(strstr(why, "multiple of 256"));
+    assert_int_equal(specd_cuda_check_matmul_k(SPECD_DTYPE_Q4_0, DEV(0x1002), 512, 10,
+                                               DEV(0x2000), 4, y, 10, why, sizeof why),
+                     SPECD_CUDA_E_ARGUMENT);
+    assert_int_equal(specd_cuda_check_matmul_k(SPECD_DTYPE_Q4_K, DEV(0x1001), 512, 10,
+                                               DEV(0x2000), 4, y, 10, why, sizeof why),
+                     SPECD_CUDA_E_ARGUMENT);
+    assert_int_equal(specd_cuda_check_quantize_k(DEV(0x1000), 512, 3, 512, DEV(0x2000), why,
+                                                 sizeof why),
+                     SPECD_CUDA_OK);
+    assert_int_equal(specd_cuda_check_quantize_k(DEV(0x1000), 512, 3, 576, DEV(0x2000), why,
+                                                 sizeof why),
+                     SPECD_CUDA_E_ARGUMENT);
     assert_int_equal(specd_cuda_check_matmul_f(SPECD_DTYPE_F16, DEV(0x1002), 100, 7, DEV(0x2000),
                                                100, 3, y, 7, why, sizeof why),
                      SPECD_CUDA_OK);

@@ -70,6 +70,7 @@ static const specd_cuda_kernels table = {
     stream_sync,
     specd_cuda_quantize_q8_k,
     specd_cuda_matmul_k,
+    specd_cuda_lora,
 };
 
 /* The library's one exported symbol (everything else is hidden). */

@@ -55,6 +55,9 @@ typedef struct specd_cuda_kernels {
                          void *stream);
     int (*matmul_k)(uint32_t w_type, const void *w, int32_t n_in, int32_t n_out, const void *xq,
                     int32_t n_rows, float *y, int64_t ld_y, void *stream);
+    int (*lora)(const float *a, const float *b, int32_t n_in, int32_t n_out, int32_t rank,
+                float scale, const float *x, int64_t ld_x, const float *gate, int32_t n_rows,
+                float *y, int64_t ld_y, float *work, size_t work_floats, void *stream);
 } specd_cuda_kernels;
 
 typedef const specd_cuda_kernels *(*specd_cuda_kernels_entry_fn)(void);

@@ -75,6 +75,15 @@ int specd_cuda_embed(uint32_t type, const void *table, int32_t n_vocab, int32_t 
                      const int32_t *ids, const float *vectors, int64_t ld_vectors, float *y,
                      int64_t ld_y, int32_t n_rows, void *stream);
 
+/* Gated LoRA, y[r] += gate[r] * scale * B (A x[r]) for rows whose gate (device floats) is not
+ * 0, with the CPU forward pass's arithmetic (model/runtime/forward.c): each of the rank sums of A
+ * and each of the n_out sums of B is one float accumulation in index order (one thread each), then
+ * y + (gate * scale) * s. A is [rank][n_in], B [n_out][rank], both F32; work: n_rows * rank floats
+ * of device scratch for A x. */
+int specd_cuda_lora(const float *a, const float *b, int32_t n_in, int32_t n_out, int32_t rank,
+                    float scale, const float *x, int64_t ld_x, const float *gate, int32_t n_rows,
+                    float *y, int64_t ld_y, float *work, size_t work_floats, void *stream);
+
 /* Attention of n_rows query rows over an F16 KV cache with per-row visibility bits
  * (specd_cuda_attention_args, kernels/cuda/cuda_plan.h): per head, softmax(scale * q.k_j) over
  * the visible positions j, mixed over V. The cache is cut at absolute positions 0, S, 2S, ...

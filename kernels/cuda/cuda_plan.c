@@ -211,6 +211,29 @@ int specd_cuda_check_embed(uint32_t type, const void *table, int32_t n_vocab, in
     return SPECD_CUDA_OK;
 }
 
+int specd_cuda_check_lora(const float *a, const float *b, int32_t n_in, int32_t n_out,
+                          int32_t rank, const float *x, int64_t ld_x, const float *gate,
+                          int32_t n_rows, const float *y, int64_t ld_y, const float *work,
+                          size_t work_floats, char *why, size_t why_size) {
+    if (n_in <= 0 || n_out <= 0 || rank <= 0 || n_rows < 0)
+        return refuse(why, why_size, "lora: bad shape in %d, out %d, rank %d, rows %d", n_in,
+                      n_out, rank, n_rows);
+    if (ld_x < n_in || ld_y < n_out)
+        return refuse(why, why_size, "lora: strides ld_x %lld, ld_y %lld too small",
+                      (long long)ld_x, (long long)ld_y);
+    if (n_rows == 0) return SPECD_CUDA_OK;
+    if (!a || !b || !x || !gate || !y || !work) return refuse(why, why_size, "lora: NULL buffer");
+    if (!aligned(a, 4) || !aligned(b, 4) || !aligned(x, 4) || !aligned(gate, 4) ||
+        !aligned(y, 4) || !aligned(work, 4))
+        return refuse(why, why_size, "lora: misaligned buffer");
+    if (work_floats < (size_t)n_rows * (size_t)rank)
+        return refuse(why, why_size, "lora: work holds %zu floats, %zu needed", work_floats,
+                      (size_t)n_rows * (size_t)rank);
+    if (!specd_cuda_grid_for((int64_t)n_rows * n_out, SPECD_CUDA_THREADS))
+        return refuse(why, why_size, "lora: %d x %d outputs is too many blocks", n_rows, n_out);
+    return SPECD_CUDA_OK;
+}
+
 /* --- attention ------------------------------------------------------------------------------ */
 int32_t specd_cuda_attention_splits(int32_t n_kv) {
     return n_kv <= 0 ? 0 : (n_kv - 1) / SPECD_CUDA_ATTN_SPLIT + 1;

@@ -69,6 +69,12 @@ int specd_cuda_check_embed(uint32_t type, const void *table, int32_t n_vocab, in
                            const int32_t *ids, const float *y, int64_t ld_y, int32_t n_rows,
                            char *why, size_t why_size);
 
+/* Gated LoRA: a [rank][n_in], b [n_out][rank] F32; work holds n_rows * rank floats. */
+int specd_cuda_check_lora(const float *a, const float *b, int32_t n_in, int32_t n_out,
+                          int32_t rank, const float *x, int64_t ld_x, const float *gate,
+                          int32_t n_rows, const float *y, int64_t ld_y, const float *work,
+                          size_t work_floats, char *why, size_t why_size);
+
 /* --- attention ------------------------------------------------------------------------------ */
 /* The fixed split size over absolute KV positions, and the largest head_dim (a multiple of 32). */
 enum { SPECD_CUDA_ATTN_SPLIT = 256, SPECD_CUDA_ATTN_MAX_HEAD_DIM = 256 };

@@ -26,13 +26,16 @@ typedef struct gpu_ctx {
     const specd_cudart *rt;
 } gpu_ctx;
 
-/* The kernels and the runtime with a device, or the process exits as skipped. */
+/* The kernels and the runtime with a device, or the process exits as skipped. A kernel library
+ * named in SPECD_CUDA_LIBRARY (as ctest and scripts/gpu-check name the one just built) that does
+ * not load is a failure, not a skip: it would hide a broken build. */
 static inline gpu_ctx gpu_open_or_skip(void) {
     specd_error err;
     gpu_ctx g = {specd_cuda_kernels_get(&err), NULL};
     if (!g.k) {
-        printf("skipped: %s\n", err.message);
-        exit(SPECD_TEST_SKIP);
+        const char *named = getenv("SPECD_CUDA_LIBRARY");
+        printf("%s: %s\n", named && *named ? "FAIL" : "skipped", err.message);
+        exit(named && *named ? 1 : SPECD_TEST_SKIP);
     }
     if (specd_cuda_device_count() == 0) {
         printf("skipped: no CUDA device\n");

@@ -137,6 +137,20 @@ static void test_row_op_checks(void **state) {
     assert_int_equal(specd_cuda_check_embed(SPECD_DTYPE_Q4_1, DEV(0x3000), 100, 570, pos, x, 576,
                                             2, why, sizeof why),
                      SPECD_CUDA_E_ARGUMENT);
+    const float *f = DEV(0x4000);
+    assert_int_equal(specd_cuda_check_lora(f, f, 576, 192, 16, x, 576, f, 4, x, 192, f, 64, why,
+                                           sizeof why),
+                     SPECD_CUDA_OK);
+    assert_int_equal(specd_cuda_check_lora(f, f, 576, 192, 16, x, 576, f, 4, x, 192, f, 63, why,
+                                           sizeof why),
+                     SPECD_CUDA_E_ARGUMENT);
+    assert_non_null(strstr(why, "work"));
+    assert_int_equal(specd_cuda_check_lora(f, f, 576, 192, 0, x, 576, f, 4, x, 192, f, 64, why,
+                                           sizeof why),
+                     SPECD_CUDA_E_ARGUMENT);
+    assert_int_equal(specd_cuda_check_lora(f, f, 576, 192, 16, x, 576, NULL, 4, x, 192, f, 64,
+                                           why, sizeof why),
+                     SPECD_CUDA_E_ARGUMENT);
     assert_int_equal(specd_cuda_check_embed(SPECD_DTYPE_Q6_K, DEV(0x3000), 100, 512, pos, x, 576,
                                             2, why, sizeof why),
                      SPECD_CUDA_E_ARGUMENT);

@@ -89,8 +89,10 @@ int main(void) {
     a.work = gpu_alloc(&g, a.work_floats * sizeof(float));
     gpu_check(&g, "attention", g.k->attention(&a, NULL));
     gpu_get(&g, gpu, a.out, (size_t)ROWS * WIDTH * sizeof(float));
-    int ok = gpu_compare("attention 9/3 heads x 64, 700 positions, 64 rows", gpu, cpu,
-                         (size_t)ROWS * WIDTH, 5e-4);
+    char name[96];
+    snprintf(name, sizeof name, "attention %d/%d heads x %d, %d positions, %d rows", HEADS,
+             KV_HEADS, HD, NKV, ROWS);
+    int ok = gpu_compare(name, gpu, cpu, (size_t)ROWS * WIDTH, 5e-4);
 
     /* batch invariance: every row alone (and with n_kv cut after its last visible position),
      * then each batch size */

@@ -49,7 +49,9 @@ int main(void) {
     gpu_check(&g, "lora", g.k->lora(da, db, N_IN, N_OUT, RANK, scale, dx, N_IN, dgate, ROWS, dy,
                                     N_OUT, dw, ROWS * RANK, NULL));
     gpu_get(&g, gpu, dy, ny * sizeof(float));
-    int ok = gpu_compare("lora rank 16, 192x576, 64 rows", gpu, cpu, ny, 1e-7);
+    char name[64];
+    snprintf(name, sizeof name, "lora rank %d, %dx%d, %d rows", RANK, N_OUT, N_IN, ROWS);
+    int ok = gpu_compare(name, gpu, cpu, ny, 1e-7);
     int untouched = 1;
     for (int r = 1; r < ROWS && untouched; r += 4)
         untouched = gpu_same_bits("lora gate 0 row", gpu + (size_t)r * N_OUT, y0 + (size_t)r * N_OUT, N_OUT);

@@ -3,6 +3,8 @@
 
 #include <cuda_runtime.h>
 
+#include "kernels/cuda/cuda_ops.h"
+
 extern "C" {
 #include "kernels/cuda/cudart.h"
 }
@@ -40,10 +42,35 @@ static int scale_roundtrip(const float *in, float *out, int n) {
     return (int)e;
 }
 
+static thread_local char refusal[256];
+
+extern "C" char *specd_cuda_refusal_buffer(size_t *size) {
+    *size = sizeof refusal;
+    refusal[0] = '\0';
+    return refusal;
+}
+
+extern "C" const char *specd_cuda_last_refusal(void) { return refusal; }
+
+static int stream_sync(void *stream) { return (int)cudaStreamSynchronize((cudaStream_t)stream); }
+
 static const specd_cuda_kernels table = {
     SPECD_CUDA_KERNELS_ABI,
     sizeof(specd_cuda_kernels),
     scale_roundtrip,
+    specd_cuda_last_refusal,
+    specd_cuda_quantize_q8,
+    specd_cuda_matmul_q,
+    specd_cuda_matmul_f,
+    specd_cuda_rmsnorm,
+    specd_cuda_rope,
+    specd_cuda_swiglu,
+    specd_cuda_embed,
+    specd_cuda_attention,
+    stream_sync,
+    specd_cuda_quantize_q8_k,
+    specd_cuda_matmul_k,
+    specd_cuda_lora,
 };
 
 /* The library's one exported symbol (everything else is hidden). */

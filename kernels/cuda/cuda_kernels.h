@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/cuda/cuda_plan.h"
+
 #ifndef __cplusplus
 #include "specd/status.h"
 #endif
@@ -27,6 +29,35 @@ typedef struct specd_cuda_kernels {
     /* Copies n floats host -> device -> host through a kernel that scales by 2 (a smoke test
      * that the toolkit, the driver and our arch flags agree). 0 or a cudaError_t. */
     int (*scale_roundtrip)(const float *in, float *out, int n);
+    /* The per-operation launchers, as kernels/cuda/cuda_ops.h declares them (status returns:
+     * SPECD_CUDA_OK, SPECD_CUDA_E_ARGUMENT with last_refusal's reason, or a cudaError_t). */
+    const char *(*last_refusal)(void);
+    int (*quantize_q8)(const float *x, int64_t ld_x, int32_t n_rows, int32_t n, void *xq,
+                       void *stream);
+    int (*matmul_q)(uint32_t w_type, const void *w, int32_t n_in, int32_t n_out, const void *xq,
+                    int32_t n_rows, float *y, int64_t ld_y, void *stream);
+    int (*matmul_f)(uint32_t w_type, const void *w, int32_t n_in, int32_t n_out, const float *x,
+                    int64_t ld_x, int32_t n_rows, float *y, int64_t ld_y, void *stream);
+    int (*rmsnorm)(const float *x, int64_t ld_x, const float *w, float *y, int64_t ld_y,
+                   int32_t n_rows, int32_t n, float eps, void *stream);
+    int (*rope)(float *x, int64_t ld_x, int32_t n_rows, const int32_t *pos, int32_t n_heads,
+                int32_t head_dim, int32_t n_rot, float freq_base, int neox, void *stream);
+    int (*swiglu)(const float *g, int64_t ld_g, const float *u, int64_t ld_u, float *y,
+                  int64_t ld_y, int32_t n_rows, int32_t n, void *stream);
+    int (*embed)(uint32_t type, const void *table, int32_t n_vocab, int32_t n_embd,
+                 const int32_t *ids, const float *vectors, int64_t ld_vectors, float *y,
+                 int64_t ld_y, int32_t n_rows, void *stream);
+    int (*attention)(const specd_cuda_attention_args *args, void *stream);
+    /* Waits for everything enqueued on stream (NULL: the legacy default stream); its
+     * cudaError_t, which reports a kernel that failed while running. */
+    int (*stream_sync)(void *stream);
+    int (*quantize_q8_k)(const float *x, int64_t ld_x, int32_t n_rows, int32_t n, void *xq,
+                         void *stream);
+    int (*matmul_k)(uint32_t w_type, const void *w, int32_t n_in, int32_t n_out, const void *xq,
+                    int32_t n_rows, float *y, int64_t ld_y, void *stream);
+    int (*lora)(const float *a, const float *b, int32_t n_in, int32_t n_out, int32_t rank,
+                float scale, const float *x, int64_t ld_x, const float *gate, int32_t n_rows,
+                float *y, int64_t ld_y, float *work, size_t work_floats, void *stream);
 } specd_cuda_kernels;
 
 typedef const specd_cuda_kernels *(*specd_cuda_kernels_entry_fn)(void);

@@ -1,0 +1,25 @@
+# Rewrites each kernel launch  name<<<grid, block, ...>>>(args);  of the given .cu files as
+# emu_launch(dim3(grid), dim3(block), [&]() { name(args); });  and writes the result as .cpp into
+# the output folder, for the CPU emulation (tests/gpu/emu/run). Usage: launches.py OUT FILE.cu...
+import re, sys, os
+def split_top(s):
+    parts, depth, cur = [], 0, ''
+    for ch in s:
+        if ch in '([{<': depth += 1
+        if ch in ')]}>': depth -= 1
+        if ch == ',' and depth == 0:
+            parts.append(cur); cur = ''
+        else:
+            cur += ch
+    parts.append(cur)
+    return [p.strip() for p in parts]
+pat = re.compile(r'([A-Za-z_]\w*(?:<[^<>;]*>)?)\s*<<<(.*?)>>>\s*\((.*?)\);', re.S)
+for path in sys.argv[2:]:
+    s = open(path).read()
+    def rep(m):
+        cfg = split_top(m.group(2))
+        return 'emu_launch(dim3(%s), dim3(%s), [&]() { %s(%s); });' % (cfg[0], cfg[1], m.group(1), m.group(3))
+    s2, n = pat.subn(rep, s)
+    out = os.path.join(sys.argv[1], os.path.basename(path).replace('.cu', '.cpp'))
+    open(out, 'w').write(s2)
+    print(path, n, 'launches')

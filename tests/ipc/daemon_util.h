@@ -17,19 +17,26 @@
 #define TEST_TOKHASH 0x5eed5eed12345678ULL
 #define TEST_TOKHASH_ARG "5eed5eed12345678"
 
-/* Starts `binary --endpoint ep ...` with stderr to stderr_path (or ours when NULL). */
-static inline pid_t daemon_start(const char *binary, const char *ep, const char *stderr_path) {
+/* Starts `binary --endpoint ep --vocab 49152 --tokenizer-hash hash` with stderr to stderr_path
+ * (or ours when NULL). */
+static inline pid_t daemon_start_hash(const char *binary, const char *ep, const char *hash,
+                                      const char *stderr_path) {
     pid_t pid = fork();
     if (pid == 0) {
         if (stderr_path) {
             int fd = open(stderr_path, O_WRONLY | O_CREAT | O_APPEND, 0600);
             if (fd >= 0) dup2(fd, 2);
         }
-        execl(binary, binary, "--endpoint", ep, "--vocab", "49152", "--tokenizer-hash",
-              TEST_TOKHASH_ARG, (char *)NULL);
+        execl(binary, binary, "--endpoint", ep, "--vocab", "49152", "--tokenizer-hash", hash,
+              (char *)NULL);
         _exit(127);
     }
     return pid;
+}
+
+/* The same, serving the tests' fingerprint. */
+static inline pid_t daemon_start(const char *binary, const char *ep, const char *stderr_path) {
+    return daemon_start_hash(binary, ep, TEST_TOKHASH_ARG, stderr_path);
 }
 
 static inline void sleep_ms(int ms) {

@@ -18,7 +18,16 @@ start_daemon() {
   shift 2
   "$@" 2> "$log" &
   printf -v "$var" '%s' $!
-  wait_until "$(basename "$1") to listen (its log: $log)" 300 grep -q 'listening on' "$log"
+  wait_until "$(basename "$1") to listen (its log: $log)" 300 listening "$log" "${!var}"
+}
+# listening LOG PID: the daemon logged its ready line; one that exited instead fails the test now.
+listening() {
+  grep -q 'listening on' "$1" && return 0
+  kill -0 "$2" 2>/dev/null && return 1
+  grep -q 'listening on' "$1" && return 0
+  cat "$1"
+  echo "the daemon exited before it listened"
+  exit 1
 }
 
 # ms_since NS: milliseconds since a `date +%s%N` reading.

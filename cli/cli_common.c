@@ -2,12 +2,14 @@
 #include "ipc/fingerprint.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
 #include <unistd.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 void cli_options_init(cli_options *o) {
     memset(o, 0, sizeof *o);
@@ -25,6 +27,20 @@ void cli_options_init(cli_options *o) {
     o->rule = SPECD_ACCEPT_COUPLED;
     o->adaptive = 1;
     o->verifier_timeout_ms = 1000;
+}
+
+int cli_check_writable(const char *prog, const char *flag, const char *path) {
+    struct stat st;
+    int existed = stat(path, &st) == 0;
+    /* no O_TRUNC: an existing file keeps its contents until the run has something to write */
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        fprintf(stderr, "%s: %s %s: cannot write: %s\n", prog, flag, path, strerror(errno));
+        return 1;
+    }
+    close(fd);
+    if (!existed) unlink(path);
+    return 0;
 }
 
 static int parse_float(const char *flag, const char *s, float lo, float hi, float *out) {

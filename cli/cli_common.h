@@ -35,6 +35,11 @@ int cli_parse_shared(cli_options *o, int argc, char **argv, int *i);
 /* Lines of help for the shared flags. */
 void cli_print_shared_help(FILE *out);
 
+/* Checks, before a long run, that path can be written (its directory exists and lets us create
+ * it, or the file is writable), without changing it: a file made by the check is removed again.
+ * Prints "<prog>: cannot write PATH: reason" and returns non-zero when it cannot. */
+int cli_check_writable(const char *prog, const char *flag, const char *path);
+
 /* The default model's path: $SPECD_MODEL_DIR or ~/.cache/specd/models, then the file name. */
 const char *cli_default_model(char *buf, size_t cap);
 

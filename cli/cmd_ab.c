@@ -281,6 +281,13 @@ int specd_cmd_ab(int argc, char **argv) {
         }
     }
     cal.json_out = json_path;
+    /* an output that cannot be written is known now, not after the whole run */
+    const char *outputs[][2] = {{"--json", json_path},
+                                {"--metrics", metrics_path},
+                                {"--report", report_path},
+                                {"--select-out", cal.select_out}};
+    for (size_t i = 0; i < sizeof outputs / sizeof outputs[0]; i++)
+        if (outputs[i][1] && cli_check_writable("specd ab", outputs[i][0], outputs[i][1])) return 2;
     if (cal.runs) {
         /* calibration runs plain decoding only and writes no page or metrics */
         if (o.policy || report_path || metrics_path || !score) {

@@ -2,15 +2,16 @@
  * through exactly the same session code as the speculative run. */
 #include "policy/builtin.h"
 
+#include "policy/options.h"
+
 #include <stddef.h>
 
 static specd_status none_create(const specd_policy_env *env, const char *options, void **state,
                                 specd_error *err) {
     (void)env;
-    (void)err;
-    (void)options;
     *state = NULL;
-    return SPECD_OK;
+    /* it knows no option: any key is a typo the user must hear about */
+    return specd_options_parse("none", options, NULL, 0, NULL, 0, err);
 }
 
 static void none_destroy(void *state) { (void)state; }

@@ -1,6 +1,7 @@
 /* remote: proposals come from a specd-drafter daemon over ZeroMQ. The host keeps decoding when
- * the daemon is slow, dead or restarting: a failed propose is a plain step, and the ipc client
- * replays the sequence's history when the daemon is back, so the output never depends on it.
+ * the daemon is slow, dead, restarting or refusing us (a daemon for another model: its Hello
+ * refusal is a dead peer too): a failed propose is a plain step, and the ipc client replays the
+ * sequence's history when a matching daemon is back, so the output never depends on it.
  * Under rejection sampling the drafter's draft distributions q come back with a sampled draft
  * (through its shared buffer; specd_ipc_client_propose_q), so the session verifies it against
  * the q it was drawn from. */
@@ -28,6 +29,18 @@ typedef struct remote_state {
     int32_t max_draft;
     int want_q; /* rejection sampling: a sampled draft must come with its q */
 } remote_state;
+
+/* The daemon is unusable for now (gone, silent, or refusing our Hello): decode plainly. */
+static int peer_unusable(specd_status st) {
+    return st == SPECD_E_PEER || st == SPECD_E_TIMEOUT || st == SPECD_E_MISMATCH;
+}
+
+static void went_down(remote_state *s, const specd_error *e) {
+    if (!s->was_down)
+        specd_log(SPECD_LOG_WARN, "policy remote: drafter unavailable (%s); decoding plainly",
+                  e->message);
+    s->was_down = 1;
+}
 
 static specd_status remote_create(const specd_policy_env *env, const char *options, void **out,
                                   specd_error *err) {
@@ -99,10 +112,14 @@ static specd_status remote_propose(void *state, const int32_t *history, int64_t 
         s->seq.prompt = (const uint32_t *)history;
         s->seq.n_prompt = (size_t)n;
         specd_status st = specd_ipc_client_open_seq(s->client, &s->seq, &e);
-        if (st != SPECD_OK && st != SPECD_E_PEER && st != SPECD_E_TIMEOUT)
+        if (st != SPECD_OK && !peer_unusable(st))
             return specd_fail(err, st, "policy remote: %s", e.message);
         s->opened = 1;
         s->n_sent = n;
+        if (st != SPECD_OK) {
+            went_down(s, &e); /* with the reason: later attempts only say "down" */
+            return SPECD_OK;
+        }
     }
     if (n < s->n_sent)
         return specd_fail(err, SPECD_E_INTERNAL, "policy remote: history shrank from %lld to %lld",
@@ -128,10 +145,7 @@ static specd_status remote_propose(void *state, const int32_t *history, int64_t 
                                                  s->want_q ? q : NULL, &got_q, &e);
     s->n_sent = n; /* the client appended the commit to its history, reachable or not */
     if (st != SPECD_OK) {
-        if (!s->was_down)
-            specd_log(SPECD_LOG_WARN, "policy remote: drafter unavailable (%s); decoding plainly",
-                      e.message);
-        s->was_down = 1;
+        went_down(s, &e);
         return SPECD_OK; /* a plain step: the output does not depend on the drafter */
     }
     if (s->was_down) specd_log(SPECD_LOG_WARN, "policy remote: drafter is back; drafting again");

@@ -29,6 +29,13 @@ struct specd_rverify {
     specd_ipc_verify_result res;
 };
 
+static void went_down(specd_rverify *r, const specd_error *e) {
+    if (!r->was_down)
+        specd_log(SPECD_LOG_WARN, "spec: verifier unavailable (%s); verifying in-process",
+                  e->message);
+    r->was_down = 1;
+}
+
 void specd_rverify_destroy(specd_rverify *r) {
     if (!r) return;
     specd_ipc_client_destroy(r->client); /* before the buffer it borrows */
@@ -65,19 +72,16 @@ specd_status specd_rverify_create(const specd_spec_params *sp, specd_rverify **o
         return specd_fail(err, st, "spec: verifier endpoint %s: %s",
                           sp->verifier_endpoint ? sp->verifier_endpoint : "(default)", e.message);
     }
-    /* Attaching connects. A daemon that is not up is fine (decided here until it is, and the
-     * buffer is shared on connect); one that refuses us is a setup error. */
+    /* Attaching connects. A daemon that is not up, or that refuses our Hello (a daemon for
+     * another model), is a dead peer: steps are decided here until a matching one answers (the
+     * buffer is shared on connect). One that refuses the buffer itself is a setup error. */
     st = specd_ipc_client_attach_buffer(r->client, r->buf, &e);
-    if (st == SPECD_E_MISMATCH || st == SPECD_E_INVALID_ARG || st == SPECD_E_UNSUPPORTED) {
+    if (st == SPECD_E_INVALID_ARG || st == SPECD_E_UNSUPPORTED) {
         specd_rverify_destroy(r);
         return specd_fail(err, st, "spec: verifier at %s refused the session: %s",
                           sp->verifier_endpoint ? sp->verifier_endpoint : "(default)", e.message);
     }
-    if (st != SPECD_OK) {
-        specd_log(SPECD_LOG_WARN, "spec: verifier unavailable (%s); verifying in-process",
-                  e.message);
-        r->was_down = 1;
-    }
+    if (st != SPECD_OK) went_down(r, &e);
     *out = r;
     return SPECD_OK;
 }
@@ -135,9 +139,11 @@ specd_status specd_rverify_open(specd_rverify *r, int32_t seq, const int32_t *pr
     SPECD_TRY(specd_sampler_create(&check, r->n_vocab, &rs->sampler, err));
     specd_error e;
     specd_status st = specd_ipc_client_open_seq(r->client, &sq, &e);
-    /* recorded by the client even when the daemon is down: opened there on reconnect */
-    if (st != SPECD_OK && st != SPECD_E_PEER && st != SPECD_E_TIMEOUT)
+    /* recorded by the client even when the daemon is down or refuses our Hello: opened there on
+     * reconnect to a matching daemon */
+    if (st != SPECD_OK && st != SPECD_E_PEER && st != SPECD_E_TIMEOUT && st != SPECD_E_MISMATCH)
         return specd_fail(err, st, "spec: verifier: %s", e.message);
+    if (st != SPECD_OK) went_down(r, &e);
     return SPECD_OK;
 }
 
@@ -161,13 +167,6 @@ static void distrust(specd_rverify *r, rseq *rs, const char *why) {
               rs->seq, why);
     rs->distrusted = 1;
     specd_ipc_client_close_seq(r->client, (uint64_t)rs->seq, NULL);
-}
-
-static void went_down(specd_rverify *r, const specd_error *e) {
-    if (!r->was_down)
-        specd_log(SPECD_LOG_WARN, "spec: verifier unavailable (%s); verifying in-process",
-                  e->message);
-    r->was_down = 1;
 }
 
 specd_status specd_rverify_chain(specd_rverify *r, int32_t seq, uint64_t step,

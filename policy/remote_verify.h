@@ -12,8 +12,9 @@
 
 typedef struct specd_rverify specd_rverify;
 
-/* Connects (a daemon that is not up yet is not an error: steps are decided here until it is);
- * a malformed endpoint or a daemon that refuses our vocabulary/tokenizer is. */
+/* Connects. A daemon that is not up yet, or that refuses our vocabulary/tokenizer (a dead peer,
+ * with a warning), is not an error: steps are decided here until a matching one answers. A
+ * malformed endpoint is. */
 specd_status specd_rverify_create(const specd_spec_params *sp, specd_rverify **out,
                                   specd_error *err);
 void specd_rverify_destroy(specd_rverify *r);

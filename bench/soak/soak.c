@@ -87,7 +87,8 @@ static void daemon_spawn(daemon_proc *d) {
     if (d->pid == 0) {
         int fd = open(d->log, O_WRONLY | O_CREAT | O_APPEND, 0600);
         if (fd >= 0) dup2(fd, 2);
-        execl(d->bin, d->bin, "--endpoint", d->ep, "--vocab", "4096", (char *)NULL);
+        execl(d->bin, d->bin, "--endpoint", d->ep, "--vocab", "4096", "--tokenizer-hash", "0",
+              (char *)NULL);
         _exit(127);
     }
     d->started_ms = now_ms();

@@ -67,8 +67,8 @@ typedef struct specd_spec_params {
 SPECD_API specd_spec_params specd_spec_default_params(void);
 
 /* Caller owns *out (specd_spec_destroy). With a verifier_endpoint: SPECD_E_INVALID_ARG for a
- * malformed endpoint, SPECD_E_MISMATCH when the daemon refuses our vocabulary or tokenizer; a
- * daemon that is not up yet is not an error (steps are verified in-process until it is). */
+ * malformed endpoint; a daemon that is not up yet, or that refuses our vocabulary or tokenizer, is
+ * not an error (a warning; steps are verified in-process until a matching daemon answers). */
 SPECD_API specd_status specd_spec_create(const specd_spec_params *params, specd_spec **out,
                                specd_error *err);
 SPECD_API void specd_spec_destroy(specd_spec *spec);

@@ -28,8 +28,11 @@ static void usage(FILE *f, const char *program, const char *description, const c
             "  --model GGUF           the model whose tokenizer hosts must share: vocabulary size\n"
             "                         and tokenizer hash are computed from it (only its\n"
             "                         tokenizer is read)\n"
-            "  --vocab N              without --model: vocabulary size the host must match [49152]\n"
-            "  --tokenizer-hash HEX   without --model: tokenizer hash the host must match [0]\n"
+            "  --tokenizer-hash HEX   instead of --model: a typed tokenizer hash the host must\n"
+            "                         match (a host with a tokenizer of its own); --model or this\n"
+            "                         is required\n"
+            "  --vocab N              with --tokenizer-hash: vocabulary size the host must match\n"
+            "                         [49152]\n"
             "  --curve-secret-file F  file holding this server's CURVE secret key (40 Z85 chars)\n"
             "  --curve-clients-file F file of admitted client public keys, one per line; without\n"
             "                         it any client that knows the server key is admitted\n"
@@ -69,7 +72,7 @@ int specd_daemon_main(int argc, char **argv, const char *program, specd_ipc_role
     int verbose = 0;
     specd_daemon_config cfg = {{0}, 0};
     const char *model_path = NULL;
-    int typed_fingerprint = 0;
+    int typed_fingerprint = 0, typed_hash = 0;
     const char *name = role == SPECD_IPC_ROLE_DRAFTER ? "drafter" : "verifier";
     char default_ep[256] = "(unavailable)";
     specd_error err;
@@ -106,7 +109,7 @@ int specd_daemon_main(int argc, char **argv, const char *program, specd_ipc_role
                 fprintf(stderr, "%s: --tokenizer-hash %s: not hexadecimal\n", program, optarg);
                 return 2;
             }
-            typed_fingerprint = 1;
+            typed_fingerprint = typed_hash = 1;
             break;
         case 'c':
             if (read_key(optarg, key) != 0) {
@@ -178,9 +181,18 @@ int specd_daemon_main(int argc, char **argv, const char *program, specd_ipc_role
                 program);
         return 2;
     }
+    if (!model_path && !typed_hash) {
+        /* a default fingerprint matches no real host: every Hello would be refused */
+        fprintf(stderr,
+                "%s: no model fingerprint: give --model GGUF (the model whose tokenizer the hosts "
+                "use), or a typed --tokenizer-hash HEX (with --vocab N)\n",
+                program);
+        return 2;
+    }
     specd_log_set(log_to_stderr, (void *)program, verbose ? SPECD_LOG_DEBUG : SPECD_LOG_INFO);
     if (model_path && specd_ipc_fingerprint_of_model(model_path, &p.model, &err) != SPECD_OK) {
-        specd_log(SPECD_LOG_ERROR, "--model %s: %s", model_path, err.message);
+        specd_log(SPECD_LOG_ERROR, "--model %s: cannot compute the model fingerprint: %s",
+                  model_path, err.message);
         return 1;
     }
 

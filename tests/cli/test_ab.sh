@@ -49,6 +49,25 @@ for bad in "--policy nosuch --prompts $tmp/prompts.txt" "--policy ngram --prompt
   if [ "$rc" -eq 0 ] || [ "$rc" -gt 2 ]; then echo "expected a refusal for: $bad (rc $rc)"; cat "$tmp/err.txt"; exit 1; fi
   grep -q 'specd' "$tmp/err.txt"
 done
+# an output that cannot be written is refused before the run (no banner, no table), naming it
+for out in "--json $tmp/no/such/dir/ab.json" "--report $tmp/no/such/dir/ab.html" \
+           "--metrics $tmp/no/such/dir/ab.prom" "--json $tmp"; do
+  set +e
+  # shellcheck disable=SC2086
+  "$specd" ab --policy ngram --prompts "$tmp/prompts.txt" -n 4 $out > "$tmp/out.txt" 2> "$tmp/err.txt"
+  rc=$?
+  set -e
+  path=${out#* }
+  if [ "$rc" -eq 0 ] || [ "$rc" -gt 2 ] || ! grep -qF -- "${out%% *} $path: cannot write" "$tmp/err.txt" \
+     || grep -q 'specd ab: policy ngram' "$tmp/err.txt" || [ -s "$tmp/out.txt" ]; then
+    echo "expected a refusal before the run for $out (rc $rc)"; cat "$tmp/err.txt"; exit 1
+  fi
+done
+# the check leaves nothing behind when the run then fails, and an existing file untouched
+echo keep > "$tmp/old.json"
+"$specd" ab --policy ngram --prompts "$tmp/prompts.txt" -n 4 --policy-opts k=0 --json "$tmp/new.json" \
+  --report "$tmp/old.json" > /dev/null 2>&1 && exit 1
+[ ! -e "$tmp/new.json" ] && [ "$(cat "$tmp/old.json")" = keep ] || { echo "the check changed files"; exit 1; }
 "$specd" ab --policy ngram --prompts "$tmp/prompts.txt" -m /nonexistent.gguf > /dev/null 2> "$tmp/err.txt" && exit 1
 grep -q 'cannot load model' "$tmp/err.txt"
 echo "specd ab: ok"

@@ -16,4 +16,17 @@ grep -q 'output identical to plain decoding: yes' /tmp/specd_gen_err.$$
 grep -q '^p_cache (WeDLM eq. 4) [01]\.[0-9]* (.*), TPF' /tmp/specd_gen_err.$$
 rm -f /tmp/specd_gen_err.$$
 if "$specd" generate -n 4 2>/dev/null; then echo "missing -p accepted"; exit 1; fi
+# every policy refuses an option it does not know, naming it ("none" knows none), before running
+for policy in none ngram draft layerskip remote isd risd mrp wedlm sdar simsd; do
+  for opts in no_such_key=1 garbage; do
+    key=${opts%%=*}
+    if "$specd" generate -p "hi" -n 2 --policy "$policy" --policy-opts "$opts" > /dev/null \
+      2> /tmp/specd_gen_err.$$; then
+      echo "--policy $policy --policy-opts $opts accepted"; exit 1
+    fi
+    grep -q "policy $policy: .*'$key'" /tmp/specd_gen_err.$$ \
+      || { cat /tmp/specd_gen_err.$$; echo "--policy $policy: the message does not name $key"; exit 1; }
+  done
+done
+rm -f /tmp/specd_gen_err.$$
 echo "specd generate: ok"

@@ -8,23 +8,24 @@ set -euo pipefail
 # the daemons compute the fingerprint hosts must match from the model's tokenizer
 model=${SPECD_MODEL_DIR:-$HOME/.cache/specd/models}/SmolLM2-135M-Instruct.Q4_1.gguf
 bin=$1 src=$2
+# shellcheck source=remote_util.sh
+. "$(dirname "$0")/remote_util.sh"
 dir=$(mktemp -d /tmp/specd-rverify.XXXXXX)
 chmod 700 "$dir"
 dep="ipc://$dir/drafter.sock" vep="ipc://$dir/verifier.sock"
-dpid= vpid=
+dpid= vpid= gen=
 cleanup() {
+  [ -n "$gen" ] && kill -CONT "$gen" 2>/dev/null && kill "$gen" 2>/dev/null || true
   [ -n "$dpid" ] && kill "$dpid" 2>/dev/null && wait "$dpid" 2>/dev/null || true
   [ -n "$vpid" ] && kill "$vpid" 2>/dev/null && wait "$vpid" 2>/dev/null || true
   rm -rf "$dir"
 }
 trap cleanup EXIT
-"$bin/specd-drafter" --endpoint "$dep" --model "$model" 2>>"$dir/drafter.log" & dpid=$!
-"$bin/specd-verifier" --endpoint "$vep" --model "$model" 2>>"$dir/verifier.log" & vpid=$!
-sed -n '7,9p' "$src/examples/prompts.txt" > "$dir/prompts.txt"  # repetitive: drafts get accepted
 # The daemons bind once they have read the model's tokenizer; a host that starts before that
 # decides its first steps in-process, which the count below would take for a failure.
-for _ in $(seq 1 600); do [ -S "$dir/drafter.sock" ] && [ -S "$dir/verifier.sock" ] && break; sleep 0.05; done
-[ -S "$dir/verifier.sock" ] || { cat "$dir/verifier.log"; echo "verifier never bound"; exit 1; }
+start_daemon dpid "$dir/drafter.log" "$bin/specd-drafter" --endpoint "$dep" --model "$model"
+start_daemon vpid "$dir/verifier.log" "$bin/specd-verifier" --endpoint "$vep" --model "$model"
+sed -n '7,9p' "$src/examples/prompts.txt" > "$dir/prompts.txt"  # repetitive: drafts get accepted
 
 for mode in "--temp 0" "--temp 0.8 --seed 2"; do
   # shellcheck disable=SC2086
@@ -45,10 +46,15 @@ done
   --policy ngram --draft-max 4 --no-adaptive --verifier "$vep" --verifier-timeout-ms 300 \
   > "$dir/out.txt" 2> "$dir/gen.txt" &
 gen=$!
-# after some text is out, so that both the daemon and the fallback decide steps
-for _ in $(seq 1 1200); do [ "$(wc -c < "$dir/out.txt")" -gt 60 ] && break; sleep 0.05; done
+# after some text is out, so that both the daemon and the fallback decide steps; the host is
+# frozen meanwhile, so it has steps left to meet the dead verifier however fast it decodes
+bytes_over() { [ "$(wc -c < "$dir/out.txt")" -gt "$1" ]; }
+wait_until "60 bytes of output" 300 bytes_over 60
+kill -STOP "$gen" # (were the generation over already, the checks below would fail, not pass)
 kill -9 "$vpid"; wait "$vpid" 2>/dev/null || true; vpid=
+kill -CONT "$gen"
 wait "$gen"
+gen=
 cat "$dir/gen.txt"
 grep -q 'verifier unavailable' "$dir/gen.txt"
 grep -Eq 'remote verifier .*: [1-9][0-9]* drafting steps verified there, [1-9][0-9]* in-process' \
@@ -61,7 +67,7 @@ set +e
 rc=$?
 set -e
 [ "$rc" -ne 0 ] && grep -q 'verifier endpoint' "$dir/bad.txt" || { cat "$dir/bad.txt"; exit 1; }
-"$bin/specd-verifier" --endpoint "$vep" --model "$model" 2>>"$dir/verifier.log" & vpid=$!
+start_daemon vpid "$dir/verifier2.log" "$bin/specd-verifier" --endpoint "$vep" --model "$model"
 set +e
 "$bin/specd" generate -p "hi" -n 4 --policy isd --verifier "$vep" > /dev/null 2> "$dir/bad.txt"
 rc=$?

@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -16,19 +17,26 @@
 #define TEST_TOKHASH 0x5eed5eed12345678ULL
 #define TEST_TOKHASH_ARG "5eed5eed12345678"
 
-/* Starts `binary --endpoint ep ...` with stderr to stderr_path (or ours when NULL). */
-static inline pid_t daemon_start(const char *binary, const char *ep, const char *stderr_path) {
+/* Starts `binary --endpoint ep --vocab 49152 --tokenizer-hash hash` with stderr to stderr_path
+ * (or ours when NULL). */
+static inline pid_t daemon_start_hash(const char *binary, const char *ep, const char *hash,
+                                      const char *stderr_path) {
     pid_t pid = fork();
     if (pid == 0) {
         if (stderr_path) {
             int fd = open(stderr_path, O_WRONLY | O_CREAT | O_APPEND, 0600);
             if (fd >= 0) dup2(fd, 2);
         }
-        execl(binary, binary, "--endpoint", ep, "--vocab", "49152", "--tokenizer-hash",
-              TEST_TOKHASH_ARG, (char *)NULL);
+        execl(binary, binary, "--endpoint", ep, "--vocab", "49152", "--tokenizer-hash", hash,
+              (char *)NULL);
         _exit(127);
     }
     return pid;
+}
+
+/* The same, serving the tests' fingerprint. */
+static inline pid_t daemon_start(const char *binary, const char *ep, const char *stderr_path) {
+    return daemon_start_hash(binary, ep, TEST_TOKHASH_ARG, stderr_path);
 }
 
 static inline void sleep_ms(int ms) {
@@ -36,7 +44,17 @@ static inline void sleep_ms(int ms) {
     nanosleep(&ts, NULL);
 }
 
-/* Waits until a daemon answers a ping on ep (a throwaway client), up to ~5 s. */
+static inline uint64_t daemon_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* Generous: a daemon starting on a loaded machine (sanitizers, parallel tests) is slow, and a
+ * wait that ends early fails a correct build. */
+#define DAEMON_WAIT_MS 30000
+
+/* Waits until a daemon answers a ping on ep (a throwaway client), up to DAEMON_WAIT_MS. */
 static inline int daemon_wait_ready(const char *ep, specd_ipc_role role) {
     specd_ipc_params p = specd_ipc_default_params();
     p.endpoint = ep;
@@ -46,12 +64,28 @@ static inline int daemon_wait_ready(const char *ep, specd_ipc_role role) {
     specd_ipc_client *c = NULL;
     if (specd_ipc_client_create(&p, role, &m, &c, NULL) != SPECD_OK) return 0;
     int ok = 0;
-    for (int i = 0; i < 100 && !ok; i++) {
+    for (uint64_t end = daemon_now_ms() + DAEMON_WAIT_MS; !ok && daemon_now_ms() < end;) {
         ok = specd_ipc_client_ping(c, NULL) == SPECD_OK;
         if (!ok) sleep_ms(50);
     }
     specd_ipc_client_destroy(c);
     return ok;
+}
+
+/* Waits up to timeout_ms for pid to exit: its exit code (128 + signal when killed by one), or -1
+ * when it was still running (it is then killed and reaped, so no test leaves a daemon behind). */
+static inline int daemon_wait_exit(pid_t pid, int timeout_ms) {
+    int status = 0;
+    for (uint64_t end = daemon_now_ms() + (uint64_t)timeout_ms;;) {
+        pid_t r = waitpid(pid, &status, WNOHANG);
+        if (r == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        if (r < 0) return -1;
+        if (daemon_now_ms() >= end) break;
+        sleep_ms(20);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    return -1;
 }
 
 /* Sends sig and returns the exit status (or 128 + signal). */

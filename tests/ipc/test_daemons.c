@@ -67,12 +67,63 @@ static int run_status(const char *bin, const char *arg) {
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+/* Runs bin with argv (NULL-terminated, argv[0] included) and its stderr into log; the exit code. */
+static int run_logged(const char *bin, char *const argv[], const char *log) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(fd, 2);
+        execv(bin, argv);
+        _exit(127);
+    }
+    return daemon_wait_exit(pid, DAEMON_WAIT_MS); /* -1 (killed) if it kept running */
+}
+
+static int file_has(const char *path, const char *text);
+
 static void test_help_and_bad_options(void **state) {
     (void)state;
     assert_int_equal(run_status(drafter_bin, "--help"), 0);
     assert_int_equal(run_status(verifier_bin, "--help"), 0);
     assert_int_equal(run_status(drafter_bin, "--no-such-option"), 2);
     assert_int_equal(run_status(verifier_bin, "--vocab=abc"), 2);
+}
+
+/* A daemon with no fingerprint to check hosts against (no --model, no typed --tokenizer-hash), or
+ * a --model whose fingerprint cannot be computed, refuses to start and names the option: it would
+ * otherwise listen and refuse every host. */
+static void test_no_fingerprint_no_start(void **state) {
+    (void)state;
+    char dir[64] = "/tmp/specd-test-XXXXXX", ep[128], log[128], sock[128], notgguf[128];
+    assert_non_null(mkdtemp(dir));
+    snprintf(ep, sizeof ep, "ipc://%s/d.sock", dir);
+    snprintf(sock, sizeof sock, "%s/d.sock", dir);
+    snprintf(log, sizeof log, "%s/err.log", dir);
+    snprintf(notgguf, sizeof notgguf, "%s/not.gguf", dir);
+    FILE *f = fopen(notgguf, "w");
+    assert_non_null(f);
+    fputs("not a model\n", f);
+    fclose(f);
+    const char *bins[] = {drafter_bin, verifier_bin};
+    for (int b = 0; b < 2; b++) {
+        char *bare[] = {(char *)bins[b], "--endpoint", ep, NULL};
+        assert_int_equal(run_logged(bins[b], bare, log), 2);
+        assert_true(file_has(log, "--model"));
+        assert_true(file_has(log, "--tokenizer-hash"));
+        char *vocab_only[] = {(char *)bins[b], "--endpoint", ep, "--vocab", "49152", NULL};
+        assert_int_equal(run_logged(bins[b], vocab_only, log), 2);
+        assert_true(file_has(log, "no model fingerprint"));
+        char *missing[] = {(char *)bins[b], "--endpoint", ep, "--model", "/nonexistent.gguf", NULL};
+        assert_int_not_equal(run_logged(bins[b], missing, log), 0);
+        assert_true(file_has(log, "--model /nonexistent.gguf"));
+        char *bad[] = {(char *)bins[b], "--endpoint", ep, "--model", notgguf, NULL};
+        assert_int_not_equal(run_logged(bins[b], bad, log), 0);
+        assert_true(file_has(log, "cannot compute the model fingerprint"));
+        assert_int_equal(access(sock, F_OK), -1); /* none of them listened */
+    }
+    unlink(log);
+    unlink(notgguf);
+    rmdir(dir);
 }
 
 static void test_drafter_sequences(void **state) {
@@ -159,8 +210,8 @@ static int run_drafter_with(const char *arg) {
     if (pid == 0) {
         int fd = open("/dev/null", O_WRONLY);
         dup2(fd, 2);
-        execl(drafter_bin, drafter_bin, "--endpoint", "ipc:///nonexistent/x.sock", "--policy", arg,
-              (char *)NULL);
+        execl(drafter_bin, drafter_bin, "--endpoint", "ipc:///nonexistent/x.sock",
+              "--tokenizer-hash", TEST_TOKHASH_ARG, "--policy", arg, (char *)NULL);
         _exit(127);
     }
     int status;
@@ -229,14 +280,8 @@ static void test_operability(void **state) {
     snprintf(log, sizeof log, "%s/second.log", f.dir);
     snprintf(sock, sizeof sock, "%s/d.sock", f.dir);
     pid_t second = daemon_start(verifier_bin, f.ep, log);
-    int status = 0, exited = 0;
-    for (int i = 0; i < 100 && !exited; i++) {
-        exited = waitpid(second, &status, WNOHANG) == second;
-        if (!exited) sleep_ms(20);
-    }
-    if (!exited) daemon_stop(second, SIGKILL);
-    assert_true(exited);
-    assert_true(WIFEXITED(status) && WEXITSTATUS(status) != 0);
+    int code = daemon_wait_exit(second, DAEMON_WAIT_MS);
+    assert_true(code > 0 && code < 128); /* exited by itself, with an error */
     assert_true(file_has(log, "in use"));
     unlink(log);
     /* the first one still serves */
@@ -258,15 +303,16 @@ static void test_operability(void **state) {
         int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
         dup2(fd, 2);
         execl(verifier_bin, verifier_bin, "--endpoint", ep, "--curve-secret-file", keyfile,
-              (char *)NULL);
+              "--tokenizer-hash", TEST_TOKHASH_ARG, (char *)NULL);
         _exit(127);
     }
     int seen = 0;
-    for (int i = 0; i < 100 && !seen; i++) {
+    for (uint64_t end = daemon_now_ms() + DAEMON_WAIT_MS; !seen && daemon_now_ms() < end;) {
         seen = file_has(log, "listening");
         if (!seen) sleep_ms(20);
     }
     daemon_stop(t, SIGTERM);
+    assert_true(seen);
     assert_true(file_has(log, "no client allow-list"));
     unlink(log);
     unlink(keyfile);
@@ -449,6 +495,7 @@ int main(int argc, char **argv) {
     verifier_bin = argv[2];
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_help_and_bad_options),
+        cmocka_unit_test(test_no_fingerprint_no_start),
         cmocka_unit_test(test_drafter_sequences),
         cmocka_unit_test(test_drafter_serves_the_operators_policies),
         cmocka_unit_test(test_verifier_buffers),

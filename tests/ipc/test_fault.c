@@ -23,6 +23,11 @@ typedef struct killer {
     int delay_us;
 } killer;
 
+static void wait_reconnected(specd_ipc_client *c);
+
+/* The killer lands mid-request at a moment of its own; the driver joins it (the daemon is dead and
+ * reaped then) halfway between the kill and the restart step, so the steps after the join meet a
+ * dead daemon however the threads are scheduled. */
 static void *kill_later(void *arg) {
     killer *k = arg;
     usleep((useconds_t)k->delay_us);
@@ -88,10 +93,8 @@ static void run_with_fault(const char *bin, specd_ipc_role role) {
     int down_failures = 0;
     for (size_t i = 0; i < STEPS; i++) {
         if (i == KILL_AT) pthread_create(&th, NULL, kill_later, &k);
-        if (i == RESTART_AT) {
-            pthread_join(th, NULL);
-            pid = daemon_start(bin, ep, NULL);
-        }
+        if (i == (KILL_AT + RESTART_AT) / 2) pthread_join(th, NULL);
+        if (i == RESTART_AT) pid = daemon_start(bin, ep, NULL);
         uint32_t t = expected[PROMPT + i];
         specd_status st = specd_ipc_client_commit(c, 42, &t, 1, &err);
         if (st == SPECD_OK)
@@ -107,12 +110,7 @@ static void run_with_fault(const char *bin, specd_ipc_role role) {
         usleep(500);
     }
     /* The daemon is back: make sure the session is (it may still be reconnecting). */
-    int connected = 0;
-    for (int tries = 0; tries < 100 && !connected; tries++) {
-        connected = specd_ipc_client_ping(c, NULL) == SPECD_OK;
-        if (!connected) sleep_ms(50);
-    }
-    assert_true(connected);
+    wait_reconnected(c);
     uint64_t len, hash;
     assert_int_equal(specd_ipc_client_seq_info(c, 42, &len, &hash, &err), SPECD_OK);
     assert_int_equal(len, PROMPT + STEPS);
@@ -142,9 +140,10 @@ static void test_drafter_killed(void **state) {
 static void wait_reconnected(specd_ipc_client *c) {
     specd_error err;
     specd_status st = SPECD_E_PEER;
-    for (int i = 0; i < 250 && st != SPECD_OK; i++) {
-        if (i) sleep_ms(20);
+    for (uint64_t end = daemon_now_ms() + DAEMON_WAIT_MS; st != SPECD_OK;) {
         st = specd_ipc_client_ping(c, &err);
+        if (st == SPECD_OK || daemon_now_ms() >= end) break;
+        sleep_ms(20);
     }
     if (st != SPECD_OK) fail_msg("the restarted daemon never answered: %s", err.message);
 }
@@ -286,8 +285,8 @@ static void test_verifier_killed(void **state) {
     int remote = 0, local = 0, remote_after_restart = 0;
     for (int s = 0; s < GSTEPS; s++) {
         if (s == GKILL) pthread_create(&th, NULL, kill_later, &k);
+        if (s == (GKILL + GRESTART) / 2) pthread_join(th, NULL);
         if (s == GRESTART) {
-            pthread_join(th, NULL);
             pid = daemon_start(verifier_bin, ep, NULL);
             wait_reconnected(c);
         }
@@ -320,12 +319,7 @@ static void test_verifier_killed(void **state) {
     assert_int_equal(n, n_expect);
     assert_memory_equal(hist, expect, n * sizeof *hist);
     /* And the restarted verifier holds exactly that history. */
-    int connected = 0;
-    for (int tries = 0; tries < 100 && !connected; tries++) {
-        connected = specd_ipc_client_ping(c, NULL) == SPECD_OK;
-        if (!connected) sleep_ms(50);
-    }
-    assert_true(connected);
+    wait_reconnected(c);
     uint64_t len, hash, mylen, myhash;
     assert_int_equal(specd_ipc_client_seq_info(c, GSEQ, &len, &hash, &err), SPECD_OK);
     assert_int_equal(specd_ipc_client_history(c, GSEQ, &mylen, &myhash, &err), SPECD_OK);
@@ -448,8 +442,8 @@ static void test_drafter_killed_generation(void **state) {
     int steps = 0, drafted_steps = 0, plain_steps = 0, accepted = 0, after_restart = 0;
     while (n < DN) {
         if (steps == DKILL) pthread_create(&th, NULL, kill_later, &k);
+        if (steps == (DKILL + DRESTART) / 2) pthread_join(th, NULL);
         if (steps == DRESTART) {
-            pthread_join(th, NULL);
             pid = daemon_start(drafter_bin, ep, NULL);
             gen_pid = pid;
             wait_reconnected(c);
@@ -506,9 +500,11 @@ static void test_drafter_killed_generation(void **state) {
         fail_msg("commit: %s", err.message);
     uint64_t len, hash;
     specd_status ist = SPECD_E_PEER;
-    for (int i = 0; i < 100 && (ist == SPECD_E_PEER || ist == SPECD_E_TIMEOUT); i++) {
-        if (i) sleep_ms(50);
+    for (uint64_t end = daemon_now_ms() + DAEMON_WAIT_MS;
+         ist == SPECD_E_PEER || ist == SPECD_E_TIMEOUT;) {
         ist = specd_ipc_client_seq_info(c, GSEQ, &len, &hash, &err);
+        if (daemon_now_ms() >= end) break;
+        if (ist == SPECD_E_PEER || ist == SPECD_E_TIMEOUT) sleep_ms(50);
     }
     if (ist != SPECD_OK) fail_msg("seq_info: %s", err.message);
     assert_int_equal(len, n);

@@ -213,8 +213,6 @@ static void test_bad_setups_are_refused(void **s) {
 
     d = daemon_start(verifier_bin, ep, NULL);
     assert_true(daemon_wait_ready(ep, SPECD_IPC_ROLE_VERIFIER));
-    /* the daemon serves another tokenizer */
-    make_spec(ep, 0x1234, SPECD_E_MISMATCH);
     spec = make_spec(ep, TEST_TOKHASH, SPECD_OK);
     specd_seq_params p = seq_params(0.8f);
     p.rule = SPECD_ACCEPT_REJECTION;
@@ -237,6 +235,48 @@ static void test_bad_setups_are_refused(void **s) {
     assert_int_equal(st.n_remote_verified, 0);
     assert_int_equal(st.n_remote_fallback, st.n_drafts);
     specd_spec_destroy(spec);
+}
+
+/* A daemon for another tokenizer refuses our Hello: a dead peer, not a failed session. Every step
+ * is verified in-process while it runs (at the spec's creation and mid-run), and once a matching
+ * daemon takes its place the host reconnects and the daemon decides again; the output is the
+ * in-process one throughout. */
+static void test_refusing_daemon_is_a_dead_peer(void **s) {
+    (void)s;
+    d = daemon_start_hash(verifier_bin, ep, "1234", NULL); /* not TEST_TOKHASH */
+    specd_ipc_params p = specd_ipc_default_params();
+    p.endpoint = ep;
+    p.retry_ms = 0;
+    specd_ipc_fingerprint other = {TEST_VOCAB, 0x1234};
+    specd_ipc_client *probe = NULL;
+    assert_int_equal(specd_ipc_client_create(&p, SPECD_IPC_ROLE_VERIFIER, &other, &probe, NULL),
+                     SPECD_OK);
+    int up = 0; /* listening: it answers a Hello with its own fingerprint */
+    for (uint64_t end = daemon_now_ms() + DAEMON_WAIT_MS; !up && daemon_now_ms() < end;)
+        if (!(up = specd_ipc_client_ping(probe, NULL) == SPECD_OK)) sleep_ms(50);
+    specd_ipc_client_destroy(probe);
+    assert_true(up);
+    specd_spec *local = make_spec(NULL, 0, SPECD_OK);
+    specd_spec *spec = make_spec(ep, TEST_TOKHASH, SPECD_OK); /* refused: not an error */
+    static int32_t a[N_TOKENS], b[N_TOKENS];
+    specd_seq_stats sa, sb;
+    int64_t na = run(local, 0.8f, -1, NULL, a, &sa);
+    int64_t nb = run(spec, 0.8f, -1, NULL, b, &sb);
+    assert_int_equal(nb, na);
+    assert_memory_equal(a, b, (size_t)na * sizeof *a);
+    assert_int_equal(sb.n_remote_verified, 0);
+    assert_int_equal(sb.n_remote_fallback, sb.n_drafts);
+    /* mid-run: the refusing daemon dies before step 4, a matching one is up from step 10 */
+    nb = run(spec, 0.8f, 4, &d, b, &sb);
+    assert_int_equal(nb, na);
+    assert_memory_equal(a, b, (size_t)na * sizeof *a);
+    assert_true(sb.n_remote_fallback >= 4);     /* refused, then gone */
+    assert_true(sb.n_remote_verified >= 1);     /* the matching daemon decided */
+    assert_int_equal(sb.n_remote_verified + sb.n_remote_fallback, sb.n_drafts);
+    specd_spec_destroy(local);
+    specd_spec_destroy(spec);
+    if (d) assert_int_equal(daemon_stop(d, SIGTERM), 0);
+    d = 0;
 }
 
 /* A verifier that answers plausibly and wrongly (every draft accepted, then token 0): what a host
@@ -315,6 +355,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test_teardown(test_identical_to_in_process, teardown),
         cmocka_unit_test_teardown(test_daemon_killed_and_restarted, teardown),
         cmocka_unit_test_teardown(test_bad_setups_are_refused, teardown),
+        cmocka_unit_test_teardown(test_refusing_daemon_is_a_dead_peer, teardown),
         cmocka_unit_test_teardown(test_inconsistent_answers_fall_back, teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

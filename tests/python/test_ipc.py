@@ -16,25 +16,30 @@ from conftest import BUILD, PROMPT, SOURCE
 from specd.ipc import Client
 
 MAX_DRAFT = 4  # (4 + 1) rows of 49,152 f32 logits fit the daemons' default 1 MiB frame
+# A typed fingerprint (the daemons' --tokenizer-hash): this host brings its own tokenizer check.
+TOKHASH = 0x5eed5eed12345678
 
 
 @pytest.fixture(scope="module")
-def daemons():
+def daemons(model):
     d = tempfile.mkdtemp(prefix="specd-pyipc.")
     os.chmod(d, 0o700)
     eps = {name: f"ipc://{d}/{name}.sock" for name in ("drafter", "verifier")}
-    procs = [subprocess.Popen([os.path.join(BUILD, f"specd-{name}"), "--endpoint", ep],
-                              stderr=open(os.path.join(d, f"{name}.log"), "w"))
-             for name, ep in eps.items()]
+    procs = {name: subprocess.Popen([os.path.join(BUILD, f"specd-{name}"), "--endpoint", ep,
+                                     "--vocab", str(model.n_vocab),
+                                     "--tokenizer-hash", f"{TOKHASH:016x}"],
+                                    stderr=open(os.path.join(d, f"{name}.log"), "w"))
+             for name, ep in eps.items()}
     try:
-        for name in eps:  # listening once the socket file is there
-            for _ in range(200):
-                if os.path.exists(f"{d}/{name}.sock"):
-                    break
+        for name, p in procs.items():  # listening once the socket file is there
+            deadline = time.monotonic() + 60
+            while not os.path.exists(f"{d}/{name}.sock"):
+                assert p.poll() is None, f"specd-{name} exited: " + open(f"{d}/{name}.log").read()
+                assert time.monotonic() < deadline, f"specd-{name} never listened"
                 time.sleep(0.05)
         yield eps
     finally:
-        for p in procs:
+        for p in procs.values():
             p.terminate()
             p.wait(timeout=10)
 
@@ -74,8 +79,8 @@ def test_sidecar_decoding_matches_plain(model, tok, ctx, daemons):
         spec.open(0, ids, policy="none", temperature=0.0, max_tokens=48)  # no stop token
         spec.run(0, ctx)
         plain = spec.output(0)
-    with Client(daemons["drafter"], model.n_vocab, role="drafter") as dr, \
-         Client(daemons["verifier"], model.n_vocab, role="verifier") as vr:
+    with Client(daemons["drafter"], model.n_vocab, TOKHASH, role="drafter") as dr, \
+         Client(daemons["verifier"], model.n_vocab, TOKHASH, role="verifier") as vr:
         got, steps, accepted = sidecar_decode(model, ctx, dr, vr, ids, len(plain))
         assert got == plain
         assert accepted > 0 and steps < len(plain)  # the daemons' drafts were accepted
@@ -86,12 +91,15 @@ def test_sidecar_decoding_matches_plain(model, tok, ctx, daemons):
 
 def test_daemon_errors_carry_status(model, daemons):
     with pytest.raises(specd.SpecdError) as e:
-        Client(daemons["verifier"], model.n_vocab + 1)
+        Client(daemons["verifier"], model.n_vocab + 1, TOKHASH)
     assert e.value.name == "SPECD_E_MISMATCH" and "vocab" in e.value.message
     with pytest.raises(specd.SpecdError) as e:
-        Client(daemons["drafter"], model.n_vocab, role="verifier")
+        Client(daemons["drafter"], model.n_vocab, TOKHASH, role="verifier")
     assert e.value.name == "SPECD_E_MISMATCH"
-    with Client(daemons["verifier"], model.n_vocab, role="verifier") as vr:
+    with pytest.raises(specd.SpecdError) as e:
+        Client(daemons["verifier"], model.n_vocab)  # another tokenizer
+    assert e.value.name == "SPECD_E_MISMATCH" and "tokenizer hash" in e.value.message
+    with Client(daemons["verifier"], model.n_vocab, TOKHASH, role="verifier") as vr:
         vr.ping()
         with pytest.raises(specd.SpecdError) as e:
             vr.propose(1, 1)  # a verifier drafts nothing

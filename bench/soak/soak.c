@@ -80,9 +80,16 @@ typedef struct daemon_proc {
     long rss_first, rss_last; /* of the current instance: after its first second, and now */
     long worst_growth_kb;     /* over all instances that lived >= 5 s */
     int kills;
+    long log_size_at_spawn; /* the log's bytes when the current instance was started */
 } daemon_proc;
 
+static long file_size(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 ? (long)st.st_size : 0;
+}
+
 static void daemon_spawn(daemon_proc *d) {
+    d->log_size_at_spawn = file_size(d->log);
     d->pid = fork();
     if (d->pid == 0) {
         int fd = open(d->log, O_WRONLY | O_CREAT | O_APPEND, 0600);
@@ -94,6 +101,22 @@ static void daemon_spawn(daemon_proc *d) {
     d->started_ms = now_ms();
     d->restart_at_ms = 0;
     d->rss_first = d->rss_last = -1;
+}
+
+/* Waits (30 s at most) until the current instance has logged that it listens: the line comes
+ * after the log's length at the instance's start (the log is appended to). */
+static int daemon_wait_listening(const daemon_proc *d) {
+    for (uint64_t deadline = now_ms() + 30000; now_ms() < deadline; usleep(20000)) {
+        FILE *f = fopen(d->log, "r");
+        if (!f) continue;
+        char line[512];
+        int found = 0;
+        if (fseek(f, d->log_size_at_spawn, SEEK_SET) == 0)
+            while (!found && fgets(line, sizeof line, f)) found = strstr(line, "listening on") != NULL;
+        fclose(f);
+        if (found) return 1;
+    }
+    return 0;
 }
 
 static void daemon_account(daemon_proc *d) {
@@ -273,10 +296,14 @@ int main(int argc, char **argv) {
     double secs = (double)(now_ms() - t0) / 1000.0;
     for (int h = 0; h < HOSTS; h++) specd_spec_destroy(hosts[h]);
     specd_spec_destroy(plain);
-    /* a daemon killed last is brought back, so both end by SIGTERM */
+    /* a daemon killed last is brought back, so both end by SIGTERM; a SIGTERM before it listens
+     * would end it before its handler exists and leave the killed instance's socket file */
     if (!dr.pid) daemon_spawn(&dr);
     if (!ve.pid) daemon_spawn(&ve);
-    usleep(500000);
+    if (!daemon_wait_listening(&dr) || !daemon_wait_listening(&ve)) {
+        fprintf(stderr, "soak: a restarted daemon did not listen within 30 s\n");
+        return 1;
+    }
     daemon_account(&dr);
     daemon_account(&ve);
     if (dr.pid) kill(dr.pid, SIGTERM), waitpid(dr.pid, NULL, 0);

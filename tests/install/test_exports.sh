@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The shared libspecd exports only the public API (SPECD_API, every name prefixed specd_), never
-# an internal helper or the acceptance engine's test hook; the umbrella header includes every
-# public header and compiles on its own; the build tree's specd.pc builds a program against the
-# build tree.
+# an internal helper or the acceptance engine's test hook, and links no jemalloc; the umbrella
+# header includes every public header and compiles on its own; the build tree's specd.pc builds a
+# program against the build tree.
 set -euo pipefail
 build=$1 src=$2
 cc=${CC:-cc}
@@ -12,6 +12,11 @@ bad=$(printf '%s\n' "$syms" | grep -v '^specd_' || true)
 if [ -n "$bad" ]; then echo "exported without the specd_ prefix:"; echo "$bad"; exit 1; fi
 if printf '%s\n' "$syms" | grep -q 'specd_accept_debug_mutate'; then
   echo "the test hook specd_accept_debug_mutate is exported"; exit 1
+fi
+# a program started without jemalloc (Python) must be able to dlopen libspecd.so: jemalloc's
+# initial-exec TLS would not fit, so only libspecd.a links it (common/alloc.c)
+if readelf -d "$lib" | grep -q 'NEEDED.*libjemalloc'; then
+  echo "libspecd.so links jemalloc"; exit 1
 fi
 for h in "$src"/include/specd/*.h; do
   name=$(basename "$h")

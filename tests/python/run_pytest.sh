@@ -22,7 +22,5 @@ fi
   --no-deps "$src/bindings/python"
 export PKG_CONFIG_PATH="$bin${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
 export SPECD_BUILD_DIR=$bin SPECD_SOURCE_DIR=$src
-# libspecd links jemalloc, whose TLS must be reserved at process start to dlopen it
-export GLIBC_TUNABLES=glibc.rtld.optional_static_tls=16384
 cd "$src/tests/python"  # not bindings/python: import the installed package
 exec "$venv/bin/python" -m pytest -q -p no:cacheprovider "$@" .

@@ -212,12 +212,6 @@ def load(path=None):
             lib = ctypes.CDLL(cand)
         except OSError as e:
             tried.append(f"{cand}: {e}")
-            if "static TLS" in str(e):
-                raise OSError(
-                    f"cannot load {cand}: {e}. libspecd links jemalloc, whose thread-local "
-                    "storage must be reserved when the process starts: run Python with "
-                    "GLIBC_TUNABLES=glibc.rtld.optional_static_tls=16384 (or LD_PRELOAD the "
-                    "libjemalloc.so.2 named above)") from e
             continue
         for name, (res, args) in _SIGNATURES.items():
             fn = getattr(lib, name)

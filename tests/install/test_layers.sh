@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Dependencies point down (README "Map", DESIGN.md section 3): a file may include public headers
+# Dependencies point down (README "Map", docs/design.md "Layers"): a file may include public headers
 # (specd/...) and the internal headers of its own layer and the layers below it, never above;
 # the two daemons never include each other. One object library builds every layer, so the
 # compiler would accept an upward include: this test refuses it.

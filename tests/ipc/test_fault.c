@@ -161,7 +161,7 @@ static uint32_t mix(uint32_t x) {
     return x;
 }
 
-/* A synthetic target (stand-in for the model until the lead wires the runtime): the logits for
+/* A synthetic target (a stand-in for a model, so the fault tests need none): the logits for
  * the next token after `prev` at `pos`, peaked at one token so drafts are often right. */
 static uint32_t peak_of(uint32_t prev, uint32_t pos) {
     return mix(prev * 31u + pos * 17u) % TEST_VOCAB;

@@ -1,4 +1,4 @@
-/* Peers of the real daemons cannot get in each other's way (issue 21): two hosts that both number
+/* Peers of the real daemons cannot get in each other's way: two hosts that both number
  * their sequence 0 keep two sequences; a peer can neither read nor close another's; what a peer
  * held is released when its connection closes; one peer cannot fill the buffer table for all; a
  * peer that floods requests without reading the replies and then leaves neither crashes the

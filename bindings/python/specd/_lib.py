@@ -44,7 +44,7 @@ class StepLayout(Structure):
                 ("lora", c_void_p), ("n_rows", c_int32), ("rows", POINTER(c_int32)),
                 ("lora_path", c_char_p), ("input_embd", POINTER(c_float)),
                 ("input_embd_rows", POINTER(c_uint8)),
-                # G5 keyed chains (policy ABI 2): the C side zeroes the whole struct, so every
+                # keyed chains (policy ABI 2): the C side zeroes the whole struct, so every
                 # field must be here or it writes past a short one
                 ("n_chain", c_int32), ("chain_draft", POINTER(c_int32)),
                 ("chain_key", POINTER(c_int32)), ("chain_q", POINTER(c_float)),

@@ -11,7 +11,8 @@ environment), then checks:
     an abort;
   - a flood from 127.0.0.2 (connections that trickle a header line every 0.3 s, connections that
     send nothing) does not keep a client on 127.0.0.1 out: /health and a completion are each
-    answered within 1 s while it goes on; at most 32 of the flood's connections are held, and
+    answered within 1 s while it goes on (the completion within 1 s more than it takes without
+    the flood, which sanitizers or a loaded machine make longer); at most 32 of the flood's connections are held, and
     the server closes every one of them by the request deadline, although they keep sending;
   - a Content-Length over --max-body gets 413 at once; bytes that are not HTTP get a 400 or the
     connection closed, at once when they make a line, by the deadline when they do not.
@@ -258,16 +259,22 @@ class Flood:
 
 def flood_tests(port):
     comp = {"prompt": "The capital of France is", "max_tokens": 2, "temperature": 0}
+    # The completion's own time on this machine (sanitizers, load) comes on top of the 1 s.
+    alone = min(timed(lambda: request(port, "POST", "/v1/completions", comp, AUTH))[1]
+                for _ in range(2))
     flood = Flood(port)
     try:
         # while it goes on, a client elsewhere is served at once
+        worst = [0.0, 0.0]
         for i in range(3):
             (status, _, _), t = timed(lambda: request(port, "GET", "/health", timeout=5))
             check(status == 200 and t < 1.0, "/health under a flood: %d in %.2f s" % (status, t))
+            worst[0] = max(worst[0], t)
             (status, _, data), t = timed(
                 lambda: request(port, "POST", "/v1/completions", comp, AUTH, timeout=5))
-            check(status == 200 and t < 1.0,
-                  "a completion under a flood: %d in %.2f s %s" % (status, t, data[:200]))
+            check(status == 200 and t < 1.0 + alone, "a completion under a flood: %d in %.2f s "
+                  "(%.2f s alone) %s" % (status, t, alone, data[:200]))
+            worst[1] = max(worst[1], t)
         # the connections over the per-address limit are closed as they come
         limit_by = time.monotonic() + 1.5
         while len(flood.open()) > PER_IP and time.monotonic() < limit_by:
@@ -287,8 +294,9 @@ def flood_tests(port):
               "the held connections closed after %.1f s, before the %d s deadline"
               % (last, REQUEST_TIMEOUT))
         print("ok: a flood of %d connections from one address: %d held, all closed by %.1f s; "
-              "/health and a completion answered within 1 s meanwhile"
-              % (len(flood.socks), held, last), flush=True)
+              "meanwhile /health answered in %.3f s at worst, a 2-token completion in %.3f s "
+              "(%.3f s without the flood)"
+              % (len(flood.socks), held, last, worst[0], worst[1], alone), flush=True)
     finally:
         flood.close()
 

@@ -182,7 +182,7 @@ static void produce(exchange *x, serve_http_stream s) {
         if (gone) break;
         ssize_t n = s.read(s.user, tmp, sizeof tmp);
         pthread_mutex_lock(&h->mu);
-        if (n > 0 && x->slen + (size_t)n > x->scap) {
+        if (n > 0 && x->soff > 0 && x->slen + (size_t)n > x->scap) {
             memmove(x->sbuf, x->sbuf + x->soff, x->slen - x->soff);
             x->slen -= x->soff;
             x->soff = 0;

@@ -348,6 +348,14 @@ static int authorized(const serve_http *h, struct MHD_Connection *c, const char 
     return same_secret(a, h->api_key);
 }
 
+/* The request has a body, which an answer given from its head leaves unread. */
+static int body_announced(struct MHD_Connection *c) {
+    const char *v =
+        MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    return (v && strcmp(v, "0") != 0) ||
+           MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+}
+
 static enum MHD_Result refuse_unauthorized(exchange *x) {
     serve_refusal why;
     serve_refuse(&why, 401, "invalid_request_error", NULL,
@@ -355,7 +363,7 @@ static enum MHD_Result refuse_unauthorized(exchange *x) {
     size_t len = 0;
     char *body = serve_json_error(&why, &len);
     if (!body) return MHD_NO;
-    if (x->conn) serve_conns_linger(x->h->conns, x->conn);
+    if (x->conn && body_announced(x->c)) serve_conns_linger(x->h->conns, x->conn);
     return queue_text(x->c, 401, body, len, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
 }
 

@@ -17,8 +17,8 @@ static void usage(FILE *out) {
     fprintf(out,
             "usage: specd serve [options]\n\n"
             "An OpenAI-compatible HTTP server: POST /v1/completions, /v1/chat/completions\n"
-            "(\"stream\": true for server-sent events), GET /v1/models, /health, /metrics\n"
-            "(Prometheus text). Every running request shares one forward per step.\n\n"
+            "(\"stream\": true for server-sent events), GET (or HEAD) /v1/models, /health,\n"
+            "/metrics (Prometheus text). Every running request shares one forward per step.\n\n"
             "options:\n"
             "  -m, --model PATH        GGUF model (default: the default model)\n"
             "  --model-name ID         the name requests use (default: file name without .gguf)\n"
@@ -32,7 +32,19 @@ static void usage(FILE *out) {
             "  --policy NAME[:OPTS]    policy of requests that name none (default none)\n"
             "  --max-tokens-cap N      most max_tokens a request may ask for (default 1024)\n"
             "  --default-max-tokens N  max_tokens of a request that gives none (default 256)\n"
-            "  --max-body BYTES        largest request body (default 1048576)\n"
+            "  --max-body BYTES        largest request body; a larger Content-Length is told\n"
+            "                          413 at once (default 1048576)\n"
+            "  --request-timeout S     seconds a request's head and body may take, from the\n"
+            "                          connection's opening (or the previous answer's end) to\n"
+            "                          the body's last byte; then the connection is closed,\n"
+            "                          however often the client sends a byte (default 30)\n"
+            "  --max-conns N           connections at once (default 512)\n"
+            "  --max-conns-per-ip N    connections at once from one address; 0 = no limit\n"
+            "                          (default 128)\n"
+            "  --api-key KEY           every request needs 'Authorization: Bearer KEY' (401\n"
+            "                          otherwise) except /health and /metrics, which stay open;\n"
+            "                          also from the environment: SPECD_API_KEY, which keeps\n"
+            "                          the key out of the process list\n"
             "  --seed S                first seed of requests that give none (default 0)\n"
             "  --grace-ms MS           on SIGINT/SIGTERM, how long requests in flight may take\n"
             "                          to finish before they are cancelled (default 10000)\n\n"
@@ -66,6 +78,7 @@ int specd_cmd_serve(int argc, char **argv) {
     p.http.port = 8000;
     const char *model_path = NULL, *model_name = NULL, *policy = "none";
     long grace_ms = 10000;
+    const char *api_key = getenv("SPECD_API_KEY");
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i];
         if (!strcmp(f, "-h") || !strcmp(f, "--help")) {
@@ -102,6 +115,13 @@ int specd_cmd_serve(int argc, char **argv) {
             p.default_max_tokens = (int32_t)n;
         else if (!strcmp(f, "--max-body") && !(rc = parse_long(f, v, 1024, 1L << 30, &n)))
             p.http.max_body = (size_t)n;
+        else if (!strcmp(f, "--request-timeout") && !(rc = parse_long(f, v, 1, 3600, &n)))
+            p.http.request_timeout_ms = (unsigned)n * 1000u;
+        else if (!strcmp(f, "--max-conns") && !(rc = parse_long(f, v, 1, 1 << 20, &n)))
+            p.http.max_conns = (unsigned)n;
+        else if (!strcmp(f, "--max-conns-per-ip") && !(rc = parse_long(f, v, 0, 1 << 20, &n)))
+            p.http.max_conns_per_ip = (unsigned)n;
+        else if (!strcmp(f, "--api-key")) api_key = v;
         else if (!strcmp(f, "--seed") && !(rc = parse_long(f, v, 0, 1L << 53, &n)))
             p.seed_base = (uint64_t)n;
         else if (!strcmp(f, "--grace-ms") && !(rc = parse_long(f, v, 0, 3600000, &n)))
@@ -129,6 +149,11 @@ int specd_cmd_serve(int argc, char **argv) {
     }
     p.default_policy = policy_name;
     p.default_policy_options = colon ? colon + 1 : NULL;
+    /* The probes and the scrape stay open: a load balancer or Prometheus need no key. */
+    static const char *const open_paths[] = {"/health", "/metrics", NULL};
+    if (api_key && !*api_key) api_key = NULL;
+    p.http.api_key = api_key;
+    p.http.open_paths = open_paths;
 
     char def[4096], copy[4096], id[256];
     if (!model_path) model_path = cli_default_model(def, sizeof def);
@@ -170,9 +195,10 @@ int specd_cmd_serve(int argc, char **argv) {
         specd_model_destroy(model);
         return 1;
     }
-    fprintf(stderr, "specd serve: listening on http://%s:%d (model %s, %d slots, policy %s%s%s)\n",
+    fprintf(stderr,
+            "specd serve: listening on http://%s:%d (model %s, %d slots, policy %s%s%s%s)\n",
             p.http.host, serve_server_port(srv), model_name, p.loop.max_seqs, policy_name,
-            colon ? ":" : "", colon ? colon + 1 : "");
+            colon ? ":" : "", colon ? colon + 1 : "", api_key ? ", API key required" : "");
     fflush(stderr);
     int sig = 0;
     sigwait(&set, &sig);

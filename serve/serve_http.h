@@ -1,8 +1,13 @@
-/* A small HTTP/1.1 server on libmicrohttpd: one thread per connection (a handler may block while
- * its request is generated, and a streamed body is produced by a reader that blocks until the
- * next bytes exist), request bodies collected up to a limit, and either a whole body or a stream
- * as the answer. Program code shared by `specd serve` and the daemons' /metrics: not part of
- * libspecd, which has no HTTP dependency. */
+/* A small HTTP/1.1 server on libmicrohttpd, event-driven: one thread polls every socket (epoll),
+ * so an open connection costs memory, not a thread, and slow or idle clients cannot use up the
+ * server. A request whose head and body are in is handed to a thread of its own while its
+ * connection is suspended (a handler may block while its answer is generated); a streamed body
+ * is produced on that thread into a buffer the polling thread sends from, the connection
+ * suspended while the buffer is empty. Defences (serve_conns.h): a deadline for a request's
+ * whole head and body, a connection limit per client address and in all, 413 at once for a
+ * Content-Length over the limit, an optional bearer key. HEAD is answered for every GET route
+ * (the handler sees GET; the body is left out). Program code shared by `specd serve` and the
+ * daemons' /metrics: not part of libspecd, which has no HTTP dependency. */
 #ifndef SPECD_SERVE_HTTP_H
 #define SPECD_SERVE_HTTP_H
 
@@ -15,17 +20,17 @@
 typedef struct serve_http serve_http;
 
 typedef struct serve_http_request {
-    const char *method; /* "GET", "POST", ... */
+    const char *method; /* "GET", "POST", ... (a HEAD request is seen as "GET") */
     const char *path;   /* without the query string */
     const char *body;   /* NUL-terminated copy of the body (borrowed for the call); "" if none */
     size_t body_len;
-    int body_too_large; /* the body went over the server's limit and was dropped */
+    int body_too_large; /* the body is over the server's limit: dropped, or not read at all */
     int fd;             /* the connection's socket, for serve_http_peer_gone */
 } serve_http_request;
 
 /* A streamed body: read() returns bytes written into buf (> 0), 0 at the end of the body, or -1
- * to drop the connection (the client is gone). It may block. release() is called exactly once
- * when the connection is done with the stream, whether it ended or the client left. */
+ * to drop the connection (the client is gone). It may block: it runs on the request's own thread.
+ * release() is called exactly once, on that thread, when the stream ended or the client left. */
 typedef struct serve_http_stream {
     ssize_t (*read)(void *user, char *buf, size_t cap);
     void (*release)(void *user);
@@ -40,16 +45,25 @@ typedef struct serve_http_reply {
     serve_http_stream stream; /* used instead of body when stream.read is set */
 } serve_http_reply;
 
-/* Fills reply for req. Runs on the connection's own thread; may block. */
+/* Fills reply for req. Runs on the request's own thread; may block. */
 typedef void (*serve_http_handler)(void *user, const serve_http_request *req,
                                    serve_http_reply *reply);
 
 typedef struct serve_http_params {
-    const char *host;      /* IPv4 address to bind (default "127.0.0.1") */
-    int port;              /* 0 = any free port (serve_http_port says which) */
-    size_t max_body;       /* bytes (default 1 MiB) */
-    unsigned max_conns;    /* connections at once (default 256) */
-    unsigned idle_timeout; /* seconds an idle connection is kept (default 120) */
+    const char *host;          /* IPv4 address to bind (default "127.0.0.1") */
+    int port;                  /* 0 = any free port (serve_http_port says which) */
+    size_t max_body;           /* bytes (default 1 MiB) */
+    unsigned max_conns;        /* connections at once (default 512) */
+    unsigned max_conns_per_ip; /* connections at once from one address (default 128) */
+    /* Milliseconds a request's head and body may take, from when it began to be awaited (the
+     * connection opened, or the previous answer ended) to its last byte: then the connection is
+     * closed (default 30000). Not reset by each byte that arrives. */
+    unsigned request_timeout_ms;
+    unsigned idle_timeout; /* seconds without traffic while an answer is sent (default 120) */
+    /* When set, every request needs "Authorization: Bearer <api_key>" (401 otherwise), except
+     * those for the paths in open_paths (a NULL-terminated list, may be NULL). */
+    const char *api_key;
+    const char *const *open_paths;
 } serve_http_params;
 
 serve_http_params serve_http_default_params(void);
@@ -57,14 +71,17 @@ serve_http_params serve_http_default_params(void);
 /* Starts listening. Caller owns *out (serve_http_destroy). */
 specd_status serve_http_create(const serve_http_params *p, serve_http_handler handler, void *user,
                                serve_http **out, specd_error *err);
-/* Closes every connection (waiting for their threads) and frees the server. NULL is a no-op. */
+/* Closes every connection (waiting for the requests' threads) and frees the server. NULL is a
+ * no-op. */
 void serve_http_destroy(serve_http *http);
 int serve_http_port(const serve_http *http);
 /* Requests begun whose answer is not yet wholly sent (or abandoned). */
 int serve_http_active(serve_http *http);
 
-/* 1 when the peer of fd has closed its side (or the socket failed), checked without blocking:
- * how a handler waiting for tokens learns that nobody is listening any more. */
+/* 1 when the peer of fd is gone: the socket was reset or failed, checked without blocking. How a
+ * handler waiting for tokens learns that nobody is listening any more. End-of-file alone is not
+ * gone: a client may shut its sending side and still read the answer (serve_conns.h probes such
+ * a peer, so a wholly closed one is reset and seen here). */
 int serve_http_peer_gone(int fd);
 
 #endif

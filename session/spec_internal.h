@@ -5,7 +5,7 @@
 
 #include "session/adaptive.h"
 #include "session/batch_cost.h"
-#include "policy/remote_verify.h"
+#include "session/remote_verify.h"
 #include "session/spec_logits.h"
 #include "specd/spec_batch.h"
 

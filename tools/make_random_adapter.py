@@ -6,7 +6,7 @@ llama-shaped model, to try R-ISD's gate by hand:
     specd ab --policy risd --policy-opts adapter=/tmp/rand_lora --prompts examples/prompts.txt
 
 q_proj, v_proj and down_proj of every layer get A and B uniform in [-amp, amp] from a seeded
-generator (the same C writer is tests/policy/isd_random_adapter.h). Standard library only."""
+generator (the same C writer is tests/policy/self/isd_random_adapter.h). Standard library only."""
 import argparse, json, os, random, struct
 
 ap = argparse.ArgumentParser()

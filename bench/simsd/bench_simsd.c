@@ -21,8 +21,8 @@
 #include "tests/golden_prompts.h"
 
 #include "common/clock.h"
-#include "policy/simsd_drafter.h"
-#include "policy/simsd_replay.h"
+#include "policy/dlm/simsd_drafter.h"
+#include "policy/dlm/simsd_replay.h"
 #include "specd/spec_runtime.h"
 
 #include <math.h>

@@ -9,6 +9,9 @@
 # serve, and serve may include exactly their headers, not the rest of cli/.
 set -euo pipefail
 src=$1
+# policy/ is the framework (its top-level files) and one folder per family: a family includes the
+# framework and its own folder, never another family.
+framework="policy/builtin.h policy/options.h policy/seq_verifier.h policy/mask_rows.h"
 below() { # the include prefixes a layer may use
   case $1 in
     common) echo "common" ;;
@@ -16,7 +19,8 @@ below() { # the include prefixes a layer may use
     model) echo "common kernels model" ;;
     verifier/accept) echo "common kernels verifier/accept" ;;
     ipc) echo "common kernels ipc" ;;
-    policy) echo "common kernels model verifier/accept ipc policy" ;;
+    policy) echo "common kernels model verifier/accept ipc $framework" ;;
+    policy/ar|policy/self|policy/dlm) echo "common kernels model verifier/accept ipc $framework $1" ;;
     session) echo "common kernels model verifier/accept ipc policy session" ;;
     clitext) echo "common cli/json_out.h cli/utf8.h" ;;
     serve) echo "common kernels model verifier/accept ipc policy session cli/json_out.h cli/utf8.h serve" ;;
@@ -28,11 +32,12 @@ below() { # the include prefixes a layer may use
 files_of() { # the paths a layer's files are found under
   case $1 in
     clitext) echo "cli/json_out.c cli/json_out.h cli/utf8.c cli/utf8.h" ;;
+    policy) (cd "$src" && echo policy/*.c policy/*.h) ;;
     *) echo "$1" ;;
   esac
 }
 bad=0
-for layer in common kernels model verifier/accept ipc policy session clitext serve drafter verifier/daemon cli; do
+for layer in common kernels model verifier/accept ipc policy policy/ar policy/self policy/dlm session clitext serve drafter verifier/daemon cli; do
   allowed=$(below "$layer")
   for f in $(files_of "$layer"); do # a renamed file must not leave its layer unchecked
     [ -e "$src/$f" ] || { echo "layer $layer: $f does not exist"; bad=1; }

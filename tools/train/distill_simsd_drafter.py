@@ -5,7 +5,7 @@ models/adapters/smollm2-135m-sdar on its block rows); the DRAFTER is the same GG
 its first L layers (specd's context option n_layers=L: blocks 0..L-1, then the output norm and the
 tied head) with its own gated LoRA on those L layers and its own mask embedding.
 
-Layout: exactly train_sdar.py's (its `build`), so the drafter's block rows are what policy/sdar.c
+Layout: exactly train_sdar.py's (its `build`), so the drafter's block rows are what policy/dlm/sdar.c
 lays out, run with n_layers=L:
   memory   one strict causal pass over the clean prefix, BASE weights. The student's memory is the
            first L layers of the teacher's memory pass (base causal layer l depends only on layers

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes an MRP head (a train_mrp.py checkpoint, or with --init an untrained head) as the head
-GGUF that specd's mrp policy loads (policy/mrp_head.h):
+GGUF that specd's mrp policy loads (policy/self/mrp_head.h):
   general.architecture "llama" and the target's llama.* keys, llama.block_count = L;
   blk.<i>.{attn_norm,attn_q,attn_k,attn_v,attn_output,ffn_norm,ffn_gate,ffn_up,ffn_down}.weight,
   output_norm.weight, mrp.enorm.weight, mrp.hnorm.weight, mrp.eh_proj.weight (ggml [1152, 576]:

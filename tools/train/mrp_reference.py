@@ -3,7 +3,7 @@
 
 Given a head GGUF, the target GGUF (for E), a token sequence and its cached target hidden states
 (a generator shard: tokens.i32 + hidden.f16 + seqs.json, picked by --seq), it runs the inference
-procedure of specd's mrp policy (policy/mrp.c) exactly as the runtime should, in f32:
+procedure of specd's mrp policy (policy/self/mrp.c) exactly as the runtime should, in f32:
   committed rows j = 0..t (y = x_{j+1}, g = h_j, position j + 1), causal;
   step 1: hp_1 = the committed row t, z_1 = E . (h_t + hp_1), d_1 = argmax z_1;
   step k >= 2: one speculative row at position t + k with y = d_{k-1} (the draft, not the data

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Trains the MRP-causal drafting head (the causal form specd's mrp policy runs, policy/mrp.c; MRP
+"""Trains the MRP-causal drafting head (the causal form specd's mrp policy runs, policy/self/mrp.c; MRP
 paper 002 sec. 3.2-3.3, eq. 3, Alg. 1) over CACHED hidden states of the frozen target: no backbone forward at all.
 
 Data: shards written by the generator (<data>/<shard>/{tokens.i32, hidden.f16, seqs.json, DONE}):
@@ -7,7 +7,7 @@ the base model's own continuations of ChatML prompts, with the target's post-out
 h_j for every position j. The target's logits are zA_j = E . h_j (E = the dequantized tied token
 embedding, read from the target GGUF), so everything the loss needs comes from h and E.
 
-Head (as policy/mrp_head.c computes it): row for target position j with following token y and hidden g:
+Head (as policy/self/mrp_head.c computes it): row for target position j with following token y and hidden g:
   u = eh_proj([enorm(E[y]); hnorm(g)])  (init [0 | I]),  L llama blocks (position id j + 1),
   output RMSNorm -> hp;  residual logits C = E . hp.
 Committed rows: j = 0..n-2 with y = x_{j+1}, g = h_j (one causal pass, the head's KV cache).

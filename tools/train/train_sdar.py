@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """SDAR-style block-diffusion training of a gated adapter for a GGUF llama model, on CPU: the model
-specd's `sdar` policy runs with `adapter=DIR,block=B` (policy/sdar.c).
+specd's `sdar` policy runs with `adapter=DIR,block=B` (policy/dlm/sdar.c).
 
 Same data, block sampling and memory pass as train_wedlm.py (this script reuses its main loop,
 options, checkpointing and --init/--resume/--max-minutes; only the layout, the loss and the
@@ -8,7 +8,7 @@ evaluation differ, swapped in below). Per sequence x_0 = prompt + the base model
 the response is cut into blocks of B tokens (random phase < B); block k gets gamma_k ~ U(0, 1]
 and masks each position with probability gamma_k (at least one).
 
-Layout of block k starting at l0 (what policy/sdar.c lays out on a denoise step):
+Layout of block k starting at l0 (what policy/dlm/sdar.c lays out on a denoise step):
   memory   x_0[0..l0-1] at 0..l0-1: one strict causal pass over the clean sequence, BASE weights
            (the committed KV in specd is always base-causal: the prompt prefilled by the session,
            each finished block refreshed through base causal rows). The pending token l0-1 is

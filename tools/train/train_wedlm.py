@@ -20,7 +20,7 @@ Layout of block k (eqs. 5-6, reordering; eqs. 8-9, dual stream):
            block (also one after it in logical order: principle i) and the earlier masks
            (principle ii, directed)
 which is strict causal attention in the physical order [memory | observed | masks] with logical
-positions as RoPE ids -- the rows specd's wedlm policy lays out each step (policy/wedlm.c:
+positions as RoPE ids -- the rows specd's wedlm policy lays out each step (policy/dlm/wedlm.c:
 pending row, filled slots ascending, masks ascending; the pending token is memory position l0-1).
 Blocks do not see each other's observed or mask rows, only the memory before their start (eq. 10:
 x_o^{(<k)}). All blocks of a sequence run in one pass each (observed, then masks) with an

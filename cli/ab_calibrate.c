@@ -1,7 +1,7 @@
 #include "cli/ab_calibrate.h"
 #include "cli/ab_quality_report.h"
 #include "cli/cli_run.h"
-#include "cli/json_out.h"
+#include "common/json_out.h"
 
 #include <math.h>
 #include <stdlib.h>

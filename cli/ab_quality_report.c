@@ -1,5 +1,5 @@
 #include "cli/ab_quality_report.h"
-#include "cli/json_out.h"
+#include "common/json_out.h"
 
 #include <stdlib.h>
 #include <string.h>

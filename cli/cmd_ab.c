@@ -10,7 +10,7 @@
 #include "cli/ab_report.h"
 #include "cli/cli_run.h"
 #include "cli/commands.h"
-#include "cli/json_out.h"
+#include "common/json_out.h"
 #include "specd/metrics.h"
 
 #include <stdlib.h>

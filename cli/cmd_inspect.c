@@ -2,7 +2,7 @@
  * tokenizer's summary, other metadata, and the tensor table. Exit 0 on success, 1 when the file
  * cannot be read (message on stderr), 2 on a usage error. */
 #include "cli/commands.h"
-#include "cli/json_out.h"
+#include "common/json_out.h"
 #include "kernels/cpu/dtype.h"
 #include "specd/gguf.h"
 

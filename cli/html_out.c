@@ -1,5 +1,5 @@
 #include "cli/html_out.h"
-#include "cli/utf8.h"
+#include "common/utf8.h"
 
 #include <stdint.h>
 #include <string.h>

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/json_out.h"
+#include "common/json_out.h"
 
 int serve_logprobs_compute(serve_engine *eng, const serve_request *req, serve_job *job,
                            int64_t n_completion, serve_answer_logprobs *lp, serve_refusal *why) {

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/json_out.h"
+#include "common/json_out.h"
 
 static void str(FILE *f, const char *s) { json_string(f, s, strlen(s)); }
 

@@ -2,7 +2,7 @@
  * chat) and server-sent-event chunks of streamed ones. Each carries the request's speculation
  * figures (like vLLM's metrics.speculative_decoding): drafts, proposals, accepted, acceptance
  * rate, tokens per target forward, acceptance by draft position. Strings go through
- * cli/json_out.c, which writes any byte that is not valid UTF-8 as U+FFFD. */
+ * common/json_out.c, which writes any byte that is not valid UTF-8 as U+FFFD. */
 #ifndef SPECD_SERVE_RESPONSE_H
 #define SPECD_SERVE_RESPONSE_H
 

@@ -6,7 +6,7 @@
 
 #include <string.h>
 
-#include "cli/utf8.h"
+#include "common/utf8.h"
 #include "serve/serve_detok.h"
 #include "serve/serve_prom.h"
 #include "serve/serve_request.h"

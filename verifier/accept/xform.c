@@ -9,7 +9,7 @@
 #include "common/fastmath.h"
 #include "common/philox.h"
 #include "common/status_internal.h"
-#include "verifier/accept/kernels.h"
+#include "verifier/accept/row_ops.h"
 
 static int cmp_bias(const void *a, const void *b) {
     const specd_logit_bias *x = a, *y = b;

@@ -1,7 +1,7 @@
 /* UTF-8 validation shared by the writers of JSON and HTML, which must never emit invalid text
  * (token pieces can split a multi-byte character). */
-#ifndef SPECD_CLI_UTF8_H
-#define SPECD_CLI_UTF8_H
+#ifndef SPECD_COMMON_UTF8_H
+#define SPECD_COMMON_UTF8_H
 
 #include <stddef.h>
 

@@ -1,8 +1,9 @@
-/* Row kernels of the acceptance engine, vectorised (verifier/accept/simd.h) and compiled twice:
- * baseline x86-64 and AVX2, picked per call by CPU feature. Every kernel computes exactly the bits
- * of the scalar definitions in include/specd/sampling.h and verifier/accept/xform.h. */
-#ifndef SPECD_VERIFIER_ACCEPT_KERNELS_H
-#define SPECD_VERIFIER_ACCEPT_KERNELS_H
+/* Row operations of the acceptance engine over one logits row (CPU code; the model's GPU kernels
+ * are kernels/cuda), vectorised (verifier/accept/simd.h) and compiled twice: baseline x86-64 and
+ * AVX2, picked per call by CPU feature. Each computes exactly the bits of the scalar definitions
+ * in include/specd/sampling.h and verifier/accept/xform.h. */
+#ifndef SPECD_VERIFIER_ACCEPT_ROW_OPS_H
+#define SPECD_VERIFIER_ACCEPT_ROW_OPS_H
 
 #include <stdint.h>
 

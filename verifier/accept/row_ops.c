@@ -1,5 +1,5 @@
 /* Row kernels: one always-inline body each, compiled for baseline x86-64 and for AVX2. */
-#include "verifier/accept/kernels.h"
+#include "verifier/accept/row_ops.h"
 
 #include <math.h>
 #include <string.h>

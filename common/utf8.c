@@ -1,4 +1,4 @@
-#include "cli/utf8.h"
+#include "common/utf8.h"
 
 #include <stdint.h>
 

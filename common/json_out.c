@@ -1,5 +1,5 @@
-#include "cli/json_out.h"
-#include "cli/utf8.h"
+#include "common/json_out.h"
+#include "common/utf8.h"
 
 #include <math.h>
 

@@ -83,15 +83,18 @@ typedef struct mrp_state {
     specd_accept *accept;
     specd_sampler *target;   /* the target's keyed sample: propose steps, direct's tokens */
 
-    /* the head cache covers target positions [base, base + kv_len), then n_lag rows wait in
-     * lag_tok / lag_h (the prompt's and the guard's plain steps' rows, committed in one head
-     * forward per hctx_batch rows or when drafting resumes) */
+    /* the head cache covers target positions [base, base + kv_len). Rows the host passes
+     * outside a step (the prompt's, the guard's plain steps') wait in a ring of the newest
+     * lag_cap, positions [lag_row0, lag_row0 + n_lag), and are committed when the head runs
+     * again: a head the guard keeps off costs a copy per row, and one that resumes after more
+     * than lag_cap rows starts again from the newest of them */
     int started;             /* base chosen */
     int64_t base;
     int dead;                /* out of head context: plain steps from here */
-    int32_t n_lag;
-    int32_t *lag_tok;        /* hctx_batch: y of each waiting row */
-    float *lag_h;            /* hctx_batch x n_embd: g of each waiting row */
+    int32_t lag_cap, n_lag, lag_first; /* lag_first: the ring slot of lag_row0 */
+    int64_t lag_row0;
+    int32_t *lag_tok;        /* lag_cap: y of each waiting row */
+    float *lag_h;            /* lag_cap x n_embd: g of each waiting row */
 
     /* proposals for history length expect_n */
     int32_t n_pend;
@@ -141,7 +144,7 @@ typedef struct mrp_options {
     char from[16];
     char tau[32];
     char min_conf[32];
-    int32_t k, m, threads, ctx, vocab;
+    int32_t k, m, threads, ctx, vocab, catch_up;
 } mrp_options;
 
 static specd_status parse_options(const specd_policy_env *env, const char *options,
@@ -154,19 +157,21 @@ static specd_status parse_options(const specd_policy_env *env, const char *optio
     o->threads = 1;
     o->ctx = 4096;
     o->vocab = MRP_VOCAB_AUTO;
+    o->catch_up = 512;
     strcpy(o->tau, "0.5");
     strcpy(o->min_conf, "0.5");
     const specd_option_spec ints[] = {{"k", &o->k, 1, env->max_draft},
                                       {"cand", &o->m, 0, 4096},
                                       {"threads", &o->threads, 0, 256},
                                       {"ctx", &o->ctx, 16, 1 << 20},
-                                      {"vocab", &o->vocab, 0, 1 << 24}};
+                                      {"vocab", &o->vocab, 0, 1 << 24},
+                                      {"catch_up", &o->catch_up, 1, 1 << 16}};
     const specd_option_str strs[] = {{"head", o->head, (int32_t)sizeof o->head},
                                      {"mode", o->mode, (int32_t)sizeof o->mode},
                                      {"cand_from", o->from, (int32_t)sizeof o->from},
                                      {"tau", o->tau, (int32_t)sizeof o->tau},
                                      {"min_conf", o->min_conf, (int32_t)sizeof o->min_conf}};
-    SPECD_TRY(specd_options_parse("mrp", options, ints, 5, strs, 5, err));
+    SPECD_TRY(specd_options_parse("mrp", options, ints, 6, strs, 5, err));
     char *end;
     double tau = strtod(o->tau, &end);
     if (end == o->tau || *end || !(tau >= 0.0 && tau <= 1e9))
@@ -226,8 +231,8 @@ static specd_status alloc_state(mrp_state *s) {
     s->accept_prob = specd_alloc_array(K, sizeof(float));
     s->htok = specd_alloc_array(B, sizeof(int32_t));
     s->hpos = specd_alloc_array(B, sizeof(int32_t));
-    s->lag_tok = specd_alloc_array(B, sizeof(int32_t));
-    s->lag_h = specd_alloc_array(B * E, sizeof(float));
+    s->lag_tok = specd_alloc_array((size_t)s->lag_cap, sizeof(int32_t));
+    s->lag_h = specd_alloc_array((size_t)s->lag_cap * E, sizeof(float));
     s->u = specd_alloc_array(B * E, sizeof(float));
     s->in2 = specd_alloc_array(MRP_INPUT_SCRATCH(E), sizeof(float));
     s->hp = specd_alloc_array(E, sizeof(float));
@@ -288,6 +293,7 @@ static specd_status mrp_create(const specd_policy_env *env, const char *options,
     s->key = (specd_sample_key){.seed = env->seed, .sequence = env->seq_key};
     s->hctx_cap = o.ctx;
     s->hctx_batch = 64;
+    s->lag_cap = o.catch_up;
     s->expect_n = -1;
     if (alloc_state(s) != SPECD_OK) {
         mrp_destroy(s);
@@ -337,16 +343,6 @@ static specd_status commit_rows(mrp_state *s, const int32_t *ys, const float *gs
     return SPECD_OK;
 }
 
-/* Commits the waiting rows in one head forward (per hctx_batch rows). */
-static specd_status flush_lag(mrp_state *s, specd_error *err) {
-    if (s->n_lag == 0) return SPECD_OK;
-    int64_t j0 = s->base + specd_context_kv_len(s->hctx, 0);
-    int32_t n = s->n_lag;
-    s->n_lag = 0;
-    return commit_rows(s, s->lag_tok, s->lag_h, j0, n, NULL, NULL,
-                       s->started ? MRP_PROF_CATCH_UP : MRP_PROF_PREFILL, err);
-}
-
 /* Forgets the head's rows: it starts again at target position `base`. */
 static void restart_head(mrp_state *s, int64_t base) {
     specd_context_kv_truncate(s->hctx, 0, 0, NULL);
@@ -354,10 +350,49 @@ static void restart_head(mrp_state *s, int64_t base) {
     s->base = base;
 }
 
+/* Commits the waiting rows (head forwards of hctx_batch rows), after the cache's rows when they
+ * follow on, else in place of them. */
+static specd_status flush_lag(mrp_state *s, specd_error *err) {
+    if (s->n_lag == 0) return SPECD_OK;
+    const int64_t j0 = s->lag_row0;
+    const int32_t n = s->n_lag, first = s->lag_first;
+    s->n_lag = 0;
+    if (j0 != s->base + specd_context_kv_len(s->hctx, 0) ||
+        j0 + n - s->base + 2 * (int64_t)s->k + 2 > s->hctx_cap) {
+        specd_context_kv_truncate(s->hctx, 0, 0, NULL);
+        s->base = j0;
+    }
+    const mrp_prof_part part = s->started ? MRP_PROF_CATCH_UP : MRP_PROF_PREFILL;
+    const int32_t n1 = n < s->lag_cap - first ? n : s->lag_cap - first; /* up to the ring's end */
+    const size_t E = (size_t)s->n_embd;
+    SPECD_TRY(commit_rows(s, s->lag_tok + first, s->lag_h + (size_t)first * E, j0, n1, NULL, NULL,
+                          part, err));
+    if (n > n1) SPECD_TRY(commit_rows(s, s->lag_tok, s->lag_h, j0 + n1, n - n1, NULL, NULL, part, err));
+    return SPECD_OK;
+}
+
+/* Queues row j (next token y, hidden state g); the oldest waiting row goes when the ring is
+ * full. */
+static void push_lag(mrp_state *s, int64_t j, int32_t y, const float *g) {
+    if (s->n_lag == 0) {
+        s->lag_row0 = j;
+        s->lag_first = 0;
+    } else if (s->n_lag == s->lag_cap) {
+        s->lag_first = (s->lag_first + 1) % s->lag_cap;
+        s->lag_row0++;
+        s->n_lag--;
+    }
+    int32_t at = (s->lag_first + s->n_lag) % s->lag_cap;
+    s->lag_tok[at] = y;
+    memcpy(s->lag_h + (size_t)at * (size_t)s->n_embd, g, (size_t)s->n_embd * sizeof(float));
+    s->n_lag++;
+}
+
 /* The prompt's rows before the first step, and (HIDDEN_CATCH_UP) each plain step's row the
- * guard ran instead of a policy step: they wait, and are committed together. A gap (rows the
- * host did not pass) restarts the head at the new row, with less context; a row the head has
- * already (the history was rolled back) replaces it and those after it. */
+ * guard ran instead of a policy step: they wait, and are committed together when the head runs
+ * again. A gap (rows the host did not pass) restarts the head at the new row, with less
+ * context; a row the head has already (the history was rolled back) replaces it and those after
+ * it. */
 static specd_status mrp_prefill_hidden(void *state, const int32_t *history, int64_t n_history,
                                        const float *hidden, int64_t row0, int32_t n_rows,
                                        int32_t n_embd, specd_error *err) {
@@ -372,31 +407,22 @@ static specd_status mrp_prefill_hidden(void *state, const int32_t *history, int6
                           "history", (long long)row0, (long long)(row0 + n_rows),
                           (long long)n_history);
     const int32_t have = specd_context_kv_len(s->hctx, 0);
-    const int64_t next = s->base + have + s->n_lag;
-    if (row0 > next || row0 < s->base) {
+    const int64_t next = s->n_lag ? s->lag_row0 + s->n_lag : s->base + have;
+    if (row0 > next) {
         restart_head(s, row0);
     } else if (row0 < next) {
-        if (row0 >= s->base + have) {
-            s->n_lag = (int32_t)(row0 - s->base - have);
+        if (s->n_lag && row0 >= s->lag_row0) {
+            s->n_lag = (int32_t)(row0 - s->lag_row0);
         } else {
             s->n_lag = 0;
-            specd_context_kv_truncate(s->hctx, 0, (int32_t)(row0 - s->base), NULL);
+            if (row0 < s->base || row0 > s->base + have) restart_head(s, row0);
+            else specd_context_kv_truncate(s->hctx, 0, (int32_t)(row0 - s->base), NULL);
         }
     }
-    /* past the head's cache (sync_head's bound): before the first step the head starts there
-     * instead; after it, the head cannot follow */
-    if (row0 + n_rows - s->base + 2 * (int64_t)s->k + 2 > s->hctx_cap) {
-        if (s->started) s->dead = 1;
-        else restart_head(s, 0);
-        return SPECD_OK;
-    }
     const size_t E = (size_t)s->n_embd;
-    for (int32_t i = 0; i < n_rows; i++) {
-        /* row j's next token is history[j + 1] */
-        s->lag_tok[s->n_lag] = history[row0 + i + 1];
-        memcpy(s->lag_h + (size_t)s->n_lag * E, hidden + (size_t)i * E, E * sizeof(float));
-        if (++s->n_lag == s->hctx_batch) SPECD_TRY(flush_lag(s, err));
-    }
+    /* row j's next token is history[j + 1] */
+    for (int32_t i = 0; i < n_rows; i++)
+        push_lag(s, row0 + i, history[row0 + i + 1], hidden + (size_t)i * E);
     return SPECD_OK;
 }
 
@@ -691,7 +717,9 @@ const specd_policy_ops specd_policy_mrp = {
                     "the output head), cand_from=head|target (the candidates: top of z_1, or top "
                     "of the target's row over the whole vocabulary: cheaper, misses what a "
                     "trained head moves in), threads=1 (head context; 0: online cores), "
-                    "ctx=4096 (head KV)",
+                    "ctx=4096 (head KV), catch_up=512 (rows outside the head's steps, the prompt's and "
+                    "the guard's plain steps', kept for it until it runs: it starts again from "
+                    "the newest N after a longer pause)",
     .create = mrp_create,
     .destroy = mrp_destroy,
     .layout = mrp_layout,

@@ -124,13 +124,15 @@ static void test_identity_random_head(void **s) {
  * guard decides and whenever (its decisions follow the clock). */
 static void test_guard_identity(void **s) {
     (void)s;
-    /* the guard's first step is plain, so the probe's first layout commits the prompt's tail
-     * and that row together; later plain rows fill the head's batch (64) and are committed */
+    /* the guard's first step is plain, so the probe's first layout commits the prompt's rows
+     * and that step's together; with catch_up=16 only the newest 16 wait, and the head starts
+     * again from them */
     enum { N_LONG = 128 };
-    char opts[1200];
-    snprintf(opts, sizeof opts, "head=%s,k=3,min_conf=0", random_head);
     const float temps[] = {0.0f, 0.8f};
     for (int p = 0; p < 2; p++) { /* prompt p at temps[p] */
+        char opts[1200];
+        snprintf(opts, sizeof opts, "head=%s,k=3,min_conf=0%s", random_head,
+                 p == 1 ? ",catch_up=16" : "");
         int32_t plain[N_LONG], mrp[N_LONG];
         specd_seq_stats s_plain, s_mrp;
         generate_n(p, "none", NULL, temps[p], 0, N_LONG, plain, &s_plain);

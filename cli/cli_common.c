@@ -192,12 +192,35 @@ const char *cli_default_risd_adapter(char *buf, size_t cap) {
     return has_adapter(buf) ? buf : NULL;
 }
 
+const char *cli_default_mrp_head(char *buf, size_t cap) {
+    const char *name = "smollm2-135m-mrp.gguf";
+    const char *env = getenv("SPECD_MRP_HEAD");
+    if (env && *env) {
+        snprintf(buf, cap, "%s", env);
+        return access(buf, R_OK) == 0 ? buf : NULL;
+    }
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = '\0';
+        snprintf(buf, cap, "%s/../share/specd/mrp/%s", dirname(exe), name);
+        if (access(buf, R_OK) == 0) return buf;
+    }
+    snprintf(buf, cap, "%s/models/mrp/%s", SPECD_SOURCE_DIR, name);
+    return access(buf, R_OK) == 0 ? buf : NULL;
+}
+
 const char *cli_policy_options(const cli_options *o, const char *policy, const char *opts,
                                char *buf, size_t cap) {
-    if (strcmp(policy, "risd") || o->model || (opts && strstr(opts, "adapter="))) return opts;
-    char dir[PATH_MAX];
-    if (!cli_default_risd_adapter(dir, sizeof dir)) return opts;
-    snprintf(buf, cap, "%s%sadapter=%s", opts ? opts : "", opts && *opts ? "," : "", dir);
+    /* the trained adapter (risd) or head (mrp) of the default model, unless opts names one */
+    int risd = !strcmp(policy, "risd"), mrp = !strcmp(policy, "mrp");
+    const char *key = risd ? "adapter=" : "head=";
+    if ((!risd && !mrp) || o->model || (opts && strstr(opts, key))) return opts;
+    char path[PATH_MAX];
+    if (!(risd ? cli_default_risd_adapter(path, sizeof path)
+               : cli_default_mrp_head(path, sizeof path)))
+        return opts;
+    snprintf(buf, cap, "%s%s%s%s", opts ? opts : "", opts && *opts ? "," : "", key, path);
     return buf;
 }
 

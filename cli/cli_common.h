@@ -48,8 +48,13 @@ const char *cli_default_model(char *buf, size_t cap);
  * an adapter_config.json. */
 const char *cli_default_risd_adapter(char *buf, size_t cap);
 
-/* The policy options to use: opts, plus adapter=<default> for risd on the default model when
- * opts names no adapter. Returns opts itself or buf. */
+/* The trained MRP head for the default model: $SPECD_MRP_HEAD, else the installed copy
+ * (<prefix>/share/specd/mrp/smollm2-135m-mrp.gguf), else the source tree's. NULL when none is
+ * readable. */
+const char *cli_default_mrp_head(char *buf, size_t cap);
+
+/* The policy options to use: opts, plus adapter=<default> for risd or head=<default> for mrp on
+ * the default model when opts names none. Returns opts itself or buf. */
 const char *cli_policy_options(const cli_options *o, const char *policy, const char *opts,
                                char *buf, size_t cap);
 

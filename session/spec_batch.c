@@ -43,7 +43,9 @@ specd_status specd_spec_batch_layout(specd_spec *spec, const int32_t *seqs, int3
         n_rows += b->layout.n_rows;
         needs_lora |= b->layout.lora_gate != NULL;
         needs_embd |= b->layout.input_embd != NULL;
-        needs_hidden |= (specd_policy_flags(q->ops) & SPECD_POLICY_WANTS_HIDDEN) && !q->plain_step &&
+        /* a plain step's row catches a policy up (SPECD_POLICY_HIDDEN_CATCH_UP) */
+        needs_hidden |= (specd_policy_flags(q->ops) & SPECD_POLICY_WANTS_HIDDEN) &&
+                        (!q->plain_step || specd_policy_catches_up(q->ops)) &&
                         b->layout.n_rows > 0;
         spec->batch_gen[i] = q->step_gen;
         spec->batch_ids[i] = seqs[i];

@@ -45,6 +45,7 @@ typedef struct spec_seq {
      * sequence */
     uint8_t *step_gated;   /* max_step_rows */
     int warned_gated_nan;  /* said once per sequence */
+    int warned_catch_up;   /* the policy refused a plain step's row: said once per sequence */
     int32_t *emitted, *keep;                     /* max_step_rows */
     float *accept_prob;                          /* max_draft */
     /* tree proposals (policy ABI 2 propose_tree): max_step_rows - 1 nodes */
@@ -84,6 +85,10 @@ typedef struct policy_shared {
 /* The ABI 2 slots of ops, or zeroes for an ABI 1 policy (whose struct ends before them). */
 static inline uint32_t specd_policy_flags(const specd_policy_ops *ops) {
     return ops->abi_version >= 2 ? ops->flags : SPECD_POLICY_NEEDS_Q; /* v1 may write q */
+}
+/* The guard may make the policy's steps plain: their rows' hidden states catch it up. */
+static inline int specd_policy_catches_up(const specd_policy_ops *ops) {
+    return (specd_policy_flags(ops) & SPECD_POLICY_HIDDEN_CATCH_UP) != 0;
 }
 static inline int specd_policy_has_tree(const specd_policy_ops *ops) {
     return ops->abi_version >= 2 && ops->propose_tree != NULL;

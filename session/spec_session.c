@@ -199,7 +199,9 @@ static const specd_policy_ops *resolve_policy(const specd_seq_params *p, specd_e
         (v2 && (ops->shared_create != NULL) != (ops->shared_destroy != NULL)) ||
         (v2 && (ops->flags & SPECD_POLICY_WANTS_HIDDEN) && (!self_spec || !ops->verify_hidden)) ||
         (v2 && (ops->flags & SPECD_POLICY_WANTS_PREFILL_HIDDEN) &&
-         (!(ops->flags & SPECD_POLICY_WANTS_HIDDEN) || !ops->prefill_hidden))) {
+         (!(ops->flags & SPECD_POLICY_WANTS_HIDDEN) || !ops->prefill_hidden)) ||
+        (v2 && (ops->flags & SPECD_POLICY_HIDDEN_CATCH_UP) &&
+         !(ops->flags & SPECD_POLICY_WANTS_PREFILL_HIDDEN))) {
         specd_fail(err, SPECD_E_MISMATCH,
                    "spec: policy '%s' has ABI %u (want 1..%u) or lacks required slots",
                    ops->name ? ops->name : "?", ops->abi_version, SPECD_POLICY_ABI_VERSION);
@@ -394,8 +396,11 @@ specd_status specd_spec_seq_open(specd_spec *spec, int32_t seq, const int32_t *p
         memcpy(q->stop, params->stop_tokens, (size_t)params->n_stop_tokens * sizeof(int32_t));
     q->n_stop = params->n_stop_tokens;
     q->prior_key = prior_key(ops, params->policy_options);
-    /* a policy that reads every row's hidden state lays out every step itself (policy.h) */
-    int guarded = params->adaptive && !(specd_policy_flags(ops) & SPECD_POLICY_WANTS_HIDDEN);
+    /* a policy that reads every row's hidden state lays out every step itself unless plain
+     * steps' rows can catch it up (policy.h) */
+    uint32_t flags = specd_policy_flags(ops);
+    int guarded = params->adaptive && (!(flags & SPECD_POLICY_WANTS_HIDDEN) ||
+                                       (flags & SPECD_POLICY_HIDDEN_CATCH_UP));
     specd_adaptive_init(&q->guard, guarded, ops->propose == NULL, sp->max_draft,
                         prior_find(spec, q->prior_key));
     q->open = 1;
@@ -744,6 +749,25 @@ static int is_stop(const spec_seq *q, int32_t token) {
     return 0;
 }
 
+/* A plain step of a policy that catches up (SPECD_POLICY_HIDDEN_CATCH_UP): its row (the
+ * pending token's, whose next token the step just decided) goes to the policy. The tokens are
+ * decided already, so a policy that cannot take the row only loses its drafts' context: said
+ * once, the step stands. */
+static void catch_up_row(const specd_spec *spec, spec_seq *q, const float *hidden,
+                         int64_t row) {
+    uint64_t t0 = specd_now_ns();
+    specd_error e;
+    specd_status st = q->ops->prefill_hidden(q->policy, q->history, q->n_history, hidden, row, 1,
+                                             spec->params.n_embd, &e);
+    q->stats.propose_ns += specd_now_ns() - t0;
+    if (st != SPECD_OK && !q->warned_catch_up) {
+        q->warned_catch_up = 1;
+        specd_log(SPECD_LOG_WARN, "spec: sequence %d: policy %s did not take a plain step's "
+                  "hidden state: %s (said once per sequence)", (int)q->id, q->ops->name,
+                  e.message);
+    }
+}
+
 specd_status specd_spec_seq_verify_step(specd_spec *spec, spec_seq *q, const specd_logits *lg,
                                         const specd_logits *hidden, int32_t row0,
                                         specd_step_outcome *out, specd_error *err) {
@@ -767,7 +791,15 @@ specd_status specd_spec_seq_verify_step(specd_spec *spec, spec_seq *q, const spe
     }
     const float *hid = NULL;
     int wants_hidden = specd_policy_flags(q->ops) & SPECD_POLICY_WANTS_HIDDEN;
-    if (wants_hidden && q->n_step_rows > 0 && !q->plain_step && q->n_chain == 0) {
+    if (wants_hidden && q->plain_step && hidden && q->n_step_rows > 0 &&
+        specd_policy_catches_up(q->ops)) {
+        /* only the policy's context needs the row: a bad one is left out, the step stands */
+        snprintf(what, sizeof what, "sequence %d hidden", (int)q->id);
+        if (specd_logits_intake(&spec->hidden_scratch, specd_spec_max_step_rows(spec),
+                                spec->params.n_embd, hidden, row0, q->n_step_rows, NULL, what,
+                                NULL, NULL, &hid, NULL) != SPECD_OK)
+            hid = NULL;
+    } else if (wants_hidden && q->n_step_rows > 0 && !q->plain_step && q->n_chain == 0) {
         if (!hidden)
             return specd_fail(err, SPECD_E_INVALID_ARG,
                               "spec: sequence %d: policy %s verifies with hidden states and "
@@ -822,6 +854,7 @@ specd_status specd_spec_seq_verify_step(specd_spec *spec, spec_seq *q, const spe
     o.n_emitted = n;
     q->laid_out = 0;
     if (q->ops->advance) q->ops->advance(q->policy, q->history, q->n_history);
+    if (hid && q->plain_step && n > 0) catch_up_row(spec, q, hid, q->n_history - 1 - n);
 
     specd_seq_stats *s = &q->stats;
     s->n_steps++;

@@ -56,15 +56,22 @@ extern "C" {
  * no logits) */
 #define SPECD_POLICY_MAY_EMIT_NONE 2u
 /* verify needs the target's final hidden states of the scored rows (residual heads, MRP):
- * verify_hidden is called instead of verify; the spec needs n_embd. The adaptive guard never
- * makes such a policy's step a plain one (the policy would miss that row's hidden state): it
- * drafts nothing itself when drafting does not pay. */
+ * verify_hidden is called instead of verify; the spec needs n_embd. Without
+ * SPECD_POLICY_HIDDEN_CATCH_UP the adaptive guard never makes such a policy's step a plain one
+ * (the policy would miss that row's hidden state). */
 #define SPECD_POLICY_WANTS_HIDDEN 4u
 /* the policy also wants the prompt's hidden states: the host hands the final hidden states of
  * the rows it prefills (history[0..n_prompt-1)) to specd_spec_seq_prefill_hidden, which calls
  * prefill_hidden. A host that does not (or cannot) leaves the policy without them: the policy
  * must then work from its first step's rows on (with less context). Needs WANTS_HIDDEN. */
 #define SPECD_POLICY_WANTS_PREFILL_HIDDEN 8u
+/* the adaptive guard may make the policy's steps plain when its steps do not pay: the session
+ * then runs the target alone (no layout, no verify) and hands the plain step's final hidden
+ * state to prefill_hidden as a history row (row0 = the step's position, prompt = the history
+ * after the step), so the policy catches up when its steps resume. A host that passes no hidden
+ * state for a plain step leaves a gap in those rows, which the policy must survive. Needs
+ * WANTS_PREFILL_HIDDEN. */
+#define SPECD_POLICY_HIDDEN_CATCH_UP 16u
 
 struct specd_model;
 struct specd_lora;
@@ -210,7 +217,9 @@ typedef struct specd_policy_ops {
      * policies without it never have this slot read): the final hidden states (after the output
      * norm) of prompt rows [row0, row0 + n_rows), n_rows x n_embd f32, in order and before the
      * first layout; prompt[0..n_prompt) is the whole prompt (row j's next token is
-     * prompt[j + 1]). Chunks arrive in ascending, contiguous order from row 0. */
+     * prompt[j + 1]). Chunks arrive in ascending, contiguous order from row 0. With
+     * SPECD_POLICY_HIDDEN_CATCH_UP also after the prompt: a plain step's row, prompt being the
+     * history so far. */
     specd_status (*prefill_hidden)(void *state, const int32_t *prompt, int64_t n_prompt,
                                    const float *hidden, int64_t row0, int32_t n_rows,
                                    int32_t n_embd, specd_error *err);

@@ -90,9 +90,9 @@ typedef struct specd_batch {
      * not the ones the policy verifies against. A host that cannot must not run the batch (close
      * those sequences or open them with a policy that needs no adapter). */
     int needs_lora;
-    /* 1 when some step's policy verifies with hidden states: the host passes the final hidden
-     * states (after the output norm) of the same rows, in the same order, to
-     * specd_spec_batch_verify_hidden. */
+    /* 1 when some step's policy verifies with hidden states, or catches up from a plain step's
+     * (SPECD_POLICY_HIDDEN_CATCH_UP): the host passes the final hidden states (after the output
+     * norm) of the same rows, in the same order, to specd_spec_batch_verify_hidden. */
     int needs_hidden;
     /* 1 when some step feeds float vectors in place of token embeddings (a layout's
      * input_embd): the host must feed them, or not run the batch. */

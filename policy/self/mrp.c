@@ -83,10 +83,18 @@ typedef struct mrp_state {
     specd_accept *accept;
     specd_sampler *target;   /* the target's keyed sample: propose steps, direct's tokens */
 
-    /* the head cache covers target positions [base, base + kv_len) */
+    /* the head cache covers target positions [base, base + kv_len). Rows the host passes
+     * outside a step (the prompt's, the guard's plain steps') wait in a ring of the newest
+     * lag_cap, positions [lag_row0, lag_row0 + n_lag), and are committed when the head runs
+     * again: a head the guard keeps off costs a copy per row, and one that resumes after more
+     * than lag_cap rows starts again from the newest of them */
     int started;             /* base chosen */
     int64_t base;
     int dead;                /* out of head context: plain steps from here */
+    int32_t lag_cap, n_lag, lag_first; /* lag_first: the ring slot of lag_row0 */
+    int64_t lag_row0;
+    int32_t *lag_tok;        /* lag_cap: y of each waiting row */
+    float *lag_h;            /* lag_cap x n_embd: g of each waiting row */
 
     /* proposals for history length expect_n */
     int32_t n_pend;
@@ -125,7 +133,7 @@ static void mrp_destroy(void *state) {
     specd_sampler_destroy(s->target);
     void *bufs[] = {s->pend, s->q, s->tokens, s->pos, s->rows, s->emitted, s->keep,
                     s->accept_prob, s->htok, s->hpos, s->u, s->in2, s->hp, s->hacc, s->cand,
-                    s->cand_rows, s->z, s->c1, s->conf, s->act};
+                    s->cand_rows, s->z, s->c1, s->conf, s->act, s->lag_tok, s->lag_h};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) specd_free(bufs[i]);
     specd_free(s);
 }
@@ -136,7 +144,7 @@ typedef struct mrp_options {
     char from[16];
     char tau[32];
     char min_conf[32];
-    int32_t k, m, threads, ctx, vocab;
+    int32_t k, m, threads, ctx, vocab, catch_up;
 } mrp_options;
 
 static specd_status parse_options(const specd_policy_env *env, const char *options,
@@ -149,19 +157,21 @@ static specd_status parse_options(const specd_policy_env *env, const char *optio
     o->threads = 1;
     o->ctx = 4096;
     o->vocab = MRP_VOCAB_AUTO;
+    o->catch_up = 512;
     strcpy(o->tau, "0.5");
     strcpy(o->min_conf, "0.5");
     const specd_option_spec ints[] = {{"k", &o->k, 1, env->max_draft},
                                       {"cand", &o->m, 0, 4096},
                                       {"threads", &o->threads, 0, 256},
                                       {"ctx", &o->ctx, 16, 1 << 20},
-                                      {"vocab", &o->vocab, 0, 1 << 24}};
+                                      {"vocab", &o->vocab, 0, 1 << 24},
+                                      {"catch_up", &o->catch_up, 1, 1 << 16}};
     const specd_option_str strs[] = {{"head", o->head, (int32_t)sizeof o->head},
                                      {"mode", o->mode, (int32_t)sizeof o->mode},
                                      {"cand_from", o->from, (int32_t)sizeof o->from},
                                      {"tau", o->tau, (int32_t)sizeof o->tau},
                                      {"min_conf", o->min_conf, (int32_t)sizeof o->min_conf}};
-    SPECD_TRY(specd_options_parse("mrp", options, ints, 5, strs, 5, err));
+    SPECD_TRY(specd_options_parse("mrp", options, ints, 6, strs, 5, err));
     char *end;
     double tau = strtod(o->tau, &end);
     if (end == o->tau || *end || !(tau >= 0.0 && tau <= 1e9))
@@ -221,6 +231,8 @@ static specd_status alloc_state(mrp_state *s) {
     s->accept_prob = specd_alloc_array(K, sizeof(float));
     s->htok = specd_alloc_array(B, sizeof(int32_t));
     s->hpos = specd_alloc_array(B, sizeof(int32_t));
+    s->lag_tok = specd_alloc_array((size_t)s->lag_cap, sizeof(int32_t));
+    s->lag_h = specd_alloc_array((size_t)s->lag_cap * E, sizeof(float));
     s->u = specd_alloc_array(B * E, sizeof(float));
     s->in2 = specd_alloc_array(MRP_INPUT_SCRATCH(E), sizeof(float));
     s->hp = specd_alloc_array(E, sizeof(float));
@@ -233,7 +245,8 @@ static specd_status alloc_state(mrp_state *s) {
         s->c1 = specd_alloc_array(s->dv ? (size_t)s->dv->n : (size_t)s->n_vocab, sizeof(float));
     if (s->dv) s->act = specd_alloc_array(1, s->dv->act_bytes);
     int ok = s->pend && s->conf && (!s->dv || s->act) && s->tokens && s->pos && s->rows &&
-             s->emitted && s->keep && s->accept_prob && s->htok && s->hpos && s->u && s->in2 &&
+             s->emitted && s->keep && s->accept_prob && s->htok && s->hpos && s->lag_tok &&
+             s->lag_h && s->u && s->in2 &&
              s->hp && s->hacc && s->cand && s->cand_rows && s->z && (!s->need_q || s->q) && (!s->full_c1 || s->c1);
     return ok ? SPECD_OK : SPECD_E_NOMEM;
 }
@@ -280,6 +293,7 @@ static specd_status mrp_create(const specd_policy_env *env, const char *options,
     s->key = (specd_sample_key){.seed = env->seed, .sequence = env->seq_key};
     s->hctx_cap = o.ctx;
     s->hctx_batch = 64;
+    s->lag_cap = o.catch_up;
     s->expect_n = -1;
     if (alloc_state(s) != SPECD_OK) {
         mrp_destroy(s);
@@ -317,7 +331,7 @@ static specd_status commit_rows(mrp_state *s, const int32_t *ys, const float *gs
             mrp_head_input(s->head, ys[at + i], gs + (size_t)(at + i) * E, s->u + (size_t)i * E,
                            s->in2);
         }
-        mrp_prof_mark(&s->prof, part == MRP_PROF_PREFILL ? part : MRP_PROF_INPUT);
+        mrp_prof_mark(&s->prof, part == MRP_PROF_COMMIT ? MRP_PROF_INPUT : part);
         at += c;
         int32_t last = c - 1;
         specd_seq_batch b = {.seq = 0, .n_tokens = c, .tokens = s->htok, .pos = s->hpos,
@@ -329,40 +343,104 @@ static specd_status commit_rows(mrp_state *s, const int32_t *ys, const float *gs
     return SPECD_OK;
 }
 
-static specd_status mrp_prefill_hidden(void *state, const int32_t *prompt, int64_t n_prompt,
+/* Forgets the head's rows: it starts again at target position `base`. */
+static void restart_head(mrp_state *s, int64_t base) {
+    specd_context_kv_truncate(s->hctx, 0, 0, NULL);
+    s->n_lag = 0;
+    s->base = base;
+}
+
+/* Commits the waiting rows (head forwards of hctx_batch rows), after the cache's rows when they
+ * follow on, else in place of them. */
+static specd_status flush_lag(mrp_state *s, specd_error *err) {
+    if (s->n_lag == 0) return SPECD_OK;
+    const int64_t j0 = s->lag_row0;
+    const int32_t n = s->n_lag, first = s->lag_first;
+    s->n_lag = 0;
+    if (j0 != s->base + specd_context_kv_len(s->hctx, 0) ||
+        j0 + n - s->base + 2 * (int64_t)s->k + 2 > s->hctx_cap) {
+        specd_context_kv_truncate(s->hctx, 0, 0, NULL);
+        s->base = j0;
+    }
+    const mrp_prof_part part = s->started ? MRP_PROF_CATCH_UP : MRP_PROF_PREFILL;
+    const int32_t n1 = n < s->lag_cap - first ? n : s->lag_cap - first; /* up to the ring's end */
+    const size_t E = (size_t)s->n_embd;
+    SPECD_TRY(commit_rows(s, s->lag_tok + first, s->lag_h + (size_t)first * E, j0, n1, NULL, NULL,
+                          part, err));
+    if (n > n1) SPECD_TRY(commit_rows(s, s->lag_tok, s->lag_h, j0 + n1, n - n1, NULL, NULL, part, err));
+    return SPECD_OK;
+}
+
+/* Queues row j (next token y, hidden state g); the oldest waiting row goes when the ring is
+ * full. */
+static void push_lag(mrp_state *s, int64_t j, int32_t y, const float *g) {
+    if (s->n_lag == 0) {
+        s->lag_row0 = j;
+        s->lag_first = 0;
+    } else if (s->n_lag == s->lag_cap) {
+        s->lag_first = (s->lag_first + 1) % s->lag_cap;
+        s->lag_row0++;
+        s->n_lag--;
+    }
+    int32_t at = (s->lag_first + s->n_lag) % s->lag_cap;
+    s->lag_tok[at] = y;
+    memcpy(s->lag_h + (size_t)at * (size_t)s->n_embd, g, (size_t)s->n_embd * sizeof(float));
+    s->n_lag++;
+}
+
+/* The prompt's rows before the first step, and (HIDDEN_CATCH_UP) each plain step's row the
+ * guard ran instead of a policy step: they wait, and are committed together when the head runs
+ * again. A gap (rows the host did not pass) restarts the head at the new row, with less
+ * context; a row the head has already (the history was rolled back) replaces it and those after
+ * it. */
+static specd_status mrp_prefill_hidden(void *state, const int32_t *history, int64_t n_history,
                                        const float *hidden, int64_t row0, int32_t n_rows,
                                        int32_t n_embd, specd_error *err) {
     mrp_state *s = state;
     if (n_embd != s->n_embd)
         return specd_fail(err, SPECD_E_MISMATCH, "policy mrp: hidden width %d, head %d", n_embd,
                           s->n_embd);
-    /* too long for the head's cache (sync_head's bound): the head starts at the first step,
-     * so no chunk of this prompt is committed and the order check below must not see it */
-    if (n_prompt + 2 * (int64_t)s->k + 1 > s->hctx_cap) return SPECD_OK;
-    if (s->started || row0 != specd_context_kv_len(s->hctx, 0) || row0 + n_rows > n_prompt - 1)
+    if (s->dead) return SPECD_OK;
+    if (row0 < 0 || n_rows < 1 || row0 + n_rows > n_history - 1)
         return specd_fail(err, SPECD_E_STATE,
-                          "policy mrp: prompt hidden rows [%lld, %lld) out of order",
-                          (long long)row0, (long long)(row0 + n_rows));
-    /* row j's next token is prompt[j + 1] */
-    return commit_rows(s, prompt + row0 + 1, hidden, row0, n_rows, NULL, NULL, MRP_PROF_PREFILL,
-                       err);
+                          "policy mrp: hidden rows [%lld, %lld) are not rows of a %lld-token "
+                          "history", (long long)row0, (long long)(row0 + n_rows),
+                          (long long)n_history);
+    const int32_t have = specd_context_kv_len(s->hctx, 0);
+    const int64_t next = s->n_lag ? s->lag_row0 + s->n_lag : s->base + have;
+    if (row0 > next) {
+        restart_head(s, row0);
+    } else if (row0 < next) {
+        if (s->n_lag && row0 >= s->lag_row0) {
+            s->n_lag = (int32_t)(row0 - s->lag_row0);
+        } else {
+            s->n_lag = 0;
+            if (row0 < s->base || row0 > s->base + have) restart_head(s, row0);
+            else specd_context_kv_truncate(s->hctx, 0, (int32_t)(row0 - s->base), NULL);
+        }
+    }
+    const size_t E = (size_t)s->n_embd;
+    /* row j's next token is history[j + 1] */
+    for (int32_t i = 0; i < n_rows; i++)
+        push_lag(s, row0 + i, history[row0 + i + 1], hidden + (size_t)i * E);
+    return SPECD_OK;
 }
 
 /* Brings the head cache to the positions history[0..n) decided: rows [base, n - 1). Returns 0
- * when the head cannot follow (missing rows, out of room): the policy stops drafting. */
-static int sync_head(mrp_state *s, int64_t n) {
+ * when the head cannot follow (out of room), -1 (err set) when its forward failed: the policy
+ * stops drafting either way. */
+static int sync_head(mrp_state *s, int64_t n, specd_error *err) {
+    if (flush_lag(s, err) != SPECD_OK) return -1;
     int32_t have = specd_context_kv_len(s->hctx, 0);
-    if (!s->started) {
-        s->started = 1;
-        /* the host passed the prompt's rows, or the head starts at the first step */
-        if (have != n - 1) {
-            specd_context_kv_truncate(s->hctx, 0, 0, NULL);
-            have = 0;
-            s->base = n - 1;
-        }
-    }
     int64_t want = n - 1 - s->base;
-    if (want < 0 || have < want) return 0;
+    /* the first step without the prompt's rows, or rows missing since (a host that passed no
+     * hidden state for a plain step): the head starts here */
+    if ((!s->started && have != want) || want < 0 || have < want) {
+        restart_head(s, n - 1);
+        have = 0;
+        want = 0;
+    }
+    s->started = 1;
     if (have > want) specd_context_kv_truncate(s->hctx, 0, (int32_t)want, NULL);
     /* this step's rows, then one round of speculative rows */
     return want + 2 * (int64_t)s->k + 2 <= s->hctx_cap;
@@ -374,7 +452,14 @@ static specd_status mrp_layout(void *state, const int32_t *history, int64_t n_hi
     if (n_history < 1 || n_history + s->k + 1 > INT32_MAX)
         return specd_fail(err, SPECD_E_INVALID_ARG, "policy mrp: history length %lld",
                           (long long)n_history);
-    if (!s->dead && !sync_head(s, n_history)) s->dead = 1;
+    if (!s->dead) {
+        /* the target decides every token: without the head, steps are plain ones */
+        specd_error serr;
+        int synced = sync_head(s, n_history, &serr);
+        if (synced < 0)
+            specd_log(SPECD_LOG_WARN, "policy mrp: the head stopped drafting: %s", serr.message);
+        s->dead = synced <= 0;
+    }
     if (n_history != s->expect_n || s->dead) s->n_pend = 0;
     const int32_t p = s->n_pend;
     s->n_at = n_history;
@@ -632,13 +717,16 @@ const specd_policy_ops specd_policy_mrp = {
                     "the output head), cand_from=head|target (the candidates: top of z_1, or top "
                     "of the target's row over the whole vocabulary: cheaper, misses what a "
                     "trained head moves in), threads=1 (head context; 0: online cores), "
-                    "ctx=4096 (head KV)",
+                    "ctx=4096 (head KV), catch_up=512 (rows outside the head's steps, the prompt's and "
+                    "the guard's plain steps', kept for it until it runs: it starts again from "
+                    "the newest N after a longer pause)",
     .create = mrp_create,
     .destroy = mrp_destroy,
     .layout = mrp_layout,
     .verify = mrp_verify,
     .rollback = mrp_rollback,
-    .flags = SPECD_POLICY_WANTS_HIDDEN | SPECD_POLICY_WANTS_PREFILL_HIDDEN,
+    .flags = SPECD_POLICY_WANTS_HIDDEN | SPECD_POLICY_WANTS_PREFILL_HIDDEN |
+             SPECD_POLICY_HIDDEN_CATCH_UP,
     .shared_create = mrp_shared_create,
     .shared_destroy = mrp_shared_destroy,
     .verify_hidden = mrp_verify_hidden,

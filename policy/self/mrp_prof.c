@@ -35,7 +35,8 @@ void mrp_prof_mark(mrp_prof *p, mrp_prof_part part) {
 void mrp_prof_report(const mrp_prof *p) {
     if (!p->on || p->rounds == 0) return;
     static const char *const names[MRP_PROF_N] = {"input", "commit", "c1+S",   "spec",
-                                                  "resid", "pick",   "verify", "prefill"};
+                                                  "resid", "pick",   "verify", "prefill",
+                                                  "catch-up"};
     uint64_t total = 0;
     for (int i = 0; i < MRP_PROF_PREFILL; i++)
         total += p->ns[i];
@@ -44,6 +45,7 @@ void mrp_prof_report(const mrp_prof *p) {
             (unsigned long long)p->rounds, p->cpu ? "thread CPU" : "wall");
     for (int i = 0; i < MRP_PROF_PREFILL; i++)
         fprintf(stderr, " %s %.3f", names[i], (double)p->ns[i] / n * 1e-6);
-    fprintf(stderr, "; total %.3f; the prompt's rows %.3f ms once\n", (double)total / n * 1e-6,
-            (double)p->ns[MRP_PROF_PREFILL] * 1e-6);
+    fprintf(stderr, "; total %.3f; the prompt's rows %.3f ms once; plain steps' rows %.3f ms in "
+                    "all\n", (double)total / n * 1e-6, (double)p->ns[MRP_PROF_PREFILL] * 1e-6,
+            (double)p->ns[MRP_PROF_CATCH_UP] * 1e-6);
 }

@@ -18,6 +18,7 @@ typedef enum mrp_prof_part {
     MRP_PROF_PICK,    /* drafts, q, confidences */
     MRP_PROF_VERIFY,  /* the acceptance engine / the target's samples */
     MRP_PROF_PREFILL, /* the prompt's head rows (once per sequence; not in the per-round total) */
+    MRP_PROF_CATCH_UP, /* plain steps' head rows (the guard's plain steps; not per round) */
     MRP_PROF_N
 } mrp_prof_part;
 

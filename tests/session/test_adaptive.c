@@ -1,10 +1,16 @@
 /* The adaptive guard's decisions (session/adaptive.h) under synthetic step timings: it starts with
  * a plain step and a one-proposal probe, drafts when the cost model says it pays, backs off (and
  * says so) when it does not, re-probes at doubling intervals, governs self-speculative policies
- * on/off, and seeds a new sequence with what an earlier one learned. No clock is read here. */
+ * on/off, and seeds a new sequence with what an earlier one learned. No clock is read there.
+ * Through the session: a policy that reads hidden states (a residual head) and never has a draft
+ * accepted is switched off like any other, stops being run, and gets every plain step's hidden
+ * row to catch up with (a verdict that needs no clock: one token per step never pays). */
 #include "test_main.h"
 
 #include "session/adaptive.h"
+#include "specd/spec_batch.h"
+
+#include <string.h>
 
 /* One step: ask for the budget, then report a step of that budget. A chain step with k
  * proposals costs c0 + c1 * k ns and accepts the first `acc` of them. */
@@ -267,6 +273,190 @@ static void test_cost_model_ratio(void **state) {
     assert_true(r > best - 1e-9 && r < best + 1e-9);
 }
 
+
+/* --- a hidden-state policy through the session ---------------------------------------------- */
+
+enum { HV = 16, HE = 4, H_PROMPT = 3, H_OUT = 400 };
+
+/* The target: a one-hot row at a token fixed by the position. */
+static int32_t target_token(int32_t pos) { return (pos * 7 + 3) % HV; }
+
+/* A residual-head stand-in: lays out [pending | one draft] where the draft is never the target's
+ * token, reads both rows' hidden states, and records which target positions' hidden rows reached
+ * it (through verify_hidden or, for the guard's plain steps, prefill_hidden). */
+typedef struct hidden_policy {
+    int64_t n_at;
+    int32_t tokens[2], pos[2], rows[2], emitted[1], keep[1];
+    int64_t n_layouts, n_verifies, n_catch_up_rows;
+    int64_t next_row;   /* the next target position whose hidden row is due */
+    int64_t bad_rows;   /* rows out of order, with the wrong value or the wrong next token */
+} hidden_policy;
+
+static hidden_policy *hp_last;
+
+static specd_status hp_create(const specd_policy_env *env, const char *options, void **state,
+                              specd_error *err) {
+    (void)env;
+    (void)options;
+    (void)err;
+    hidden_policy *s = calloc(1, sizeof *s);
+    s->rows[0] = 0;
+    s->rows[1] = 1;
+    *state = hp_last = s;
+    return SPECD_OK;
+}
+
+static void hp_destroy(void *state) { free(state); }
+
+/* row j's hidden state carries j, and its next token is history[j + 1] */
+static void hp_take_row(hidden_policy *s, const int32_t *history, int64_t j, const float *h) {
+    if (j != s->next_row || h[0] != (float)j || history[j + 1] != target_token((int32_t)j))
+        s->bad_rows++;
+    s->next_row = j + 1;
+}
+
+static specd_status hp_layout(void *state, const int32_t *history, int64_t n_history,
+                              specd_step_layout *out, specd_error *err) {
+    (void)err;
+    hidden_policy *s = state;
+    s->n_layouts++;
+    s->n_at = n_history;
+    s->tokens[0] = history[n_history - 1];
+    s->tokens[1] = (target_token((int32_t)n_history - 1) + 1) % HV; /* always rejected */
+    s->pos[0] = (int32_t)n_history - 1;
+    s->pos[1] = (int32_t)n_history;
+    *out = (specd_step_layout){.n_tokens = 2, .tokens = s->tokens, .pos = s->pos, .n_rows = 2,
+                               .rows = s->rows};
+    return SPECD_OK;
+}
+
+static specd_status hp_verify(void *state, const float *logits, specd_step_outcome *out,
+                              specd_error *err) {
+    (void)state;
+    (void)logits;
+    (void)out;
+    (void)err;
+    return SPECD_E_STATE; /* the session calls verify_hidden for this policy */
+}
+
+static int32_t argmax(const float *row) {
+    int32_t best = 0;
+    for (int32_t x = 1; x < HV; x++)
+        if (row[x] > row[best]) best = x;
+    return best;
+}
+
+static specd_status hp_verify_hidden(void *state, const float *logits, const float *hidden,
+                                     int32_t n_embd, specd_step_outcome *out, specd_error *err) {
+    (void)err;
+    (void)n_embd;
+    hidden_policy *s = state;
+    s->n_verifies++;
+    s->emitted[0] = argmax(logits); /* the draft is never it: one token per step */
+    s->keep[0] = 0;
+    if (hidden[0] != (float)(s->n_at - 1) || s->n_at - 1 != s->next_row) s->bad_rows++;
+    s->next_row = s->n_at;
+    *out = (specd_step_outcome){.n_emitted = 1, .emitted = s->emitted, .n_keep = 1,
+                                .keep = s->keep, .n_drafted = 1, .n_accepted = 0};
+    return SPECD_OK;
+}
+
+static specd_status hp_prefill_hidden(void *state, const int32_t *history, int64_t n_history,
+                                      const float *hidden, int64_t row0, int32_t n_rows,
+                                      int32_t n_embd, specd_error *err) {
+    (void)err;
+    (void)n_history;
+    hidden_policy *s = state;
+    for (int32_t i = 0; i < n_rows; i++) {
+        s->n_catch_up_rows += row0 + i >= H_PROMPT - 1; /* a plain step's, not the prompt's */
+        hp_take_row(s, history, row0 + i, hidden + (size_t)i * (size_t)n_embd);
+    }
+    return SPECD_OK;
+}
+
+static const specd_policy_ops hidden_ops = {
+    .abi_version = SPECD_POLICY_ABI_VERSION,
+    .name = "hidden-never-accepted",
+    .create = hp_create,
+    .destroy = hp_destroy,
+    .layout = hp_layout,
+    .verify = hp_verify,
+    .flags = SPECD_POLICY_WANTS_HIDDEN | SPECD_POLICY_WANTS_PREFILL_HIDDEN |
+             SPECD_POLICY_HIDDEN_CATCH_UP,
+    .verify_hidden = hp_verify_hidden,
+    .prefill_hidden = hp_prefill_hidden,
+};
+
+static void test_hidden_policy_is_switched_off(void **state) {
+    (void)state;
+    specd_spec_params sp = specd_spec_default_params();
+    sp.n_vocab = HV;
+    sp.n_embd = HE;
+    sp.max_draft = 4;
+    sp.max_seqs = 1;
+    specd_spec *spec;
+    specd_error err;
+    assert_int_equal(specd_spec_create(&sp, &spec, &err), SPECD_OK);
+    specd_seq_params p = specd_seq_default_params();
+    p.policy_ops = &hidden_ops;
+    p.rule = SPECD_ACCEPT_GREEDY;
+    p.sampling.temperature = 0.0f;
+    p.max_tokens = H_OUT;
+    const int32_t prompt[H_PROMPT] = {1, target_token(0), target_token(1)};
+    assert_int_equal(specd_spec_seq_open(spec, 0, prompt, H_PROMPT, &p, &err), SPECD_OK);
+    assert_int_equal(specd_spec_seq_wants_prefill_hidden(spec, 0), 1);
+    float prompt_hidden[(H_PROMPT - 1) * HE] = {0};
+    for (int32_t j = 0; j < H_PROMPT - 1; j++) prompt_hidden[j * HE] = (float)j;
+    assert_int_equal(specd_spec_seq_prefill_hidden(spec, 0, prompt_hidden, 0, H_PROMPT - 1, &err),
+                     SPECD_OK);
+    float logits[2 * HV], hidden[2 * HE];
+    int64_t n_steps = 0;
+    while (!specd_spec_seq_done(spec, 0)) {
+        const int32_t seq = 0;
+        specd_batch b;
+        assert_int_equal(specd_spec_batch_layout(spec, &seq, 1, &b, &err), SPECD_OK);
+        /* the host gives hidden states whenever the batch asks: plain steps included */
+        assert_int_equal(b.needs_hidden, 1);
+        const specd_step_layout *l = &b.seqs[0].layout;
+        memset(logits, 0, sizeof logits);
+        memset(hidden, 0, sizeof hidden);
+        for (int32_t r = 0; r < l->n_rows; r++) {
+            int32_t pos = l->pos[l->rows[r]];
+            logits[r * HV + target_token(pos)] = 10.0f;
+            hidden[r * HE] = (float)pos;
+        }
+        specd_logits lg = {.data = logits, .row_stride = HV, .n_rows = l->n_rows,
+                           .dtype = SPECD_DTYPE_F32, .device = SPECD_DEVICE_HOST};
+        specd_logits hd = {.data = hidden, .row_stride = HE, .n_rows = l->n_rows,
+                           .dtype = SPECD_DTYPE_F32, .device = SPECD_DEVICE_HOST};
+        specd_batch_result res;
+        assert_int_equal(specd_spec_batch_verify_hidden(spec, &lg, &hd, &res, &err), SPECD_OK);
+        n_steps++;
+    }
+    int64_t n_out;
+    const int32_t *out = specd_spec_seq_output(spec, 0, &n_out);
+    assert_int_equal(n_out, H_OUT);
+    for (int64_t i = 0; i < n_out; i++)
+        assert_int_equal(out[i], target_token((int32_t)(H_PROMPT - 1 + i)));
+    specd_seq_stats st;
+    assert_int_equal(specd_spec_seq_stats(spec, 0, &st, &err), SPECD_OK);
+    hidden_policy *s = hp_last;
+    fprintf(stderr, "hidden policy: %lld steps, %lld of them the policy's, %lld plain rows caught "
+                    "up, %lld back-offs\n", (long long)n_steps, (long long)s->n_layouts,
+            (long long)s->n_catch_up_rows, (long long)st.n_backoffs);
+    /* switched off: the policy ran in the first probe and a few re-probes at doubling
+     * intervals (8, 16, 32, ... plain steps) only; its steps are one token each */
+    assert_true(st.n_backoffs >= 1);
+    assert_true(s->n_layouts <= 3 * 8);
+    assert_int_equal(s->n_verifies, s->n_layouts);
+    assert_int_equal(st.n_guard_plain + s->n_layouts, n_steps);
+    /* and it saw every decided position's hidden row, in order, plain steps' included */
+    assert_int_equal(s->bad_rows, 0);
+    assert_int_equal(s->next_row, H_PROMPT - 1 + H_OUT);
+    assert_int_equal(s->n_catch_up_rows, st.n_guard_plain);
+    specd_spec_destroy(spec);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_starts_plain_then_probes_one),
@@ -281,6 +471,7 @@ int main(void) {
         cmocka_unit_test(test_prior_seeds_next_sequence),
         cmocka_unit_test(test_disabled_always_full),
         cmocka_unit_test(test_cost_model_ratio),
+        cmocka_unit_test(test_hidden_policy_is_switched_off),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

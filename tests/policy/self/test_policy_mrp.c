@@ -52,8 +52,10 @@ static specd_spec *make_spec(void) {
     return spec;
 }
 
-static void generate(int p, const char *policy, const char *opts, float temperature,
-                     int32_t *out, specd_seq_stats *stats) {
+/* n tokens of prompt p; with the adaptive guard (adaptive), or with every step the policy's, as
+ * the policy's own checks below expect */
+static void generate_n(int p, const char *policy, const char *opts, float temperature,
+                       int adaptive, int32_t n_gen, int32_t *out, specd_seq_stats *stats) {
     specd_spec *spec = make_spec();
     specd_error err;
     specd_seq_params params = specd_seq_default_params();
@@ -61,7 +63,8 @@ static void generate(int p, const char *policy, const char *opts, float temperat
     params.policy_options = opts;
     params.sampling.temperature = temperature;
     params.seed = 99;
-    params.max_tokens = N_GEN;
+    params.max_tokens = n_gen;
+    params.adaptive = adaptive;
     if (specd_spec_seq_open(spec, 0, prompts[p], n_prompts[p], &params, &err) != SPECD_OK)
         fail_msg("open %s %s: %s", policy, opts ? opts : "", err.message);
     specd_run_stats rs;
@@ -69,11 +72,16 @@ static void generate(int p, const char *policy, const char *opts, float temperat
         fail_msg("run %s: %s", policy, err.message);
     int64_t n;
     const int32_t *toks = specd_spec_seq_output(spec, 0, &n);
-    assert_int_equal(n, N_GEN);
-    memcpy(out, toks, N_GEN * sizeof(int32_t));
+    assert_int_equal(n, n_gen);
+    memcpy(out, toks, (size_t)n_gen * sizeof(int32_t));
     assert_int_equal(specd_spec_seq_stats(spec, 0, stats, &err), SPECD_OK);
     assert_int_equal(stats->n_steps, rs.n_steps);
     specd_spec_destroy(spec);
+}
+
+static void generate(int p, const char *policy, const char *opts, float temperature,
+                     int32_t *out, specd_seq_stats *stats) {
+    generate_n(p, policy, opts, temperature, 0, N_GEN, out, stats);
 }
 
 /* spec mode against plain decoding on N_PROMPTS prompts; returns the proposals accepted */
@@ -108,6 +116,40 @@ static void test_identity_random_head(void **s) {
     check_identity(random_head, ",cand_from=target", 0.0f);
     /* a Q8_0 eh_proj (export --dtype q8_0) is read as stored */
     check_identity(q8_head, "", 0.0f);
+}
+
+/* Under the adaptive guard: a head whose drafts are (almost) never taken is switched off, its
+ * plain steps' hidden rows wait for the head and are committed in batches or when a probe runs
+ * it again (SPECD_POLICY_HIDDEN_CATCH_UP), and the output stays plain decoding's whatever the
+ * guard decides and whenever (its decisions follow the clock). */
+static void test_guard_identity(void **s) {
+    (void)s;
+    /* the guard's first step is plain, so the probe's first layout commits the prompt's rows
+     * and that step's together; with catch_up=16 only the newest 16 wait, and the head starts
+     * again from them */
+    enum { N_LONG = 128 };
+    const float temps[] = {0.0f, 0.8f};
+    for (int p = 0; p < 2; p++) { /* prompt p at temps[p] */
+        char opts[1200];
+        snprintf(opts, sizeof opts, "head=%s,k=3,min_conf=0%s", random_head,
+                 p == 1 ? ",catch_up=16" : "");
+        int32_t plain[N_LONG], mrp[N_LONG];
+        specd_seq_stats s_plain, s_mrp;
+        generate_n(p, "none", NULL, temps[p], 0, N_LONG, plain, &s_plain);
+        generate_n(p, "mrp", opts, temps[p], 1, N_LONG, mrp, &s_mrp);
+        for (int i = 0; i < N_LONG; i++)
+            if (plain[i] != mrp[i])
+                fail_msg("guarded T=%.2f prompt %d: mrp differs at token %d (%d vs %d)",
+                         temps[p], p, i, mrp[i], plain[i]);
+        fprintf(stderr, "guarded T=%.1f prompt %d: %lld steps, %lld plain by the guard, %lld "
+                        "back-offs, %lld drafts accepted\n", temps[p], p,
+                (long long)s_mrp.n_steps, (long long)s_mrp.n_guard_plain,
+                (long long)s_mrp.n_backoffs, (long long)s_mrp.n_accepted);
+        /* one token per step never pays: the guard turned the head off */
+        assert_true(s_mrp.n_backoffs >= 1);
+        assert_true(s_mrp.n_guard_plain > N_LONG / 2);
+        assert_int_equal(s_mrp.lossy, 0);
+    }
 }
 
 static int have_shipped(void) {
@@ -654,6 +696,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bad_heads),
         cmocka_unit_test(test_identity_random_head),
+        cmocka_unit_test(test_guard_identity),
         cmocka_unit_test(test_direct_is_lossy),
         cmocka_unit_test(test_draft_vocab),
         cmocka_unit_test(test_remask),

@@ -1,4 +1,4 @@
-/* MRP-causal (paper 002 section 3, /work/mrp-shared/CONTRACT.md): a small residual head over the
+/* MRP-causal (paper 002 section 3, causal form; docs/papers.md): a small residual head over the
  * frozen target's final hidden states turns the target's own logits into proposals for the next
  * K positions, z_k = z_{k-1} + C_k with C_k = E . hp_k through the target's frozen output head.
  * No second backbone forward: the head runs on its own context (L llama blocks) and reads the

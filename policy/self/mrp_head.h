@@ -2,7 +2,7 @@
  * and output head it borrows, plus the head's own input projection, which the policy computes in
  * C (the runtime's layers take the projected row as a float-vector input).
  *
- * File (/work/mrp-shared/CONTRACT.md): a llama GGUF with the target's llama.* shape keys but
+ * File (written by tools/train/export_mrp.py): a llama GGUF with the target's llama.* shape keys but
  * block_count L, blk.* and output_norm.weight, no token_embd/output; plus mrp.enorm.weight and
  * mrp.hnorm.weight (F32 [n_embd]), mrp.eh_proj.weight (F32, F16 or Q8_0, ggml [2 n_embd, n_embd]: the
  * first n_embd inputs take enorm(E[y])), mrp.version = 1, mrp.n_vocab, optional mrp.n_draft and

@@ -1,4 +1,4 @@
-/* The mrp policy (MRP-causal, issue 15) on the real model.
+/* The mrp policy (MRP-causal, paper 002) on the real model.
  *
  * Identity: under greedy and coupled sampling, mrp in spec mode emits exactly what plain
  * decoding emits, for a random head written here (the identity holds for any head: the chain

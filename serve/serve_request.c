@@ -333,7 +333,7 @@ static const char *const completion_fields[] = {"prompt", "echo", "best_of", "su
 /* OpenAI fields accepted and ignored because they change nothing a client gets back here:
  * user (the end user's id, for the provider's abuse monitoring), parallel_tool_calls (tools are
  * not supported, so there are no calls to run in parallel), store (checked: false only, since
- * nothing is stored). Listed in README.md. */
+ * nothing is stored). Listed in docs/serving.md. */
 static const char *const ignored_fields[] = {"user", "parallel_tool_calls", "store", NULL};
 
 static int listed(const char *const *list, const char *name) {

@@ -48,21 +48,6 @@ static void seq_learned(specd_spec *spec, const spec_seq *q) {
     prior_store(spec, q->prior_key, &g->m);
 }
 
-static uint64_t mix64(uint64_t x) { /* splitmix64's finaliser */
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ULL;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
-
-specd_sample_key specd_stream_sample_key(uint64_t seed, uint64_t stream, uint32_t position) {
-    uint64_t hi = stream >> 32;
-    specd_sample_key k = {.seed = hi ? mix64(seed ^ mix64(hi)) : seed,
-                          .sequence = (uint32_t)stream, .position = position};
-    return k;
-}
-
 specd_spec_params specd_spec_default_params(void) {
     specd_spec_params p = {.n_vocab = 0, .max_draft = 8, .max_seqs = 64,
                            .verifier_timeout_ms = 1000};

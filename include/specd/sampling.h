@@ -56,6 +56,13 @@ typedef struct specd_sample_key {
     uint32_t position; /* absolute position of the token being sampled */
 } specd_sample_key;
 
+/* The sampling key of a token at position under (seed, stream): what every sampling decision of
+ * a sequence opened with that seed and stream key uses (so a host that samples plain steps
+ * itself can reproduce specd's tokens with specd_sampler_sample). The Philox key is the seed
+ * itself when stream < 2^32 (v1's keys: stream = sequence id), else a 64-bit mix of seed and
+ * stream >> 32; the counter's sequence word is stream & 0xffffffff. */
+SPECD_API specd_sample_key specd_stream_sample_key(uint64_t seed, uint64_t stream, uint32_t position);
+
 typedef struct specd_logit_bias {
     int32_t token;
     float bias; /* finite, or -INFINITY to ban the token */

@@ -138,12 +138,7 @@ SPECD_API specd_status specd_spec_seq_verify_logits(specd_spec *spec, int32_t se
                                           const specd_logits *logits, specd_step_outcome *out,
                                           specd_error *err);
 
-/* The sampling key of a token at position under (seed, stream): what every sampling decision of
- * a sequence opened with that seed and stream key uses (so a host that samples plain steps
- * itself can reproduce specd's tokens with specd_sampler_sample). The Philox key is the seed
- * itself when stream < 2^32 (v1's keys: stream = sequence id), else a 64-bit mix of seed and
- * stream >> 32; the counter's sequence word is stream & 0xffffffff. */
-SPECD_API specd_sample_key specd_stream_sample_key(uint64_t seed, uint64_t stream, uint32_t position);
+/* specd_stream_sample_key (a sequence's sampling key) is declared in specd/sampling.h. */
 
 #ifdef __cplusplus
 }

@@ -24,5 +24,5 @@ if "$specd" ab --policy ngram --prompts "$tmp/prompts.txt" -n 4 --report /nonexi
   > /dev/null 2> "$tmp/err.txt"; then
   echo "an unwritable report path must fail"; exit 1
 fi
-grep -q 'cannot write /nonexistent/dir/r.html' "$tmp/err.txt"
+grep -q -- '--report /nonexistent/dir/r.html: cannot write' "$tmp/err.txt"
 echo "specd ab --report: ok"

@@ -8,6 +8,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 specd_model *fixture_model_open(void) {
     const char *path = specd_test_model_path();
@@ -63,6 +64,43 @@ void fixture_run_layout(specd_context *ctx, int32_t seq, const specd_step_layout
     specd_extend_out o = {.n_rows = l->n_rows, .rows = l->rows, .logits = logits};
     if (specd_context_extend(ctx, &b, 1, &o, &err) != SPECD_OK)
         fail_msg("layout's extend: %s", err.message);
+}
+
+void fixture_run_seq(specd_spec *spec, specd_context *ctx, const int32_t *prompt, int64_t n_prompt,
+                     const specd_seq_params *params, int32_t *out, specd_seq_stats *stats) {
+    const char *policy = params->policy_ops ? params->policy_ops->name : params->policy;
+    const char *opts = params->policy_options ? params->policy_options : "";
+    specd_error err;
+    if (specd_spec_seq_open(spec, 0, prompt, n_prompt, params, &err) != SPECD_OK)
+        fail_msg("open %s %s: %s", policy ? policy : "none", opts, err.message);
+    specd_run_stats rs;
+    if (specd_spec_run(spec, 0, ctx, 0, NULL, NULL, &rs, &err) != SPECD_OK)
+        fail_msg("run %s %s: %s", policy ? policy : "none", opts, err.message);
+    int64_t n;
+    const int32_t *toks = specd_spec_seq_output(spec, 0, &n);
+    assert_int_equal(n, params->max_tokens);
+    memcpy(out, toks, (size_t)n * sizeof(int32_t));
+    if (stats) assert_int_equal(specd_spec_seq_stats(spec, 0, stats, &err), SPECD_OK);
+    specd_spec_seq_close(spec, 0);
+}
+
+void fixture_plain_output(specd_context *ctx, const int32_t *prompt, int64_t n_prompt,
+                          float temperature, uint64_t seed, int32_t n_gen, int32_t *out) {
+    const specd_model *m = specd_context_model(ctx);
+    specd_spec_params sp = specd_spec_default_params();
+    sp.n_vocab = specd_model_get_info(m)->n_vocab;
+    sp.target = m;
+    specd_spec *spec = NULL;
+    specd_error err;
+    if (specd_spec_create(&sp, &spec, &err) != SPECD_OK) fail_msg("spec: %s", err.message);
+    specd_seq_params params = specd_seq_default_params();
+    params.policy = "none";
+    params.sampling.temperature = temperature;
+    params.seed = seed;
+    params.max_tokens = n_gen;
+    params.adaptive = 0;
+    fixture_run_seq(spec, ctx, prompt, n_prompt, &params, out, NULL);
+    specd_spec_destroy(spec);
 }
 
 void fixture_golden_prompts(int n, int max_len, int32_t *ids, int64_t *lens) {

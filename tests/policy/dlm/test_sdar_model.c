@@ -22,6 +22,7 @@
 #include <string.h>
 
 enum { N_GEN = 10, MAX_PROMPT = 256, N_PROMPTS = 2, MAX_ROWS = 17, HIST = MAX_PROMPT + 64 };
+enum { SEED = 4321 }; /* every run's, plain decoding's included */
 
 static int32_t prompts[N_PROMPTS][MAX_PROMPT];
 static int64_t n_prompts[N_PROMPTS];
@@ -154,27 +155,17 @@ static void generate(const char *opts, float temperature, int32_t *out, specd_se
     specd_error err;
     assert_int_equal(specd_spec_create(&sp, &spec, &err), SPECD_OK);
     char full[8192];
-    if (opts) snprintf(full, sizeof full, "adapter=%s%s%s", adapter, *opts ? "," : "", opts);
+    snprintf(full, sizeof full, "adapter=%s%s%s", adapter, *opts ? "," : "", opts);
     specd_seq_params params = specd_seq_default_params();
-    params.policy = opts ? "sdar" : "none";
-    params.policy_options = opts ? full : NULL;
+    params.policy = "sdar";
+    params.policy_options = full;
     params.sampling.temperature = temperature;
-    params.seed = 4321;
+    params.seed = SEED;
     params.max_tokens = N_GEN;
     params.adaptive = 0;
-    for (int p = 0; p < N_PROMPTS; p++) {
-        if (specd_spec_seq_open(spec, 0, prompts[p], n_prompts[p], &params, &err) != SPECD_OK)
-            fail_msg("open %s: %s", opts ? full : "none", err.message);
-        specd_run_stats rs;
-        if (specd_spec_run(spec, 0, ctx, 0, NULL, NULL, &rs, &err) != SPECD_OK)
-            fail_msg("run %s: %s", opts ? full : "none", err.message);
-        int64_t got;
-        const int32_t *toks = specd_spec_seq_output(spec, 0, &got);
-        assert_int_equal(got, N_GEN);
-        memcpy(out + p * N_GEN, toks, N_GEN * sizeof(int32_t));
-        if (stats) assert_int_equal(specd_spec_seq_stats(spec, 0, &stats[p], &err), SPECD_OK);
-        specd_spec_seq_close(spec, 0);
-    }
+    for (int p = 0; p < N_PROMPTS; p++)
+        fixture_run_seq(spec, ctx, prompts[p], n_prompts[p], &params, out + p * N_GEN,
+                        stats ? &stats[p] : NULL);
     specd_spec_destroy(spec);
 }
 
@@ -191,12 +182,18 @@ static void report(const char *what, const specd_seq_stats *st) {
 static int32_t plain_greedy[N_PROMPTS * N_GEN];
 static int have_plain_greedy;
 
+static void plain_all(float temperature, int32_t *out) {
+    for (int p = 0; p < N_PROMPTS; p++)
+        fixture_plain_output(ctx, prompts[p], n_prompts[p], temperature, SEED, N_GEN,
+                             out + p * N_GEN);
+}
+
 static const int32_t *plain_output(float temperature, int32_t *buf) {
     if (temperature > 0.0f) {
-        generate(NULL, temperature, buf, NULL);
+        plain_all(temperature, buf);
         return buf;
     }
-    if (!have_plain_greedy) generate(NULL, 0.0f, plain_greedy, NULL);
+    if (!have_plain_greedy) plain_all(0.0f, plain_greedy);
     have_plain_greedy = 1;
     return plain_greedy;
 }

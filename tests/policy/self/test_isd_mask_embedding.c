@@ -140,20 +140,9 @@ static void generate(const char *policy, const char *opts, float temperature, in
     params.seed = 1234;
     params.max_tokens = N_GEN;
     params.adaptive = 0;
-    specd_error err;
-    for (int p = 0; p < N_PROMPTS; p++) {
-        if (specd_spec_seq_open(spec, 0, prompts[p], n_prompts[p], &params, &err) != SPECD_OK)
-            fail_msg("open %s %s: %s", policy, opts ? opts : "", err.message);
-        specd_run_stats rs;
-        if (specd_spec_run(spec, 0, ctx, 0, NULL, NULL, &rs, &err) != SPECD_OK)
-            fail_msg("run %s: %s", policy, err.message);
-        int64_t n;
-        const int32_t *toks = specd_spec_seq_output(spec, 0, &n);
-        assert_int_equal(n, N_GEN);
-        memcpy(out + p * N_GEN, toks, N_GEN * sizeof(int32_t));
-        if (stats) assert_int_equal(specd_spec_seq_stats(spec, 0, &stats[p], &err), SPECD_OK);
-        specd_spec_seq_close(spec, 0);
-    }
+    for (int p = 0; p < N_PROMPTS; p++)
+        fixture_run_seq(spec, ctx, prompts[p], n_prompts[p], &params, out + p * N_GEN,
+                        stats ? &stats[p] : NULL);
     specd_spec_destroy(spec);
 }
 

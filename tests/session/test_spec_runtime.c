@@ -59,16 +59,7 @@ static void generate(int p, const char *policy, const specd_policy_ops *ops, flo
     params.seed = 1234;
     params.max_tokens = N_GEN;
     params.adaptive = 0;
-    assert_int_equal(specd_spec_seq_open(spec, 0, prompts[p], n_prompts[p], &params, &err),
-                     SPECD_OK);
-    specd_run_stats rs;
-    if (specd_spec_run(spec, 0, ctx, 0, NULL, NULL, &rs, &err) != SPECD_OK)
-        fail_msg("run: %s", err.message);
-    int64_t n;
-    const int32_t *toks = specd_spec_seq_output(spec, 0, &n);
-    assert_int_equal(n, N_GEN);
-    memcpy(out, toks, N_GEN * sizeof(int32_t));
-    assert_int_equal(specd_spec_seq_stats(spec, 0, stats, &err), SPECD_OK);
+    fixture_run_seq(spec, ctx, prompts[p], n_prompts[p], &params, out, stats);
     specd_spec_destroy(spec);
 }
 

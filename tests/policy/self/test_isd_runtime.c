@@ -44,16 +44,7 @@ static void generate(int p, const char *policy, const char *opts, float temperat
     /* the policies' own steps throughout: the guard's plain steps would hide what the adapter on
      * clean rows changes, and its choices depend on timing */
     params.adaptive = 0;
-    if (specd_spec_seq_open(spec, 0, prompts[p], n_prompts[p], &params, &err) != SPECD_OK)
-        fail_msg("open %s %s: %s", policy, opts ? opts : "", err.message);
-    specd_run_stats rs;
-    if (specd_spec_run(spec, 0, ctx, 0, NULL, NULL, &rs, &err) != SPECD_OK)
-        fail_msg("run %s: %s", policy, err.message);
-    int64_t n;
-    const int32_t *toks = specd_spec_seq_output(spec, 0, &n);
-    assert_int_equal(n, N_GEN);
-    memcpy(out, toks, N_GEN * sizeof(int32_t));
-    assert_int_equal(specd_spec_seq_stats(spec, 0, stats, &err), SPECD_OK);
+    fixture_run_seq(spec, ctx, prompts[p], n_prompts[p], &params, out, stats);
     specd_spec_destroy(spec);
 }
 

@@ -123,10 +123,7 @@ static long run_engine(specd_model *model, specd_tokenizer *tok, const char *pol
         for (int32_t i = 0; i < batch.n_seqs; i++) {
             const specd_batch_seq *b = &batch.seqs[i];
             const specd_step_layout *l = &b->layout;
-            sb[i] = (specd_seq_batch){.seq = b->seq, .n_tokens = l->n_tokens,
-                                      .tokens = l->tokens, .pos = l->pos, .visible = l->visible,
-                                      .lora_gate = l->lora_gate, .embd = l->input_embd,
-                                      .embd_rows = l->input_embd_rows};
+            sb[i] = specd_step_seq_batch(l, b->seq); /* the layout's arrays, borrowed */
             if (l->lora_gate) { /* these rows run with the adapter the layout names */
                 if (!l->lora_path) {
                     fprintf(stderr, "policy %s gates rows onto an adapter it does not name\n",

@@ -2,6 +2,7 @@
  * step, run them and newly admitted requests' prompt chunks through the target, verify, trim the
  * KV caches, retire what finished. */
 #include "session/spec_loop_internal.h"
+#include "specd/spec_runtime.h"
 
 #include "common/clock.h"
 #include "common/status_internal.h"
@@ -130,17 +131,9 @@ static int32_t extend_batches(specd_loop *loop, const specd_batch *batch, const 
     int32_t n = 0;
     for (int32_t i = e->seq0; i < e->seq0 + e->n_seqs; i++) {
         const specd_batch_seq *b = &batch->seqs[i];
-        const specd_step_layout *l = &b->layout;
         loop->kv_before[i] = specd_context_kv_len(loop->ctx, b->seq);
         loop->sb_slot[n] = b->seq;
-        loop->sb[n++] = (specd_seq_batch){.seq = b->seq,
-                                          .n_tokens = l->n_tokens,
-                                          .tokens = l->tokens,
-                                          .pos = l->pos,
-                                          .visible = l->visible,
-                                          .lora_gate = l->lora_gate,
-                                          .embd = l->input_embd,
-                                          .embd_rows = l->input_embd_rows};
+        loop->sb[n++] = specd_step_seq_batch(&b->layout, b->seq);
     }
     for (int32_t i = pf; i < pf + e->n_prefill; i++) {
         int32_t s = loop->pf_slot[i];

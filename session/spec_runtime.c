@@ -90,9 +90,7 @@ specd_status specd_spec_run(specd_spec *spec, int32_t seq, specd_context *ctx, i
         if ((st = specd_context_set_lora(ctx, lay.lora, err)) != SPECD_OK) break;
         stats->prepare_ns += specd_now_ns() - p0;
         int32_t kv_before = specd_context_kv_len(ctx, kv_seq);
-        specd_seq_batch b = {.seq = kv_seq, .n_tokens = lay.n_tokens, .tokens = lay.tokens,
-                             .pos = lay.pos, .visible = lay.visible, .lora_gate = lay.lora_gate,
-                             .embd = lay.input_embd, .embd_rows = lay.input_embd_rows};
+        specd_seq_batch b = specd_step_seq_batch(&lay, kv_seq);
         /* a remote verifier reads the logits from its shared buffer: write them there */
         float *shared = specd_spec_verifier_logits(spec);
         float *step_logits =

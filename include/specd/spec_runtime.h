@@ -40,6 +40,15 @@ SPECD_API specd_status specd_spec_run(specd_spec *spec, int32_t seq, specd_conte
                             specd_tokens_fn on_tokens, void *user, specd_run_stats *stats,
                             specd_error *err);
 
+/* The forward input of one step laid out for KV sequence kv_seq: the batch entry a host running
+ * specd's runtime passes to specd_context_extend. Every array of the result is the layout's own
+ * (tokens, pos, visible, lora_gate, input_embd and input_embd_rows), borrowed, not copied: the
+ * result is valid exactly as long as the layout is (until the next layout or verify of that
+ * sequence). commit is NULL: every row enters the cache, and the caller keeps the verified ones
+ * with specd_context_kv_keep. The layout's adapter is not part of a batch entry: the caller sets
+ * it on the context (specd_context_set_lora with layout->lora) before the extend. */
+SPECD_API specd_seq_batch specd_step_seq_batch(const specd_step_layout *layout, int32_t kv_seq);
+
 #ifdef __cplusplus
 }
 #endif

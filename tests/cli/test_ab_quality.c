@@ -259,7 +259,7 @@ static void test_agreement(void **state) {
 
 static void test_nll(void **state) {
     (void)state;
-    specd_model *m = rt_test_model();
+    specd_model *m = fixture_model_open();
     specd_tokenizer *tok;
     assert_int_equal(specd_tokenizer_create_from_gguf(specd_model_gguf(m), &tok, NULL), SPECD_OK);
     const char *text = "The quick brown fox jumps over the lazy dog. Then it ran into the forest, "

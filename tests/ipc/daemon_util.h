@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -94,6 +95,60 @@ static inline int daemon_stop(pid_t pid, int sig) {
     int status = 0;
     if (waitpid(pid, &status, 0) != pid) return -1;
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* A daemon serving on an ipc:// endpoint in a private temporary directory. */
+typedef struct daemon_fixture {
+    char dir[64];
+    char ep[128];
+    pid_t pid;
+} daemon_fixture;
+
+/* Makes f's private directory and endpoint (no daemon yet). Returns 1 on success. */
+static inline int daemon_temp_endpoint(daemon_fixture *f) {
+    snprintf(f->dir, sizeof f->dir, "/tmp/specd-test-XXXXXX");
+    f->pid = 0;
+    if (!mkdtemp(f->dir)) {
+        fprintf(stderr, "daemon fixture: no temporary directory\n");
+        return 0;
+    }
+    snprintf(f->ep, sizeof f->ep, "ipc://%s/d.sock", f->dir);
+    return 1;
+}
+
+/* Starts `binary` (serving the tests' fingerprint) on a new temporary endpoint and waits until it
+ * answers (daemon_wait_ready). Returns 1 when it is ready; else 0 with a message (a daemon that
+ * started but never answered is left to the caller's stop or teardown: f->pid > 0). */
+static inline int daemon_fixture_start(daemon_fixture *f, const char *binary, specd_ipc_role role) {
+    if (!daemon_temp_endpoint(f)) return 0;
+    f->pid = daemon_start(binary, f->ep, NULL);
+    if (f->pid <= 0) {
+        fprintf(stderr, "daemon fixture: cannot start %s\n", binary);
+        return 0;
+    }
+    if (!daemon_wait_ready(f->ep, role)) {
+        fprintf(stderr, "daemon fixture: %s did not answer on %s within %d ms\n", binary, f->ep,
+                DAEMON_WAIT_MS);
+        return 0;
+    }
+    return 1;
+}
+
+/* Removes f's socket and directory. */
+static inline void daemon_fixture_clean(daemon_fixture *f) {
+    char sock[160];
+    snprintf(sock, sizeof sock, "%s/d.sock", f->dir);
+    unlink(sock);
+    rmdir(f->dir);
+}
+
+/* Stops f's daemon with SIGTERM, waits for its exit and removes its endpoint: its exit status (or
+ * 128 + signal; -1 when it could not be reaped). */
+static inline int daemon_fixture_stop(daemon_fixture *f) {
+    int code = daemon_stop(f->pid, SIGTERM);
+    f->pid = 0;
+    daemon_fixture_clean(f);
+    return code;
 }
 
 #endif

@@ -17,29 +17,6 @@
 static const char *drafter_bin, *verifier_bin;
 static const specd_ipc_fingerprint model = {TEST_VOCAB, TEST_TOKHASH};
 
-typedef struct fixture {
-    char dir[64];
-    char ep[128];
-    pid_t pid;
-} fixture;
-
-static void start(fixture *f, const char *bin, specd_ipc_role role) {
-    snprintf(f->dir, sizeof f->dir, "/tmp/specd-test-XXXXXX");
-    assert_non_null(mkdtemp(f->dir));
-    snprintf(f->ep, sizeof f->ep, "ipc://%s/d.sock", f->dir);
-    f->pid = daemon_start(bin, f->ep, NULL);
-    assert_true(f->pid > 0);
-    assert_true(daemon_wait_ready(f->ep, role));
-}
-
-static void finish(fixture *f) {
-    assert_int_equal(daemon_stop(f->pid, SIGTERM), 0);
-    char sock[160];
-    snprintf(sock, sizeof sock, "%s/d.sock", f->dir);
-    unlink(sock);
-    rmdir(f->dir);
-}
-
 static specd_ipc_client *client(const char *ep, specd_ipc_role role,
                                 const specd_ipc_fingerprint *m) {
     specd_ipc_params p = specd_ipc_default_params();
@@ -128,8 +105,8 @@ static void test_no_fingerprint_no_start(void **state) {
 
 static void test_drafter_sequences(void **state) {
     (void)state;
-    fixture f;
-    start(&f, drafter_bin, SPECD_IPC_ROLE_DRAFTER);
+    daemon_fixture f;
+    assert_true(daemon_fixture_start(&f, drafter_bin, SPECD_IPC_ROLE_DRAFTER));
     specd_error err;
     specd_ipc_fingerprint wrong = {32000, TEST_TOKHASH};
     specd_ipc_client *c = client(f.ep, SPECD_IPC_ROLE_DRAFTER, &wrong);
@@ -202,7 +179,7 @@ static void test_drafter_sequences(void **state) {
     }
     assert_true(specd_ipc_client_connected(c));
     specd_ipc_client_destroy(c);
-    finish(&f);
+    assert_int_equal(daemon_fixture_stop(&f), 0);
 }
 
 static int run_drafter_with(const char *arg) {
@@ -227,10 +204,8 @@ static void test_drafter_serves_the_operators_policies(void **state) {
     assert_int_equal(run_drafter_with("x=isd"), 1);
     assert_int_equal(run_drafter_with("x=ngram:bogus=1"), 1);
     assert_int_equal(run_drafter_with("nonameonly"), 2);
-    fixture f;
-    snprintf(f.dir, sizeof f.dir, "/tmp/specd-test-XXXXXX");
-    assert_non_null(mkdtemp(f.dir));
-    snprintf(f.ep, sizeof f.ep, "ipc://%s/d.sock", f.dir);
+    daemon_fixture f;
+    assert_true(daemon_temp_endpoint(&f));
     f.pid = fork();
     if (f.pid == 0) {
         execl(drafter_bin, drafter_bin, "--endpoint", f.ep, "--vocab", "49152",
@@ -256,7 +231,7 @@ static void test_drafter_serves_the_operators_policies(void **state) {
     assert_true(n >= 1);
     assert_int_equal(draft[0], 7);
     specd_ipc_client_destroy(c);
-    finish(&f);
+    assert_int_equal(daemon_fixture_stop(&f), 0);
 }
 
 static int file_has(const char *path, const char *text) {
@@ -274,8 +249,8 @@ static int file_has(const char *path, const char *text) {
  * says at start whether a client allow-list is active. */
 static void test_operability(void **state) {
     (void)state;
-    fixture f;
-    start(&f, verifier_bin, SPECD_IPC_ROLE_VERIFIER);
+    daemon_fixture f;
+    assert_true(daemon_fixture_start(&f, verifier_bin, SPECD_IPC_ROLE_VERIFIER));
     char log[160], sock[160];
     snprintf(log, sizeof log, "%s/second.log", f.dir);
     snprintf(sock, sizeof sock, "%s/d.sock", f.dir);
@@ -334,8 +309,8 @@ static int count_ours(void) {
 static void test_verifier_buffers(void **state) {
     (void)state;
     enum { K = 8, V = TEST_VOCAB };
-    fixture f;
-    start(&f, verifier_bin, SPECD_IPC_ROLE_VERIFIER);
+    daemon_fixture f;
+    assert_true(daemon_fixture_start(&f, verifier_bin, SPECD_IPC_ROLE_VERIFIER));
     specd_error err;
     specd_ipc_buffer *b = NULL;
     assert_int_equal(
@@ -422,15 +397,15 @@ static void test_verifier_buffers(void **state) {
     assert_int_equal(st.buffers_attached, 0);
     specd_ipc_client_destroy(c);
     specd_ipc_buffer_destroy(b);
-    finish(&f);
+    assert_int_equal(daemon_fixture_stop(&f), 0);
     assert_int_equal(count_ours(), 0);
 }
 
 static void test_sigterm_drains(void **state) {
     (void)state;
     enum { N = 200 };
-    fixture f;
-    start(&f, drafter_bin, SPECD_IPC_ROLE_DRAFTER);
+    daemon_fixture f;
+    assert_true(daemon_fixture_start(&f, drafter_bin, SPECD_IPC_ROLE_DRAFTER));
     void *ctx = zmq_ctx_new();
     void *s = zmq_socket(ctx, ZMQ_DEALER);
     assert_int_equal(zmq_connect(s, f.ep), 0);

@@ -44,39 +44,33 @@ static void open_seq(specd_ipc_client *c, uint64_t id, const char *policy, const
 }
 
 /* A drafter serving s (the draft policy, sampling) and g (the same, deterministic). */
-static pid_t start_drafter(char *dir, char *ep, size_t ep_size) {
+static void start_drafter(daemon_fixture *d) {
     char spec_s[1200], spec_g[1200];
-    strcpy(dir, "/tmp/specd-test-XXXXXX");
-    assert_non_null(mkdtemp(dir));
-    snprintf(ep, ep_size, "ipc://%s/d.sock", dir);
+    assert_true(daemon_temp_endpoint(d));
     snprintf(spec_s, sizeof spec_s, "s=draft:model=%s,sample=1,k=%d", model_path, K);
     snprintf(spec_g, sizeof spec_g, "g=draft:model=%s,k=%d", model_path, K);
-    pid_t pid = fork();
-    if (pid == 0) {
-        execl(drafter_bin, drafter_bin, "--endpoint", ep, "--vocab", "49152", "--tokenizer-hash",
-              TEST_TOKHASH_ARG, "--policy", spec_s, "--policy", spec_g, (char *)NULL);
+    d->pid = fork();
+    if (d->pid == 0) {
+        execl(drafter_bin, drafter_bin, "--endpoint", d->ep, "--vocab", "49152",
+              "--tokenizer-hash", TEST_TOKHASH_ARG, "--policy", spec_s, "--policy", spec_g,
+              (char *)NULL);
         _exit(127);
     }
-    running = pid;
-    assert_true(daemon_wait_ready(ep, SPECD_IPC_ROLE_DRAFTER));
-    return pid;
+    running = d->pid;
+    assert_true(daemon_wait_ready(d->ep, SPECD_IPC_ROLE_DRAFTER));
 }
 
-static void stop_drafter(pid_t pid, const char *dir) {
+static void stop_drafter(daemon_fixture *d) {
     running = 0;
-    assert_int_equal(daemon_stop(pid, SIGTERM), 0);
-    char sock[160];
-    snprintf(sock, sizeof sock, "%s/d.sock", dir);
-    unlink(sock);
-    rmdir(dir);
+    assert_int_equal(daemon_fixture_stop(d), 0);
 }
 
 static void test_sampled_draft_brings_q(void **state) {
     (void)state;
-    char dir[64], ep[128];
-    pid_t pid = start_drafter(dir, ep, sizeof ep);
+    daemon_fixture d;
+    start_drafter(&d);
     specd_ipc_params p = specd_ipc_default_params();
-    p.endpoint = ep;
+    p.endpoint = d.ep;
     p.timeout_ms = 30000; /* the drafter loads the model on open */
     p.retry_ms = 0;
     specd_ipc_client *c = NULL;
@@ -145,7 +139,7 @@ static void test_sampled_draft_brings_q(void **state) {
     specd_free(q);
     specd_free(want_q);
     specd_ipc_client_destroy(c);
-    stop_drafter(pid, dir);
+    stop_drafter(&d);
 }
 
 enum { N_GEN = 24 };
@@ -185,8 +179,9 @@ static int64_t generate(specd_model *model, specd_context *ctx, const char *poli
 
 static void test_remote_rejection_equals_local(void **state) {
     (void)state;
-    char dir[64], ep[128], local_opts[1100], remote_opts[400];
-    pid_t pid = start_drafter(dir, ep, sizeof ep);
+    char local_opts[1100], remote_opts[400];
+    daemon_fixture d;
+    start_drafter(&d);
     specd_model *model = NULL;
     specd_context *ctx = NULL;
     specd_error err;
@@ -197,7 +192,7 @@ static void test_remote_rejection_equals_local(void **state) {
     assert_int_equal(specd_context_create(model, &cp, &ctx, &err), SPECD_OK);
     snprintf(local_opts, sizeof local_opts, "model=%s,sample=1,k=%d", model_path, K);
     snprintf(remote_opts, sizeof remote_opts,
-             "endpoint=%s,policy=s,tokenizer_hash=" TEST_TOKHASH_ARG ",timeout_ms=30000", ep);
+             "endpoint=%s,policy=s,tokenizer_hash=" TEST_TOKHASH_ARG ",timeout_ms=30000", d.ep);
     int32_t local[N_GEN], remote[N_GEN];
     int64_t acc_local = generate(model, ctx, "draft", local_opts, local);
     int64_t acc_remote = generate(model, ctx, "remote", remote_opts, remote);
@@ -210,7 +205,7 @@ static void test_remote_rejection_equals_local(void **state) {
     assert_true(acc_remote > 0); /* the drafts were used, not a plain decode */
     specd_context_destroy(ctx);
     specd_model_destroy(model);
-    stop_drafter(pid, dir);
+    stop_drafter(&d);
 }
 
 int main(int argc, char **argv) {

@@ -61,16 +61,11 @@ typedef struct run_stats {
  * KILL_AT, restarts it at RESTART_AT. */
 static void run_with_fault(const char *bin, specd_ipc_role role) {
     enum { STEPS = 600, KILL_AT = 150, RESTART_AT = 350, PROMPT = 5 };
-    char dir[64], ep[128], sock[160];
-    snprintf(dir, sizeof dir, "/tmp/specd-test-XXXXXX");
-    assert_non_null(mkdtemp(dir));
-    snprintf(ep, sizeof ep, "ipc://%s/d.sock", dir);
-    snprintf(sock, sizeof sock, "%s/d.sock", dir);
-    pid_t pid = daemon_start(bin, ep, NULL);
-    assert_true(daemon_wait_ready(ep, role));
+    daemon_fixture f;
+    assert_true(daemon_fixture_start(&f, bin, role));
 
     specd_ipc_params p = specd_ipc_default_params();
-    p.endpoint = ep;
+    p.endpoint = f.ep;
     p.timeout_ms = 300;
     p.retry_ms = 20;
     specd_ipc_client *c = NULL;
@@ -88,13 +83,13 @@ static void run_with_fault(const char *bin, specd_ipc_role role) {
     assert_int_equal(specd_ipc_client_open_seq(c, &sq, &err), SPECD_OK);
 
     pthread_t th;
-    killer k = {.pid = pid, .delay_us = 200};
+    killer k = {.pid = f.pid, .delay_us = 200};
     run_stats rs = {0};
     int down_failures = 0;
     for (size_t i = 0; i < STEPS; i++) {
         if (i == KILL_AT) pthread_create(&th, NULL, kill_later, &k);
         if (i == (KILL_AT + RESTART_AT) / 2) pthread_join(th, NULL);
-        if (i == RESTART_AT) pid = daemon_start(bin, ep, NULL);
+        if (i == RESTART_AT) f.pid = daemon_start(bin, f.ep, NULL);
         uint32_t t = expected[PROMPT + i];
         specd_status st = specd_ipc_client_commit(c, 42, &t, 1, &err);
         if (st == SPECD_OK)
@@ -123,9 +118,7 @@ static void run_with_fault(const char *bin, specd_ipc_role role) {
            rs.failed);
 
     specd_ipc_client_destroy(c);
-    assert_int_equal(daemon_stop(pid, SIGTERM), 0);
-    unlink(sock);
-    rmdir(dir);
+    assert_int_equal(daemon_fixture_stop(&f), 0);
 }
 
 static void test_drafter_killed(void **state) {
@@ -248,15 +241,10 @@ static void test_verifier_killed(void **state) {
     uint32_t *hist = malloc((GPROMPT + GSTEPS * (GK + 1)) * sizeof *hist);
     size_t n_expect = reference_run(expect);
 
-    char dir[64], ep[128], sock[160];
-    snprintf(dir, sizeof dir, "/tmp/specd-test-XXXXXX");
-    assert_non_null(mkdtemp(dir));
-    snprintf(ep, sizeof ep, "ipc://%s/d.sock", dir);
-    snprintf(sock, sizeof sock, "%s/d.sock", dir);
-    pid_t pid = daemon_start(verifier_bin, ep, NULL);
-    assert_true(daemon_wait_ready(ep, SPECD_IPC_ROLE_VERIFIER));
+    daemon_fixture f;
+    assert_true(daemon_fixture_start(&f, verifier_bin, SPECD_IPC_ROLE_VERIFIER));
     specd_ipc_params p = specd_ipc_default_params();
-    p.endpoint = ep;
+    p.endpoint = f.ep;
     p.timeout_ms = 300;
     p.retry_ms = 20;
     specd_ipc_client *c = NULL;
@@ -281,13 +269,13 @@ static void test_verifier_killed(void **state) {
     memcpy(hist, gprompt, sizeof gprompt);
     size_t n = GPROMPT;
     pthread_t th;
-    killer k = {.pid = pid, .delay_us = 300};
+    killer k = {.pid = f.pid, .delay_us = 300};
     int remote = 0, local = 0, remote_after_restart = 0;
     for (int s = 0; s < GSTEPS; s++) {
         if (s == GKILL) pthread_create(&th, NULL, kill_later, &k);
         if (s == (GKILL + GRESTART) / 2) pthread_join(th, NULL);
         if (s == GRESTART) {
-            pid = daemon_start(verifier_bin, ep, NULL);
+            f.pid = daemon_start(verifier_bin, f.ep, NULL);
             wait_reconnected(c);
         }
         uint32_t draft[GK];
@@ -335,9 +323,7 @@ static void test_verifier_killed(void **state) {
     specd_accept_destroy(fallback);
     specd_ipc_client_destroy(c);
     specd_ipc_buffer_destroy(b);
-    assert_int_equal(daemon_stop(pid, SIGTERM), 0);
-    unlink(sock);
-    rmdir(dir);
+    assert_int_equal(daemon_fixture_stop(&f), 0);
     assert_int_equal(count_ours(), 0);
     free(expect);
     free(hist);
@@ -409,16 +395,12 @@ static void test_drafter_killed_generation(void **state) {
     for (size_t n = GPROMPT; n < DN; n++)
         expect[n] = plain_token(smp, rows, expect[n - 1], (uint32_t)n);
 
-    char dir[64], ep[128], sock[160];
-    snprintf(dir, sizeof dir, "/tmp/specd-test-XXXXXX");
-    assert_non_null(mkdtemp(dir));
-    snprintf(ep, sizeof ep, "ipc://%s/d.sock", dir);
-    snprintf(sock, sizeof sock, "%s/d.sock", dir);
-    pid_t pid = daemon_start(drafter_bin, ep, NULL);
-    gen_pid = pid;
-    assert_true(daemon_wait_ready(ep, SPECD_IPC_ROLE_DRAFTER));
+    daemon_fixture f;
+    int ready = daemon_fixture_start(&f, drafter_bin, SPECD_IPC_ROLE_DRAFTER);
+    gen_pid = f.pid;
+    assert_true(ready);
     specd_ipc_params p = specd_ipc_default_params();
-    p.endpoint = ep;
+    p.endpoint = f.ep;
     p.timeout_ms = 300;
     p.retry_ms = 20;
     specd_ipc_client *c = NULL;
@@ -438,14 +420,14 @@ static void test_drafter_killed_generation(void **state) {
     uint32_t pending[DK + 1];
     size_t n_pending = 0;
     pthread_t th;
-    killer k = {.pid = pid, .delay_us = 300};
+    killer k = {.pid = f.pid, .delay_us = 300};
     int steps = 0, drafted_steps = 0, plain_steps = 0, accepted = 0, after_restart = 0;
     while (n < DN) {
         if (steps == DKILL) pthread_create(&th, NULL, kill_later, &k);
         if (steps == (DKILL + DRESTART) / 2) pthread_join(th, NULL);
         if (steps == DRESTART) {
-            pid = daemon_start(drafter_bin, ep, NULL);
-            gen_pid = pid;
+            f.pid = daemon_start(drafter_bin, f.ep, NULL);
+            gen_pid = f.pid;
             wait_reconnected(c);
         }
         uint32_t draft[DK];
@@ -521,9 +503,7 @@ static void test_drafter_killed_generation(void **state) {
     specd_sampler_destroy(smp);
     specd_ipc_client_destroy(c);
     gen_pid = 0;
-    assert_int_equal(daemon_stop(pid, SIGTERM), 0);
-    unlink(sock);
-    rmdir(dir);
+    assert_int_equal(daemon_fixture_stop(&f), 0);
     free(rows);
     free(expect);
     free(hist);

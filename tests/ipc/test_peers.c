@@ -23,12 +23,6 @@ enum { K = 4, V = TEST_VOCAB };
 static const char *drafter_bin, *verifier_bin;
 static const specd_ipc_fingerprint model = {TEST_VOCAB, TEST_TOKHASH};
 
-typedef struct fixture {
-    char dir[64];
-    char ep[128];
-    pid_t pid;
-} fixture;
-
 static pid_t running; /* killed by the teardown when a test fails half way */
 
 static int teardown(void **state) {
@@ -38,23 +32,15 @@ static int teardown(void **state) {
     return 0;
 }
 
-static void start(fixture *f, const char *bin, specd_ipc_role role) {
-    snprintf(f->dir, sizeof f->dir, "/tmp/specd-test-XXXXXX");
-    assert_non_null(mkdtemp(f->dir));
-    snprintf(f->ep, sizeof f->ep, "ipc://%s/d.sock", f->dir);
-    f->pid = daemon_start(bin, f->ep, NULL);
-    assert_true(f->pid > 0);
+static void start(daemon_fixture *f, const char *bin, specd_ipc_role role) {
+    int ready = daemon_fixture_start(f, bin, role);
     running = f->pid;
-    assert_true(daemon_wait_ready(f->ep, role));
+    assert_true(ready);
 }
 
-static void finish(fixture *f) {
-    assert_int_equal(daemon_stop(f->pid, SIGTERM), 0);
-    running = 0;
-    char sock[160];
-    snprintf(sock, sizeof sock, "%s/d.sock", f->dir);
-    unlink(sock);
-    rmdir(f->dir);
+static void finish(daemon_fixture *f) {
+    running = 0; /* reaped by the stop, whatever its status */
+    assert_int_equal(daemon_fixture_stop(f), 0);
 }
 
 static specd_ipc_client *client(const char *ep, specd_ipc_role role) {
@@ -143,7 +129,7 @@ static void host_step(host *h) {
 
 static void test_sequences_belong_to_their_peer(void **state) {
     (void)state;
-    fixture f;
+    daemon_fixture f;
     start(&f, verifier_bin, SPECD_IPC_ROLE_VERIFIER);
     host a, b;
     host_open(&a, f.ep, 1111, 5);
@@ -179,7 +165,7 @@ static specd_ipc_stats stats_of(specd_ipc_client *c) {
  * peer after another, each leaving its buffer attached, never fills the table for the next. */
 static void test_a_peer_that_leaves_is_reclaimed(void **state) {
     (void)state;
-    fixture f;
+    daemon_fixture f;
     start(&f, verifier_bin, SPECD_IPC_ROLE_VERIFIER);
     specd_ipc_client *watch = client(f.ep, SPECD_IPC_ROLE_VERIFIER);
     for (int round = 0; round < 24; round++) {
@@ -205,7 +191,7 @@ static void test_a_peer_that_leaves_is_reclaimed(void **state) {
  * buffers (8), refused with a message; another peer is still served. */
 static void test_per_peer_quotas(void **state) {
     (void)state;
-    fixture f;
+    daemon_fixture f;
     start(&f, verifier_bin, SPECD_IPC_ROLE_VERIFIER);
     specd_ipc_client *greedy = client(f.ep, SPECD_IPC_ROLE_VERIFIER);
     specd_error err;
@@ -290,7 +276,7 @@ static void flood_and_leave(const char *ep, int flood_ms) {
 }
 
 static void misbehaving_peer(const char *bin, specd_ipc_role role) {
-    fixture f;
+    daemon_fixture f;
     start(&f, bin, role);
     specd_ipc_client *good = client(f.ep, role);
     specd_error err;
@@ -366,7 +352,7 @@ static int daemon_alive(pid_t pid) {
  * maps no segment that is not sealed against shrinking. */
 static void test_shrunk_segment_cannot_kill_the_verifier(void **state) {
     (void)state;
-    fixture f;
+    daemon_fixture f;
     start(&f, verifier_bin, SPECD_IPC_ROLE_VERIFIER);
     host h;
     host_open(&h, f.ep, 77, 4);

@@ -17,7 +17,7 @@
  *  - a layout whose chain names a row it does not score is refused at layout. */
 #include "test_main.h"
 
-#include "golden_prompts.h"
+#include "fixture_model.h"
 
 #include "specd/specd.h"
 
@@ -210,9 +210,7 @@ static void generate(int p, const specd_policy_ops *ops, const char *opts, float
     params.adaptive = 0; /* the policies' own steps throughout */
     if (specd_spec_seq_open(spec, 0, prompts[p], n_prompts[p], &params, &err) != SPECD_OK)
         fail_msg("open: %s", err.message);
-    assert_int_equal(specd_context_kv_truncate(ctx, 0, 0, &err), SPECD_OK);
-    specd_seq_batch pre = {.seq = 0, .n_tokens = (int32_t)n_prompts[p] - 1, .tokens = prompts[p]};
-    assert_int_equal(specd_context_extend(ctx, &pre, 1, NULL, &err), SPECD_OK);
+    fixture_prefill(ctx, 0, prompts[p], n_prompts[p] - 1);
     static float logits[MAX_STEP * 49152];
     assert_true((size_t)n_vocab <= 49152);
     memset(log, 0, sizeof *log);
@@ -221,14 +219,7 @@ static void generate(int p, const specd_policy_ops *ops, const char *opts, float
         if (specd_spec_seq_layout(spec, 0, &lay, &err) != SPECD_OK)
             fail_msg("layout: %s", err.message);
         int32_t kv_before = specd_context_kv_len(ctx, 0);
-        specd_seq_batch b = {.seq = 0,
-                             .n_tokens = lay.n_tokens,
-                             .tokens = lay.tokens,
-                             .pos = lay.pos,
-                             .visible = lay.visible};
-        specd_extend_out eo = {.n_rows = lay.n_rows, .rows = lay.rows, .logits = logits};
-        if (specd_context_extend(ctx, &b, 1, &eo, &err) != SPECD_OK)
-            fail_msg("extend: %s", err.message);
+        fixture_run_layout(ctx, 0, &lay, logits);
         specd_step_outcome oc;
         if (specd_spec_seq_verify(spec, 0, logits, &oc, &err) != SPECD_OK)
             fail_msg("verify: %s", err.message);
@@ -344,25 +335,10 @@ static void test_bad_key_refused(void **st) {
 }
 
 int main(void) {
-    const char *path = specd_test_model_path();
-    specd_error err;
-    if (!path || specd_golden_prompts_read(getenv("SPECD_SOURCE_DIR"), N_PROMPTS, MAX_PROMPT,
-                                           &prompts[0][0], n_prompts) != 0) {
-        fprintf(stderr, "model or golden prompts missing\n");
-        return 1;
-    }
-    if (specd_model_create(path, &model, &err) != SPECD_OK) {
-        fprintf(stderr, "model: %s\n", err.message);
-        return 1;
-    }
+    fixture_golden_prompts(N_PROMPTS, MAX_PROMPT, &prompts[0][0], n_prompts);
+    model = fixture_model_open();
     n_vocab = specd_model_get_info(model)->n_vocab;
-    specd_context_params cp = specd_context_default_params();
-    cp.n_ctx = 256;
-    cp.n_batch = 16;
-    if (specd_context_create(model, &cp, &ctx, &err) != SPECD_OK) {
-        fprintf(stderr, "context: %s\n", err.message);
-        return 1;
-    }
+    ctx = fixture_context(model, 1, 256, 16);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_greedy),
         cmocka_unit_test(test_coupled),
@@ -370,7 +346,6 @@ int main(void) {
         cmocka_unit_test(test_bad_key_refused),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
-    specd_context_destroy(ctx);
-    specd_model_destroy(model);
+    fixture_close(model, ctx);
     return rc;
 }

@@ -1,30 +1,14 @@
-/* Helpers shared by the runtime tests: the real model once per process, golden-file parsing. */
+/* Helpers shared by the runtime tests: contexts with a thread count, golden-file parsing (the
+ * model itself comes from the model fixture, fixture_model.h). */
 #ifndef SPECD_TESTS_RUNTIME_RT_TEST_UTIL_H
 #define SPECD_TESTS_RUNTIME_RT_TEST_UTIL_H
 
+#include "fixture_model.h"
 #include "test_main.h"
 
 #include "specd/runtime.h"
 
 #include <string.h>
-
-/* Loads the default model or exits 77 (skipped) when the environment has none. */
-static inline specd_model *rt_test_model(void) {
-    const char *path = specd_test_model_path();
-    FILE *f = path ? fopen(path, "rb") : NULL;
-    if (!f) {
-        fprintf(stderr, "no model at SPECD_TEST_MODEL (%s): skipped\n", path ? path : "unset");
-        exit(SPECD_TEST_SKIP);
-    }
-    fclose(f);
-    specd_model *m = NULL;
-    specd_error err;
-    if (specd_model_create(path, &m, &err) != SPECD_OK) {
-        fprintf(stderr, "model %s: %s\n", path, err.message);
-        exit(1);
-    }
-    return m;
-}
 
 static inline specd_context *rt_test_context(const specd_model *m, int n_seq, int n_ctx,
                                              int n_batch, int n_threads) {

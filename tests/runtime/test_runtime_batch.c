@@ -109,7 +109,7 @@ static void run_chunks(const specd_model *m, int n_threads, const int *sizes, in
 
 static void test_batch_invariance(void **state) {
     (void)state;
-    specd_model *m = rt_test_model();
+    specd_model *m = fixture_model_open();
     make_tokens(specd_model_get_info(m)->n_vocab);
     reference(m);
     static const int fib[] = {1, 2, 3, 5, 8, 13, 16, 7, 4, 32};

@@ -12,7 +12,7 @@ enum { N = 6 };
 
 static void test_embd_rows(void **state) {
     (void)state;
-    specd_model *m = rt_test_model();
+    specd_model *m = fixture_model_open();
     const specd_model_info *in = specd_model_get_info(m);
     const size_t V = (size_t)in->n_vocab, E = (size_t)in->n_embd;
     specd_context *c = rt_test_context(m, 1, 64, N, 2);

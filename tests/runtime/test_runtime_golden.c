@@ -22,7 +22,7 @@ enum { MAX_TOK = 1024, TOP_K = 32 };
 
 static void test_logits_match_llama_cpp(void **state) {
     (void)state;
-    specd_model *m = rt_test_model();
+    specd_model *m = fixture_model_open();
     const int32_t V = specd_model_get_info(m)->n_vocab;
     FILE *f = rt_test_data("runtime_logits_golden.txt");
     assert_true(rt_expect_word(f, "specd-logits-golden"));
@@ -93,7 +93,7 @@ static void test_logits_match_llama_cpp(void **state) {
 
 static void test_greedy_matches_llama_cpp(void **state) {
     (void)state;
-    specd_model *m = rt_test_model();
+    specd_model *m = fixture_model_open();
     const int32_t V = specd_model_get_info(m)->n_vocab;
     FILE *f = rt_test_data("runtime_greedy_golden.txt");
     assert_true(rt_expect_word(f, "specd-greedy-golden"));

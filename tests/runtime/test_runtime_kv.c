@@ -16,7 +16,7 @@ static int32_t A[NA];
 
 static int setup(void **state) {
     (void)state;
-    model = rt_test_model();
+    model = fixture_model_open();
     V = specd_model_get_info(model)->n_vocab;
     for (int i = 0; i < NA; i++)
         A[i] = (int32_t)((i * 7919 + 13) % V);

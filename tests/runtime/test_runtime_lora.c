@@ -16,7 +16,7 @@ static char dir[64];
 
 static int setup(void **state) {
     (void)state;
-    model = rt_test_model();
+    model = fixture_model_open();
     V = specd_model_get_info(model)->n_vocab;
     strcpy(dir, "/tmp/specd_loraXXXXXX");
     assert_non_null(mkdtemp(dir));

@@ -61,7 +61,7 @@ static void run_child(const char *path, float *out, int32_t V) {
     assert_true(pid >= 0);
     if (pid == 0) {
         setenv("SPECD_CPU_PATH", path, 1);
-        specd_model *m = rt_test_model();
+        specd_model *m = fixture_model_open();
         assert_int_equal(specd_model_get_info(m)->n_vocab, V);
         compute(m, out, V);
         specd_model_destroy(m);

@@ -8,11 +8,12 @@
  *    same bf16-rounded logits handed over as dense f32. */
 #include "test_main.h"
 
-#include "golden_prompts.h"
+#include "fixture_model.h"
 
 #include "kernels/cpu/fp16.h"
 #include "specd/runtime.h"
 #include "specd/spec_batch.h"
+#include "specd/spec_runtime.h"
 
 #include <math.h>
 #include <string.h>
@@ -54,10 +55,7 @@ static void open_request(specd_spec *spec, request *r) {
     if (specd_spec_seq_open(spec, r->slot, prompts[r->prompt], n_prompts[r->prompt], &p, &err) !=
         SPECD_OK)
         fail_msg("open %s: %s", policies[r->policy], err.message);
-    specd_seq_batch b = {.seq = r->slot, .n_tokens = (int32_t)n_prompts[r->prompt] - 1,
-                         .tokens = prompts[r->prompt]};
-    assert_int_equal(specd_context_kv_truncate(ctx, r->slot, 0, &err), SPECD_OK);
-    assert_int_equal(specd_context_extend(ctx, &b, 1, NULL, &err), SPECD_OK);
+    fixture_prefill(ctx, r->slot, prompts[r->prompt], n_prompts[r->prompt] - 1);
 }
 
 /* Hands the forward's f32 rows to specd the way mode says. */
@@ -113,10 +111,7 @@ static void run_batch(request *reqs, int n, logits_mode mode, int expect_drafts)
         for (int32_t i = 0; i < batch.n_seqs; i++) {
             const specd_batch_seq *b = &batch.seqs[i];
             const specd_step_layout *l = &b->layout;
-            sb[i] = (specd_seq_batch){.seq = b->seq, .n_tokens = l->n_tokens, .tokens = l->tokens,
-                                      .pos = l->pos, .visible = l->visible,
-                                      .lora_gate = l->lora_gate, .embd = l->input_embd,
-                                      .embd_rows = l->input_embd_rows};
+            sb[i] = specd_step_seq_batch(l, b->seq);
             for (int32_t j = 0; j < l->n_rows; j++)
                 rows[b->row_offset + j] = b->token_offset + l->rows[j];
             if (l->lora_gate) {
@@ -214,16 +209,10 @@ static void test_bf16_padded_logits(void **s) {
 }
 
 int main(void) {
-    const char *path = getenv("SPECD_TEST_MODEL");
+    const char *path = specd_test_model_path();
     const char *src = getenv("SPECD_SOURCE_DIR");
-    if (!path || specd_model_create(path, &model, NULL) != SPECD_OK) {
-        printf("skipped: no model (SPECD_TEST_MODEL)\n");
-        return SPECD_TEST_SKIP;
-    }
-    if (specd_golden_prompts_read(src, N_PROMPTS, MAX_PROMPT, &prompts[0][0], n_prompts)) {
-        printf("cannot read the golden prompts\n");
-        return 1;
-    }
+    model = fixture_model_open();
+    fixture_golden_prompts(N_PROMPTS, MAX_PROMPT, &prompts[0][0], n_prompts);
     n_vocab = specd_model_get_info(model)->n_vocab;
     snprintf(draft_opts, sizeof draft_opts, "model=%s,k=3", path);
     snprintf(risd_opts, sizeof risd_opts, "n=3,adapter=%s/models/adapters/smollm2-135m-risd",
@@ -234,17 +223,12 @@ int main(void) {
     options[5] = risd_opts;
     snprintf(tree_opts, sizeof tree_opts, "model=%s,k=3,branch=3", path);
     options[6] = tree_opts;
-    specd_context_params cp = specd_context_default_params();
-    cp.n_seq = N_SLOTS;
-    cp.n_ctx = 256;
-    cp.n_batch = N_SLOTS * (2 * MAX_DRAFT + 1);
-    if (specd_context_create(model, &cp, &ctx, NULL) != SPECD_OK) return 1;
+    ctx = fixture_context(model, N_SLOTS, 256, N_SLOTS * (2 * MAX_DRAFT + 1));
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mixed_batch_equals_solo),
         cmocka_unit_test(test_bf16_padded_logits),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
-    specd_context_destroy(ctx);
-    specd_model_destroy(model);
+    fixture_close(model, ctx);
     return rc;
 }

@@ -8,7 +8,7 @@
  *    slot-keyed stream are refused at submit; destroy(NULL) is a no-op. */
 #include "test_main.h"
 
-#include "golden_prompts.h"
+#include "fixture_model.h"
 
 #include "specd/spec_loop.h"
 
@@ -385,19 +385,13 @@ static void test_refused_at_submit(void **s) {
 }
 
 int main(void) {
+    model = fixture_model_open();
     model_path = specd_test_model_path();
-    const char *src = getenv("SPECD_SOURCE_DIR");
-    if (!model_path || specd_model_create(model_path, &model, NULL) != SPECD_OK) {
-        printf("skipped: no model (SPECD_TEST_MODEL)\n");
-        return SPECD_TEST_SKIP;
-    }
-    if (specd_golden_prompts_read(src, N_PROMPTS, MAX_PROMPT, &prompts[0][0], n_prompts)) {
-        printf("cannot read the golden prompts\n");
-        return 1;
-    }
+    fixture_golden_prompts(N_PROMPTS, MAX_PROMPT, &prompts[0][0], n_prompts);
+    char adapter[1100];
+    fixture_source_path("models/adapters/smollm2-135m-risd", adapter, sizeof adapter);
     snprintf(draft_opts, sizeof draft_opts, "model=%s,k=3", model_path);
-    snprintf(risd_opts, sizeof risd_opts, "n=3,adapter=%s/models/adapters/smollm2-135m-risd",
-             src ? src : ".");
+    snprintf(risd_opts, sizeof risd_opts, "n=3,adapter=%s", adapter);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_refused_at_submit),
         cmocka_unit_test(test_queue_full),
@@ -406,6 +400,6 @@ int main(void) {
         cmocka_unit_test(test_64_mixed_equals_solo),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
-    specd_model_destroy(model);
+    fixture_close(model, NULL);
     return rc;
 }

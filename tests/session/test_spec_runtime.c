@@ -4,7 +4,7 @@
  * the KV cache back). Prompts are llama.cpp's token ids from tests/data. */
 #include "test_main.h"
 
-#include "golden_prompts.h"
+#include "fixture_model.h"
 
 #include "specd/spec_runtime.h"
 
@@ -16,12 +16,6 @@ static int32_t prompts[N_PROMPTS][MAX_PROMPT];
 static int64_t n_prompts[N_PROMPTS];
 static specd_model *model;
 static specd_context *ctx;
-
-static int read_prompts(void) {
-    return specd_golden_prompts_read(getenv("SPECD_SOURCE_DIR"), N_PROMPTS, MAX_PROMPT,
-                                     &prompts[0][0],
-                                     n_prompts);
-}
 
 static specd_status wrong_create(const specd_policy_env *e, const char *o, void **st,
                                  specd_error *err) {
@@ -65,16 +59,7 @@ static void generate(int p, const char *policy, const specd_policy_ops *ops, flo
     params.seed = 1234;
     params.max_tokens = N_GEN;
     params.adaptive = 0;
-    assert_int_equal(specd_spec_seq_open(spec, 0, prompts[p], n_prompts[p], &params, &err),
-                     SPECD_OK);
-    specd_run_stats rs;
-    if (specd_spec_run(spec, 0, ctx, 0, NULL, NULL, &rs, &err) != SPECD_OK)
-        fail_msg("run: %s", err.message);
-    int64_t n;
-    const int32_t *toks = specd_spec_seq_output(spec, 0, &n);
-    assert_int_equal(n, N_GEN);
-    memcpy(out, toks, N_GEN * sizeof(int32_t));
-    assert_int_equal(specd_spec_seq_stats(spec, 0, stats, &err), SPECD_OK);
+    fixture_run_seq(spec, ctx, prompts[p], n_prompts[p], &params, out, stats);
     specd_spec_destroy(spec);
 }
 
@@ -114,30 +99,15 @@ static void test_coupled_identical(void **s) {
 }
 
 int main(void) {
-    const char *path = specd_test_model_path();
-    specd_error err;
-    snprintf(draft_opts, sizeof draft_opts, "model=%s,k=4", path ? path : "");
-    if (!path || read_prompts() != 0) {
-        fprintf(stderr, "model or golden prompts missing\n");
-        return 1;
-    }
-    if (specd_model_create(path, &model, &err) != SPECD_OK) {
-        fprintf(stderr, "model: %s\n", err.message);
-        return 1;
-    }
-    specd_context_params cp = specd_context_default_params();
-    cp.n_ctx = 512;
-    cp.n_batch = 64;
-    if (specd_context_create(model, &cp, &ctx, &err) != SPECD_OK) {
-        fprintf(stderr, "context: %s\n", err.message);
-        return 1;
-    }
+    fixture_golden_prompts(N_PROMPTS, MAX_PROMPT, &prompts[0][0], n_prompts);
+    model = fixture_model_open();
+    snprintf(draft_opts, sizeof draft_opts, "model=%s,k=4", specd_test_model_path());
+    ctx = fixture_context(model, 1, 512, 64);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_greedy_identical),
         cmocka_unit_test(test_coupled_identical),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
-    specd_context_destroy(ctx);
-    specd_model_destroy(model);
+    fixture_close(model, ctx);
     return rc;
 }

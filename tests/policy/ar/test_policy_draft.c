@@ -2,6 +2,8 @@
  * a message that says why. */
 #include "test_main.h"
 
+#include "fixture_model.h"
+
 #include "specd/policy.h"
 #include "specd/runtime.h"
 
@@ -47,17 +49,13 @@ static void test_same_vocabulary_is_accepted(void **s) {
 }
 
 int main(void) {
-    specd_error err;
-    if (specd_model_create(specd_test_model_path(), &target, &err) != SPECD_OK) {
-        fprintf(stderr, "model: %s\n", err.message);
-        return 1;
-    }
+    target = fixture_model_open();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_other_vocabulary_is_refused),
         cmocka_unit_test(test_missing_or_bad_model_is_refused),
         cmocka_unit_test(test_same_vocabulary_is_accepted),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
-    specd_model_destroy(target);
+    fixture_close(target, NULL);
     return rc;
 }

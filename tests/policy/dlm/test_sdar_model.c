@@ -13,7 +13,7 @@
  * TPF is printed, not asserted: it measures the stand-in adapter, not the code. */
 #include "test_main.h"
 
-#include "golden_prompts.h"
+#include "fixture_model.h"
 
 #include "specd/policy.h"
 #include "specd/spec_runtime.h"
@@ -22,6 +22,7 @@
 #include <string.h>
 
 enum { N_GEN = 10, MAX_PROMPT = 256, N_PROMPTS = 2, MAX_ROWS = 17, HIST = MAX_PROMPT + 64 };
+enum { SEED = 4321 }; /* every run's, plain decoding's included */
 
 static int32_t prompts[N_PROMPTS][MAX_PROMPT];
 static int64_t n_prompts[N_PROMPTS];
@@ -31,41 +32,13 @@ static specd_context *ctx; /* three sequences: the policy's, the recompute, the 
 static char adapter[4096];
 static float *lg_a, *lg_b;
 
-static void prefill(int32_t seq, const int32_t *toks, int64_t n) {
-    specd_error err;
-    assert_int_equal(specd_context_kv_truncate(ctx, seq, 0, &err), SPECD_OK);
-    const int32_t chunk = specd_context_n_batch(ctx);
-    for (int64_t i = 0; i < n; i += chunk) {
-        int32_t m = n - i < chunk ? (int32_t)(n - i) : chunk;
-        specd_seq_batch b = {.seq = seq, .n_tokens = m, .tokens = toks + i};
-        if (specd_context_extend(ctx, &b, 1, NULL, &err) != SPECD_OK)
-            fail_msg("prefill: %s", err.message);
-    }
-}
-
-/* Runs a policy layout on seq (every new row stays in the cache until the caller trims it). */
-static void run_layout(int32_t seq, const specd_step_layout *l, float *logits) {
-    specd_error err;
-    assert_int_equal(specd_context_set_lora(ctx, l->lora, &err), SPECD_OK);
-    specd_seq_batch b = {.seq = seq,
-                         .n_tokens = l->n_tokens,
-                         .tokens = l->tokens,
-                         .pos = l->pos,
-                         .visible = l->visible,
-                         .lora_gate = l->lora_gate,
-                         .embd = l->input_embd,
-                         .embd_rows = l->input_embd_rows};
-    specd_extend_out o = {.n_rows = l->n_rows, .rows = l->rows, .logits = logits};
-    if (specd_context_extend(ctx, &b, 1, &o, &err) != SPECD_OK) fail_msg("extend: %s", err.message);
-}
-
 /* seq 2's cache as SDAR itself would leave it: the history before the block (n0 tokens, the
  * pending one not cached), then the block step's rows committed: the pending row (base, causal)
  * and the block's tokens under the adapter with bidirectional attention, all but the last (the
  * next pending token). */
 static void stale_block_cache(const int32_t *hist, int64_t n0, int32_t b, const specd_lora *lora) {
     specd_error err;
-    prefill(2, hist, n0 - 1);
+    fixture_prefill(ctx, 2, hist, n0 - 1);
     const int32_t n_tok = 1 + b, cached = (int32_t)(n0 - 1), width = cached + n_tok;
     int32_t pos[MAX_ROWS];
     float gate[MAX_ROWS];
@@ -108,7 +81,7 @@ static void refresh_vs_recompute(const char *opts, int32_t b, int steps, int *n_
     int32_t hist[HIST];
     int64_t n = n_prompts[0];
     memcpy(hist, prompts[0], (size_t)n * sizeof(int32_t));
-    prefill(0, hist, n - 1);
+    fixture_prefill(ctx, 0, hist, n - 1);
     const size_t V = (size_t)info->n_vocab;
     int64_t committed_block_at = -1; /* history length before a block committed whole */
     int committed = 0;
@@ -117,11 +90,11 @@ static void refresh_vs_recompute(const char *opts, int32_t b, int steps, int *n_
         assert_int_equal(ops->layout(st, hist, n, &l, &err), SPECD_OK);
         int32_t kv_before = specd_context_kv_len(ctx, 0);
         assert_int_equal(kv_before, n - 1);
-        run_layout(0, &l, lg_a);
+        fixture_run_layout(ctx, 0, &l, lg_a);
         const size_t bytes = (size_t)l.n_rows * V * sizeof(float);
         if (committed) {
-            prefill(1, hist, n - 1); /* the whole history from scratch */
-            run_layout(1, &l, lg_b);
+            fixture_prefill(ctx, 1, hist, n - 1); /* the whole history from scratch */
+            fixture_run_layout(ctx, 1, &l, lg_b);
             if (memcmp(lg_a, lg_b, bytes) != 0) {
                 size_t i = 0;
                 while (lg_a[i] == lg_b[i])
@@ -135,7 +108,7 @@ static void refresh_vs_recompute(const char *opts, int32_t b, int steps, int *n_
         if (committed_block_at >= 0) {
             stale_block_cache(hist, committed_block_at, b, l.lora);
             assert_int_equal(specd_context_kv_len(ctx, 2), n - 1);
-            run_layout(2, &l, lg_b);
+            fixture_run_layout(ctx, 2, &l, lg_b);
             double most = 0;
             for (size_t i = 0; i < (size_t)l.n_rows * V; i++)
                 most = fmax(most, fabs((double)lg_a[i] - (double)lg_b[i]));
@@ -182,27 +155,17 @@ static void generate(const char *opts, float temperature, int32_t *out, specd_se
     specd_error err;
     assert_int_equal(specd_spec_create(&sp, &spec, &err), SPECD_OK);
     char full[8192];
-    if (opts) snprintf(full, sizeof full, "adapter=%s%s%s", adapter, *opts ? "," : "", opts);
+    snprintf(full, sizeof full, "adapter=%s%s%s", adapter, *opts ? "," : "", opts);
     specd_seq_params params = specd_seq_default_params();
-    params.policy = opts ? "sdar" : "none";
-    params.policy_options = opts ? full : NULL;
+    params.policy = "sdar";
+    params.policy_options = full;
     params.sampling.temperature = temperature;
-    params.seed = 4321;
+    params.seed = SEED;
     params.max_tokens = N_GEN;
     params.adaptive = 0;
-    for (int p = 0; p < N_PROMPTS; p++) {
-        if (specd_spec_seq_open(spec, 0, prompts[p], n_prompts[p], &params, &err) != SPECD_OK)
-            fail_msg("open %s: %s", opts ? full : "none", err.message);
-        specd_run_stats rs;
-        if (specd_spec_run(spec, 0, ctx, 0, NULL, NULL, &rs, &err) != SPECD_OK)
-            fail_msg("run %s: %s", opts ? full : "none", err.message);
-        int64_t got;
-        const int32_t *toks = specd_spec_seq_output(spec, 0, &got);
-        assert_int_equal(got, N_GEN);
-        memcpy(out + p * N_GEN, toks, N_GEN * sizeof(int32_t));
-        if (stats) assert_int_equal(specd_spec_seq_stats(spec, 0, &stats[p], &err), SPECD_OK);
-        specd_spec_seq_close(spec, 0);
-    }
+    for (int p = 0; p < N_PROMPTS; p++)
+        fixture_run_seq(spec, ctx, prompts[p], n_prompts[p], &params, out + p * N_GEN,
+                        stats ? &stats[p] : NULL);
     specd_spec_destroy(spec);
 }
 
@@ -219,12 +182,18 @@ static void report(const char *what, const specd_seq_stats *st) {
 static int32_t plain_greedy[N_PROMPTS * N_GEN];
 static int have_plain_greedy;
 
+static void plain_all(float temperature, int32_t *out) {
+    for (int p = 0; p < N_PROMPTS; p++)
+        fixture_plain_output(ctx, prompts[p], n_prompts[p], temperature, SEED, N_GEN,
+                             out + p * N_GEN);
+}
+
 static const int32_t *plain_output(float temperature, int32_t *buf) {
     if (temperature > 0.0f) {
-        generate(NULL, temperature, buf, NULL);
+        plain_all(temperature, buf);
         return buf;
     }
-    if (!have_plain_greedy) generate(NULL, 0.0f, plain_greedy, NULL);
+    if (!have_plain_greedy) plain_all(0.0f, plain_greedy);
     have_plain_greedy = 1;
     return plain_greedy;
 }
@@ -278,28 +247,11 @@ static void test_block_mode_lossy(void **s) {
 }
 
 int main(void) {
-    const char *path = specd_test_model_path();
-    const char *src = getenv("SPECD_SOURCE_DIR");
-    specd_error err;
-    if (!path || !src ||
-        specd_golden_prompts_read(src, N_PROMPTS, MAX_PROMPT, &prompts[0][0], n_prompts) != 0) {
-        fprintf(stderr, "model or golden prompts missing\n");
-        return 1;
-    }
-    snprintf(adapter, sizeof adapter, "%s/models/adapters/smollm2-135m-risd2", src);
-    if (specd_model_create(path, &model, &err) != SPECD_OK) {
-        fprintf(stderr, "model: %s\n", err.message);
-        return 1;
-    }
+    fixture_golden_prompts(N_PROMPTS, MAX_PROMPT, &prompts[0][0], n_prompts);
+    fixture_source_path("models/adapters/smollm2-135m-risd2", adapter, sizeof adapter);
+    model = fixture_model_open();
     info = specd_model_get_info(model);
-    specd_context_params cp = specd_context_default_params();
-    cp.n_seq = 3;
-    cp.n_ctx = HIST + MAX_ROWS;
-    cp.n_batch = 64;
-    if (specd_context_create(model, &cp, &ctx, &err) != SPECD_OK) {
-        fprintf(stderr, "context: %s\n", err.message);
-        return 1;
-    }
+    ctx = fixture_context(model, 3, HIST + MAX_ROWS, 64);
     lg_a = malloc(sizeof(float) * MAX_ROWS * (size_t)info->n_vocab);
     lg_b = malloc(sizeof(float) * MAX_ROWS * (size_t)info->n_vocab);
     const struct CMUnitTest tests[] = {
@@ -311,7 +263,6 @@ int main(void) {
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     free(lg_a);
     free(lg_b);
-    specd_context_destroy(ctx);
-    specd_model_destroy(model);
+    fixture_close(model, ctx);
     return rc;
 }

@@ -19,7 +19,7 @@
  * static decoding at token 5 (greedy). SDAR_MRP_DEBUG=1 prints every copy that is not bitwise. */
 #include "test_main.h"
 
-#include "golden_prompts.h"
+#include "fixture_model.h"
 
 #include "policy/dlm/sdar_layout.h"
 #include "specd/policy.h"
@@ -45,33 +45,6 @@ static const specd_model_info *info;
 static specd_context *ctx; /* seq 0: the policy's; 1: lone steps; 2: the wrong mask */
 static char adapter[4096];
 static float *lg_a, *lg_b;
-
-static void prefill(int32_t seq, const int32_t *toks, int64_t n) {
-    specd_error err;
-    assert_int_equal(specd_context_kv_truncate(ctx, seq, 0, &err), SPECD_OK);
-    const int32_t chunk = specd_context_n_batch(ctx);
-    for (int64_t i = 0; i < n; i += chunk) {
-        int32_t m = n - i < chunk ? (int32_t)(n - i) : chunk;
-        specd_seq_batch b = {.seq = seq, .n_tokens = m, .tokens = toks + i};
-        if (specd_context_extend(ctx, &b, 1, NULL, &err) != SPECD_OK)
-            fail_msg("prefill: %s", err.message);
-    }
-}
-
-static void run_layout(int32_t seq, const specd_step_layout *l, float *logits) {
-    specd_error err;
-    assert_int_equal(specd_context_set_lora(ctx, l->lora, &err), SPECD_OK);
-    specd_seq_batch b = {.seq = seq,
-                         .n_tokens = l->n_tokens,
-                         .tokens = l->tokens,
-                         .pos = l->pos,
-                         .visible = l->visible,
-                         .lora_gate = l->lora_gate,
-                         .embd = l->input_embd,
-                         .embd_rows = l->input_embd_rows};
-    specd_extend_out o = {.n_rows = l->n_rows, .rows = l->rows, .logits = logits};
-    if (specd_context_extend(ctx, &b, 1, &o, &err) != SPECD_OK) fail_msg("extend: %s", err.message);
-}
 
 /* ---- identity ---------------------------------------------------------------------------- */
 
@@ -228,7 +201,7 @@ static void copies_vs_lone(int32_t b, int32_t k, const char *pack, int steps, do
     int32_t hist[HIST];
     int64_t n = n_prompts[1];
     memcpy(hist, prompts[1], (size_t)n * sizeof(int32_t));
-    prefill(0, hist, n - 1);
+    fixture_prefill(ctx, 0, hist, n - 1);
     const size_t V = (size_t)info->n_vocab;
     enum { LONE = 1 + 7 + MAX_B }; /* pending, the longest lead, the block */
     static int32_t tok[LONE], pos[LONE], rows[LONE];
@@ -244,7 +217,7 @@ static void copies_vs_lone(int32_t b, int32_t k, const char *pack, int steps, do
         specd_step_layout l;
         assert_int_equal(ops->layout(st, hist, n, &l, &err), SPECD_OK);
         const int32_t kv_before = specd_context_kv_len(ctx, 0);
-        run_layout(0, &l, lg_a);
+        fixture_run_layout(ctx, 0, &l, lg_a);
         /* a spec step: copy 1's first scored row at copy 0's position */
         const int spec_step = l.n_rows > 1 + b && l.pos[l.rows[1 + b]] == l.pos[l.rows[1]];
         if (spec_step) {
@@ -257,15 +230,15 @@ static void copies_vs_lone(int32_t b, int32_t k, const char *pack, int steps, do
                     wrong[(size_t)l.rows[r] * width + (size_t)n_cached + (size_t)l.rows[q]] = 1;
             specd_step_layout w = l;
             w.visible = wrong;
-            prefill(2, hist, n - 1);
-            run_layout(2, &w, lg_w);
+            fixture_prefill(ctx, 2, hist, n - 1);
+            fixture_run_layout(ctx, 2, &w, lg_w);
             for (int32_t c = 0; c < n_copies; c++) {
                 specd_step_layout one;
                 /* the packed step's lead: copy 0's first row minus the pending row */
                 lone_step(&l, b, l.rows[1] - 1, c, &one, tok, pos, gate, embd, embd_rows, vis,
                           rows);
-                prefill(1, hist, n - 1);
-                run_layout(1, &one, lg_b);
+                fixture_prefill(ctx, 1, hist, n - 1);
+                fixture_run_layout(ctx, 1, &one, lg_b);
                 const float *packed = lg_a + (size_t)(1 + c * b) * V;
                 const float *alone = lg_b + V;
                 /* the pending row is the same row in both */
@@ -326,28 +299,12 @@ static void test_copies_match_lone_steps(void **s) {
 }
 
 int main(void) {
-    const char *path = specd_test_model_path();
-    const char *src = getenv("SPECD_SOURCE_DIR");
-    specd_error err;
-    if (!path || !src ||
-        specd_golden_prompts_read(src, N_PROMPTS, MAX_PROMPT, &prompts[0][0], n_prompts) != 0) {
-        fprintf(stderr, "model or golden prompts missing\n");
-        return 1;
-    }
-    snprintf(adapter, sizeof adapter, "%s/models/adapters/smollm2-135m-sdar", src);
-    if (specd_model_create(path, &model, &err) != SPECD_OK) {
-        fprintf(stderr, "model: %s\n", err.message);
-        return 1;
-    }
+    fixture_golden_prompts(N_PROMPTS, MAX_PROMPT, &prompts[0][0], n_prompts);
+    fixture_source_path("models/adapters/smollm2-135m-sdar", adapter, sizeof adapter);
+    model = fixture_model_open();
     info = specd_model_get_info(model);
-    specd_context_params cp = specd_context_default_params();
-    cp.n_seq = 3;
-    cp.n_ctx = HIST + MAX_ROWS;
-    cp.n_batch = 128; /* a spec step of MAX_ROWS in one extend */
-    if (specd_context_create(model, &cp, &ctx, &err) != SPECD_OK) {
-        fprintf(stderr, "context: %s\n", err.message);
-        return 1;
-    }
+    /* n_batch: a spec step of MAX_ROWS in one extend */
+    ctx = fixture_context(model, 3, HIST + MAX_ROWS, 128);
     lg_a = malloc(sizeof(float) * MAX_ROWS * (size_t)info->n_vocab);
     lg_b = malloc(sizeof(float) * MAX_ROWS * (size_t)info->n_vocab);
     const struct CMUnitTest tests[] = {
@@ -358,7 +315,6 @@ int main(void) {
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     free(lg_a);
     free(lg_b);
-    specd_context_destroy(ctx);
-    specd_model_destroy(model);
+    fixture_close(model, ctx);
     return rc;
 }

@@ -21,7 +21,7 @@
 #include "test_main.h"
 
 #include "accept/gof.h"
-#include "golden_prompts.h"
+#include "fixture_model.h"
 
 #include "policy/dlm/simsd_drafter.h"
 #include "policy/dlm/simsd_replay.h"
@@ -357,9 +357,7 @@ static void host_run(const char *opts, float temperature, int32_t *out) {
             assert_int_equal(specd_context_set_lora(c, host_lora, &err), SPECD_OK);
         }
         const int32_t before = specd_context_kv_len(c, 0);
-        specd_seq_batch sb = {.seq = 0, .n_tokens = l->n_tokens, .tokens = l->tokens,
-                              .pos = l->pos, .visible = l->visible, .lora_gate = l->lora_gate,
-                              .embd = l->input_embd, .embd_rows = l->input_embd_rows};
+        specd_seq_batch sb = specd_step_seq_batch(l, 0);
         specd_extend_out eo = {.n_rows = l->n_rows, .rows = l->rows, .logits = logits};
         assert_int_equal(specd_context_extend(c, &sb, 1, &eo, &err), SPECD_OK);
         specd_logits lg = {.data = logits, .row_stride = info->n_vocab, .n_rows = l->n_rows,
@@ -499,18 +497,12 @@ static void test_pq_statistics(void **s) {
 
 int main(int argc, char **argv) {
     quick = argc > 1 && !strcmp(argv[1], "quick");
-    const char *path = specd_test_model_path();
-    const char *src = getenv("SPECD_SOURCE_DIR");
     specd_error err;
-    if (!path || !src ||
-        specd_golden_prompts_read(src, N_PROMPTS, MAX_PROMPT, &prompts[0][0], n_prompts) != 0) {
-        fprintf(stderr, "model or golden prompts missing\n");
-        return 1;
-    }
-    snprintf(adapter, sizeof adapter, "%s/models/adapters/smollm2-135m-sdar", src);
-    if (specd_model_create(path, &model, &err) != SPECD_OK ||
-        specd_lora_create(model, adapter, &lora, &err) != SPECD_OK) {
-        fprintf(stderr, "model/adapter: %s\n", err.message);
+    fixture_golden_prompts(N_PROMPTS, MAX_PROMPT, &prompts[0][0], n_prompts);
+    fixture_source_path("models/adapters/smollm2-135m-sdar", adapter, sizeof adapter);
+    model = fixture_model_open();
+    if (specd_lora_create(model, adapter, &lora, &err) != SPECD_OK) {
+        fprintf(stderr, "adapter: %s\n", err.message);
         return 1;
     }
     info = specd_model_get_info(model);
@@ -534,6 +526,6 @@ int main(int argc, char **argv) {
     free(onepass);
     free(seq);
     specd_lora_destroy(lora);
-    specd_model_destroy(model);
+    fixture_close(model, NULL);
     return rc;
 }

@@ -11,7 +11,7 @@
  * TPF and p_cache are printed, not asserted: they measure the stand-in adapter. */
 #include "test_main.h"
 
-#include "golden_prompts.h"
+#include "fixture_model.h"
 
 #include "specd/policy.h"
 #include "specd/spec_runtime.h"
@@ -81,13 +81,8 @@ static void drive(const char *opts, int32_t w) {
         const int32_t masks = masks_in(&l);
         if (prev_masks >= 0 && masks >= prev_masks)
             fail_msg("%s: a step without a fill (%d masks, then %d)", full, prev_masks, masks);
-        assert_int_equal(specd_context_set_lora(ctx, l.lora, &err), SPECD_OK);
         const int32_t kv_before = specd_context_kv_len(ctx, 0);
-        specd_seq_batch b = {.seq = 0, .n_tokens = l.n_tokens, .tokens = l.tokens, .pos = l.pos,
-                             .lora_gate = l.lora_gate, .embd = l.input_embd,
-                             .embd_rows = l.input_embd_rows};
-        specd_extend_out out = {.n_rows = l.n_rows, .rows = l.rows, .logits = lg};
-        assert_int_equal(specd_context_extend(ctx, &b, 1, &out, &err), SPECD_OK);
+        fixture_run_layout(ctx, 0, &l, lg);
         int32_t laid[17];
         memcpy(laid, l.tokens, sizeof(int32_t) * (size_t)l.n_tokens);
         specd_step_outcome o;
@@ -203,32 +198,17 @@ static void test_session_whole_blocks(void **s) {
 }
 
 int main(void) {
-    const char *path = specd_test_model_path();
-    const char *src = getenv("SPECD_SOURCE_DIR");
-    specd_error err;
-    if (!path || !src || specd_golden_prompts_read(src, 1, MAX_PROMPT, prompt, &n_prompt) != 0) {
-        fprintf(stderr, "model or golden prompts missing\n");
-        return 1;
-    }
-    snprintf(adapter, sizeof adapter, "%s/models/adapters/smollm2-135m-risd2", src);
-    if (specd_model_create(path, &model, &err) != SPECD_OK) {
-        fprintf(stderr, "model: %s\n", err.message);
-        return 1;
-    }
+    fixture_golden_prompts(1, MAX_PROMPT, prompt, &n_prompt);
+    fixture_source_path("models/adapters/smollm2-135m-risd2", adapter, sizeof adapter);
+    model = fixture_model_open();
     info = specd_model_get_info(model);
-    specd_context_params cp = specd_context_default_params();
-    cp.n_ctx = 512;
-    cp.n_batch = MAX_PROMPT; /* plain_first runs the whole prompt in one batch */
-    if (specd_context_create(model, &cp, &ctx, &err) != SPECD_OK) {
-        fprintf(stderr, "context: %s\n", err.message);
-        return 1;
-    }
+    /* n_batch: plain_first runs the whole prompt in one batch */
+    ctx = fixture_context(model, 1, 512, MAX_PROMPT);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_block_steps),
         cmocka_unit_test(test_session_whole_blocks),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
-    specd_context_destroy(ctx);
-    specd_model_destroy(model);
+    fixture_close(model, ctx);
     return rc;
 }

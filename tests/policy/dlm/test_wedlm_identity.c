@@ -10,7 +10,7 @@
  * measure the adapter, not the code. Prompts are llama.cpp's token ids from tests/data. */
 #include "test_main.h"
 
-#include "golden_prompts.h"
+#include "fixture_model.h"
 
 #include "policy/dlm/dlm_embd.h"
 #include "specd/policy.h"
@@ -47,19 +47,9 @@ static void generate(const char *policy, const char *opts, float temperature, in
     params.seed = 4321;
     params.max_tokens = N_GEN;
     params.adaptive = 0; /* the policy's own steps, never the guard's plain ones */
-    for (int p = 0; p < N_PROMPTS; p++) {
-        if (specd_spec_seq_open(spec, 0, prompts[p], n_prompts[p], &params, &err) != SPECD_OK)
-            fail_msg("open %s %s: %s", policy, full, err.message);
-        specd_run_stats rs;
-        if (specd_spec_run(spec, 0, ctx, 0, NULL, NULL, &rs, &err) != SPECD_OK)
-            fail_msg("run %s %s: %s", policy, full, err.message);
-        int64_t n;
-        const int32_t *toks = specd_spec_seq_output(spec, 0, &n);
-        assert_int_equal(n, N_GEN);
-        memcpy(out + p * N_GEN, toks, N_GEN * sizeof(int32_t));
-        if (stats) assert_int_equal(specd_spec_seq_stats(spec, 0, &stats[p], &err), SPECD_OK);
-        specd_spec_seq_close(spec, 0);
-    }
+    for (int p = 0; p < N_PROMPTS; p++)
+        fixture_run_seq(spec, ctx, prompts[p], n_prompts[p], &params, out + p * N_GEN,
+                        stats ? &stats[p] : NULL);
     specd_spec_destroy(spec);
 }
 
@@ -190,27 +180,11 @@ static void test_smooth_input_rows(void **s) {
 }
 
 int main(void) {
-    const char *path = specd_test_model_path();
-    const char *src = getenv("SPECD_SOURCE_DIR");
-    specd_error err;
-    if (!path || !src ||
-        specd_golden_prompts_read(src, N_PROMPTS, MAX_PROMPT, &prompts[0][0], n_prompts) != 0) {
-        fprintf(stderr, "model or golden prompts missing\n");
-        return 1;
-    }
-    snprintf(adapter, sizeof adapter, "%s/models/adapters/smollm2-135m-wedlm", src);
-    if (specd_model_create(path, &model, &err) != SPECD_OK) {
-        fprintf(stderr, "model: %s\n", err.message);
-        return 1;
-    }
+    fixture_golden_prompts(N_PROMPTS, MAX_PROMPT, &prompts[0][0], n_prompts);
+    fixture_source_path("models/adapters/smollm2-135m-wedlm", adapter, sizeof adapter);
+    model = fixture_model_open();
     info = specd_model_get_info(model);
-    specd_context_params cp = specd_context_default_params();
-    cp.n_ctx = 256;
-    cp.n_batch = 32;
-    if (specd_context_create(model, &cp, &ctx, &err) != SPECD_OK) {
-        fprintf(stderr, "context: %s\n", err.message);
-        return 1;
-    }
+    ctx = fixture_context(model, 1, 256, 32);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_greedy_identical),
         cmocka_unit_test(test_coupled_identical),
@@ -218,7 +192,6 @@ int main(void) {
         cmocka_unit_test(test_smooth_input_rows),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
-    specd_context_destroy(ctx);
-    specd_model_destroy(model);
+    fixture_close(model, ctx);
     return rc;
 }

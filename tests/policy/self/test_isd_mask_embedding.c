@@ -11,7 +11,7 @@
  * Prompts are llama.cpp's token ids from tests/data. */
 #include "test_main.h"
 
-#include "golden_prompts.h"
+#include "fixture_model.h"
 
 #include "isd_random_adapter.h"
 #include "specd/isd.h"
@@ -88,20 +88,8 @@ static void first_step_logits(int which, float *logits) {
         check_layout(&lay, 3);
     else
         assert_null(lay.input_embd);
-    assert_int_equal(specd_context_kv_truncate(ctx, 0, 0, &err), SPECD_OK);
-    for (int32_t done = 0; done < n_prompts[0] - 1;) { /* prefill in n_batch chunks */
-        int32_t k = (int32_t)n_prompts[0] - 1 - done;
-        if (k > specd_context_n_batch(ctx)) k = specd_context_n_batch(ctx);
-        specd_seq_batch pre = {.seq = 0, .n_tokens = k, .tokens = prompts[0] + done};
-        assert_int_equal(specd_context_extend(ctx, &pre, 1, NULL, &err), SPECD_OK);
-        done += k;
-    }
-    assert_int_equal(specd_context_set_lora(ctx, lay.lora, &err), SPECD_OK);
-    specd_seq_batch b = {.seq = 0, .n_tokens = lay.n_tokens, .tokens = lay.tokens,
-                         .pos = lay.pos, .visible = lay.visible, .lora_gate = lay.lora_gate,
-                         .embd = lay.input_embd, .embd_rows = lay.input_embd_rows};
-    specd_extend_out out = {.n_rows = lay.n_rows, .rows = lay.rows, .logits = logits};
-    if (specd_context_extend(ctx, &b, 1, &out, &err) != SPECD_OK) fail_msg("%s", err.message);
+    fixture_prefill(ctx, 0, prompts[0], n_prompts[0] - 1);
+    fixture_run_layout(ctx, 0, &lay, logits);
     specd_context_set_lora(ctx, NULL, NULL);
     specd_spec_destroy(spec);
 }
@@ -152,20 +140,9 @@ static void generate(const char *policy, const char *opts, float temperature, in
     params.seed = 1234;
     params.max_tokens = N_GEN;
     params.adaptive = 0;
-    specd_error err;
-    for (int p = 0; p < N_PROMPTS; p++) {
-        if (specd_spec_seq_open(spec, 0, prompts[p], n_prompts[p], &params, &err) != SPECD_OK)
-            fail_msg("open %s %s: %s", policy, opts ? opts : "", err.message);
-        specd_run_stats rs;
-        if (specd_spec_run(spec, 0, ctx, 0, NULL, NULL, &rs, &err) != SPECD_OK)
-            fail_msg("run %s: %s", policy, err.message);
-        int64_t n;
-        const int32_t *toks = specd_spec_seq_output(spec, 0, &n);
-        assert_int_equal(n, N_GEN);
-        memcpy(out + p * N_GEN, toks, N_GEN * sizeof(int32_t));
-        if (stats) assert_int_equal(specd_spec_seq_stats(spec, 0, &stats[p], &err), SPECD_OK);
-        specd_spec_seq_close(spec, 0);
-    }
+    for (int p = 0; p < N_PROMPTS; p++)
+        fixture_run_seq(spec, ctx, prompts[p], n_prompts[p], &params, out + p * N_GEN,
+                        stats ? &stats[p] : NULL);
     specd_spec_destroy(spec);
 }
 
@@ -262,25 +239,10 @@ static void remove_dir(const char *dir) {
 }
 
 int main(void) {
-    const char *path = specd_test_model_path();
-    specd_error err;
-    if (!path || specd_golden_prompts_read(getenv("SPECD_SOURCE_DIR"), N_PROMPTS, MAX_PROMPT,
-                                           &prompts[0][0], n_prompts) != 0) {
-        fprintf(stderr, "model or golden prompts missing\n");
-        return 1;
-    }
-    if (specd_model_create(path, &model, &err) != SPECD_OK) {
-        fprintf(stderr, "model: %s\n", err.message);
-        return 1;
-    }
+    fixture_golden_prompts(N_PROMPTS, MAX_PROMPT, &prompts[0][0], n_prompts);
+    model = fixture_model_open();
     info = specd_model_get_info(model);
-    specd_context_params cp = specd_context_default_params();
-    cp.n_ctx = 256;
-    cp.n_batch = 16;
-    if (specd_context_create(model, &cp, &ctx, &err) != SPECD_OK) {
-        fprintf(stderr, "context: %s\n", err.message);
-        return 1;
-    }
+    ctx = fixture_context(model, 1, 256, 16);
     /* a vector of the embeddings' scale (rows have norm ~3 over 576 entries), from a fixed LCG */
     const int32_t E = info->n_embd;
     mask_vec = malloc(sizeof(float) * (size_t)E);
@@ -319,7 +281,6 @@ int main(void) {
     for (int i = 0; i < N_DIRS; i++)
         if (!getenv("KEEP")) remove_dir(dirs[i]);
     free(mask_vec);
-    specd_context_destroy(ctx);
-    specd_model_destroy(model);
+    fixture_close(model, ctx);
     return rc;
 }

@@ -8,7 +8,7 @@
  * Prompts are llama.cpp's token ids from tests/data. */
 #include "test_main.h"
 
-#include "golden_prompts.h"
+#include "fixture_model.h"
 
 #include "isd_random_adapter.h"
 #include "specd/isd.h"
@@ -25,12 +25,6 @@ static specd_model *model;
 static specd_context *ctx;
 static char adapter_dir[64];
 static char opts_risd[256], opts_isd_lora[256];
-
-static int read_prompts(void) {
-    return specd_golden_prompts_read(getenv("SPECD_SOURCE_DIR"), N_PROMPTS, MAX_PROMPT,
-                                     &prompts[0][0],
-                                     n_prompts);
-}
 
 static void generate(int p, const char *policy, const char *opts, float temperature,
                      int32_t *out, specd_seq_stats *stats) {
@@ -50,16 +44,7 @@ static void generate(int p, const char *policy, const char *opts, float temperat
     /* the policies' own steps throughout: the guard's plain steps would hide what the adapter on
      * clean rows changes, and its choices depend on timing */
     params.adaptive = 0;
-    if (specd_spec_seq_open(spec, 0, prompts[p], n_prompts[p], &params, &err) != SPECD_OK)
-        fail_msg("open %s %s: %s", policy, opts ? opts : "", err.message);
-    specd_run_stats rs;
-    if (specd_spec_run(spec, 0, ctx, 0, NULL, NULL, &rs, &err) != SPECD_OK)
-        fail_msg("run %s: %s", policy, err.message);
-    int64_t n;
-    const int32_t *toks = specd_spec_seq_output(spec, 0, &n);
-    assert_int_equal(n, N_GEN);
-    memcpy(out, toks, N_GEN * sizeof(int32_t));
-    assert_int_equal(specd_spec_seq_stats(spec, 0, stats, &err), SPECD_OK);
+    fixture_run_seq(spec, ctx, prompts[p], n_prompts[p], &params, out, stats);
     specd_spec_destroy(spec);
 }
 
@@ -138,23 +123,9 @@ static void test_bad_options(void **s) {
 }
 
 int main(void) {
-    const char *path = specd_test_model_path();
-    specd_error err;
-    if (!path || read_prompts() != 0) {
-        fprintf(stderr, "model or golden prompts missing\n");
-        return 1;
-    }
-    if (specd_model_create(path, &model, &err) != SPECD_OK) {
-        fprintf(stderr, "model: %s\n", err.message);
-        return 1;
-    }
-    specd_context_params cp = specd_context_default_params();
-    cp.n_ctx = 256;
-    cp.n_batch = 16;
-    if (specd_context_create(model, &cp, &ctx, &err) != SPECD_OK) {
-        fprintf(stderr, "context: %s\n", err.message);
-        return 1;
-    }
+    fixture_golden_prompts(N_PROMPTS, MAX_PROMPT, &prompts[0][0], n_prompts);
+    model = fixture_model_open();
+    ctx = fixture_context(model, 1, 256, 16);
     snprintf(adapter_dir, sizeof adapter_dir, "/tmp/specd_isd_lora_XXXXXX");
     if (!mkdtemp(adapter_dir) ||
         isd_write_random_adapter(specd_model_get_info(model), adapter_dir, 8, 0.1f, 7) != 0) {
@@ -175,7 +146,6 @@ int main(void) {
     snprintf(p, sizeof p, "%s/adapter_model.safetensors", adapter_dir);
     if (!getenv("KEEP")) remove(p);
     if (!getenv("KEEP")) rmdir(adapter_dir);
-    specd_context_destroy(ctx);
-    specd_model_destroy(model);
+    fixture_close(model, ctx);
     return rc;
 }

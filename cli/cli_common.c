@@ -80,6 +80,7 @@ int cli_parse_shared(cli_options *o, int argc, char **argv, int *i) {
         if (!strcmp(f, "--chat")) return o->chat = 1, 1;
         if (!strcmp(f, "--raw")) return o->chat = 0, 1;
         if (!strcmp(f, "--no-adaptive")) return o->adaptive = 0, 1;
+        if (!strcmp(f, "--list-policies")) return o->policy = "help", 1;
         return 0;
     }
     if (*i + 1 >= argc) {
@@ -145,8 +146,10 @@ void cli_print_shared_help(FILE *out) {
             "                       remote (specd-drafter), isd, risd, mrp (residual head),\n"
             "                       wedlm (streaming diffusion decoding, WeDLM adapter),\n"
             "                       sdar (block diffusion, SDAR adapter),\n"
-            "                       simsd (SimSD: a drafter verified by the block model, LOSSY)\n"
-            "  --policy-opts S      policy options, \"key=value,...\"\n"
+            "                       simsd (SimSD: a drafter verified by the block model, LOSSY);\n"
+            "                       help (or --list-policies): the list with their keys\n"
+            "  --policy-opts S      policy options, \"key=value,...\"; help: the policy's keys,\n"
+            "                       types, defaults and ranges\n"
             "  --draft-max K        most proposals per step (default 8)\n"
             "  --accept RULE        greedy | coupled | rs (default coupled; greedy at T = 0)\n"
             "  --tau T              relaxed acceptance for rs (lossy; default 0)\n"

@@ -10,6 +10,7 @@
 #include "cli/ab_report.h"
 #include "cli/cli_run.h"
 #include "cli/commands.h"
+#include "cli/policy_help.h"
 #include "common/json_out.h"
 #include "specd/metrics.h"
 
@@ -280,6 +281,8 @@ int specd_cmd_ab(int argc, char **argv) {
             return 2;
         }
     }
+    const int help = cli_policy_help_request(o.policy, o.policy_opts);
+    if (help >= 0) return help;
     cal.json_out = json_path;
     /* an output that cannot be written is known now, not after the whole run */
     const char *outputs[][2] = {{"--json", json_path},

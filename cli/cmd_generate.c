@@ -4,6 +4,7 @@
 #include "cli/ab_report.h" /* ab_p_cache */
 #include "cli/cli_run.h"
 #include "cli/commands.h"
+#include "cli/policy_help.h"
 #include "specd/isd.h"
 
 #include <stdlib.h>
@@ -83,6 +84,8 @@ int specd_cmd_generate(int argc, char **argv) {
             return 2;
         }
     }
+    const int help = cli_policy_help_request(o.policy, o.policy_opts);
+    if (help >= 0) return help;
     if (!prompt) {
         fprintf(stderr, "specd generate: -p PROMPT is required\n");
         return 2;

@@ -42,3 +42,22 @@ int cli_policy_help_request(const char *policy, const char *policy_opts) {
     }
     return -1;
 }
+
+const char *cli_policy_key_with(const char *policy, uint32_t flag) {
+    int32_t n = 0;
+    const specd_policy_option *rows = specd_policy_options_table(policy, &n);
+    for (int32_t i = 0; i < n; i++)
+        if (rows[i].flags & flag) return rows[i].key;
+    return NULL;
+}
+
+int cli_opts_has_key(const char *opts, const char *key) {
+    const size_t klen = strlen(key);
+    for (const char *p = opts ? opts : ""; *p;) {
+        if (!strncmp(p, key, klen) && p[klen] == '=') return 1;
+        const char *comma = strchr(p, ',');
+        if (!comma) break;
+        p = comma + 1;
+    }
+    return 0;
+}

@@ -3,6 +3,7 @@
 #ifndef SPECD_CLI_POLICY_HELP_H
 #define SPECD_CLI_POLICY_HELP_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 /* One line per registered policy: its name and the keys it takes. */
@@ -15,5 +16,11 @@ int cli_print_policy_options(FILE *out, const char *policy, int markdown);
 /* When the parsed flags ask for help (policy "help", or options "help"), prints it and returns
  * the exit code; else -1. */
 int cli_policy_help_request(const char *policy, const char *policy_opts);
+
+/* The key of policy's first option row with flag (SPECD_OPTION_*), or NULL. */
+const char *cli_policy_key_with(const char *policy, uint32_t flag);
+
+/* Whether the "key=value,..." string opts gives key. */
+int cli_opts_has_key(const char *opts, const char *key);
 
 #endif

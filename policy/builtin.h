@@ -17,13 +17,14 @@ extern const specd_policy_ops specd_policy_wedlm;
 extern const specd_policy_ops specd_policy_sdar;
 extern const specd_policy_ops specd_policy_simsd;
 
-/* Their option tables (risd takes isd's). */
+/* Their option tables. */
 extern const specd_option_table specd_none_options;
 extern const specd_option_table specd_ngram_options;
 extern const specd_option_table specd_draft_options;
 extern const specd_option_table specd_layerskip_options;
 extern const specd_option_table specd_remote_options;
 extern const specd_option_table specd_isd_options;
+extern const specd_option_table specd_risd_options;
 extern const specd_option_table specd_mrp_options;
 extern const specd_option_table specd_wedlm_options;
 extern const specd_option_table specd_sdar_options;

@@ -151,13 +151,15 @@ static void describe_range(const specd_policy_option *o, char *buf, size_t cap) 
     }
 }
 
-static const char *default_text(const specd_policy_option *o) {
-    if (o->flags & SPECD_OPTION_REQUIRED) return "required";
-    return o->dflt ? o->dflt : "none";
+static const char *default_text(const specd_policy_option *o, char *buf, size_t cap) {
+    const char *d = o->flags & SPECD_OPTION_REQUIRED ? "required" : o->dflt ? o->dflt : "none";
+    if (!o->artifact) return d;
+    snprintf(buf, cap, "%s (on the default model: %s)", d, o->artifact);
+    return buf;
 }
 
 void specd_options_print(FILE *out, const specd_option_table *t, int markdown) {
-    char range[256];
+    char range[256], dflt[256];
     if (t->n == 0) {
         fprintf(out, markdown ? "No options.\n" : "(no options)\n");
         return;
@@ -170,7 +172,7 @@ void specd_options_print(FILE *out, const specd_option_table *t, int markdown) {
             for (char *c = range; *c; c++)
                 if (*c == '|') *c = '/'; /* a bar would split the cell */
             fprintf(out, "| `%s` | %s | %s | %s | %s |\n", o->key, kind_name(o->kind),
-                    default_text(o), range[0] ? range : "-", o->help);
+                    default_text(o, dflt, sizeof dflt), range[0] ? range : "-", o->help);
         }
         return;
     }
@@ -178,7 +180,8 @@ void specd_options_print(FILE *out, const specd_option_table *t, int markdown) {
     for (int32_t i = 0; i < t->n; i++) {
         const specd_policy_option *o = &t->rows[i];
         describe_range(o, range, sizeof range);
-        int k = (int)strlen(o->key), d = (int)strlen(default_text(o)), r = (int)strlen(range);
+        int k = (int)strlen(o->key), d = (int)strlen(default_text(o, dflt, sizeof dflt));
+        int r = (int)strlen(range);
         w_key = k > w_key ? k : w_key;
         w_def = d > w_def ? d : w_def;
         w_range = r > w_range ? r : w_range;
@@ -189,6 +192,6 @@ void specd_options_print(FILE *out, const specd_option_table *t, int markdown) {
         const specd_policy_option *o = &t->rows[i];
         describe_range(o, range, sizeof range);
         fprintf(out, "%-*s  %-6s  %-*s  %-*s  %s\n", w_key, o->key, kind_name(o->kind), w_def,
-                default_text(o), w_range, range, o->help);
+                default_text(o, dflt, sizeof dflt), w_range, range, o->help);
     }
 }

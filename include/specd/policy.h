@@ -255,6 +255,9 @@ typedef enum specd_option_kind {
  * field before parsing (the parser leaves it alone unless the key is given) */
 #define SPECD_OPTION_DEFAULT_DERIVED 4u
 #define SPECD_OPTION_REQUIRED 8u /* the policy refuses to run without it */
+/* the host's tokenizer fingerprint (hex of specd_model's tokenizer hash): a host that knows it
+ * passes it when the caller did not */
+#define SPECD_OPTION_HOST_TOKENIZER_HASH 16u
 
 typedef struct specd_policy_option {
     const char *key;
@@ -266,6 +269,11 @@ typedef struct specd_policy_option {
     const char *choices; /* ENUM: "a|b|c" */
     const char *help;    /* one line */
     uint32_t flags;      /* SPECD_OPTION_* */
+    /* PATH rows: what the default model ships for this key, relative to the models directory
+     * ("adapters/NAME", "mrp/NAME"), which a host running that model may pass when the caller
+     * names none; artifact_env: the environment variable that names another, or NULL */
+    const char *artifact;
+    const char *artifact_env;
 } specd_policy_option;
 
 /* The option table of the built-in policy called name (*n rows), or NULL (*n = 0) when there is

@@ -62,6 +62,7 @@ static const specd_policy_option option_rows[] = {
     {.key = "tokenizer_hash", .kind = SPECD_OPTION_STRING,
      .offset = offsetof(remote_opts, tokenizer_hash),
      .size = sizeof((remote_opts *)0)->tokenizer_hash, .dflt = "0",
+     .flags = SPECD_OPTION_HOST_TOKENIZER_HASH,
      .help = "must equal the daemon's (hex; specd fills it in from the model)"},
 };
 const specd_option_table specd_remote_options = SPECD_OPTION_TABLE(option_rows);

@@ -109,27 +109,34 @@ typedef struct isd_opts {
     char adapter[4096];
 } isd_opts;
 
-static const specd_policy_option option_rows[] = {
-    {.key = "n", .kind = SPECD_OPTION_INT, .offset = offsetof(isd_opts, n), .dflt = "3",
-     .min = 2, .max = SPECD_MAX_DRAFT + 1, .help = "stride N: N - 1 proposals, 2N - 1 rows per step"},
-    {.key = "mask", .kind = SPECD_OPTION_INT, .offset = offsetof(isd_opts, mask),
-     .dflt = "the GGUF's mask token, else 0", .min = 0, .max = INT32_MAX,
-     .flags = SPECD_OPTION_DEFAULT_DERIVED, .help = "token id of the mask rows"},
-    {.key = "propose", .kind = SPECD_OPTION_ENUM, .offset = offsetof(isd_opts, propose),
-     .dflt = "argmax", .choices = "argmax|sample",
-     .help = "sample: draw proposals from the mask rows' distribution"},
-    {.key = "adapter", .kind = SPECD_OPTION_PATH, .offset = offsetof(isd_opts, adapter),
-     .size = sizeof((isd_opts *)0)->adapter,
-     .help = "PEFT LoRA directory (isd: on every row; risd: on the mask rows); a trained "
-             "mask_embedding in it is fed on the mask rows"},
-};
-const specd_option_table specd_isd_options = SPECD_OPTION_TABLE(option_rows);
+/* isd's and risd's rows: the same keys; risd's adapter defaults to the default model's */
+#define ISD_ROWS(adapter_artifact, adapter_env)                                                    \
+    {.key = "n", .kind = SPECD_OPTION_INT, .offset = offsetof(isd_opts, n), .dflt = "3",          \
+     .min = 2, .max = SPECD_MAX_DRAFT + 1,                                                         \
+     .help = "stride N: N - 1 proposals, 2N - 1 rows per step"},                                  \
+    {.key = "mask", .kind = SPECD_OPTION_INT, .offset = offsetof(isd_opts, mask),                 \
+     .dflt = "the GGUF's mask token, else 0", .min = 0, .max = INT32_MAX,                          \
+     .flags = SPECD_OPTION_DEFAULT_DERIVED, .help = "token id of the mask rows"},                 \
+    {.key = "propose", .kind = SPECD_OPTION_ENUM, .offset = offsetof(isd_opts, propose),          \
+     .dflt = "argmax", .choices = "argmax|sample",                                                 \
+     .help = "sample: draw proposals from the mask rows' distribution"},                          \
+    {.key = "adapter", .kind = SPECD_OPTION_PATH, .offset = offsetof(isd_opts, adapter),          \
+     .size = sizeof((isd_opts *)0)->adapter, .artifact = adapter_artifact,                        \
+     .artifact_env = adapter_env,                                                                  \
+     .help = "PEFT LoRA directory (isd: on every row; risd: on the mask rows); a trained "         \
+             "mask_embedding in it is fed on the mask rows"}
+static const specd_policy_option isd_rows[] = {ISD_ROWS(NULL, NULL)};
+static const specd_policy_option risd_rows[] = {
+    ISD_ROWS("adapters/smollm2-135m-risd", "SPECD_RISD_ADAPTER")};
+const specd_option_table specd_isd_options = SPECD_OPTION_TABLE(isd_rows);
+const specd_option_table specd_risd_options = SPECD_OPTION_TABLE(risd_rows);
 
 static specd_status isd_create_common(const specd_policy_env *env, const char *options,
                                       void **state, int residual, specd_error *err) {
     const char *name = residual ? "risd" : "isd";
     isd_opts o = {.mask = -1};
-    SPECD_TRY(specd_options_parse_table(name, &specd_isd_options, NULL, options, &o, err));
+    SPECD_TRY(specd_options_parse_table(name, residual ? &specd_risd_options : &specd_isd_options,
+                                        NULL, options, &o, err));
     const int32_t stride = o.n, mask = o.mask;
     const int sample = o.propose == 1;
     const char *adapter = o.adapter;

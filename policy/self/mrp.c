@@ -151,6 +151,7 @@ typedef struct mrp_options {
 static const specd_policy_option option_rows[] = {
     {.key = "head", .kind = SPECD_OPTION_PATH, MRP_FIELD(head),
      .size = sizeof((mrp_options *)0)->head, .flags = SPECD_OPTION_REQUIRED,
+     .artifact = "mrp/smollm2-135m-mrp.gguf", .artifact_env = "SPECD_MRP_HEAD",
      .help = "MRP head GGUF trained over the target"},
     {.key = "k", .kind = SPECD_OPTION_INT, MRP_FIELD(k), .dflt = "the head's mrp.n_draft, else 3",
      .min = 1, .flags = SPECD_OPTION_MAX_IS_DRAFT | SPECD_OPTION_DEFAULT_DERIVED,

@@ -426,7 +426,7 @@ int specd_cmd_ab(int argc, char **argv) {
                    (double)all.seq.propose_ns / 1e6 / (double)all.steps_spec,
                    all.fwd_ns_spec ? 100.0 * (double)all.seq.propose_ns / (double)all.fwd_ns_spec
                                    : 0.0);
-        if (!strcmp(o.policy, "wedlm") || !strcmp(o.policy, "sdar"))
+        if (cli_policy_flags(o.policy) & SPECD_POLICY_FIGURE_P_CACHE)
             printf("p_cache (WeDLM eq. 4: tokens emitted / token rows run) %.3f, TPF %.2f\n",
                    all.p_cache, all.tpf);
         if (lossless && all.seq.lossy)

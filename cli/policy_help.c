@@ -61,3 +61,8 @@ int cli_opts_has_key(const char *opts, const char *key) {
     }
     return 0;
 }
+
+uint32_t cli_policy_flags(const char *policy) {
+    const specd_policy_ops *ops = specd_policy_find(policy);
+    return ops && ops->abi_version >= 2 ? ops->flags : 0;
+}

@@ -276,6 +276,14 @@ typedef struct specd_policy_option {
     const char *artifact_env;
 } specd_policy_option;
 
+/* specd_policy_ops.flags (ABI 2) that change nothing in the session: figures a host may print
+ * for the policy's runs */
+/* block or window fills: p_cache (WeDLM eq. 4: tokens emitted / token rows run) describes them */
+#define SPECD_POLICY_FIGURE_P_CACHE 32u
+/* strided mask-row proposals: the expected tokens per forward from the measured per-position
+ * acceptance (specd/isd.h, specd_isd_tpf_formula) applies */
+#define SPECD_POLICY_FIGURE_STRIDED_TPF 64u
+
 /* The option table of the built-in policy called name (*n rows), or NULL (*n = 0) when there is
  * no such policy. A policy with no options has a table of 0 rows (not NULL). */
 SPECD_API const specd_policy_option *specd_policy_options_table(const char *name, int32_t *n);

@@ -746,5 +746,5 @@ const specd_policy_ops specd_policy_sdar = {
     .layout = sdar_layout,
     .verify = sdar_verify,
     .rollback = sdar_rollback,
-    .flags = SPECD_POLICY_MAY_EMIT_NONE,
+    .flags = SPECD_POLICY_MAY_EMIT_NONE | SPECD_POLICY_FIGURE_P_CACHE,
 };

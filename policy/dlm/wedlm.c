@@ -615,5 +615,5 @@ const specd_policy_ops specd_policy_wedlm = {
     .verify = wedlm_verify,
     .rollback = wedlm_rollback,
     /* mode=block's steps before a block is whole emit nothing (lossless and stream always emit) */
-    .flags = SPECD_POLICY_MAY_EMIT_NONE,
+    .flags = SPECD_POLICY_MAY_EMIT_NONE | SPECD_POLICY_FIGURE_P_CACHE,
 };

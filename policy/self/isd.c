@@ -405,6 +405,7 @@ const specd_policy_ops specd_policy_isd = {
     .layout = isd_layout,
     .verify = isd_verify,
     .rollback = isd_rollback,
+    .flags = SPECD_POLICY_FIGURE_STRIDED_TPF,
 };
 
 const specd_policy_ops specd_policy_risd = {
@@ -418,4 +419,5 @@ const specd_policy_ops specd_policy_risd = {
     .layout = isd_layout,
     .verify = isd_verify,
     .rollback = isd_rollback,
+    .flags = SPECD_POLICY_FIGURE_STRIDED_TPF,
 };

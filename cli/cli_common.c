@@ -1,4 +1,5 @@
 #include "cli/cli_common.h"
+#include "cli/policy_help.h"
 #include "ipc/fingerprint.h"
 
 #include <errno.h>
@@ -80,6 +81,7 @@ int cli_parse_shared(cli_options *o, int argc, char **argv, int *i) {
         if (!strcmp(f, "--chat")) return o->chat = 1, 1;
         if (!strcmp(f, "--raw")) return o->chat = 0, 1;
         if (!strcmp(f, "--no-adaptive")) return o->adaptive = 0, 1;
+        if (!strcmp(f, "--list-policies")) return o->policy = "help", 1;
         return 0;
     }
     if (*i + 1 >= argc) {
@@ -145,8 +147,10 @@ void cli_print_shared_help(FILE *out) {
             "                       remote (specd-drafter), isd, risd, mrp (residual head),\n"
             "                       wedlm (streaming diffusion decoding, WeDLM adapter),\n"
             "                       sdar (block diffusion, SDAR adapter),\n"
-            "                       simsd (SimSD: a drafter verified by the block model, LOSSY)\n"
-            "  --policy-opts S      policy options, \"key=value,...\"\n"
+            "                       simsd (SimSD: a drafter verified by the block model, LOSSY);\n"
+            "                       help (or --list-policies): the list with their keys\n"
+            "  --policy-opts S      policy options, \"key=value,...\"; help: the policy's keys,\n"
+            "                       types, defaults and ranges\n"
             "  --draft-max K        most proposals per step (default 8)\n"
             "  --accept RULE        greedy | coupled | rs (default coupled; greedy at T = 0)\n"
             "  --tau T              relaxed acceptance for rs (lossy; default 0)\n"
@@ -168,60 +172,52 @@ const char *cli_default_model(char *buf, size_t cap) {
     return buf;
 }
 
-static int has_adapter(const char *dir) {
-    char path[PATH_MAX + 32];
-    snprintf(path, sizeof path, "%s/adapter_config.json", dir);
-    return access(path, R_OK) == 0;
+/* a PEFT adapter directory, or a readable file */
+static int usable_artifact(const char *path) {
+    struct stat st;
+    if (stat(path, &st) != 0) return 0;
+    if (!S_ISDIR(st.st_mode)) return access(path, R_OK) == 0;
+    char config[PATH_MAX + 32];
+    snprintf(config, sizeof config, "%s/adapter_config.json", path);
+    return access(config, R_OK) == 0;
 }
 
-const char *cli_default_risd_adapter(char *buf, size_t cap) {
-    const char *name = "smollm2-135m-risd";
-    const char *env = getenv("SPECD_RISD_ADAPTER");
+const char *cli_default_artifact(const char *rel, const char *env_var, char *buf, size_t cap) {
+    const char *env = env_var ? getenv(env_var) : NULL;
     if (env && *env) {
         snprintf(buf, cap, "%s", env);
-        return has_adapter(buf) ? buf : NULL;
+        return usable_artifact(buf) ? buf : NULL;
     }
     char exe[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (n > 0) {
         exe[n] = '\0';
-        snprintf(buf, cap, "%s/../share/specd/adapters/%s", dirname(exe), name);
-        if (has_adapter(buf)) return buf;
+        snprintf(buf, cap, "%s/../share/specd/%s", dirname(exe), rel);
+        if (usable_artifact(buf)) return buf;
     }
-    snprintf(buf, cap, "%s/models/adapters/%s", SPECD_SOURCE_DIR, name);
-    return has_adapter(buf) ? buf : NULL;
-}
-
-const char *cli_default_mrp_head(char *buf, size_t cap) {
-    const char *name = "smollm2-135m-mrp.gguf";
-    const char *env = getenv("SPECD_MRP_HEAD");
-    if (env && *env) {
-        snprintf(buf, cap, "%s", env);
-        return access(buf, R_OK) == 0 ? buf : NULL;
-    }
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) {
-        exe[n] = '\0';
-        snprintf(buf, cap, "%s/../share/specd/mrp/%s", dirname(exe), name);
-        if (access(buf, R_OK) == 0) return buf;
-    }
-    snprintf(buf, cap, "%s/models/mrp/%s", SPECD_SOURCE_DIR, name);
-    return access(buf, R_OK) == 0 ? buf : NULL;
+    snprintf(buf, cap, "%s/models/%s", SPECD_SOURCE_DIR, rel);
+    return usable_artifact(buf) ? buf : NULL;
 }
 
 const char *cli_policy_options(const cli_options *o, const char *policy, const char *opts,
                                char *buf, size_t cap) {
-    /* the trained adapter (risd) or head (mrp) of the default model, unless opts names one */
-    int risd = !strcmp(policy, "risd"), mrp = !strcmp(policy, "mrp");
-    const char *key = risd ? "adapter=" : "head=";
-    if ((!risd && !mrp) || o->model || (opts && strstr(opts, key))) return opts;
-    char path[PATH_MAX];
-    if (!(risd ? cli_default_risd_adapter(path, sizeof path)
-               : cli_default_mrp_head(path, sizeof path)))
-        return opts;
-    snprintf(buf, cap, "%s%s%s%s", opts ? opts : "", opts && *opts ? "," : "", key, path);
-    return buf;
+    /* the artifacts are the default model's: another model gets none */
+    if (o->model) return opts;
+    int32_t n = 0;
+    const specd_policy_option *rows = specd_policy_options_table(policy, &n);
+    const char *out = opts;
+    for (int32_t i = 0; i < n; i++) {
+        char path[PATH_MAX];
+        if (!rows[i].artifact || cli_opts_has_key(out, rows[i].key) ||
+            !cli_default_artifact(rows[i].artifact, rows[i].artifact_env, path, sizeof path))
+            continue;
+        char joined[8192];
+        snprintf(joined, sizeof joined, "%s%s%s=%s", out ? out : "", out && *out ? "," : "",
+                 rows[i].key, path);
+        snprintf(buf, cap, "%s", joined);
+        out = buf;
+    }
+    return out;
 }
 
 int cli_engine_open(cli_engine *e, const cli_options *o) {

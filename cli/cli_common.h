@@ -43,18 +43,15 @@ int cli_check_writable(const char *prog, const char *flag, const char *path);
 /* The default model's path: $SPECD_MODEL_DIR or ~/.cache/specd/models, then the file name. */
 const char *cli_default_model(char *buf, size_t cap);
 
-/* The trained R-ISD adapter for the default model: $SPECD_RISD_ADAPTER, else the installed copy
- * (<prefix>/share/specd/adapters/smollm2-135m-risd), else the source tree's. NULL when none has
- * an adapter_config.json. */
-const char *cli_default_risd_adapter(char *buf, size_t cap);
+/* An artifact the default model ships (a policy option row's artifact, "adapters/NAME" or
+ * "mrp/NAME"): $env_var when set, else the installed copy (<prefix>/share/specd/<rel>), else the
+ * source tree's (models/<rel>). NULL when that one is not usable (a directory without an
+ * adapter_config.json, or an unreadable file). */
+const char *cli_default_artifact(const char *rel, const char *env_var, char *buf, size_t cap);
 
-/* The trained MRP head for the default model: $SPECD_MRP_HEAD, else the installed copy
- * (<prefix>/share/specd/mrp/smollm2-135m-mrp.gguf), else the source tree's. NULL when none is
- * readable. */
-const char *cli_default_mrp_head(char *buf, size_t cap);
-
-/* The policy options to use: opts, plus adapter=<default> for risd or head=<default> for mrp on
- * the default model when opts names none. Returns opts itself or buf. */
+/* The policy options to use: opts, plus key=<artifact> for each of the policy's option rows that
+ * names a default model's artifact (risd's adapter, mrp's head) when opts gives that key and -m
+ * names no other model. Returns opts itself or buf. */
 const char *cli_policy_options(const cli_options *o, const char *policy, const char *opts,
                                char *buf, size_t cap);
 

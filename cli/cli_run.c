@@ -1,4 +1,5 @@
 #include "cli/cli_run.h"
+#include "cli/policy_help.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -26,11 +27,13 @@ int cli_run(const cli_engine *e, const cli_options *o, const char *policy, const
     int32_t stop[8];
     char opts[8192];
     policy_opts = cli_policy_options(o, policy, policy_opts, opts, sizeof opts);
-    char ropts[8192 + 64];
-    if (!strcmp(policy, "remote") && !(policy_opts && strstr(policy_opts, "tokenizer_hash="))) {
-        /* the drafter checks the tokenizer we share with it: computed, never typed */
-        snprintf(ropts, sizeof ropts, "%s%stokenizer_hash=%016llx", policy_opts ? policy_opts : "",
-                 policy_opts && *policy_opts ? "," : "", (unsigned long long)e->tokenizer_hash);
+    char ropts[8192 + 128];
+    const char *hash_key = cli_policy_key_with(policy, SPECD_OPTION_HOST_TOKENIZER_HASH);
+    if (hash_key && !cli_opts_has_key(policy_opts, hash_key)) {
+        /* the policy checks the tokenizer we share with its peer: computed, never typed */
+        snprintf(ropts, sizeof ropts, "%s%s%s=%016llx", policy_opts ? policy_opts : "",
+                 policy_opts && *policy_opts ? "," : "", hash_key,
+                 (unsigned long long)e->tokenizer_hash);
         policy_opts = ropts;
     }
     specd_seq_params p = cli_seq_params(o, e, policy, policy_opts, stop);

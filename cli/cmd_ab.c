@@ -10,6 +10,7 @@
 #include "cli/ab_report.h"
 #include "cli/cli_run.h"
 #include "cli/commands.h"
+#include "cli/policy_help.h"
 #include "common/json_out.h"
 #include "specd/metrics.h"
 
@@ -280,6 +281,8 @@ int specd_cmd_ab(int argc, char **argv) {
             return 2;
         }
     }
+    const int help = cli_policy_help_request(o.policy, o.policy_opts);
+    if (help >= 0) return help;
     cal.json_out = json_path;
     /* an output that cannot be written is known now, not after the whole run */
     const char *outputs[][2] = {{"--json", json_path},
@@ -423,7 +426,7 @@ int specd_cmd_ab(int argc, char **argv) {
                    (double)all.seq.propose_ns / 1e6 / (double)all.steps_spec,
                    all.fwd_ns_spec ? 100.0 * (double)all.seq.propose_ns / (double)all.fwd_ns_spec
                                    : 0.0);
-        if (!strcmp(o.policy, "wedlm") || !strcmp(o.policy, "sdar"))
+        if (cli_policy_flags(o.policy) & SPECD_POLICY_FIGURE_P_CACHE)
             printf("p_cache (WeDLM eq. 4: tokens emitted / token rows run) %.3f, TPF %.2f\n",
                    all.p_cache, all.tpf);
         if (lossless && all.seq.lossy)

@@ -4,6 +4,7 @@
 #include "cli/ab_report.h" /* ab_p_cache */
 #include "cli/cli_run.h"
 #include "cli/commands.h"
+#include "cli/policy_help.h"
 #include "specd/isd.h"
 
 #include <stdlib.h>
@@ -30,7 +31,7 @@ static void print_summary(const cli_options *o, const cli_result *spec, const cl
     for (int i = 0; i < o->max_draft && s->drafted_at[i] > 0; i++)
         fprintf(stderr, " %.2f", (double)s->accepted_at[i] / (double)s->drafted_at[i]);
     fprintf(stderr, "\ntokens per target forward %.2f\n", cli_tpf(spec));
-    if (!strcmp(o->policy, "wedlm") || !strcmp(o->policy, "sdar"))
+    if (cli_policy_flags(o->policy) & SPECD_POLICY_FIGURE_P_CACHE)
         fprintf(stderr, "p_cache (WeDLM eq. 4) %.3f (%lld tokens emitted / %lld token rows run), "
                         "TPF %.2f\n",
                 ab_p_cache(s->n_emitted, s->n_tokens_run), (long long)s->n_emitted,
@@ -46,7 +47,7 @@ static void print_summary(const cli_options *o, const cli_result *spec, const cl
     if (o->adaptive)
         fprintf(stderr, "adaptive guard: turned drafting off %lld times; %lld of %lld steps plain\n",
                 (long long)s->n_backoffs, (long long)s->n_guard_plain, (long long)s->n_steps);
-    if (!strcmp(o->policy, "isd") || !strcmp(o->policy, "risd")) {
+    if (cli_policy_flags(o->policy) & SPECD_POLICY_FIGURE_STRIDED_TPF) {
         double rates[SPECD_MAX_DRAFT];
         int32_t n = specd_isd_accept_rates(s, rates, SPECD_MAX_DRAFT);
         fprintf(stderr, "paper 000 App. B eq. 5 from the measured per-position acceptance: TPF %.2f\n",
@@ -83,6 +84,8 @@ int specd_cmd_generate(int argc, char **argv) {
             return 2;
         }
     }
+    const int help = cli_policy_help_request(o.policy, o.policy_opts);
+    if (help >= 0) return help;
     if (!prompt) {
         fprintf(stderr, "specd generate: -p PROMPT is required\n");
         return 2;

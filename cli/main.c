@@ -16,6 +16,7 @@ static const command commands[] = {
     {"generate", specd_cmd_generate, "generate text, plainly or with a speculative policy"},
     {"ab", specd_cmd_ab, "A/B: plain vs speculative on a prompt set, proving identical output"},
     {"serve", specd_cmd_serve, "an OpenAI-compatible HTTP server on the batch loop"},
+    {"policies", specd_cmd_policies, "each policy's --policy-opts keys (--markdown: for docs)"},
 };
 
 static void usage(FILE *out) {

@@ -1,33 +1,39 @@
-/* Parses a policy's "key=value,key=value" option string. */
+/* A policy's "key=value,key=value" options, parsed against the table that declares them
+ * (specd_policy_option, include/specd/policy.h), and the table printed for people. */
 #ifndef SPECD_POLICY_OPTIONS_H
 #define SPECD_POLICY_OPTIONS_H
 
+#include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
+#include "specd/policy.h"
 #include "specd/status.h"
 
-typedef struct specd_option_spec {
-    const char *key;
-    int32_t *value;   /* integer options only; written when the key is present */
-    int32_t min, max; /* inclusive range */
-} specd_option_spec;
+typedef struct specd_option_table {
+    const specd_policy_option *rows;
+    int32_t n;
+} specd_option_table;
 
-typedef struct specd_option_str {
-    const char *key;
-    char *value; /* string options; written NUL-terminated when the key is present */
-    int32_t cap;
-} specd_option_str;
+#define SPECD_OPTION_TABLE(rows) {rows, (int32_t)(sizeof rows / sizeof rows[0])}
 
-/* Unknown keys, missing '=', non-numbers and out-of-range values are SPECD_E_INVALID_ARG naming
- * the policy and the key. options may be NULL or "". */
-specd_status specd_options_parse(const char *policy, const char *options,
-                                 const specd_option_spec *ints, int32_t n_ints,
-                                 const specd_option_str *strs, int32_t n_strs, specd_error *err);
+/* What bounds the rows flagged SPECD_OPTION_MAX_IS_DRAFT / _MAX_IS_LAYERS. */
+typedef struct specd_option_bounds {
+    int32_t max_draft;
+    int32_t n_layer;
+} specd_option_bounds;
 
-/* A float option read as a string option: text "" (the key was absent) leaves *out as it is;
- * otherwise a number in [lo, hi] or SPECD_E_INVALID_ARG naming the policy, the key and the range.
- */
-specd_status specd_option_float(const char *policy, const char *key, const char *text, float lo,
-                                float hi, float *out, specd_error *err);
+/* Fills dst: first every row's default (rows without SPECD_OPTION_DEFAULT_DERIVED; a STRING or
+ * PATH without one is ""), then each given key=value. Errors are SPECD_E_INVALID_ARG naming the
+ * policy and the key: an unknown key (listing the valid ones), a missing '=', a value that is not
+ * of the row's kind, out of range (naming the range) or not one of the choices (listing them).
+ * options may be NULL or "". */
+specd_status specd_options_parse_table(const char *policy, const specd_option_table *table,
+                                       const specd_option_bounds *bounds, const char *options,
+                                       void *dst, specd_error *err);
+
+/* Writes the table, one row per option: key, type, default, range or choices, help. markdown:
+ * a Markdown table (what docs/policies.md holds), else aligned plain text. */
+void specd_options_print(FILE *out, const specd_option_table *table, int markdown);
 
 #endif

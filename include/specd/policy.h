@@ -37,6 +37,7 @@
 
 #include "specd/api.h"
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "specd/accept.h"
@@ -232,6 +233,60 @@ SPECD_API const specd_policy_ops *specd_policy_find(const char *name);
 /* Number of registered policies and the i-th (for listings). */
 SPECD_API int32_t specd_policy_count(void);
 SPECD_API const specd_policy_ops *specd_policy_at(int32_t i);
+
+
+/* --- declared options ---------------------------------------------------------------------- */
+/* Each built-in policy declares the "key=value,..." options it takes once, as a table: the
+ * parser fills the policy's options struct from it and the CLI prints it (`--policy-opts help`).
+ * Kept outside specd_policy_ops, so policies built against ABI 2 are unchanged. */
+typedef enum specd_option_kind {
+    SPECD_OPTION_INT,    /* int32_t, range-checked */
+    SPECD_OPTION_FLOAT,  /* float, range-checked */
+    SPECD_OPTION_BOOL,   /* int32_t, 0 or 1 */
+    SPECD_OPTION_ENUM,   /* int32_t: the value's index in choices */
+    SPECD_OPTION_STRING, /* char[size], non-empty */
+    SPECD_OPTION_PATH    /* as STRING; names a file or directory */
+} specd_option_kind;
+
+/* specd_policy_option.flags */
+#define SPECD_OPTION_MAX_IS_DRAFT 1u  /* the upper bound is the spec's max_draft, not max */
+#define SPECD_OPTION_MAX_IS_LAYERS 2u /* the upper bound is the target's n_layer, not max */
+/* the default depends on the model, adapter or spec: dflt describes it and the policy sets the
+ * field before parsing (the parser leaves it alone unless the key is given) */
+#define SPECD_OPTION_DEFAULT_DERIVED 4u
+#define SPECD_OPTION_REQUIRED 8u /* the policy refuses to run without it */
+/* the host's tokenizer fingerprint (hex of specd_model's tokenizer hash): a host that knows it
+ * passes it when the caller did not */
+#define SPECD_OPTION_HOST_TOKENIZER_HASH 16u
+
+typedef struct specd_policy_option {
+    const char *key;
+    specd_option_kind kind;
+    size_t offset;       /* where the value goes in the policy's options struct */
+    size_t size;         /* STRING and PATH: the buffer's capacity (NUL included) */
+    const char *dflt;    /* the default as text (parsed like a given value), or NULL: none */
+    double min, max;     /* INT and FLOAT: inclusive range */
+    const char *choices; /* ENUM: "a|b|c" */
+    const char *help;    /* one line */
+    uint32_t flags;      /* SPECD_OPTION_* */
+    /* PATH rows: what the default model ships for this key, relative to the models directory
+     * ("adapters/NAME", "mrp/NAME"), which a host running that model may pass when the caller
+     * names none; artifact_env: the environment variable that names another, or NULL */
+    const char *artifact;
+    const char *artifact_env;
+} specd_policy_option;
+
+/* specd_policy_ops.flags (ABI 2) that change nothing in the session: figures a host may print
+ * for the policy's runs */
+/* block or window fills: p_cache (WeDLM eq. 4: tokens emitted / token rows run) describes them */
+#define SPECD_POLICY_FIGURE_P_CACHE 32u
+/* strided mask-row proposals: the expected tokens per forward from the measured per-position
+ * acceptance (specd/isd.h, specd_isd_tpf_formula) applies */
+#define SPECD_POLICY_FIGURE_STRIDED_TPF 64u
+
+/* The option table of the built-in policy called name (*n rows), or NULL (*n = 0) when there is
+ * no such policy. A policy with no options has a table of 0 rows (not NULL). */
+SPECD_API const specd_policy_option *specd_policy_options_table(const char *name, int32_t *n);
 
 #ifdef __cplusplus
 }

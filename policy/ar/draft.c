@@ -11,6 +11,7 @@
 #include "policy/ar/vocab_compat.h"
 #include "specd/runtime.h"
 
+#include <stddef.h>
 #include <string.h>
 
 struct specd_drafter {
@@ -195,21 +196,38 @@ specd_status specd_drafter_propose_tree(specd_drafter *d, const int32_t *history
 }
 
 /* --- the draft policy ---------------------------------------------------------------------- */
-static specd_status draft_options(const specd_policy_env *env, const char *options, char *path,
-                                  int32_t path_size, int32_t *k, int32_t *sample,
-                                  int32_t *branch, specd_error *err) {
-    *k = env->max_draft < 4 ? env->max_draft : 4;
-    *sample = 0;
-    *branch = 1;
-    const specd_option_spec ints[] = {{"k", k, 1, env->max_draft}, {"sample", sample, 0, 1},
-                                      {"branch", branch, 1, 8}};
-    const specd_option_str strs[] = {{"model", path, path_size}};
-    SPECD_TRY(specd_options_parse("draft", options, ints, 3, strs, 1, err));
-    if (*branch > 1 && *sample)
+typedef struct draft_opts {
+    char model[1024];
+    int32_t k, sample, branch;
+} draft_opts;
+
+static const specd_policy_option draft_rows[] = {
+    {.key = "model", .kind = SPECD_OPTION_PATH, .offset = offsetof(draft_opts, model),
+     .size = sizeof((draft_opts *)0)->model, .flags = SPECD_OPTION_REQUIRED,
+     .help = "GGUF of the draft model, same vocabulary as the target"},
+    {.key = "k", .kind = SPECD_OPTION_INT, .offset = offsetof(draft_opts, k),
+     .dflt = "min(4, max_draft)", .min = 1,
+     .flags = SPECD_OPTION_MAX_IS_DRAFT | SPECD_OPTION_DEFAULT_DERIVED,
+     .help = "tokens proposed per step"},
+    {.key = "sample", .kind = SPECD_OPTION_BOOL, .offset = offsetof(draft_opts, sample),
+     .dflt = "0",
+     .help = "1: draw the drafts from the draft model's q and return q (else greedy, q one-hot)"},
+    {.key = "branch", .kind = SPECD_OPTION_INT, .offset = offsetof(draft_opts, branch),
+     .dflt = "1", .min = 1, .max = 8,
+     .help = "> 1: a tree whose chains start from the root's branch best tokens; needs sample=0"},
+};
+const specd_option_table specd_draft_options = SPECD_OPTION_TABLE(draft_rows);
+
+static specd_status draft_options(const specd_policy_env *env, const char *options,
+                                  draft_opts *o, specd_error *err) {
+    o->k = env->max_draft < 4 ? env->max_draft : 4;
+    const specd_option_bounds bounds = {.max_draft = env->max_draft};
+    SPECD_TRY(specd_options_parse_table("draft", &specd_draft_options, &bounds, options, o, err));
+    if (o->branch > 1 && o->sample)
         return specd_fail(err, SPECD_E_INVALID_ARG,
                           "policy draft: branch=%d needs sample=0 (the branches are the root's "
-                          "best tokens, not draws from q)", *branch);
-    if (!path[0])
+                          "best tokens, not draws from q)", o->branch);
+    if (!o->model[0])
         return specd_fail(err, SPECD_E_INVALID_ARG,
                           "policy draft: needs model=PATH, a GGUF with the target's vocabulary");
     return SPECD_OK;
@@ -218,9 +236,9 @@ static specd_status draft_options(const specd_policy_env *env, const char *optio
 /* The draft model, loaded once per spec and shared by its sequences (policy ABI 2). */
 static specd_status draft_shared_create(const specd_policy_env *env, const char *options,
                                         void **shared, specd_error *err) {
-    char path[1024] = "";
-    int32_t k, sample, branch;
-    SPECD_TRY(draft_options(env, options, path, (int32_t)sizeof path, &k, &sample, &branch, err));
+    draft_opts o;
+    SPECD_TRY(draft_options(env, options, &o, err));
+    const char *path = o.model;
     specd_gguf *g = NULL;
     specd_status st = specd_gguf_create(path, &g, err);
     if (st == SPECD_OK && env->target)
@@ -236,15 +254,32 @@ static void draft_shared_destroy(void *shared) { specd_model_destroy(shared); }
 
 static specd_status draft_create(const specd_policy_env *env, const char *options, void **state,
                                  specd_error *err) {
-    char path[1024] = "";
-    int32_t k, sample, branch;
-    SPECD_TRY(draft_options(env, options, path, (int32_t)sizeof path, &k, &sample, &branch, err));
+    draft_opts o;
+    SPECD_TRY(draft_options(env, options, &o, err));
     /* without a spec's shared model (a caller creating the policy directly) it loads its own */
-    SPECD_TRY(specd_drafter_create(env, env->shared, path, 0, k, sample, (specd_drafter **)state,
-                                   err));
-    specd_drafter_set_branch(*state, branch);
+    SPECD_TRY(specd_drafter_create(env, env->shared, o.model, 0, o.k, o.sample,
+                                   (specd_drafter **)state, err));
+    specd_drafter_set_branch(*state, o.branch);
     return SPECD_OK;
 }
+
+typedef struct layerskip_opts {
+    int32_t layers, k, sample;
+} layerskip_opts;
+
+static const specd_policy_option layerskip_rows[] = {
+    {.key = "layers", .kind = SPECD_OPTION_INT, .offset = offsetof(layerskip_opts, layers),
+     .dflt = "n_layer / 2", .min = 1,
+     .flags = SPECD_OPTION_MAX_IS_LAYERS | SPECD_OPTION_DEFAULT_DERIVED,
+     .help = "target layers the drafter runs"},
+    {.key = "k", .kind = SPECD_OPTION_INT, .offset = offsetof(layerskip_opts, k),
+     .dflt = "min(4, max_draft)", .min = 1,
+     .flags = SPECD_OPTION_MAX_IS_DRAFT | SPECD_OPTION_DEFAULT_DERIVED,
+     .help = "tokens proposed per step"},
+    {.key = "sample", .kind = SPECD_OPTION_BOOL, .offset = offsetof(layerskip_opts, sample),
+     .dflt = "0", .help = "as for draft"},
+};
+const specd_option_table specd_layerskip_options = SPECD_OPTION_TABLE(layerskip_rows);
 
 static specd_status layerskip_create(const specd_policy_env *env, const char *options,
                                      void **state, specd_error *err) {
@@ -252,13 +287,12 @@ static specd_status layerskip_create(const specd_policy_env *env, const char *op
         return specd_fail(err, SPECD_E_INVALID_ARG,
                           "policy layerskip: needs the target model (run it on specd's runtime)");
     int32_t n_layer = specd_model_get_info(env->target)->n_layer;
-    int32_t layers = n_layer / 2 > 0 ? n_layer / 2 : 1, sample = 0;
-    int32_t k = env->max_draft < 4 ? env->max_draft : 4;
-    const specd_option_spec ints[] = {{"layers", &layers, 1, n_layer},
-                                      {"k", &k, 1, env->max_draft},
-                                      {"sample", &sample, 0, 1}};
-    SPECD_TRY(specd_options_parse("layerskip", options, ints, 3, NULL, 0, err));
-    return specd_drafter_create(env, env->target, NULL, layers, k, sample,
+    layerskip_opts o = {.layers = n_layer / 2 > 0 ? n_layer / 2 : 1,
+                        .k = env->max_draft < 4 ? env->max_draft : 4};
+    const specd_option_bounds bounds = {.max_draft = env->max_draft, .n_layer = n_layer};
+    SPECD_TRY(specd_options_parse_table("layerskip", &specd_layerskip_options, &bounds, options,
+                                        &o, err));
+    return specd_drafter_create(env, env->target, NULL, o.layers, o.k, o.sample,
                                 (specd_drafter **)state, err);
 }
 

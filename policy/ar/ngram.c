@@ -7,21 +7,30 @@
 #include "common/status_internal.h"
 #include "policy/options.h"
 
+#include <stddef.h>
+
 typedef struct ngram_state {
     int32_t n_max;  /* longest suffix to match */
     int32_t n_min;  /* shortest suffix worth trusting */
     int32_t k;      /* most tokens proposed */
 } ngram_state;
 
+static const specd_policy_option option_rows[] = {
+    {.key = "n", .kind = SPECD_OPTION_INT, .offset = offsetof(ngram_state, n_max), .dflt = "4",
+     .min = 1, .max = 16, .help = "longest suffix matched"},
+    {.key = "n_min", .kind = SPECD_OPTION_INT, .offset = offsetof(ngram_state, n_min),
+     .dflt = "2", .min = 1, .max = 16, .help = "shortest suffix worth trusting (at most n)"},
+    {.key = "k", .kind = SPECD_OPTION_INT, .offset = offsetof(ngram_state, k),
+     .dflt = "max_draft", .min = 1, .flags = SPECD_OPTION_MAX_IS_DRAFT | SPECD_OPTION_DEFAULT_DERIVED,
+     .help = "most tokens proposed"},
+};
+const specd_option_table specd_ngram_options = SPECD_OPTION_TABLE(option_rows);
+
 static specd_status ngram_create(const specd_policy_env *env, const char *options, void **state,
                                  specd_error *err) {
-    ngram_state cfg = {.n_max = 4, .n_min = 2, .k = env->max_draft};
-    const specd_option_spec ints[] = {
-        {"n", &cfg.n_max, 1, 16},
-        {"n_min", &cfg.n_min, 1, 16},
-        {"k", &cfg.k, 1, env->max_draft},
-    };
-    SPECD_TRY(specd_options_parse("ngram", options, ints, 3, NULL, 0, err));
+    ngram_state cfg = {.k = env->max_draft};
+    const specd_option_bounds bounds = {.max_draft = env->max_draft};
+    SPECD_TRY(specd_options_parse_table("ngram", &specd_ngram_options, &bounds, options, &cfg, err));
     if (cfg.n_min > cfg.n_max)
         return specd_fail(err, SPECD_E_INVALID_ARG, "policy ngram: n_min=%d exceeds n=%d",
                           cfg.n_min, cfg.n_max);

@@ -6,12 +6,15 @@
 
 #include <stddef.h>
 
+const specd_option_table specd_none_options = {NULL, 0};
+
 static specd_status none_create(const specd_policy_env *env, const char *options, void **state,
                                 specd_error *err) {
     (void)env;
     *state = NULL;
     /* it knows no option: any key is a typo the user must hear about */
-    return specd_options_parse("none", options, NULL, 0, NULL, 0, err);
+    char nothing;
+    return specd_options_parse_table("none", &specd_none_options, NULL, options, &nothing, err);
 }
 
 static void none_destroy(void *state) { (void)state; }

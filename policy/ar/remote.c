@@ -14,6 +14,7 @@
 #include "specd/ipc.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,15 +43,36 @@ static void went_down(remote_state *s, const specd_error *e) {
     s->was_down = 1;
 }
 
+typedef struct remote_opts {
+    char endpoint[512], policy[128], tokenizer_hash[32];
+    int32_t timeout_ms;
+} remote_opts;
+
+static const specd_policy_option option_rows[] = {
+    {.key = "endpoint", .kind = SPECD_OPTION_STRING, .offset = offsetof(remote_opts, endpoint),
+     .size = sizeof((remote_opts *)0)->endpoint,
+     .help = "where the specd-drafter daemon listens (ipc://... or tcp://...; none: the "
+             "drafter's default endpoint)"},
+    {.key = "policy", .kind = SPECD_OPTION_STRING, .offset = offsetof(remote_opts, policy),
+     .size = sizeof((remote_opts *)0)->policy, .dflt = "ngram",
+     .help = "the name of the daemon's policy to use"},
+    {.key = "timeout_ms", .kind = SPECD_OPTION_INT, .offset = offsetof(remote_opts, timeout_ms),
+     .dflt = "200", .min = 1, .max = 60000,
+     .help = "wait for an answer; past it the step decodes plainly"},
+    {.key = "tokenizer_hash", .kind = SPECD_OPTION_STRING,
+     .offset = offsetof(remote_opts, tokenizer_hash),
+     .size = sizeof((remote_opts *)0)->tokenizer_hash, .dflt = "0",
+     .flags = SPECD_OPTION_HOST_TOKENIZER_HASH,
+     .help = "must equal the daemon's (hex; specd fills it in from the model)"},
+};
+const specd_option_table specd_remote_options = SPECD_OPTION_TABLE(option_rows);
+
 static specd_status remote_create(const specd_policy_env *env, const char *options, void **out,
                                   specd_error *err) {
-    char endpoint[512] = "", policy[128] = "ngram", hash[32] = "0";
-    int32_t timeout_ms = 200;
-    const specd_option_spec ints[] = {{"timeout_ms", &timeout_ms, 1, 60000}};
-    const specd_option_str strs[] = {{"endpoint", endpoint, (int32_t)sizeof endpoint},
-                                     {"policy", policy, (int32_t)sizeof policy},
-                                     {"tokenizer_hash", hash, (int32_t)sizeof hash}};
-    SPECD_TRY(specd_options_parse("remote", options, ints, 1, strs, 3, err));
+    remote_opts o;
+    SPECD_TRY(specd_options_parse_table("remote", &specd_remote_options, NULL, options, &o, err));
+    const char *endpoint = o.endpoint, *policy = o.policy, *hash = o.tokenizer_hash;
+    const int32_t timeout_ms = o.timeout_ms;
     char *hash_end;
     errno = 0;
     unsigned long long tokenizer_hash = strtoull(hash, &hash_end, 16);
@@ -62,7 +84,7 @@ static specd_status remote_create(const specd_policy_env *env, const char *optio
     s->max_draft = env->max_draft;
     s->want_q = env->rule == SPECD_ACCEPT_REJECTION;
     s->scratch = specd_alloc_array((size_t)env->max_draft * 2 + 2, sizeof(uint32_t));
-    memcpy(s->drafter_policy, policy, sizeof policy);
+    memcpy(s->drafter_policy, policy, sizeof o.policy);
     specd_ipc_params p = specd_ipc_default_params();
     p.endpoint = endpoint[0] ? endpoint : NULL;
     p.name = "drafter";

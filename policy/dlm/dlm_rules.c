@@ -3,28 +3,24 @@
 
 #include "common/log_internal.h"
 #include "common/status_internal.h"
-#include "policy/options.h"
 #include "policy/dlm/wedlm_select.h"
 
+#include <math.h>
 #include <string.h>
 
-specd_status specd_dlm_rule_parse(const char *policy, const char *select, specd_dlm_rule_kind dflt,
-                                  const char *tau, const char *tau_low, const char *lambda,
-                                  specd_dlm_rule *out, specd_error *err) {
-    static const char *const names[] = {"entropy", "threshold", "hierarchical", "credit"};
-    int kind = select[0] ? -1 : (int)dflt;
-    for (int i = 0; i < 4 && kind < 0; i++)
-        if (!strcmp(select, names[i])) kind = i;
-    if (kind < 0)
-        return specd_fail(err, SPECD_E_INVALID_ARG,
-                          "policy %s: select=%s (want entropy, threshold, hierarchical or credit)",
-                          policy, select);
-    specd_dlm_rule r = {.kind = (specd_dlm_rule_kind)kind, .tau_low = 0.62f, .lambda = 0.1f};
+specd_status specd_dlm_rule_parse(const char *policy, specd_dlm_rule_kind kind, float tau,
+                                  float tau_low, float lambda, specd_dlm_rule *out,
+                                  specd_error *err) {
+    specd_dlm_rule r = {.kind = kind, .tau_low = 0.62f, .lambda = 0.1f};
     r.tau = kind == SPECD_DLM_ENTROPY ? 0.3f : kind == SPECD_DLM_HIER ? 0.92f : 0.8f;
-    SPECD_TRY(specd_option_float(policy, "tau", tau, 0.0f,
-                                 kind == SPECD_DLM_ENTROPY ? 100.0f : 1.0f, &r.tau, err));
-    SPECD_TRY(specd_option_float(policy, "tau_low", tau_low, 0.0f, 1.0f, &r.tau_low, err));
-    SPECD_TRY(specd_option_float(policy, "lambda", lambda, 0.0f, 100.0f, &r.lambda, err));
+    /* the table bounds tau by entropy's range; the other rules' thresholds are probabilities */
+    if (!isnan(tau) && kind != SPECD_DLM_ENTROPY && tau > 1.0f)
+        return specd_fail(err, SPECD_E_INVALID_ARG,
+                          "policy %s: option tau=%g (want a number in [0, 1] for this select)",
+                          policy, (double)tau);
+    if (!isnan(tau)) r.tau = tau;
+    if (!isnan(tau_low)) r.tau_low = tau_low;
+    if (!isnan(lambda)) r.lambda = lambda;
     *out = r;
     return SPECD_OK;
 }

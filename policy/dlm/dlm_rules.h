@@ -5,8 +5,10 @@
 #define SPECD_POLICY_DLM_RULES_H
 
 #include "policy/dlm/dlm_commit.h"
+#include "policy/options.h"
 #include "specd/status.h"
 
+#include <stddef.h>
 #include <stdint.h>
 
 typedef enum {
@@ -21,13 +23,30 @@ typedef struct specd_dlm_rule {
     float tau, tau_low, lambda;
 } specd_dlm_rule;
 
-/* select= ("" takes dflt) and the tau=, tau_low=, lambda= option texts ("" when absent) into *out,
- * with each rule's paper defaults (eq. 11: tau 0.3, lambda 0.1; dInfer App. D: 0.8, and 0.92 /
- * 0.62 for hierarchical). Bad names and out-of-range numbers are SPECD_E_INVALID_ARG naming
- * policy and key. */
-specd_status specd_dlm_rule_parse(const char *policy, const char *select, specd_dlm_rule_kind dflt,
-                                  const char *tau, const char *tau_low, const char *lambda,
-                                  specd_dlm_rule *out, specd_error *err);
+/* The rule kind (select=, an index in SPECD_DLM_SELECT_CHOICES) and the tau=, tau_low=, lambda=
+ * values (NAN when absent) into *out, with each rule's paper defaults (eq. 11: tau 0.3, lambda
+ * 0.1; dInfer App. D: 0.8, and 0.92 / 0.62 for hierarchical). A tau above 1 for a rule other than
+ * entropy is SPECD_E_INVALID_ARG naming policy and key. */
+specd_status specd_dlm_rule_parse(const char *policy, specd_dlm_rule_kind kind, float tau,
+                                  float tau_low, float lambda, specd_dlm_rule *out,
+                                  specd_error *err);
+
+/* select='s choices, in specd_dlm_rule_kind's order */
+#define SPECD_DLM_SELECT_CHOICES "entropy|threshold|hierarchical|credit"
+
+/* The rule's option rows, for a policy whose options struct T has float tau, tau_low, lambda
+ * (set to NAN before parsing). */
+#define SPECD_DLM_RULE_ROWS(T)                                                                     \
+    {.key = "tau", .kind = SPECD_OPTION_FLOAT, .offset = offsetof(T, tau),                         \
+     .dflt = "entropy 0.3; threshold and credit 0.8; hierarchical 0.92", .min = 0, .max = 100,    \
+     .flags = SPECD_OPTION_DEFAULT_DERIVED,                                                        \
+     .help = "the rule's threshold (at most 1 except for entropy)"},                              \
+    {.key = "tau_low", .kind = SPECD_OPTION_FLOAT, .offset = offsetof(T, tau_low), .dflt = "0.62", \
+     .min = 0, .max = 1, .flags = SPECD_OPTION_DEFAULT_DERIVED,                                    \
+     .help = "hierarchical's lower threshold"},                                                   \
+    {.key = "lambda", .kind = SPECD_OPTION_FLOAT, .offset = offsetof(T, lambda), .dflt = "0.1",   \
+     .min = 0, .max = 100, .flags = SPECD_OPTION_DEFAULT_DERIVED,                                  \
+     .help = "eq. 11's distance penalty"}
 
 /* fill[i] = 1 for the masked (elig) slots the rule picks; *n_fill counts them. Every rule picks at
  * least one so that a decoder with no exact row never stalls; with force 0 a pick that passed no

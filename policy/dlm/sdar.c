@@ -120,6 +120,8 @@
 #include "policy/dlm/wedlm_select.h"
 #include "specd/runtime.h"
 
+#include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -205,22 +207,50 @@ static specd_status load_adapter(sdar_state *s, const specd_policy_env *env, con
     return SPECD_OK;
 }
 
+typedef struct sdar_opts {
+    int32_t block, mask, spec, mode, select, pack;
+    char adapter[4096];
+    float tau, tau_low, lambda;
+} sdar_opts;
+
+enum { SDAR_SELECT_STATIC = 4 }; /* after dlm_rules' choices */
+#define SDAR_FIELD(f) .offset = offsetof(sdar_opts, f)
+static const specd_policy_option option_rows[] = {
+    {.key = "adapter", .kind = SPECD_OPTION_PATH, SDAR_FIELD(adapter),
+     .size = sizeof((sdar_opts *)0)->adapter,
+     .help = "PEFT LoRA on every block row (tools/train/train_sdar.py)"},
+    {.key = "block", .kind = SPECD_OPTION_INT, SDAR_FIELD(block),
+     .dflt = "the adapter's specd_block, else 4", .min = 1, .max = SPECD_SDAR_MAX_B,
+     .flags = SPECD_OPTION_DEFAULT_DERIVED,
+     .help = "block size B; a step runs up to 2B + 1 rows"},
+    {.key = "mode", .kind = SPECD_OPTION_ENUM, SDAR_FIELD(mode), .dflt = "lossless",
+     .choices = "lossless|block",
+     .help = "block: the finished block committed unverified (LOSSY)"},
+    {.key = "select", .kind = SPECD_OPTION_ENUM, SDAR_FIELD(select), .dflt = "threshold",
+     .choices = SPECD_DLM_SELECT_CHOICES "|static",
+     .help = "the fill rule; static: one reveal per forward, the most confident mask"},
+    SPECD_DLM_RULE_ROWS(sdar_opts),
+    {.key = "spec", .kind = SPECD_OPTION_INT, SDAR_FIELD(spec), .dflt = "0", .min = 0,
+     .max = SPECD_SDAR_MAX_B - 1,
+     .help = "K > 0: MRP's spec mode with select=static,mode=block: K drafts verified in one "
+             "forward over K + 1 packed copies of the block, token-identical to static decoding"},
+    {.key = "pack", .kind = SPECD_OPTION_ENUM, SDAR_FIELD(pack), .dflt = "aligned",
+     .choices = "aligned|dense",
+     .help = "spec's copies 32 rows apart (bitwise static); dense: (K + 1)B + 1 rows, not bitwise"},
+    {.key = "mask", .kind = SPECD_OPTION_INT, SDAR_FIELD(mask),
+     .dflt = "the GGUF's mask token, else 0", .min = 0, .max = INT32_MAX,
+     .flags = SPECD_OPTION_DEFAULT_DERIVED, .help = "mask token id"},
+};
+const specd_option_table specd_sdar_options = SPECD_OPTION_TABLE(option_rows);
+
 static specd_status sdar_create(const specd_policy_env *env, const char *options, void **state,
                                 specd_error *err) {
-    int32_t b = 0, mask = -1, spec = 0; /* block 0: as the adapter's config says, else 4 */
-    char mode[16] = "lossless", select[16] = "threshold", pack[16] = "aligned", adapter[4096] = "";
-    char tau_s[32] = "", tau_low_s[32] = "", lambda_s[32] = "";
-    const specd_option_spec ints[] = {{"block", &b, 1, SPECD_SDAR_MAX_B},
-                                      {"mask", &mask, 0, INT32_MAX},
-                                      {"spec", &spec, 0, SPECD_SDAR_MAX_B - 1}};
-    const specd_option_str strs[] = {{"mode", mode, (int32_t)sizeof mode},
-                                     {"select", select, (int32_t)sizeof select},
-                                     {"adapter", adapter, (int32_t)sizeof adapter},
-                                     {"tau", tau_s, (int32_t)sizeof tau_s},
-                                     {"tau_low", tau_low_s, (int32_t)sizeof tau_low_s},
-                                     {"lambda", lambda_s, (int32_t)sizeof lambda_s},
-                                     {"pack", pack, (int32_t)sizeof pack}};
-    SPECD_TRY(specd_options_parse("sdar", options, ints, 3, strs, 7, err));
+    /* block 0: as the adapter's config says, else 4 */
+    sdar_opts o = {.mask = -1, .tau = NAN, .tau_low = NAN, .lambda = NAN};
+    SPECD_TRY(specd_options_parse_table("sdar", &specd_sdar_options, NULL, options, &o, err));
+    int32_t b = o.block;
+    const int32_t mask = o.mask, spec = o.spec;
+    const char *adapter = o.adapter;
     if (adapter[0]) {
         specd_lora_info info;
         specd_status ist = specd_lora_read_info(adapter, &info, err);
@@ -238,20 +268,12 @@ static specd_status sdar_create(const specd_policy_env *env, const char *options
                       adapter, info.objective);
     }
     if (b == 0) b = 4;
-    int lossless;
-    if (!strcmp(mode, "lossless"))
-        lossless = 1;
-    else if (!strcmp(mode, "block"))
-        lossless = 0;
-    else
-        return specd_fail(err, SPECD_E_INVALID_ARG,
-                          "policy sdar: mode=%s (want lossless, or block: unverified, lossy)",
-                          mode);
+    const int lossless = o.mode == 0;
     /* static is sdar's own (dlm_rules' set is wedlm's too); its tau etc. are still checked */
-    const int statik = !strcmp(select, "static");
+    const int statik = o.select == SDAR_SELECT_STATIC;
     specd_dlm_rule rule;
-    SPECD_TRY(specd_dlm_rule_parse("sdar", statik ? "" : select, SPECD_DLM_THRESHOLD, tau_s,
-                                   tau_low_s, lambda_s, &rule, err));
+    SPECD_TRY(specd_dlm_rule_parse("sdar", statik ? SPECD_DLM_THRESHOLD : (specd_dlm_rule_kind)o.select,
+                                   o.tau, o.tau_low, o.lambda, &rule, err));
     if (spec > 0 && (!statik || lossless))
         return specd_fail(err, SPECD_E_INVALID_ARG,
                           "policy sdar: spec=%d verifies drafts against static decoding: it needs "
@@ -268,16 +290,7 @@ static specd_status sdar_create(const specd_policy_env *env, const char *options
                           "policy sdar: block=%d needs %d rows per step (pending, the block, the "
                           "next block's masks), more than the step's %d (raise --draft-max)",
                           b, 2 * b + 1, most);
-    int aligned;
-    if (!strcmp(pack, "aligned"))
-        aligned = 1;
-    else if (!strcmp(pack, "dense"))
-        aligned = 0;
-    else
-        return specd_fail(err, SPECD_E_INVALID_ARG,
-                          "policy sdar: pack=%s (want aligned, or dense: copies not bitwise the "
-                          "lone steps)",
-                          pack);
+    int aligned = o.pack == 0;
     /* a verify drafts at most the masked slots but one, and slot 0 is never drafted: K' <= B - 2 */
     const int32_t k_eff = spec < b - 2 ? spec : b - 2;
     /* pack only shapes static decoding's steps (the other rules keep theirs) */
@@ -733,5 +746,5 @@ const specd_policy_ops specd_policy_sdar = {
     .layout = sdar_layout,
     .verify = sdar_verify,
     .rollback = sdar_rollback,
-    .flags = SPECD_POLICY_MAY_EMIT_NONE,
+    .flags = SPECD_POLICY_MAY_EMIT_NONE | SPECD_POLICY_FIGURE_P_CACHE,
 };

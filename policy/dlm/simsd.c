@@ -52,6 +52,7 @@
 #include "policy/dlm/simsd_layout.h"
 #include "specd/runtime.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,28 +97,44 @@ typedef struct simsd_state {
 /* The options, parsed once for shared_create and once per sequence. */
 typedef struct simsd_opts {
     int32_t b, gamma, rope, layers, mask, threads;
-    char adapter[4096], dadapter[4096], drafter[16];
+    int32_t self_drafter; /* drafter=: 0 layers, 1 self */
+    char adapter[4096], dadapter[4096];
 } simsd_opts;
+
+#define SIMSD_FIELD(f) .offset = offsetof(simsd_opts, f)
+static const specd_policy_option option_rows[] = {
+    {.key = "adapter", .kind = SPECD_OPTION_PATH, SIMSD_FIELD(adapter),
+     .size = sizeof((simsd_opts *)0)->adapter, .help = "the target's sdar adapter"},
+    {.key = "block", .kind = SPECD_OPTION_INT, SIMSD_FIELD(b),
+     .dflt = "the adapter's specd_block, else 4", .min = 1, .max = SPECD_SIMSD_MAX_B,
+     .flags = SPECD_OPTION_DEFAULT_DERIVED,
+     .help = "B; a step runs up to 3B + 1 rows (raise --draft-max to at least 3B/2)"},
+    {.key = "gamma", .kind = SPECD_OPTION_INT, SIMSD_FIELD(gamma), .dflt = "B", .min = 0,
+     .max = SPECD_SIMSD_MAX_B, .flags = SPECD_OPTION_DEFAULT_DERIVED,
+     .help = "drafts per verification while that many slots are masked (at most B); 0: the "
+             "target alone"},
+    {.key = "drafter", .kind = SPECD_OPTION_ENUM, SIMSD_FIELD(self_drafter), .dflt = "layers",
+     .choices = "layers|self",
+     .help = "layers: the target's first drafter_layers blocks; self: the block model itself"},
+    {.key = "drafter_layers", .kind = SPECD_OPTION_INT, SIMSD_FIELD(layers), .dflt = "8",
+     .min = 1, .max = 1024, .help = "depth of the cut drafter"},
+    {.key = "drafter_adapter", .kind = SPECD_OPTION_PATH, SIMSD_FIELD(dadapter),
+     .size = sizeof((simsd_opts *)0)->dadapter,
+     .help = "the drafter's LoRA (none: the target's adapter)"},
+    {.key = "rope_copy", .kind = SPECD_OPTION_BOOL, SIMSD_FIELD(rope), .dflt = "1",
+     .help = "0: the paper's ablation without the RoPE copy"},
+    {.key = "threads", .kind = SPECD_OPTION_INT, SIMSD_FIELD(threads), .dflt = "0", .min = 0,
+     .max = 1024, .help = "the drafter's workers (0: every online core); set it to the target's -t"},
+    {.key = "mask", .kind = SPECD_OPTION_INT, SIMSD_FIELD(mask),
+     .dflt = "the GGUF's mask token, else 0", .min = 0, .max = INT32_MAX,
+     .flags = SPECD_OPTION_DEFAULT_DERIVED, .help = "mask token id"},
+};
+const specd_option_table specd_simsd_options = SPECD_OPTION_TABLE(option_rows);
 
 static specd_status parse_opts(const specd_policy_env *env, const char *options, simsd_opts *o,
                                specd_error *err) {
-    *o = (simsd_opts){.gamma = -1, .rope = 1, .layers = 8, .mask = -1};
-    snprintf(o->drafter, sizeof o->drafter, "layers");
-    const specd_option_spec ints[] = {{"block", &o->b, 1, SPECD_SIMSD_MAX_B},
-                                      {"gamma", &o->gamma, 0, SPECD_SIMSD_MAX_B},
-                                      {"rope_copy", &o->rope, 0, 1},
-                                      {"drafter_layers", &o->layers, 1, 1024},
-                                      {"mask", &o->mask, 0, INT32_MAX},
-                                      {"threads", &o->threads, 0, 1024}};
-    const specd_option_str strs[] = {{"adapter", o->adapter, (int32_t)sizeof o->adapter},
-                                     {"drafter", o->drafter, (int32_t)sizeof o->drafter},
-                                     {"drafter_adapter", o->dadapter, (int32_t)sizeof o->dadapter}};
-    SPECD_TRY(specd_options_parse("simsd", options, ints, 6, strs, 3, err));
-    if (strcmp(o->drafter, "layers") && strcmp(o->drafter, "self"))
-        return specd_fail(err, SPECD_E_INVALID_ARG,
-                          "policy simsd: drafter=%s (want layers: the target's first "
-                          "drafter_layers blocks, or self: the block model itself)",
-                          o->drafter);
+    *o = (simsd_opts){.gamma = -1, .mask = -1};
+    SPECD_TRY(specd_options_parse_table("simsd", &specd_simsd_options, NULL, options, o, err));
     if (o->adapter[0] && o->b == 0) {
         specd_lora_info info;
         if (specd_lora_read_info(o->adapter, &info, NULL) == SPECD_OK &&
@@ -234,7 +251,7 @@ static specd_status make_drafter(simsd_state *s, const specd_policy_env *env, co
                           "policy simsd: the adapter's mask vector has %d floats, the model has "
                           "n_embd %d",
                           s->n_embd, n_embd);
-    const int self = !strcmp(o->drafter, "self");
+    const int self = o->self_drafter == 1;
     return specd_simsd_drafter_create(env, sh->model, self ? 0 : o->layers, sh->lora, s->b,
                                       s->mask_id, o->threads, &s->drafter, err);
 }

@@ -54,6 +54,7 @@
 #include "specd/runtime.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -149,25 +150,53 @@ static specd_status smooth_setup(wedlm_state *s, const specd_policy_env *env, fl
     return SPECD_OK;
 }
 
+typedef struct wedlm_opts {
+    int32_t w, mask, shift, early_eos, eos, mode, select;
+    char adapter[4096];
+    float tau, tau_low, lambda, smooth;
+} wedlm_opts;
+
+#define WEDLM_FIELD(f) .offset = offsetof(wedlm_opts, f)
+static const specd_policy_option option_rows[] = {
+    {.key = "adapter", .kind = SPECD_OPTION_PATH, WEDLM_FIELD(adapter),
+     .size = sizeof((wedlm_opts *)0)->adapter,
+     .help = "PEFT LoRA on the mask rows (a WeDLM export, or an R-ISD one as a stand-in)"},
+    {.key = "shift", .kind = SPECD_OPTION_INT, WEDLM_FIELD(shift),
+     .dflt = "the adapter's specd_shift, else 1", .min = 0, .max = 1,
+     .flags = SPECD_OPTION_DEFAULT_DERIVED,
+     .help = "0: a mask slot reads its own row (WeDLM adapters); 1: the row before it (R-ISD "
+             "adapters)"},
+    {.key = "mode", .kind = SPECD_OPTION_ENUM, WEDLM_FIELD(mode), .dflt = "lossless",
+     .choices = "lossless|stream|block", /* MODE_* order */
+     .help = "stream: the paper's unverified commit (LOSSY); block: block-wise baseline, a block "
+             "of W emitted whole once filled (LOSSY)"},
+    {.key = "w", .kind = SPECD_OPTION_INT, WEDLM_FIELD(w), .dflt = "6", .min = 1,
+     .max = SPECD_WEDLM_MAX_W, .help = "window W (slots)"},
+    {.key = "select", .kind = SPECD_OPTION_ENUM, WEDLM_FIELD(select), .dflt = "entropy",
+     .choices = SPECD_DLM_SELECT_CHOICES,
+     .help = "the fill rule: entropy (eq. 11), or one of dInfer's"},
+    SPECD_DLM_RULE_ROWS(wedlm_opts),
+    {.key = "smooth", .kind = SPECD_OPTION_FLOAT, WEDLM_FIELD(smooth), .dflt = "0", .min = 0,
+     .max = 1, .help = "iteration smoothing's alpha cap (e.g. 0.3); 0: off"},
+    {.key = "early_eos", .kind = SPECD_OPTION_BOOL, WEDLM_FIELD(early_eos), .dflt = "0",
+     .help = "mode=block: once an EOS and every slot before it are decided, the block commits"},
+    {.key = "eos", .kind = SPECD_OPTION_INT, WEDLM_FIELD(eos), .dflt = "the model's EOS",
+     .min = 0, .max = INT32_MAX, .flags = SPECD_OPTION_DEFAULT_DERIVED,
+     .help = "the stop token early_eos looks for"},
+    {.key = "mask", .kind = SPECD_OPTION_INT, WEDLM_FIELD(mask),
+     .dflt = "the GGUF's mask token, else 0", .min = 0, .max = INT32_MAX,
+     .flags = SPECD_OPTION_DEFAULT_DERIVED, .help = "mask token id"},
+};
+const specd_option_table specd_wedlm_options = SPECD_OPTION_TABLE(option_rows);
+
 static specd_status wedlm_create(const specd_policy_env *env, const char *options, void **state,
                                  specd_error *err) {
-    int32_t w = 6, mask = -1, shift = -1; /* -1: as the adapter's config says, else 1 */
-    int32_t early_eos = 0, eos = -1;
-    char mode[16] = "lossless", select[16] = "entropy", adapter[4096] = "";
-    char tau_s[32] = "", tau_low_s[32] = "", lambda_s[32] = "", smooth_s[32] = "";
-    const specd_option_spec ints[] = {{"w", &w, 1, SPECD_WEDLM_MAX_W},
-                                      {"mask", &mask, 0, INT32_MAX},
-                                      {"shift", &shift, 0, 1},
-                                      {"early_eos", &early_eos, 0, 1},
-                                      {"eos", &eos, 0, INT32_MAX}};
-    const specd_option_str strs[] = {{"mode", mode, (int32_t)sizeof mode},
-                                     {"select", select, (int32_t)sizeof select},
-                                     {"adapter", adapter, (int32_t)sizeof adapter},
-                                     {"tau", tau_s, (int32_t)sizeof tau_s},
-                                     {"tau_low", tau_low_s, (int32_t)sizeof tau_low_s},
-                                     {"lambda", lambda_s, (int32_t)sizeof lambda_s},
-                                     {"smooth", smooth_s, (int32_t)sizeof smooth_s}};
-    SPECD_TRY(specd_options_parse("wedlm", options, ints, 5, strs, 7, err));
+    /* -1: as the adapter's config says, else 1 */
+    wedlm_opts o = {.mask = -1, .shift = -1, .eos = -1, .tau = NAN, .tau_low = NAN, .lambda = NAN};
+    SPECD_TRY(specd_options_parse_table("wedlm", &specd_wedlm_options, NULL, options, &o, err));
+    const int32_t w = o.w, mask = o.mask, early_eos = o.early_eos, eos = o.eos;
+    int32_t shift = o.shift;
+    const char *adapter = o.adapter;
     if (adapter[0]) {
         /* run the adapter as it was trained: a WeDLM export records shift 0, an R-ISD one none */
         specd_lora_info info;
@@ -184,21 +213,11 @@ static specd_status wedlm_create(const specd_policy_env *env, const char *option
         if (shift < 0) shift = info.shift >= 0 ? info.shift : 1;
     }
     if (shift < 0) shift = 1;
-    int mode_id;
-    if (!strcmp(mode, "lossless"))
-        mode_id = MODE_LOSSLESS;
-    else if (!strcmp(mode, "stream"))
-        mode_id = MODE_STREAM;
-    else if (!strcmp(mode, "block"))
-        mode_id = MODE_BLOCK;
-    else
-        return specd_fail(err, SPECD_E_INVALID_ARG,
-                          "policy wedlm: mode=%s (want lossless, stream or block)", mode);
+    const int mode_id = o.mode;
     specd_dlm_rule rule;
-    SPECD_TRY(specd_dlm_rule_parse("wedlm", select, SPECD_DLM_ENTROPY, tau_s, tau_low_s, lambda_s,
-                                   &rule, err));
-    float smooth = 0.0f;
-    SPECD_TRY(specd_option_float("wedlm", "smooth", smooth_s, 0.0f, 1.0f, &smooth, err));
+    SPECD_TRY(specd_dlm_rule_parse("wedlm", (specd_dlm_rule_kind)o.select, o.tau, o.tau_low,
+                                   o.lambda, &rule, err));
+    const float smooth = o.smooth;
     if (smooth > 0.0f && !env->target)
         return specd_fail(err, SPECD_E_INVALID_ARG,
                           "policy wedlm: smooth needs the target's "
@@ -596,5 +615,5 @@ const specd_policy_ops specd_policy_wedlm = {
     .verify = wedlm_verify,
     .rollback = wedlm_rollback,
     /* mode=block's steps before a block is whole emit nothing (lossless and stream always emit) */
-    .flags = SPECD_POLICY_MAY_EMIT_NONE,
+    .flags = SPECD_POLICY_MAY_EMIT_NONE | SPECD_POLICY_FIGURE_P_CACHE,
 };

@@ -28,6 +28,7 @@
 #include "specd/isd.h"
 #include "specd/runtime.h"
 
+#include <stddef.h>
 #include <string.h>
 
 typedef struct isd_state {
@@ -103,24 +104,42 @@ static void isd_destroy(void *state) {
     specd_free(s);
 }
 
+typedef struct isd_opts {
+    int32_t n, mask, propose;
+    char adapter[4096];
+} isd_opts;
+
+/* isd's and risd's rows: the same keys; risd's adapter defaults to the default model's */
+#define ISD_ROWS(adapter_artifact, adapter_env)                                                    \
+    {.key = "n", .kind = SPECD_OPTION_INT, .offset = offsetof(isd_opts, n), .dflt = "3",          \
+     .min = 2, .max = SPECD_MAX_DRAFT + 1,                                                         \
+     .help = "stride N: N - 1 proposals, 2N - 1 rows per step"},                                  \
+    {.key = "mask", .kind = SPECD_OPTION_INT, .offset = offsetof(isd_opts, mask),                 \
+     .dflt = "the GGUF's mask token, else 0", .min = 0, .max = INT32_MAX,                          \
+     .flags = SPECD_OPTION_DEFAULT_DERIVED, .help = "token id of the mask rows"},                 \
+    {.key = "propose", .kind = SPECD_OPTION_ENUM, .offset = offsetof(isd_opts, propose),          \
+     .dflt = "argmax", .choices = "argmax|sample",                                                 \
+     .help = "sample: draw proposals from the mask rows' distribution"},                          \
+    {.key = "adapter", .kind = SPECD_OPTION_PATH, .offset = offsetof(isd_opts, adapter),          \
+     .size = sizeof((isd_opts *)0)->adapter, .artifact = adapter_artifact,                        \
+     .artifact_env = adapter_env,                                                                  \
+     .help = "PEFT LoRA directory (isd: on every row; risd: on the mask rows); a trained "         \
+             "mask_embedding in it is fed on the mask rows"}
+static const specd_policy_option isd_rows[] = {ISD_ROWS(NULL, NULL)};
+static const specd_policy_option risd_rows[] = {
+    ISD_ROWS("adapters/smollm2-135m-risd", "SPECD_RISD_ADAPTER")};
+const specd_option_table specd_isd_options = SPECD_OPTION_TABLE(isd_rows);
+const specd_option_table specd_risd_options = SPECD_OPTION_TABLE(risd_rows);
+
 static specd_status isd_create_common(const specd_policy_env *env, const char *options,
                                       void **state, int residual, specd_error *err) {
     const char *name = residual ? "risd" : "isd";
-    int32_t stride = 3, mask = -1;
-    char propose[16] = "argmax", adapter[4096] = "";
-    const specd_option_spec ints[] = {{"n", &stride, 2, SPECD_MAX_DRAFT + 1},
-                                      {"mask", &mask, 0, INT32_MAX}};
-    const specd_option_str strs[] = {{"propose", propose, (int32_t)sizeof propose},
-                                     {"adapter", adapter, (int32_t)sizeof adapter}};
-    SPECD_TRY(specd_options_parse(name, options, ints, 2, strs, 2, err));
-    int sample;
-    if (!strcmp(propose, "argmax"))
-        sample = 0;
-    else if (!strcmp(propose, "sample"))
-        sample = 1;
-    else
-        return specd_fail(err, SPECD_E_INVALID_ARG,
-                          "policy %s: propose=%s (want argmax or sample)", name, propose);
+    isd_opts o = {.mask = -1};
+    SPECD_TRY(specd_options_parse_table(name, residual ? &specd_risd_options : &specd_isd_options,
+                                        NULL, options, &o, err));
+    const int32_t stride = o.n, mask = o.mask;
+    const int sample = o.propose == 1;
+    const char *adapter = o.adapter;
     /* hosts size a step's logits for specd_spec_max_step_rows (env.max_step_rows; 0 from a
      * caller that predates it: 2 * max_draft + 1) */
     int32_t most = env->max_step_rows > 0 ? env->max_step_rows : 2 * env->max_draft + 1;
@@ -227,15 +246,12 @@ static specd_status isd_create_common(const specd_policy_env *env, const char *o
  * adapter from the layout's lora_path and only the mask embedding is read here. */
 static specd_status shared_create_common(const specd_policy_env *env, const char *options,
                                         void **shared, const char *name, specd_error *err) {
-    char adapter[4096] = "", ignored[16];
-    int32_t n, mask;
-    const specd_option_spec ints[] = {{"n", &n, 2, SPECD_MAX_DRAFT + 1},
-                                      {"mask", &mask, 0, INT32_MAX}};
-    const specd_option_str strs[] = {{"propose", ignored, (int32_t)sizeof ignored},
-                                     {"adapter", adapter, (int32_t)sizeof adapter}};
+    isd_opts o = {.mask = -1};
     *shared = NULL;
     /* bad options are reported by create, with the policy's own name */
-    if (specd_options_parse("isd", options, ints, 2, strs, 2, NULL) != SPECD_OK) return SPECD_OK;
+    if (specd_options_parse_table(name, &specd_isd_options, NULL, options, &o, NULL) != SPECD_OK)
+        return SPECD_OK;
+    const char *adapter = o.adapter;
     if (!adapter[0]) return SPECD_OK;
     isd_shared *sh = specd_alloc_array(1, sizeof *sh);
     if (!sh) return specd_fail(err, SPECD_E_NOMEM, "policy %s: out of memory", name);
@@ -389,6 +405,7 @@ const specd_policy_ops specd_policy_isd = {
     .layout = isd_layout,
     .verify = isd_verify,
     .rollback = isd_rollback,
+    .flags = SPECD_POLICY_FIGURE_STRIDED_TPF,
 };
 
 const specd_policy_ops specd_policy_risd = {
@@ -402,4 +419,5 @@ const specd_policy_ops specd_policy_risd = {
     .layout = isd_layout,
     .verify = isd_verify,
     .rollback = isd_rollback,
+    .flags = SPECD_POLICY_FIGURE_STRIDED_TPF,
 };

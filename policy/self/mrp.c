@@ -59,6 +59,7 @@
 #include "specd/runtime.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -140,54 +141,58 @@ static void mrp_destroy(void *state) {
 
 typedef struct mrp_options {
     char head[4096];
-    char mode[16];
-    char from[16];
-    char tau[32];
-    char min_conf[32];
+    int32_t mode; /* MODE_*: the choices below are in that order */
+    int32_t from; /* 0 head, 1 target */
+    float tau, min_conf;
     int32_t k, m, threads, ctx, vocab, catch_up;
 } mrp_options;
+
+#define MRP_FIELD(f) .offset = offsetof(mrp_options, f)
+static const specd_policy_option option_rows[] = {
+    {.key = "head", .kind = SPECD_OPTION_PATH, MRP_FIELD(head),
+     .size = sizeof((mrp_options *)0)->head, .flags = SPECD_OPTION_REQUIRED,
+     .artifact = "mrp/smollm2-135m-mrp.gguf", .artifact_env = "SPECD_MRP_HEAD",
+     .help = "MRP head GGUF trained over the target"},
+    {.key = "k", .kind = SPECD_OPTION_INT, MRP_FIELD(k), .dflt = "the head's mrp.n_draft, else 3",
+     .min = 1, .flags = SPECD_OPTION_MAX_IS_DRAFT | SPECD_OPTION_DEFAULT_DERIVED,
+     .help = "drafts per step"},
+    {.key = "mode", .kind = SPECD_OPTION_ENUM, MRP_FIELD(mode), .dflt = "spec",
+     .choices = "spec|direct|remask",
+     .help = "spec: verified; direct: drafts emitted unchecked (LOSSY); remask: drafts emitted "
+             "unchecked while the head's confidence is >= tau, the rest redrafted (LOSSY)"},
+    {.key = "tau", .kind = SPECD_OPTION_FLOAT, MRP_FIELD(tau), .dflt = "0.5", .min = 0,
+     .max = 1e9, .help = "remask's confidence threshold (above 1 reveals nothing)"},
+    {.key = "min_conf", .kind = SPECD_OPTION_FLOAT, MRP_FIELD(min_conf), .dflt = "0.5", .min = 0,
+     .max = 1,
+     .help = "spec: stop drafting at the first draft whose head probability is below it (fewer "
+             "verify rows, same output); 0: always k"},
+    {.key = "vocab", .kind = SPECD_OPTION_INT, MRP_FIELD(vocab), .dflt = "8192", .min = 0,
+     .max = 1 << 24, .flags = SPECD_OPTION_DEFAULT_DERIVED,
+     .help = "draft over the first N ids of the head's mrp.draft_vocab (most frequent first; all "
+             "of a shorter list); 0: the whole vocabulary"},
+    {.key = "cand", .kind = SPECD_OPTION_INT, MRP_FIELD(m), .dflt = "64", .min = 0, .max = 4096,
+     .help = "tokens the later residuals are computed over; 0: all"},
+    {.key = "cand_from", .kind = SPECD_OPTION_ENUM, MRP_FIELD(from), .dflt = "head",
+     .choices = "head|target",
+     .help = "target: take the candidates from the target's row instead of z_1 (cheaper)"},
+    {.key = "threads", .kind = SPECD_OPTION_INT, MRP_FIELD(threads), .dflt = "1", .min = 0,
+     .max = 256, .help = "the head context's threads; 0: online cores"},
+    {.key = "ctx", .kind = SPECD_OPTION_INT, MRP_FIELD(ctx), .dflt = "4096", .min = 16,
+     .max = 1 << 20, .help = "the head's KV size"},
+    {.key = "catch_up", .kind = SPECD_OPTION_INT, MRP_FIELD(catch_up), .dflt = "512", .min = 1,
+     .max = 1 << 16,
+     .help = "rows outside the head's steps (the prompt's, the guard's plain steps') kept for it; "
+             "after a longer pause it starts again from the newest N"},
+};
+const specd_option_table specd_mrp_options = SPECD_OPTION_TABLE(option_rows);
 
 static specd_status parse_options(const specd_policy_env *env, const char *options,
                                   mrp_options *o, specd_error *err) {
     memset(o, 0, sizeof *o);
-    strcpy(o->mode, "spec");
-    strcpy(o->from, "head");
     o->k = 0; /* 0: the head's mrp.n_draft, else 3 */
-    o->m = 64;
-    o->threads = 1;
-    o->ctx = 4096;
     o->vocab = MRP_VOCAB_AUTO;
-    o->catch_up = 512;
-    strcpy(o->tau, "0.5");
-    strcpy(o->min_conf, "0.5");
-    const specd_option_spec ints[] = {{"k", &o->k, 1, env->max_draft},
-                                      {"cand", &o->m, 0, 4096},
-                                      {"threads", &o->threads, 0, 256},
-                                      {"ctx", &o->ctx, 16, 1 << 20},
-                                      {"vocab", &o->vocab, 0, 1 << 24},
-                                      {"catch_up", &o->catch_up, 1, 1 << 16}};
-    const specd_option_str strs[] = {{"head", o->head, (int32_t)sizeof o->head},
-                                     {"mode", o->mode, (int32_t)sizeof o->mode},
-                                     {"cand_from", o->from, (int32_t)sizeof o->from},
-                                     {"tau", o->tau, (int32_t)sizeof o->tau},
-                                     {"min_conf", o->min_conf, (int32_t)sizeof o->min_conf}};
-    SPECD_TRY(specd_options_parse("mrp", options, ints, 6, strs, 5, err));
-    char *end;
-    double tau = strtod(o->tau, &end);
-    if (end == o->tau || *end || !(tau >= 0.0 && tau <= 1e9))
-        return specd_fail(err, SPECD_E_INVALID_ARG,
-                          "policy mrp: tau=%s (want a number >= 0; above 1 reveals nothing)",
-                          o->tau);
-    double min_conf = strtod(o->min_conf, &end);
-    if (end == o->min_conf || *end || !(min_conf >= 0.0 && min_conf <= 1.0))
-        return specd_fail(err, SPECD_E_INVALID_ARG,
-                          "policy mrp: min_conf=%s (want a number in [0, 1])", o->min_conf);
-    if (strcmp(o->from, "head") && strcmp(o->from, "target"))
-        return specd_fail(err, SPECD_E_INVALID_ARG,
-                          "policy mrp: cand_from=%s (want head or target)", o->from);
-    if (strcmp(o->mode, "spec") && strcmp(o->mode, "direct") && strcmp(o->mode, "remask"))
-        return specd_fail(err, SPECD_E_INVALID_ARG,
-                          "policy mrp: mode=%s (want spec, direct or remask)", o->mode);
+    const specd_option_bounds bounds = {.max_draft = env->max_draft};
+    SPECD_TRY(specd_options_parse_table("mrp", &specd_mrp_options, &bounds, options, o, err));
     if (!o->head[0])
         return specd_fail(err, SPECD_E_INVALID_ARG,
                           "policy mrp: needs head=PATH, an MRP head GGUF trained over the target");
@@ -273,13 +278,10 @@ static specd_status mrp_create(const specd_policy_env *env, const char *options,
     s->m = o.m > 0 ? o.m : env->n_vocab;
     s->n_vocab = env->n_vocab;
     s->n_embd = s->head->n_embd;
-    s->mode = !strcmp(o.mode, "direct") ? MODE_DIRECT
-              : !strcmp(o.mode, "remask") ? MODE_REMASK : MODE_SPEC;
-    s->stop_below = s->mode == MODE_REMASK ? (float)strtod(o.tau, NULL)
-                    : s->mode == MODE_SPEC   ? (float)strtod(o.min_conf, NULL)
-                                             : 0.0f;
+    s->mode = o.mode;
+    s->stop_below = s->mode == MODE_REMASK ? o.tau : s->mode == MODE_SPEC ? o.min_conf : 0.0f;
     s->full_all = o.m == 0;
-    s->full_c1 = !strcmp(o.from, "head") || s->full_all;
+    s->full_c1 = o.from == 0 || s->full_all;
     /* the draft vocabulary serves C_1 (cand_from=head); cand=0 keeps the whole vocabulary */
     if (s->head->dv.n > 0 && s->full_c1 && !s->full_all) {
         s->dv = &s->head->dv;

@@ -14,6 +14,12 @@ grep -q 'decode .* tok/s' /tmp/specd_gen_err.$$
 "$specd" generate -p "Count from 1 to 10." -n 16 --policy wedlm --temp 0 2> /tmp/specd_gen_err.$$ > /dev/null
 grep -q 'output identical to plain decoding: yes' /tmp/specd_gen_err.$$
 grep -q '^p_cache (WeDLM eq. 4) [01]\.[0-9]* (.*), TPF' /tmp/specd_gen_err.$$
+# a policy flagged SPECD_POLICY_FIGURE_STRIDED_TPF (isd) gets paper 000's expected TPF; ngram not
+"$specd" generate -p "Count from 1 to 10." -n 8 --policy isd --temp 0 2> /tmp/specd_gen_err.$$ > /dev/null
+grep -q 'output identical to plain decoding: yes' /tmp/specd_gen_err.$$
+grep -q '^paper 000 App. B eq. 5 .*: TPF [0-9]' /tmp/specd_gen_err.$$
+"$specd" generate -p "Count from 1 to 10." -n 8 --policy ngram 2> /tmp/specd_gen_err.$$ > /dev/null
+if grep -q 'App. B eq. 5\|p_cache' /tmp/specd_gen_err.$$; then echo "ngram reports isd/wedlm figures"; exit 1; fi
 rm -f /tmp/specd_gen_err.$$
 if "$specd" generate -n 4 2>/dev/null; then echo "missing -p accepted"; exit 1; fi
 # every policy refuses an option it does not know, naming it ("none" knows none), before running

@@ -195,7 +195,7 @@ const char *cli_default_artifact(const char *rel, const char *env_var, char *buf
         snprintf(buf, cap, "%s/../share/specd/%s", dirname(exe), rel);
         if (usable_artifact(buf)) return buf;
     }
-    snprintf(buf, cap, "%s/models/%s", SPECD_SOURCE_DIR, rel);
+    snprintf(buf, cap, "%s/artifacts/%s", SPECD_SOURCE_DIR, rel);
     return usable_artifact(buf) ? buf : NULL;
 }
 

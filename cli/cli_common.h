@@ -45,7 +45,7 @@ const char *cli_default_model(char *buf, size_t cap);
 
 /* An artifact the default model ships (a policy option row's artifact, "adapters/NAME" or
  * "mrp/NAME"): $env_var when set, else the installed copy (<prefix>/share/specd/<rel>), else the
- * source tree's (models/<rel>). NULL when that one is not usable (a directory without an
+ * source tree's (artifacts/<rel>). NULL when that one is not usable (a directory without an
  * adapter_config.json, or an unreadable file). */
 const char *cli_default_artifact(const char *rel, const char *env_var, char *buf, size_t cap);
 

@@ -15,7 +15,7 @@ Every point runs greedy (--temp 0, so agreement with plain decoding is defined),
 guard off (its plain steps would cut block-wise blocks short and are not the decoder's), on
 --threads threads (default 1). Python 3 standard library only.
 
-  bench/dlm/pareto.py --adapter models/adapters/smollm2-135m-wedlm --shift 0 \\
+  bench/dlm/pareto.py --adapter artifacts/adapters/smollm2-135m-wedlm --shift 0 \\
       --tasks bench/tasks/tasks.jsonl --out bench/dlm/out
 """
 
@@ -88,7 +88,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--specd", default="build/specd", help="the specd binary (build/specd)")
-    ap.add_argument("--adapter", default="models/adapters/smollm2-135m-risd2",
+    ap.add_argument("--adapter", default="artifacts/adapters/smollm2-135m-risd2",
                     help="the mask-row adapter directory (default: the R-ISD stand-in)")
     ap.add_argument("--shift", type=int, choices=(0, 1), default=None,
                     help="wedlm shift= (0: a WeDLM adapter, a mask row predicts its own "

@@ -255,7 +255,7 @@ static int parse_list(char *s, int *out, int cap) {
 int main(int argc, char **argv) {
     const char *path = NULL, *src = ".";
     char blocks_s[64] = "4", gammas_s[64] = "1,2,3,4";
-    snprintf(adapter, sizeof adapter, "models/adapters/smollm2-135m-sdar");
+    snprintf(adapter, sizeof adapter, "artifacts/adapters/smollm2-135m-sdar");
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) return fprintf(stderr, "bench_simsd: %s needs a value\n", a), 2;

@@ -4,10 +4,10 @@
  * Two adapters fit, told apart by shift= (pred_row() below; nothing else changes). Without shift=
  * the adapter's config decides (export_adapter.py writes "specd_shift": 0 for WeDLM adapters; R-ISD
  * adapters carry none and are shifted):
- *  shift=0  a WeDLM adapter (models/adapters/smollm2-135m-wedlm, tools/train): unshifted, a mask
+ *  shift=0  a WeDLM adapter (artifacts/adapters/smollm2-135m-wedlm, tools/train): unshifted, a mask
  *           row predicts its own position ([code]: MLM loss at the same index), so a mask slot's
  *           prediction is its own row's logits.
- *  shift=1  the R-ISD adapter as a STAND-IN (models/adapters/smollm2-135m-risd2),
+ *  shift=1  the R-ISD adapter as a STAND-IN (artifacts/adapters/smollm2-135m-risd2),
  *           which is SHIFTED: the row at logical position x predicts x + 1 whatever its input (a
  *           clean row gives plain decoding's distribution, a mask row the adapter's guess without
  *           knowing x), so slot q's prediction is the logits of the row at logical position q - 1.

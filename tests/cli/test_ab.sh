@@ -28,7 +28,7 @@ python3 -c "import json,sys; d=json.load(open(sys.argv[1])); rows = d['prompts']
 
 # simsd (SimSD over the sdar block model, self-draft) runs from specd ab, is reported LOSSY, not as
 # a divergence, and shows its drafts' acceptance
-"$specd" ab --policy simsd --policy-opts "adapter=$src/models/adapters/smollm2-135m-sdar,drafter=self" \
+"$specd" ab --policy simsd --policy-opts "adapter=$src/artifacts/adapters/smollm2-135m-sdar,drafter=self" \
   --no-adaptive --prompts "$tmp/prompts.txt" -n 8 --accept greedy --json "$tmp/simsd.json" > "$tmp/simsd.txt"
 grep -q 'policy simsd flagged its steps LOSSY' "$tmp/simsd.txt"
 python3 -c "import json,sys; d=json.load(open(sys.argv[1])); o=d['overall']; assert o['lossy'] and o['acceptance_rate'] > 0, o" "$tmp/simsd.json"

@@ -53,7 +53,7 @@ PY
 
 # lossy: mrp mode=direct emits its drafts unchecked; quality is reported per side
 head -n 2 "$src/examples/prompts.txt" > "$tmp/prompts.txt"
-"$specd" ab --policy mrp --policy-opts "head=$src/models/mrp/smollm2-135m-mrp.gguf,mode=direct" \
+"$specd" ab --policy mrp --policy-opts "head=$src/artifacts/mrp/smollm2-135m-mrp.gguf,mode=direct" \
   --prompts "$tmp/prompts.txt" -n 24 --temp 0 --json "$tmp/lossy.json" -t 1 > "$tmp/lossy.txt"
 grep -q 'nll plain' "$tmp/lossy.txt"
 python3 - "$tmp/lossy.json" <<'PY'

@@ -4,7 +4,7 @@
 # that is not there is refused with a message naming the option.
 set -euo pipefail
 specd=$1 src=$2
-head="$src/models/mrp/smollm2-135m-mrp.gguf"
+head="$src/artifacts/mrp/smollm2-135m-mrp.gguf"
 [ -f "$head" ] || { echo "no shipped head at $head"; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

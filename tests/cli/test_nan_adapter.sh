@@ -7,8 +7,8 @@ set -euo pipefail
 specd=$1 src=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-cp "$src/models/adapters/smollm2-135m-risd/adapter_config.json" "$tmp/"
-python3 - "$src/models/adapters/smollm2-135m-risd/adapter_model.safetensors" \
+cp "$src/artifacts/adapters/smollm2-135m-risd/adapter_config.json" "$tmp/"
+python3 - "$src/artifacts/adapters/smollm2-135m-risd/adapter_model.safetensors" \
   "$tmp/adapter_model.safetensors" <<'PY'
 import json, struct, sys
 b = bytearray(open(sys.argv[1], "rb").read())

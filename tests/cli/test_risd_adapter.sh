@@ -3,7 +3,7 @@
 # token-identical to plain decoding under greedy and coupled sampling.
 set -euo pipefail
 specd=$1 src=$2
-adapter="$src/models/adapters/smollm2-135m-risd"
+adapter="$src/artifacts/adapters/smollm2-135m-risd"
 [ -f "$adapter/adapter_config.json" ] || { echo "no shipped adapter at $adapter"; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

@@ -215,7 +215,7 @@ int main(void) {
     fixture_golden_prompts(N_PROMPTS, MAX_PROMPT, &prompts[0][0], n_prompts);
     n_vocab = specd_model_get_info(model)->n_vocab;
     snprintf(draft_opts, sizeof draft_opts, "model=%s,k=3", path);
-    snprintf(risd_opts, sizeof risd_opts, "n=3,adapter=%s/models/adapters/smollm2-135m-risd",
+    snprintf(risd_opts, sizeof risd_opts, "n=3,adapter=%s/artifacts/adapters/smollm2-135m-risd",
              src ? src : ".");
     options[2] = draft_opts;
     options[3] = "layers=10,k=3";

@@ -389,7 +389,7 @@ int main(void) {
     model_path = specd_test_model_path();
     fixture_golden_prompts(N_PROMPTS, MAX_PROMPT, &prompts[0][0], n_prompts);
     char adapter[1100];
-    fixture_source_path("models/adapters/smollm2-135m-risd", adapter, sizeof adapter);
+    fixture_source_path("artifacts/adapters/smollm2-135m-risd", adapter, sizeof adapter);
     snprintf(draft_opts, sizeof draft_opts, "model=%s,k=3", model_path);
     snprintf(risd_opts, sizeof risd_opts, "n=3,adapter=%s", adapter);
     const struct CMUnitTest tests[] = {

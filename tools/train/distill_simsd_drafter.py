@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Distils the SimSD drafter (paper 004 section 3) for specd's `simsd`
 policy, on CPU: the TARGET is A4 (the GGUF model, all layers, with the SDAR adapter
-models/adapters/smollm2-135m-sdar on its block rows); the DRAFTER is the same GGUF model cut after
+artifacts/adapters/smollm2-135m-sdar on its block rows); the DRAFTER is the same GGUF model cut after
 its first L layers (specd's context option n_layers=L: blocks 0..L-1, then the output norm and the
 tied head) with its own gated LoRA on those L layers and its own mask embedding.
 
@@ -52,7 +52,7 @@ import train_sdar as S  # noqa: E402
 import train_wedlm as W  # noqa: E402
 from isd_model import Model  # noqa: E402
 
-A4 = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "models", "adapters",
+A4 = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "artifacts", "adapters",
                   "smollm2-135m-sdar")
 
 

@@ -33,7 +33,7 @@ ATTN = {"q_proj", "k_proj", "v_proj", "o_proj"}
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ckpt", default=".train/isd/ckpt.pt")
-    ap.add_argument("--out", default="models/adapters/smollm2-135m-risd")
+    ap.add_argument("--out", default="artifacts/adapters/smollm2-135m-risd")
     ap.add_argument("--dtype", choices=["f16", "bf16", "f32"], default="f16")
     ap.add_argument("--head-dim", type=int, default=64)
     ap.add_argument("--base", default="HuggingFaceTB/SmolLM2-135M-Instruct")

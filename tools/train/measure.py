@@ -29,7 +29,7 @@ ap.add_argument("--temps", default="0.8", help="comma-separated temperatures")
 ap.add_argument("--extra", default="-t 1", help="more specd ab flags (e.g. '-t 1 --no-adaptive')")
 ap.add_argument("--out", default="/tmp/risd_ab")
 a = ap.parse_args()
-adapters = a.adapter if a.adapter else ["models/adapters/smollm2-135m-risd"]
+adapters = a.adapter if a.adapter else ["artifacts/adapters/smollm2-135m-risd"]
 os.makedirs(a.out, exist_ok=True)
 rows = []
 for ad in adapters:

@@ -198,7 +198,7 @@ def main():
     ap.add_argument("--batch", type=int, default=1, help="sequences per optimizer step")
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--init", help="warm start: an exported adapter directory (its LoRA and mask "
-                                   "embedding, e.g. models/adapters/smollm2-135m-risd2) or a "
+                                   "embedding, e.g. artifacts/adapters/smollm2-135m-risd2) or a "
                                    "checkpoint; fresh optimizer and schedule")
     ap.add_argument("--resume", help="a checkpoint this script wrote: goes on from its step")
     ap.add_argument("--clip", type=float, default=1.0)

@@ -241,7 +241,7 @@ static void test_block_mode_lossy(void **s) {
     specd_error err;
     char opts[4200];
     snprintf(opts, sizeof opts,
-             "block=3,mask=0,mode=block,adapter=%s/models/adapters/"
+             "block=3,mask=0,mode=block,adapter=%s/artifacts/adapters/"
              "smollm2-135m-risd2",
              getenv("SPECD_SOURCE_DIR"));
     void *st = make(opts, 0);
@@ -495,7 +495,7 @@ static void test_spec_aligned(void **s) {
     specd_error err;
     char opts[4200];
     snprintf(opts, sizeof opts,
-             "block=4,mask=0,mode=block,select=static,spec=2,adapter=%s/models/adapters/"
+             "block=4,mask=0,mode=block,select=static,spec=2,adapter=%s/artifacts/adapters/"
              "smollm2-135m-risd2",
              getenv("SPECD_SOURCE_DIR"));
     void *st = make(opts, 80);

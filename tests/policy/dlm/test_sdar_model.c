@@ -248,7 +248,7 @@ static void test_block_mode_lossy(void **s) {
 
 int main(void) {
     fixture_golden_prompts(N_PROMPTS, MAX_PROMPT, &prompts[0][0], n_prompts);
-    fixture_source_path("models/adapters/smollm2-135m-risd2", adapter, sizeof adapter);
+    fixture_source_path("artifacts/adapters/smollm2-135m-risd2", adapter, sizeof adapter);
     model = fixture_model_open();
     info = specd_model_get_info(model);
     ctx = fixture_context(model, 3, HIST + MAX_ROWS, 64);

@@ -1,5 +1,5 @@
 /* sdar's MRP spec mode (spec=K, paper 002 Alg. 3; design: policy/dlm/sdar.c, MRP SPEC MODE) on the
- * real model with the trained sdar adapter (models/adapters/smollm2-135m-sdar, B = 4):
+ * real model with the trained sdar adapter (artifacts/adapters/smollm2-135m-sdar, B = 4):
  *  - identity: for 2 prompts, greedy and T = 0.8 with a seed (coupled), sdar's static decoding
  *    (select=static,mode=block) and spec=1, spec=3 emit the same tokens, spec in fewer target
  *    forwards; also at block=6 (K' = 3 drafts per verify reachable, an adapter trained for B = 4:
@@ -300,7 +300,7 @@ static void test_copies_match_lone_steps(void **s) {
 
 int main(void) {
     fixture_golden_prompts(N_PROMPTS, MAX_PROMPT, &prompts[0][0], n_prompts);
-    fixture_source_path("models/adapters/smollm2-135m-sdar", adapter, sizeof adapter);
+    fixture_source_path("artifacts/adapters/smollm2-135m-sdar", adapter, sizeof adapter);
     model = fixture_model_open();
     info = specd_model_get_info(model);
     /* n_batch: a spec step of MAX_ROWS in one extend */

@@ -1,5 +1,5 @@
 /* SimSD's verification layout on the real model, independent of how good the models are (the
- * block model A4 = SmolLM2 + models/adapters/smollm2-135m-sdar as the target):
+ * block model A4 = SmolLM2 + artifacts/adapters/smollm2-135m-sdar as the target):
  *  - one layer: the one-pass verification (policy/dlm/simsd_layout.h) gives, at every draft step, the
  *    distribution the sequential replay of the same order gives (policy/dlm/simsd_replay.h), up to
  *    float summation order: at layer 0 each mask row D~_{o_r} attends to exactly the keys the
@@ -499,7 +499,7 @@ int main(int argc, char **argv) {
     quick = argc > 1 && !strcmp(argv[1], "quick");
     specd_error err;
     fixture_golden_prompts(N_PROMPTS, MAX_PROMPT, &prompts[0][0], n_prompts);
-    fixture_source_path("models/adapters/smollm2-135m-sdar", adapter, sizeof adapter);
+    fixture_source_path("artifacts/adapters/smollm2-135m-sdar", adapter, sizeof adapter);
     model = fixture_model_open();
     if (specd_lora_create(model, adapter, &lora, &err) != SPECD_OK) {
         fprintf(stderr, "adapter: %s\n", err.message);

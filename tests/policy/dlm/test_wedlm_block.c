@@ -1,5 +1,5 @@
 /* wedlm mode=block (the paper's block-wise baseline) on the real model with the R-ISD stand-in
- * adapter (models/adapters/smollm2-135m-risd2, shift=1):
+ * adapter (artifacts/adapters/smollm2-135m-risd2, shift=1):
  *  - driven through its ops with the target's real logits and a real KV cache: a step whose
  *    layout still has masks emits nothing, keeps no KV and fills at least one mask (the next
  *    layout of the same history has fewer); a step whose layout is the whole block emits exactly
@@ -199,7 +199,7 @@ static void test_session_whole_blocks(void **s) {
 
 int main(void) {
     fixture_golden_prompts(1, MAX_PROMPT, prompt, &n_prompt);
-    fixture_source_path("models/adapters/smollm2-135m-risd2", adapter, sizeof adapter);
+    fixture_source_path("artifacts/adapters/smollm2-135m-risd2", adapter, sizeof adapter);
     model = fixture_model_open();
     info = specd_model_get_info(model);
     /* n_batch: plain_first runs the whole prompt in one batch */

@@ -1,4 +1,4 @@
-/* wedlm on the real model with the trained WeDLM adapter (models/adapters/smollm2-135m-wedlm,
+/* wedlm on the real model with the trained WeDLM adapter (artifacts/adapters/smollm2-135m-wedlm,
  * unshifted: shift=0 from its config; one config reads it shifted to cover shift=1):
  *  - mode=lossless emits exactly what plain decoding emits, greedy and coupled, for every
  *    selection rule (eq. 11, threshold, hierarchical, credit) and for W = 2, and it did draft;
@@ -181,7 +181,7 @@ static void test_smooth_input_rows(void **s) {
 
 int main(void) {
     fixture_golden_prompts(N_PROMPTS, MAX_PROMPT, &prompts[0][0], n_prompts);
-    fixture_source_path("models/adapters/smollm2-135m-wedlm", adapter, sizeof adapter);
+    fixture_source_path("artifacts/adapters/smollm2-135m-wedlm", adapter, sizeof adapter);
     model = fixture_model_open();
     info = specd_model_get_info(model);
     ctx = fixture_context(model, 1, 256, 32);

@@ -2,7 +2,7 @@
  *
  * Identity: under greedy and coupled sampling, mrp in spec mode emits exactly what plain
  * decoding emits, for a random head written here (the identity holds for any head: the chain
- * rule decides every token) and for the shipped trained head (models/mrp/, or SPECD_MRP_HEAD),
+ * rule decides every token) and for the shipped trained head (artifacts/mrp/, or SPECD_MRP_HEAD),
  * which must also have its drafts accepted. direct mode emits drafts unchecked: its steps say
  * lossy and it emits more than one token per forward.
  * Rejection sampling: with k = 1, the token verified after a fixed context follows the target's
@@ -670,7 +670,7 @@ int main(void) {
     const char *env_head = getenv("SPECD_MRP_HEAD");
     snprintf(shipped_head, sizeof shipped_head, "%s", env_head && *env_head ? env_head : "");
     if (!shipped_head[0])
-        snprintf(shipped_head, sizeof shipped_head, "%s/models/mrp/smollm2-135m-mrp.gguf",
+        snprintf(shipped_head, sizeof shipped_head, "%s/artifacts/mrp/smollm2-135m-mrp.gguf",
                  getenv("SPECD_SOURCE_DIR") ? getenv("SPECD_SOURCE_DIR") : ".");
     snprintf(dir, sizeof dir, "/tmp/specd_mrp_XXXXXX");
     if (!mkdtemp(dir)) return 1;

@@ -33,6 +33,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "specd/device.h"
 #include "specd/gguf.h"
 #include "specd/status.h"
 
@@ -128,8 +129,25 @@ typedef struct specd_context_params {
     int32_t n_threads; /* 0 = online cores */
     int32_t n_layers;  /* run only the first n_layers blocks, then the output norm and head
                           (a layer-skip drafter); 0 = all */
+    int32_t device;       /* specd_device: where the weights, the KV cache and the forward live */
+    int32_t device_index; /* CUDA device ordinal (0) */
 } specd_context_params;
 
+/* The backend of a context, chosen at create. SPECD_DEVICE_CUDA runs the same forward with the
+ * kernels of libspecd_cuda.so on a GPU: every call of this header behaves as on the CPU, and a
+ * row's logits are bitwise the same alone or in any batch on that device (CPU and GPU need not
+ * agree bit for bit). specd_device is in specd/device.h.
+ *
+ * "cpu" or "cuda" (also "cuda:N", which sets *index to N; index may be NULL) -> *out; anything
+ * else -> SPECD_E_INVALID_ARG naming the accepted values. */
+SPECD_API specd_status specd_device_parse(const char *name, int32_t *out, int32_t *index,
+                                          specd_error *err);
+SPECD_API const char *specd_device_name(int32_t device); /* "cpu", "cuda" or "?" */
+
+/* n_seq 1, n_ctx 2048, n_batch 512, all cores, all layers; device from the environment variable
+ * SPECD_DEVICE (as specd_device_parse reads it; unset or empty = cpu), so a test suite or a
+ * program that never names a device can be run on either. An unparsable SPECD_DEVICE sets
+ * device to -1, which specd_context_create refuses with the variable's value in the message. */
 SPECD_API specd_context_params specd_context_default_params(void);
 
 /* The model is borrowed and must outlive the context. Caller owns *out. */
@@ -195,6 +213,13 @@ SPECD_API specd_status specd_context_kv_keep(specd_context *ctx, int32_t seq, in
 /* Bytes allocated for KV caches (all sequences) and for everything the context owns. */
 SPECD_API size_t specd_context_kv_bytes(const specd_context *ctx);
 SPECD_API size_t specd_context_memory_bytes(const specd_context *ctx);
+
+/* The context's backend (specd_device) and, for SPECD_DEVICE_CUDA, the device memory it holds:
+ * weights (shared by the contexts of one model on one device, counted in each), KV caches and
+ * scratch, in bytes (any pointer may be NULL). On the CPU the three are 0. */
+SPECD_API int32_t specd_context_device(const specd_context *ctx);
+SPECD_API void specd_context_device_memory(const specd_context *ctx, size_t *weights,
+                                           size_t *kv, size_t *scratch);
 
 #ifdef __cplusplus
 }

@@ -42,6 +42,7 @@
 
 #include <stdint.h>
 
+#include "specd/device.h"
 #include "specd/spec.h"
 
 #ifdef __cplusplus
@@ -55,13 +56,8 @@ typedef enum specd_dtype {
     SPECD_DTYPE_BF16 = 2 /* bfloat16 */
 } specd_dtype;
 
-/* Where a logits block lives. */
-typedef enum specd_device {
-    SPECD_DEVICE_HOST = 0,
-    SPECD_DEVICE_CUDA = 1 /* device memory of the current CUDA context (copied to the host; a
-                           * build without CUDA, or a machine without a device, answers
-                           * SPECD_E_UNSUPPORTED) */
-} specd_device;
+/* Where a logits block lives: specd_device (specd/device.h); SPECD_DEVICE_CUDA blocks are
+ * verified from device memory. */
 
 /* A block of logits rows. Borrowed for the call it is passed to. */
 typedef struct specd_logits {

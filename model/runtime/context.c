@@ -58,12 +58,6 @@ void rt_prof_destroy(rt_prof *p) {
     specd_free(p);
 }
 
-specd_context_params specd_context_default_params(void) {
-    specd_context_params p = {
-        .n_seq = 1, .n_ctx = 2048, .n_batch = 512, .n_threads = 0, .n_layers = 0};
-    return p;
-}
-
 static size_t max_xq_row(const specd_model *m) {
     size_t mx = m->output.xq_row_bytes;
     for (int32_t l = 0; l < m->info.n_layer; l++)
@@ -104,6 +98,16 @@ specd_status specd_context_create(const specd_model *model, const specd_context_
     if (p.n_threads < 1 || p.n_threads > 1024)
         return specd_fail(err, SPECD_E_INVALID_ARG, "context: n_threads %d not in 0..1024",
                           p.n_threads);
+    if (p.device == -1)
+        return specd_fail(err, SPECD_E_INVALID_ARG,
+                          "context: SPECD_DEVICE '%s' is not one of cpu, cuda, cuda:N",
+                          getenv("SPECD_DEVICE") ? getenv("SPECD_DEVICE") : "");
+    if (p.device != SPECD_DEVICE_CPU && p.device != SPECD_DEVICE_CUDA)
+        return specd_fail(err, SPECD_E_INVALID_ARG, "context: device %d is not cpu or cuda",
+                          p.device);
+    if (p.device == SPECD_DEVICE_CUDA)
+        return specd_fail(err, SPECD_E_UNSUPPORTED,
+                          "context: the CUDA backend is not built into this library yet");
     const specd_model_info *in = &model->info;
     if (p.n_layers < 0 || p.n_layers > in->n_layer)
         return specd_fail(err, SPECD_E_INVALID_ARG, "context: n_layers %d not in 0..%d", p.n_layers,
@@ -295,4 +299,16 @@ size_t specd_context_kv_bytes(const specd_context *c) {
 size_t specd_context_memory_bytes(const specd_context *c) {
     if (!c) return 0;
     return c->total_bytes + (size_t)c->n_threads * (size_t)c->lora_rank_cap * sizeof(float);
+}
+
+int32_t specd_context_device(const specd_context *c) {
+    return c ? c->p.device : SPECD_DEVICE_CPU;
+}
+
+void specd_context_device_memory(const specd_context *c, size_t *weights, size_t *kv,
+                                 size_t *scratch) {
+    (void)c;
+    if (weights) *weights = 0;
+    if (kv) *kv = 0;
+    if (scratch) *scratch = 0;
 }

@@ -16,6 +16,8 @@ static_assert(sizeof(cudaIpcEventHandle_t) == sizeof(specd_cuda_ipc_handle), "ev
 static_assert((int)cudaSuccess == (int)SPECD_CUDA_SUCCESS, "cudaSuccess");
 static_assert((int)cudaMemcpyHostToDevice == (int)SPECD_CUDA_MEMCPY_HOST_TO_DEVICE, "cudaMemcpyKind");
 static_assert((int)cudaMemcpyDeviceToHost == (int)SPECD_CUDA_MEMCPY_DEVICE_TO_HOST, "cudaMemcpyKind");
+static_assert((int)cudaMemcpyDeviceToDevice == (int)SPECD_CUDA_MEMCPY_DEVICE_TO_DEVICE, "cudaMemcpyKind");
+static_assert((int)cudaErrorInsufficientDriver == (int)SPECD_CUDA_ERROR_INSUFFICIENT_DRIVER, "driver error");
 static_assert(cudaEventDisableTiming == SPECD_CUDA_EVENT_DISABLE_TIMING, "event flag");
 static_assert(cudaEventInterprocess == SPECD_CUDA_EVENT_INTERPROCESS, "event flag");
 static_assert(cudaIpcMemLazyEnablePeerAccess == SPECD_CUDA_IPC_LAZY_PEER_ACCESS, "ipc flag");
@@ -71,6 +73,10 @@ static const specd_cuda_kernels table = {
     specd_cuda_quantize_q8_k,
     specd_cuda_matmul_k,
     specd_cuda_lora,
+    specd_cuda_add,
+    specd_cuda_store_f16,
+    specd_cuda_gather,
+    specd_cuda_move_rows_f16,
 };
 
 /* The library's one exported symbol (everything else is hidden). */

@@ -58,6 +58,16 @@ typedef struct specd_cuda_kernels {
     int (*lora)(const float *a, const float *b, int32_t n_in, int32_t n_out, int32_t rank,
                 float scale, const float *x, int64_t ld_x, const float *gate, int32_t n_rows,
                 float *y, int64_t ld_y, float *work, size_t work_floats, void *stream);
+    /* the runtime's forward pass (model/runtime/forward_cuda.c) */
+    int (*add)(const float *a, int64_t ld_a, const float *b, int64_t ld_b, float *y, int64_t ld_y,
+               int32_t n_rows, int32_t n, void *stream);
+    int (*store_f16)(const float *x, int64_t ld_x, int32_t n_rows, int32_t n,
+                     const int32_t *dst_rows, uint16_t *dst, int64_t ld_dst, void *stream);
+    int (*gather)(const float *x, int64_t ld_x, const int32_t *rows, int32_t n_rows, int32_t n,
+                  float *y, int64_t ld_y, void *stream);
+    int (*move_rows_f16)(uint16_t *base, int64_t plane_stride, int32_t n_planes, int64_t ld,
+                         int32_t n, const int32_t *src, const int32_t *dst, int32_t n_rows,
+                         void *stream);
 } specd_cuda_kernels;
 
 typedef const specd_cuda_kernels *(*specd_cuda_kernels_entry_fn)(void);

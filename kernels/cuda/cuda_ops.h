@@ -91,6 +91,30 @@ int specd_cuda_lora(const float *a, const float *b, int32_t n_in, int32_t n_out,
  * V (positions in order), and the splits are merged in position order. */
 int specd_cuda_attention(const specd_cuda_attention_args *args, void *stream);
 
+/* Small row operations of the runtime's forward pass (model/runtime/forward_cuda.c); each is
+ * one IEEE operation or a copy per element, so the CPU's bits. */
+
+/* y = a + b over n_rows rows of n floats; ld_b 0 adds the one row b to every row (a bias); y may
+ * be a. */
+int specd_cuda_add(const float *a, int64_t ld_a, const float *b, int64_t ld_b, float *y,
+                   int64_t ld_y, int32_t n_rows, int32_t n, void *stream);
+
+/* Row r of x (n floats) to F16 at dst + dst_rows[r] * ld_dst (device int32s), rounded as
+ * kernels/cpu/fp16.h's specd_fp32_to_fp16: the runtime's K/V rows into its cache. */
+int specd_cuda_store_f16(const float *x, int64_t ld_x, int32_t n_rows, int32_t n,
+                         const int32_t *dst_rows, uint16_t *dst, int64_t ld_dst, void *stream);
+
+/* y row j = x row rows[j] (device int32s), n floats each. */
+int specd_cuda_gather(const float *x, int64_t ld_x, const int32_t *rows, int32_t n_rows,
+                      int32_t n, float *y, int64_t ld_y, void *stream);
+
+/* In each of n_planes planes (plane p at base + p * plane_stride), F16 row src[j] (n elements,
+ * rows ld apart) is copied to row dst[j], for j in order: a later move reads what earlier ones
+ * left, as a sequential loop would. src and dst are device int32s. */
+int specd_cuda_move_rows_f16(uint16_t *base, int64_t plane_stride, int32_t n_planes, int64_t ld,
+                             int32_t n, const int32_t *src, const int32_t *dst, int32_t n_rows,
+                             void *stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -32,6 +32,15 @@ static int resolve(void *h) {
         S(ipc_open_mem_handle, "cudaIpcOpenMemHandle"),
         S(ipc_close_mem_handle, "cudaIpcCloseMemHandle"),
         S(ipc_open_event_handle, "cudaIpcOpenEventHandle"),
+        S(mem_get_info, "cudaMemGetInfo"),
+        S(memcpy_async, "cudaMemcpyAsync"),
+        S(stream_create, "cudaStreamCreate"),
+        S(stream_destroy, "cudaStreamDestroy"),
+        S(stream_synchronize, "cudaStreamSynchronize"),
+        S(malloc_host, "cudaMallocHost"),
+        S(free_host, "cudaFreeHost"),
+        S(driver_get_version, "cudaDriverGetVersion"),
+        S(runtime_get_version, "cudaRuntimeGetVersion"),
 #undef S
     };
     specd_cudart t;

@@ -16,6 +16,8 @@ enum {
     SPECD_CUDA_SUCCESS = 0,
     SPECD_CUDA_MEMCPY_HOST_TO_DEVICE = 1,
     SPECD_CUDA_MEMCPY_DEVICE_TO_HOST = 2,
+    SPECD_CUDA_MEMCPY_DEVICE_TO_DEVICE = 3,
+    SPECD_CUDA_ERROR_INSUFFICIENT_DRIVER = 35, /* cudaErrorInsufficientDriver */
     SPECD_CUDA_EVENT_DISABLE_TIMING = 0x02,
     SPECD_CUDA_EVENT_INTERPROCESS = 0x04,
     SPECD_CUDA_IPC_LAZY_PEER_ACCESS = 0x01
@@ -46,6 +48,16 @@ typedef struct specd_cudart {
     int (*ipc_open_mem_handle)(void **p, specd_cuda_ipc_handle h, unsigned flags);
     int (*ipc_close_mem_handle)(void *p);
     int (*ipc_open_event_handle)(void **event, specd_cuda_ipc_handle h);
+    /* the runtime's CUDA backend (model/runtime/context_cuda.c) */
+    int (*mem_get_info)(size_t *free_bytes, size_t *total_bytes);
+    int (*memcpy_async)(void *dst, const void *src, size_t bytes, int kind, void *stream);
+    int (*stream_create)(void **stream);
+    int (*stream_destroy)(void *stream);
+    int (*stream_synchronize)(void *stream);
+    int (*malloc_host)(void **p, size_t bytes);
+    int (*free_host)(void *p);
+    int (*driver_get_version)(int *version);
+    int (*runtime_get_version)(int *version);
 } specd_cudart;
 
 /* The runtime, loaded once per process (thread-safe); NULL with SPECD_E_UNSUPPORTED when no

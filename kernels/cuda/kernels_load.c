@@ -25,8 +25,10 @@ static int try_open(const char *path) {
     const specd_cuda_kernels *k = entry ? entry() : NULL;
     if (!k || k->abi_version != SPECD_CUDA_KERNELS_ABI ||
         k->struct_size < sizeof(specd_cuda_kernels)) {
-        snprintf(why, sizeof why, "%s is not a kernel library of ABI %d", path,
-                 SPECD_CUDA_KERNELS_ABI);
+        snprintf(why, sizeof why,
+                 "%s is not a kernel library of ABI %d with a table of at least %zu bytes (an "
+                 "older build?)",
+                 path, SPECD_CUDA_KERNELS_ABI, sizeof(specd_cuda_kernels));
         dlclose(h);
         return 0;
     }

@@ -1,5 +1,7 @@
 #include "model/runtime/runtime_internal.h"
 
+#include "model/runtime/cuda_backend.h"
+
 #include "common/alloc.h"
 #include "common/status_internal.h"
 #include "kernels/cpu/cpu_dispatch.h"
@@ -105,13 +107,11 @@ specd_status specd_context_create(const specd_model *model, const specd_context_
     if (p.device != SPECD_DEVICE_CPU && p.device != SPECD_DEVICE_CUDA)
         return specd_fail(err, SPECD_E_INVALID_ARG, "context: device %d is not cpu or cuda",
                           p.device);
-    if (p.device == SPECD_DEVICE_CUDA)
-        return specd_fail(err, SPECD_E_UNSUPPORTED,
-                          "context: the CUDA backend is not built into this library yet");
     const specd_model_info *in = &model->info;
     if (p.n_layers < 0 || p.n_layers > in->n_layer)
         return specd_fail(err, SPECD_E_INVALID_ARG, "context: n_layers %d not in 0..%d", p.n_layers,
                           in->n_layer);
+    if (p.device == SPECD_DEVICE_CUDA) return rt_cuda_context_create(model, &p, out, err);
     specd_cpu_path path;
     char path_err[160];
     if (!specd_cpu_path_get(&path, path_err, sizeof path_err))
@@ -176,6 +176,7 @@ specd_status specd_context_create(const specd_model *model, const specd_context_
 
 void specd_context_destroy(specd_context *c) {
     if (!c) return;
+    if (c->cuda) rt_cuda_context_destroy(c);
     specd_threadpool_destroy(c->pool);
     rt_prof_destroy(c->prof);
     specd_free(c->kv);
@@ -217,13 +218,17 @@ specd_status specd_context_set_lora(specd_context *c, const specd_lora *lora, sp
             if (lora->n_in[p] != c->model->layers[0].w[p].n_in ||
                 lora->n_out[p] != c->model->layers[0].w[p].n_out)
                 return specd_fail(err, SPECD_E_MISMATCH, "lora: projection %d shape differs", p);
-        if (lora->rank > c->lora_rank_cap) {
+        if (c->cuda) {
+            SPECD_TRY(rt_cuda_set_lora(c, lora, err));
+        } else if (lora->rank > c->lora_rank_cap) {
             float *s = specd_alloc_array((size_t)c->n_threads * (size_t)lora->rank, sizeof(float));
             if (!s) return specd_fail(err, SPECD_E_NOMEM, "lora: out of memory");
             specd_free(c->lora_scratch);
             c->lora_scratch = s;
             c->lora_rank_cap = lora->rank;
         }
+    } else if (c->cuda) {
+        SPECD_TRY(rt_cuda_set_lora(c, NULL, err));
     }
     c->lora = lora;
     return SPECD_OK;
@@ -289,6 +294,7 @@ specd_status specd_context_kv_keep(specd_context *c, int32_t seq, int32_t from, 
                               "kv_keep: rows[%d] = %d not ascending in %d..%d", j, rows[j], from,
                               len - 1);
     }
+    if (c->cuda) return rt_cuda_kv_compact(c, seq, from, n_rows, rows, err);
     rt_kv_compact(c, seq, from, n_rows, rows);
     return SPECD_OK;
 }
@@ -307,8 +313,5 @@ int32_t specd_context_device(const specd_context *c) {
 
 void specd_context_device_memory(const specd_context *c, size_t *weights, size_t *kv,
                                  size_t *scratch) {
-    (void)c;
-    if (weights) *weights = 0;
-    if (kv) *kv = 0;
-    if (scratch) *scratch = 0;
+    rt_cuda_device_memory(c, weights, kv, scratch);
 }

@@ -3,6 +3,8 @@
  * follows llama.cpp's llm_build_llama / qwen2 / qwen3 graphs. */
 #include "model/runtime/runtime_internal.h"
 
+#include "model/runtime/cuda_backend.h"
+
 #include "common/alloc.h"
 #include "common/clock.h"
 #include "common/status_internal.h"
@@ -455,6 +457,9 @@ specd_status specd_context_extend(specd_context *c, const specd_seq_batch *seqs,
         job.logits = out->logits;
         job.hidden = out->hidden;
     }
+    if (c->cuda)
+        return rt_cuda_extend(c, seqs, n_seqs, n_tok, job.n_out, job.out_rows, job.logits,
+                              job.hidden, err);
     if (c->prof) c->prof->t_dispatch = specd_now_ns();
     specd_threadpool_run(c->pool, fwd_worker, &job);
     /* commit: the new rows sit at l0..l0+n-1; keep the chosen ones in order */

@@ -145,6 +145,7 @@ struct specd_context {
     uint8_t *mark;              /* max(n_batch, n_seq) flags for validation */
     int32_t *out_rows;          /* n_batch */
     rt_prof *prof;              /* SPECD_PROFILE, else NULL */
+    struct rt_cuda *cuda;       /* the CUDA backend (cuda_backend.h); NULL: the CPU's */
 };
 
 /* SPECD_PROFILE: allocate (NULL when unset or out of memory) / print to stderr and free. */

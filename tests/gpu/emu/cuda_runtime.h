@@ -27,7 +27,8 @@ struct dim3 {
 };
 typedef void *cudaStream_t;
 typedef int cudaError_t;
-enum { cudaSuccess = 0, cudaMemcpyHostToDevice = 1, cudaMemcpyDeviceToHost = 2 };
+enum { cudaSuccess = 0, cudaMemcpyHostToDevice = 1, cudaMemcpyDeviceToHost = 2,
+       cudaMemcpyDeviceToDevice = 3, cudaErrorInsufficientDriver = 35 };
 #define cudaEventDisableTiming 0x02
 #define cudaEventInterprocess 0x04
 #define cudaIpcMemLazyEnablePeerAccess 0x01
@@ -164,6 +165,7 @@ static inline float __fsqrt_rn(float a) { return sqrtf(a); }
 static inline double __dadd_rn(double a, double b) { return a + b; }
 static inline int __float2int_rn(float a) { return (int)nearbyintf(a); }
 static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
+static inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
 static inline int min(int a, int b) { return a < b ? a : b; }
 static inline int __dp4a(int a, int b, int c) {
     for (int k = 0; k < 4; k++) c += (int8_t)(a >> (8 * k)) * (int8_t)(b >> (8 * k));

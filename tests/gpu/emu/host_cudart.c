@@ -1,6 +1,9 @@
 /* The CUDA runtime calls libspecd resolves (kernels/cuda/cudart.c), on host memory, for the CPU
  * emulation (tests/gpu/emu/run): one "device", cudaMalloc fills new memory with 0xa5 bytes so a
- * kernel that reads what nobody wrote shows it, IPC refuses. Built as libcudart.so.13. */
+ * kernel that reads what nobody wrote shows it, IPC refuses, copies are synchronous.
+ * SPECD_EMU_DEVICE_MEMORY (bytes, default 8 GiB) is the free memory cudaMemGetInfo reports, so
+ * the runtime's memory check can be tried; SPECD_EMU_DRIVER (default 13000) is the driver's
+ * CUDA version. Built as libcudart.so.13. */
 #include <stdlib.h>
 #include <string.h>
 #include <stddef.h>
@@ -23,3 +26,11 @@ typedef struct { char r[64]; } hnd;
 int cudaIpcOpenMemHandle(void **p, hnd h, unsigned f) { (void)p; (void)h; (void)f; return 1; }
 int cudaIpcCloseMemHandle(void *p) { (void)p; return 1; }
 int cudaIpcOpenEventHandle(void **e, hnd h) { (void)e; (void)h; return 1; }
+int cudaMemGetInfo(size_t *f, size_t *t) { const char *e = getenv("SPECD_EMU_DEVICE_MEMORY"); *f = e ? (size_t)strtoull(e, NULL, 10) : (size_t)8 << 30; *t = *f; return 0; }
+int cudaMemcpyAsync(void *d, const void *s, size_t n, int k, void *st) { (void)k; (void)st; memcpy(d, s, n); return 0; }
+int cudaStreamCreate(void **s) { *s = malloc(1); return 0; }
+int cudaStreamDestroy(void *s) { free(s); return 0; }
+int cudaMallocHost(void **p, size_t n) { *p = malloc(n ? n : 1); return *p ? 0 : 2; }
+int cudaFreeHost(void *p) { free(p); return 0; }
+int cudaDriverGetVersion(int *v) { const char *e = getenv("SPECD_EMU_DRIVER"); *v = e ? atoi(e) : 13000; return 0; }
+int cudaRuntimeGetVersion(int *v) { *v = 13000; return 0; }

@@ -1,0 +1,437 @@
+/* The CUDA backend's context (model/runtime/cuda_backend.h): the device, the weights uploaded
+ * once in their GGUF block formats, the F16 KV cache, the scratch for n_batch tokens and the
+ * pinned staging buffer, all sized and checked against the device's free memory before anything
+ * is allocated. The weights are uploaded per context (not shared between the contexts of one
+ * model): each context counts, and frees, its own copy. */
+#include "model/runtime/cuda_backend.h"
+
+#include "common/alloc.h"
+#include "common/status_internal.h"
+#include "kernels/cpu/dtype.h"
+
+#include <stdio.h>
+#include <string.h>
+
+specd_status rt_cuda_fail(const rt_cuda *g, specd_error *err, const char *what, int rc) {
+    if (rc == SPECD_CUDA_E_ARGUMENT)
+        return specd_fail(err, SPECD_E_INTERNAL, "cuda: %s refused its arguments: %s", what,
+                          g->k->last_refusal());
+    return specd_fail(err, SPECD_E_IO, "cuda: %s failed: CUDA error %d (%s)", what, rc,
+                      g->rt->get_error_string(rc));
+}
+
+static size_t align256(size_t n) {
+    return (n + 255) & ~(size_t)255;
+}
+
+/* A bump allocator over one device allocation: sizes first (base NULL), then addresses. */
+typedef struct carve {
+    char *base;
+    size_t used;
+} carve;
+
+static void *take(carve *cv, size_t bytes) {
+    void *p = cv->base ? cv->base + cv->used : NULL;
+    cv->used += align256(bytes);
+    return p;
+}
+
+static int vec_of(uint32_t type) {
+    switch (type) {
+    case SPECD_DTYPE_F32:
+    case SPECD_DTYPE_F16: return RT_VEC_F;
+    case SPECD_DTYPE_Q4_0:
+    case SPECD_DTYPE_Q4_1:
+    case SPECD_DTYPE_Q8_0: return RT_VEC_Q8;
+    case SPECD_DTYPE_Q4_K:
+    case SPECD_DTYPE_Q6_K: return RT_VEC_Q8K;
+    default: return -1;
+    }
+}
+
+static int embed_type_ok(uint32_t type) {
+    return type == SPECD_DTYPE_F32 || type == SPECD_DTYPE_F16 || type == SPECD_DTYPE_Q4_0 ||
+           type == SPECD_DTYPE_Q4_1 || type == SPECD_DTYPE_Q8_0;
+}
+
+/* The weights: a pass with cv->base NULL sizes them; a second one copies each tensor up. A
+ * token table the embed kernel cannot read (K-quants) goes up as F32 rows made by the CPU's own
+ * to_float, so its bits are the CPU's. */
+typedef struct upload {
+    const rt_cuda *g;
+    carve cv;
+    int rc;           /* first copy failure */
+    const char *what; /* its tensor */
+} upload;
+
+static const void *put(upload *u, const void *host, size_t bytes, const char *what) {
+    void *d = take(&u->cv, bytes);
+    if (d && u->rc == 0 && host) {
+        const int rc = u->g->rt->memcpy(d, host, bytes, SPECD_CUDA_MEMCPY_HOST_TO_DEVICE);
+        if (rc) {
+            u->rc = rc;
+            u->what = what;
+        }
+    }
+    return d;
+}
+
+static rt_cuda_matrix put_matrix(upload *u, const rt_matrix *m, const char *what) {
+    const size_t bytes = specd_dtype_row_bytes(m->type, m->n_in) * (size_t)m->n_out;
+    rt_cuda_matrix d = {.type = m->type, .n_in = (int32_t)m->n_in, .n_out = (int32_t)m->n_out,
+                        .vec = vec_of(m->type)};
+    d.data = put(u, m->data, bytes, what);
+    return d;
+}
+
+static specd_status upload_weights(rt_cuda *g, const specd_model *m, upload *u,
+                                   specd_error *err) {
+    const specd_model_info *in = &m->info;
+    const size_t E = (size_t)in->n_embd, hd = (size_t)in->head_dim;
+    const size_t NQ = (size_t)in->n_head * hd, NKV = (size_t)in->n_head_kv * hd;
+    if (embed_type_ok(m->tok_embd.type)) {
+        g->tok_embd = put_matrix(u, &m->tok_embd, "token_embd");
+    } else {
+        g->tok_embd = (rt_cuda_matrix){.type = SPECD_DTYPE_F32, .n_in = in->n_embd,
+                                       .n_out = in->n_vocab, .vec = RT_VEC_F};
+        const size_t bytes = E * sizeof(float) * (size_t)in->n_vocab;
+        float *host = NULL;
+        if (u->cv.base) {
+            host = specd_alloc_array((size_t)in->n_vocab * E, sizeof(float));
+            if (!host) return specd_fail(err, SPECD_E_NOMEM, "context: out of memory");
+            const size_t row = specd_dtype_row_bytes(m->tok_embd.type, in->n_embd);
+            for (int32_t t = 0; t < in->n_vocab; t++)
+                m->tok_embd.traits->to_float((const char *)m->tok_embd.data + (size_t)t * row,
+                                             host + (size_t)t * E, in->n_embd);
+        }
+        g->tok_embd.data = put(u, host, bytes, "token_embd (as F32)");
+        specd_free(host);
+    }
+    g->output = m->output.data == m->tok_embd.data && embed_type_ok(m->tok_embd.type)
+                    ? g->tok_embd
+                    : put_matrix(u, &m->output, "output");
+    g->output_norm = put(u, m->output_norm, E * sizeof(float), "output_norm");
+    for (int32_t l = 0; l < g->n_layers; l++) {
+        const rt_layer *L = &m->layers[l];
+        rt_cuda_layer *D = &g->layers[l];
+        D->attn_norm = put(u, L->attn_norm, E * sizeof(float), "attn_norm");
+        D->ffn_norm = put(u, L->ffn_norm, E * sizeof(float), "ffn_norm");
+        D->q_norm = L->q_norm ? put(u, L->q_norm, hd * sizeof(float), "attn_q_norm") : NULL;
+        D->k_norm = L->k_norm ? put(u, L->k_norm, hd * sizeof(float), "attn_k_norm") : NULL;
+        D->bq = L->bq ? put(u, L->bq, NQ * sizeof(float), "attn_q.bias") : NULL;
+        D->bk = L->bk ? put(u, L->bk, NKV * sizeof(float), "attn_k.bias") : NULL;
+        D->bv = L->bv ? put(u, L->bv, NKV * sizeof(float), "attn_v.bias") : NULL;
+        for (int p = 0; p < RT_N_PROJ; p++)
+            D->w[p] = put_matrix(u, &L->w[p], "layer weight");
+    }
+    if (u->rc) return rt_cuda_fail(g, err, u->what, u->rc);
+    return SPECD_OK;
+}
+
+/* Every matrix must have a CUDA matmul; the message names the first that has none. */
+static specd_status check_types(const specd_model *m, int32_t n_layers, specd_error *err) {
+    const rt_matrix *out = &m->output;
+    if (vec_of(out->type) < 0)
+        return specd_fail(err, SPECD_E_UNSUPPORTED,
+                          "context: the CUDA backend has no matmul for the output head's type %s",
+                          out->traits->name);
+    for (int32_t l = 0; l < n_layers; l++)
+        for (int p = 0; p < RT_N_PROJ; p++)
+            if (vec_of(m->layers[l].w[p].type) < 0)
+                return specd_fail(err, SPECD_E_UNSUPPORTED,
+                                  "context: the CUDA backend has no matmul for layer %d's weight "
+                                  "type %s (it runs F32, F16, Q4_0, Q4_1, Q8_0, Q4_K, Q6_K)",
+                                  l, m->layers[l].w[p].traits->name);
+    return SPECD_OK;
+}
+
+static size_t xq_bytes_of(const rt_cuda_matrix *m) {
+    return m->vec == RT_VEC_Q8    ? specd_cuda_q8_row_bytes(m->n_in)
+           : m->vec == RT_VEC_Q8K ? specd_cuda_q8_k_row_bytes(m->n_in)
+                                  : 0;
+}
+
+/* The largest quantized activation row any matrix asks for. */
+static size_t xq_row_bytes(const rt_cuda *g) {
+    size_t mx = xq_bytes_of(&g->output);
+    for (int32_t l = 0; l < g->n_layers; l++)
+        for (int p = 0; p < RT_N_PROJ; p++) {
+            const size_t b = xq_bytes_of(&g->layers[l].w[p]);
+            if (b > mx) mx = b;
+        }
+    return mx;
+}
+
+/* The scratch and the step's inputs (cv->base NULL: sizes only). */
+static void carve_scratch(rt_cuda *g, const specd_model_info *in, const specd_context_params *p,
+                          carve *cv) {
+    const size_t B = (size_t)p->n_batch, E = (size_t)in->n_embd, F = (size_t)in->n_ff;
+    const size_t hd = (size_t)in->head_dim, NQ = (size_t)in->n_head * hd;
+    const size_t NKV = (size_t)in->n_head_kv * hd;
+    g->x = take(cv, B * E * sizeof(float));
+    g->xn = take(cv, B * E * sizeof(float));
+    g->tmp = take(cv, B * E * sizeof(float));
+    g->q = take(cv, B * NQ * sizeof(float));
+    g->att = take(cv, B * NQ * sizeof(float));
+    g->k_rows = take(cv, B * NKV * sizeof(float));
+    g->v_rows = take(cv, B * NKV * sizeof(float));
+    g->g = take(cv, B * F * sizeof(float));
+    g->u = take(cv, B * F * sizeof(float));
+    g->logits = take(cv, B * (size_t)in->n_vocab * sizeof(float));
+    g->att_work_floats =
+        specd_cuda_attention_work_floats(p->n_batch, in->n_head, in->head_dim, p->n_ctx);
+    g->att_work = take(cv, g->att_work_floats * sizeof(float));
+    g->xq = take(cv, B * xq_row_bytes(g));
+    /* the inputs: offsets within in_dev / in_host */
+    g->mask_words = specd_cuda_mask_words(p->n_ctx);
+    size_t o = 0;
+    g->off_ids = o, o += align256(B * 4);
+    g->off_pos = o, o += align256(B * 4);
+    g->off_gate = o, o += align256(B * 4);
+    g->off_kv_dst = o, o += align256(B * 4);
+    g->off_out = o, o += align256(B * 4);
+    g->off_src = o, o += align256((size_t)p->n_ctx * 4);
+    g->off_dst = o, o += align256((size_t)p->n_ctx * 4);
+    g->ints_bytes = o;
+    g->off_mask = o, o += align256(B * (size_t)g->mask_words * 4);
+    g->off_embd = o, o += align256(B * E * sizeof(float));
+    g->in_bytes = o;
+    g->in_dev = take(cv, o);
+}
+
+/* Why no device can be used, as one sentence. */
+static specd_status open_device(rt_cuda *g, int32_t index, specd_error *err) {
+    int n = 0, drv = 0, rtv = 0;
+    const int rc = g->rt->get_device_count(&n);
+    (void)g->rt->driver_get_version(&drv);
+    (void)g->rt->runtime_get_version(&rtv);
+    if (rc != SPECD_CUDA_SUCCESS) (void)g->rt->get_last_error();
+    if (rc == SPECD_CUDA_ERROR_INSUFFICIENT_DRIVER || (drv > 0 && drv < rtv)) {
+        if (drv == 0)
+            return specd_fail(err, SPECD_E_UNSUPPORTED,
+                              "context: no CUDA driver is installed (no device to run on)");
+        return specd_fail(err, SPECD_E_UNSUPPORTED,
+                          "context: the CUDA driver (CUDA %d.%d) is older than the runtime "
+                          "(CUDA %d.%d): update the driver",
+                          drv / 1000, drv % 1000 / 10, rtv / 1000, rtv % 1000 / 10);
+    }
+    if (rc != SPECD_CUDA_SUCCESS || n == 0)
+        return specd_fail(err, SPECD_E_UNSUPPORTED, "context: no CUDA device (%s)",
+                          rc ? g->rt->get_error_string(rc) : "the runtime found none");
+    if (index < 0 || index >= n)
+        return specd_fail(err, SPECD_E_INVALID_ARG,
+                          "context: CUDA device %d asked for, this machine has %d", index, n);
+    const int sr = g->rt->set_device(index);
+    if (sr) return rt_cuda_fail(g, err, "cudaSetDevice", sr);
+    g->device = index;
+    return SPECD_OK;
+}
+
+static specd_status alloc_device(rt_cuda *g, void **p, size_t bytes, const char *what,
+                                 specd_error *err) {
+    const int rc = g->rt->malloc(p, bytes ? bytes : 1);
+    if (rc) {
+        *p = NULL;
+        (void)g->rt->get_last_error();
+        return specd_fail(err, SPECD_E_NOMEM, "context: cudaMalloc of %zu bytes for the %s: %s",
+                          bytes, what, g->rt->get_error_string(rc));
+    }
+    return SPECD_OK;
+}
+
+static specd_status setup(specd_context *c, rt_cuda *g, specd_error *err) {
+    const specd_model *m = c->model;
+    const specd_model_info *in = &m->info;
+    const specd_context_params *p = &c->p;
+    g->n_layers = p->n_layers > 0 ? p->n_layers : in->n_layer;
+    SPECD_TRY(check_types(m, g->n_layers, err));
+    if (p->n_batch > 65535)
+        return specd_fail(err, SPECD_E_INVALID_ARG,
+                          "context: n_batch %d exceeds the CUDA backend's 65535", p->n_batch);
+    size_t kv_rows = 0;
+    if (!specd_mul_ok((size_t)p->n_seq, (size_t)p->n_ctx, &kv_rows) || kv_rows > INT32_MAX)
+        return specd_fail(err, SPECD_E_INVALID_ARG,
+                          "context: n_seq x n_ctx = %zu KV rows exceed the CUDA backend's 2^31",
+                          kv_rows);
+    g->layers = specd_alloc_array((size_t)g->n_layers, sizeof *g->layers);
+    if (!g->layers) return specd_fail(err, SPECD_E_NOMEM, "context: out of memory");
+    SPECD_TRY(open_device(g, p->device_index, err));
+
+    /* sizes first, then one check against the device's free memory, then the allocations */
+    upload u = {.g = g};
+    SPECD_TRY(upload_weights(g, m, &u, err));
+    g->weights_bytes = u.cv.used;
+    g->kv_plane = kv_rows * c->kv_dim;
+    size_t kv = 0;
+    if (!specd_mul_ok(g->kv_plane, (size_t)g->n_layers * 2 * sizeof(uint16_t), &kv))
+        return specd_fail(err, SPECD_E_INVALID_ARG, "context: the KV cache size overflows");
+    g->kv_bytes = kv;
+    carve sc = {0};
+    carve_scratch(g, in, p, &sc);
+    g->scratch_bytes = sc.used;
+    size_t free_b = 0, total_b = 0;
+    const int mr = g->rt->mem_get_info(&free_b, &total_b);
+    if (mr) return rt_cuda_fail(g, err, "cudaMemGetInfo", mr);
+    const size_t want = g->weights_bytes + g->kv_bytes + g->scratch_bytes;
+    if (want > free_b)
+        return specd_fail(err, SPECD_E_NOMEM,
+                          "context: CUDA device %d has %zu bytes free (of %zu), this context "
+                          "needs %zu: weights %zu, KV cache %zu (n_seq %d x n_ctx %d), scratch "
+                          "%zu (n_batch %d)",
+                          g->device, free_b, total_b, want, g->weights_bytes, g->kv_bytes,
+                          p->n_seq, p->n_ctx, g->scratch_bytes, p->n_batch);
+
+    SPECD_TRY(alloc_device(g, &g->weights, g->weights_bytes, "weights", err));
+    SPECD_TRY(alloc_device(g, (void **)&g->kv, g->kv_bytes, "KV cache", err));
+    SPECD_TRY(alloc_device(g, &g->scratch, g->scratch_bytes, "scratch", err));
+    int rc = g->rt->malloc_host(&g->in_host, g->in_bytes);
+    if (rc) {
+        g->in_host = NULL;
+        return specd_fail(err, SPECD_E_NOMEM, "context: cudaMallocHost of %zu bytes: %s",
+                          g->in_bytes, g->rt->get_error_string(rc));
+    }
+    memset(g->in_host, 0, g->in_bytes);
+    rc = g->rt->stream_create(&g->stream);
+    if (rc) {
+        g->stream = NULL;
+        return rt_cuda_fail(g, err, "cudaStreamCreate", rc);
+    }
+    u = (upload){.g = g, .cv = {.base = g->weights}};
+    SPECD_TRY(upload_weights(g, m, &u, err));
+    sc = (carve){.base = g->scratch};
+    carve_scratch(g, in, p, &sc);
+    return SPECD_OK;
+}
+
+specd_status rt_cuda_context_create(const specd_model *model, const specd_context_params *p,
+                                    specd_context **out, specd_error *err) {
+    specd_error why;
+    const specd_cuda_kernels *k = specd_cuda_kernels_get(&why);
+    if (!k)
+        return specd_fail(err, SPECD_E_UNSUPPORTED, "context: no CUDA backend: %s", why.message);
+    const specd_cudart *rt = specd_cudart_get(&why);
+    if (!rt)
+        return specd_fail(err, SPECD_E_UNSUPPORTED, "context: no CUDA backend: %s", why.message);
+    specd_context *c = specd_alloc_array(1, sizeof *c);
+    rt_cuda *g = specd_alloc_array(1, sizeof *g);
+    if (!c || !g) {
+        specd_free(c);
+        specd_free(g);
+        return specd_fail(err, SPECD_E_NOMEM, "context: out of memory");
+    }
+    g->k = k;
+    g->rt = rt;
+    c->cuda = g;
+    c->model = model;
+    c->p = *p;
+    c->n_threads = p->n_threads;
+    c->kv_dim = (size_t)model->info.n_head_kv * (size_t)model->info.head_dim;
+    /* the host side holds only what validation and bookkeeping need */
+    const size_t B = (size_t)p->n_batch;
+    c->kv_len = specd_alloc_array((size_t)p->n_seq, sizeof(int32_t));
+    c->tok = specd_alloc_array(B, sizeof(rt_token));
+    c->mark = specd_alloc_array(B > (size_t)p->n_seq ? B : (size_t)p->n_seq, 1);
+    c->out_rows = specd_alloc_array(B > (size_t)p->n_ctx ? B : (size_t)p->n_ctx, sizeof(int32_t));
+    if (!c->kv_len || !c->tok || !c->mark || !c->out_rows) {
+        specd_context_destroy(c);
+        return specd_fail(err, SPECD_E_NOMEM, "context: out of memory");
+    }
+    const specd_status st = setup(c, g, err);
+    if (st != SPECD_OK) {
+        specd_context_destroy(c);
+        return st;
+    }
+    c->kv_bytes = g->kv_bytes;
+    c->total_bytes = sizeof *c + sizeof *g + (size_t)p->n_seq * sizeof(int32_t) +
+                     B * (sizeof(rt_token) + sizeof(int32_t)) + g->in_bytes + g->kv_bytes +
+                     g->scratch_bytes;
+    *out = c;
+    return SPECD_OK;
+}
+
+static void free_lora(rt_cuda *g) {
+    if (g->lora_mem) g->rt->free(g->lora_mem);
+    g->lora_mem = NULL;
+    g->lora_bytes = 0;
+    specd_free(g->lora_pairs);
+    g->lora_pairs = NULL;
+    g->lora_work = NULL;
+    g->lora_rank = 0;
+}
+
+void rt_cuda_context_destroy(specd_context *c) {
+    rt_cuda *g = c->cuda;
+    if (!g) return;
+    if (g->stream) {
+        (void)g->rt->stream_synchronize(g->stream);
+        (void)g->rt->stream_destroy(g->stream);
+    }
+    free_lora(g);
+    if (g->weights) g->rt->free(g->weights);
+    if (g->kv) g->rt->free(g->kv);
+    if (g->scratch) g->rt->free(g->scratch);
+    if (g->in_host) g->rt->free_host(g->in_host);
+    specd_free(g->layers);
+    specd_free(g);
+    c->cuda = NULL;
+}
+
+specd_status rt_cuda_set_lora(specd_context *c, const specd_lora *lo, specd_error *err) {
+    rt_cuda *g = c->cuda;
+    free_lora(g);
+    if (!lo) return SPECD_OK;
+    const int32_t nl = g->n_layers;
+    g->lora_pairs = specd_alloc_array((size_t)nl * RT_N_PROJ, sizeof *g->lora_pairs);
+    if (!g->lora_pairs) return specd_fail(err, SPECD_E_NOMEM, "lora: out of memory");
+    size_t bytes = 0;
+    for (int32_t l = 0; l < nl; l++)
+        for (int p = 0; p < RT_N_PROJ; p++)
+            if (lo->pairs[(size_t)l * RT_N_PROJ + (size_t)p].a)
+                bytes += align256((size_t)lo->rank * (size_t)lo->n_in[p] * sizeof(float)) +
+                         align256((size_t)lo->n_out[p] * (size_t)lo->rank * sizeof(float));
+    g->lora_work_floats = (size_t)c->p.n_batch * (size_t)lo->rank;
+    bytes += align256(g->lora_work_floats * sizeof(float));
+    size_t free_b = 0, total_b = 0;
+    int rc = g->rt->mem_get_info(&free_b, &total_b);
+    if (rc) return rt_cuda_fail(g, err, "cudaMemGetInfo", rc);
+    if (bytes > free_b) {
+        free_lora(g);
+        return specd_fail(err, SPECD_E_NOMEM,
+                          "lora: the adapter needs %zu bytes on CUDA device %d, %zu free", bytes,
+                          g->device, free_b);
+    }
+    specd_status st = alloc_device(g, &g->lora_mem, bytes, "LoRA adapter", err);
+    if (st != SPECD_OK) {
+        free_lora(g);
+        return st;
+    }
+    g->lora_bytes = bytes;
+    carve cv = {.base = g->lora_mem};
+    for (int32_t l = 0; l < nl && rc == 0; l++)
+        for (int p = 0; p < RT_N_PROJ && rc == 0; p++) {
+            const rt_lora_pair *hp = &lo->pairs[(size_t)l * RT_N_PROJ + (size_t)p];
+            if (!hp->a) continue;
+            const size_t ab = (size_t)lo->rank * (size_t)lo->n_in[p] * sizeof(float);
+            const size_t bb = (size_t)lo->n_out[p] * (size_t)lo->rank * sizeof(float);
+            float *a = take(&cv, ab), *b = take(&cv, bb);
+            rc = g->rt->memcpy(a, hp->a, ab, SPECD_CUDA_MEMCPY_HOST_TO_DEVICE);
+            if (!rc) rc = g->rt->memcpy(b, hp->b, bb, SPECD_CUDA_MEMCPY_HOST_TO_DEVICE);
+            g->lora_pairs[(size_t)l * RT_N_PROJ + (size_t)p] = (rt_cuda_lora_pair){a, b};
+        }
+    if (rc) {
+        st = rt_cuda_fail(g, err, "the LoRA upload", rc);
+        free_lora(g);
+        return st;
+    }
+    g->lora_work = take(&cv, g->lora_work_floats * sizeof(float));
+    g->lora_rank = lo->rank;
+    g->lora_scale = lo->scale;
+    return SPECD_OK;
+}
+
+void rt_cuda_device_memory(const specd_context *c, size_t *weights, size_t *kv, size_t *scratch) {
+    const rt_cuda *g = c ? c->cuda : NULL;
+    if (weights) *weights = g ? g->weights_bytes + g->lora_bytes : 0;
+    if (kv) *kv = g ? g->kv_bytes : 0;
+    if (scratch) *scratch = g ? g->scratch_bytes : 0;
+}

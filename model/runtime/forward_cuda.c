@@ -1,0 +1,324 @@
+/* The CUDA backend's extend (model/runtime/cuda_backend.h): the CPU forward pass's graph
+ * (model/runtime/forward.c), op for op in its order, with libspecd_cuda.so's kernels on one
+ * stream. The step's token ids, positions, gates, KV destinations, output rows, visibility masks
+ * and input vectors are written into a pinned staging buffer and go up in at most three copies;
+ * the requested logits and hidden rows come back, then one synchronisation reports any failure.
+ * Nothing is allocated per step. Every kernel reduces an element in an order fixed by the model's
+ * sizes, never by the batch, so a row's bits do not depend on the rows beside it. */
+#include "model/runtime/cuda_backend.h"
+
+#include "common/status_internal.h"
+
+#include <math.h>
+#include <string.h>
+
+typedef struct step {
+    specd_context *c;
+    rt_cuda *g;
+    int32_t n;       /* tokens */
+    int any_gate;    /* a token has a non-zero LoRA gate */
+    int have;        /* what xq holds: -1 nothing, else enum rt_cuda_vec of the rows last quantized */
+    const char *op;  /* the failing operation */
+    int rc;          /* and its status */
+} step;
+
+#define IN(g, off, type) ((type *)((char *)(g)->in_dev + (g)->off))
+#define STAGED(g, off, type) ((type *)((char *)(g)->in_host + (g)->off))
+#define RUN(st, what, call)                                                                        \
+    do {                                                                                           \
+        const int rc_ = (call);                                                                    \
+        if (rc_) {                                                                                 \
+            (st)->op = (what);                                                                     \
+            (st)->rc = rc_;                                                                        \
+            return rc_;                                                                            \
+        }                                                                                          \
+    } while (0)
+
+/* y = W x for n rows, quantizing x first unless xq already holds it for this kind. */
+static int matmul(step *st, const rt_cuda_matrix *w, const float *x, int64_t ld_x, int32_t n,
+                  float *y, int64_t ld_y) {
+    const specd_cuda_kernels *k = st->g->k;
+    void *s = st->g->stream;
+    if (w->vec == RT_VEC_F) {
+        RUN(st, "matmul_f", k->matmul_f(w->type, w->data, w->n_in, w->n_out, x, ld_x, n, y, ld_y, s));
+        return 0;
+    }
+    if (st->have != w->vec) {
+        if (w->vec == RT_VEC_Q8)
+            RUN(st, "quantize_q8", k->quantize_q8(x, ld_x, n, w->n_in, st->g->xq, s));
+        else
+            RUN(st, "quantize_q8_k", k->quantize_q8_k(x, ld_x, n, w->n_in, st->g->xq, s));
+        st->have = w->vec;
+    }
+    if (w->vec == RT_VEC_Q8)
+        RUN(st, "matmul_q", k->matmul_q(w->type, w->data, w->n_in, w->n_out, st->g->xq, n, y, ld_y, s));
+    else
+        RUN(st, "matmul_k", k->matmul_k(w->type, w->data, w->n_in, w->n_out, st->g->xq, n, y, ld_y, s));
+    return 0;
+}
+
+/* y += gate * scale * B (A x) for the rows with a non-zero gate (the kernel skips the others). */
+static int lora(step *st, int32_t l, int proj, const float *x, int64_t ld_x, float *y,
+                int64_t ld_y) {
+    rt_cuda *g = st->g;
+    if (!st->any_gate || !g->lora_pairs) return 0;
+    const rt_cuda_lora_pair *pr = &g->lora_pairs[(size_t)l * RT_N_PROJ + (size_t)proj];
+    if (!pr->a) return 0;
+    const specd_lora *lo = st->c->lora;
+    RUN(st, "lora",
+        g->k->lora(pr->a, pr->b, (int32_t)lo->n_in[proj], (int32_t)lo->n_out[proj], g->lora_rank,
+                   g->lora_scale, x, ld_x, IN(g, off_gate, const float), st->n, y, ld_y,
+                   g->lora_work, g->lora_work_floats, g->stream));
+    return 0;
+}
+
+static int attention(step *st, int32_t l, float scale) {
+    specd_context *c = st->c;
+    rt_cuda *g = st->g;
+    const specd_model_info *in = &c->model->info;
+    const int64_t hd = in->head_dim, NQ = (int64_t)in->n_head * hd;
+    for (int32_t t0 = 0, t1; t0 < st->n; t0 = t1) {
+        int32_t n_kv = c->tok[t0].n_pos;
+        for (t1 = t0 + 1; t1 < st->n && c->tok[t1].seq == c->tok[t0].seq; t1++)
+            if (c->tok[t1].n_pos > n_kv) n_kv = c->tok[t1].n_pos;
+        const size_t base =
+            ((size_t)l * (size_t)c->p.n_seq + (size_t)c->tok[t0].seq) * (size_t)c->p.n_ctx *
+            c->kv_dim;
+        const specd_cuda_attention_args a = {
+            .q = g->q + (int64_t)t0 * NQ,
+            .ld_q = NQ,
+            .k = g->kv + base,
+            .k_pos_stride = (int64_t)c->kv_dim,
+            .k_head_stride = hd,
+            .v = g->kv + (size_t)g->n_layers * g->kv_plane + base,
+            .v_pos_stride = (int64_t)c->kv_dim,
+            .v_head_stride = hd,
+            .v_dim_stride = 1,
+            .visible = IN(g, off_mask, const uint32_t) + (size_t)t0 * (size_t)g->mask_words,
+            .mask_words = g->mask_words,
+            .n_rows = t1 - t0,
+            .n_heads = in->n_head,
+            .n_kv_heads = in->n_head_kv,
+            .head_dim = in->head_dim,
+            .n_kv = n_kv,
+            .scale = scale,
+            .out = g->att + (int64_t)t0 * NQ,
+            .ld_out = NQ,
+            .work = g->att_work,
+            .work_floats = g->att_work_floats,
+        };
+        RUN(st, "attention", g->k->attention(&a, g->stream));
+    }
+    return 0;
+}
+
+static int layer(step *st, int32_t l) {
+    specd_context *c = st->c;
+    rt_cuda *g = st->g;
+    const specd_cuda_kernels *k = g->k;
+    void *s = g->stream;
+    const specd_model_info *in = &c->model->info;
+    const rt_cuda_layer *L = &g->layers[l];
+    const int32_t n = st->n, E = in->n_embd, F = in->n_ff, hd = in->head_dim;
+    const int32_t NQ = in->n_head * hd, NKV = (int32_t)c->kv_dim;
+    const int neox = in->arch != SPECD_ARCH_LLAMA;
+    const int32_t *pos = IN(g, off_pos, const int32_t);
+    RUN(st, "rmsnorm", k->rmsnorm(g->x, E, L->attn_norm, g->xn, E, n, E, in->rms_eps, s));
+    st->have = -1;
+    if (matmul(st, &L->w[RT_Q], g->xn, E, n, g->q, NQ) || matmul(st, &L->w[RT_K], g->xn, E, n, g->k_rows, NKV) ||
+        matmul(st, &L->w[RT_V], g->xn, E, n, g->v_rows, NKV))
+        return -1;
+    if (lora(st, l, RT_Q, g->xn, E, g->q, NQ) || lora(st, l, RT_K, g->xn, E, g->k_rows, NKV) ||
+        lora(st, l, RT_V, g->xn, E, g->v_rows, NKV))
+        return -1;
+    if (L->bq) RUN(st, "add (q bias)", k->add(g->q, NQ, L->bq, 0, g->q, NQ, n, NQ, s));
+    if (L->bk) RUN(st, "add (k bias)", k->add(g->k_rows, NKV, L->bk, 0, g->k_rows, NKV, n, NKV, s));
+    if (L->bv) RUN(st, "add (v bias)", k->add(g->v_rows, NKV, L->bv, 0, g->v_rows, NKV, n, NKV, s));
+    if (L->q_norm)
+        RUN(st, "rmsnorm (q)", k->rmsnorm(g->q, hd, L->q_norm, g->q, hd, n * in->n_head, hd, in->rms_eps, s));
+    if (L->k_norm)
+        RUN(st, "rmsnorm (k)",
+            k->rmsnorm(g->k_rows, hd, L->k_norm, g->k_rows, hd, n * in->n_head_kv, hd, in->rms_eps, s));
+    RUN(st, "rope (q)", k->rope(g->q, NQ, n, pos, in->n_head, hd, in->n_rot, in->rope_freq_base, neox, s));
+    RUN(st, "rope (k)",
+        k->rope(g->k_rows, NKV, n, pos, in->n_head_kv, hd, in->n_rot, in->rope_freq_base, neox, s));
+    const size_t layer_off = (size_t)l * g->kv_plane;
+    const int32_t *dst = IN(g, off_kv_dst, const int32_t);
+    RUN(st, "store_f16 (k)", k->store_f16(g->k_rows, NKV, n, NKV, dst, g->kv + layer_off, NKV, s));
+    RUN(st, "store_f16 (v)",
+        k->store_f16(g->v_rows, NKV, n, NKV, dst, g->kv + (size_t)g->n_layers * g->kv_plane + layer_off,
+                     NKV, s));
+    if (attention(st, l, 1.0f / sqrtf((float)hd))) return -1;
+    st->have = -1;
+    if (matmul(st, &L->w[RT_O], g->att, NQ, n, g->tmp, E) || lora(st, l, RT_O, g->att, NQ, g->tmp, E))
+        return -1;
+    RUN(st, "add (residual)", k->add(g->tmp, E, g->x, E, g->x, E, n, E, s));
+    RUN(st, "rmsnorm (ffn)", k->rmsnorm(g->x, E, L->ffn_norm, g->xn, E, n, E, in->rms_eps, s));
+    st->have = -1;
+    if (matmul(st, &L->w[RT_GATE], g->xn, E, n, g->g, F) || matmul(st, &L->w[RT_UP], g->xn, E, n, g->u, F) ||
+        lora(st, l, RT_GATE, g->xn, E, g->g, F) || lora(st, l, RT_UP, g->xn, E, g->u, F))
+        return -1;
+    RUN(st, "swiglu", k->swiglu(g->g, F, g->u, F, g->g, F, n, F, s));
+    st->have = -1;
+    if (matmul(st, &L->w[RT_DOWN], g->g, F, n, g->tmp, E) || lora(st, l, RT_DOWN, g->g, F, g->tmp, E))
+        return -1;
+    RUN(st, "add (residual)", k->add(g->tmp, E, g->x, E, g->x, E, n, E, s));
+    return 0;
+}
+
+/* Row r's visibility bits: its own row packed, or positions 0..l0 + i (causal). */
+static void stage_mask(const rt_cuda *g, const rt_token *t, uint32_t *words) {
+    memset(words, 0, (size_t)g->mask_words * sizeof(uint32_t));
+    if (t->visible) {
+        const int32_t n_pos = t->l0 + t->n_new;
+        (void)specd_cuda_pack_visibility(t->visible, (size_t)n_pos, 1, n_pos, words, g->mask_words);
+        return;
+    }
+    const int32_t n_pos = t->l0 + t->i + 1;
+    for (int32_t w = 0; w < n_pos / 32; w++)
+        words[w] = 0xffffffffu;
+    if (n_pos % 32) words[n_pos / 32] = (1u << (n_pos % 32)) - 1u;
+}
+
+/* Fills the staging buffer and enqueues its copies; returns whether a row is a float vector. */
+static int stage(step *st, int32_t n_out, const int32_t *out_rows, int *any_embd) {
+    specd_context *c = st->c;
+    rt_cuda *g = st->g;
+    const int32_t E = c->model->info.n_embd;
+    int32_t *ids = STAGED(g, off_ids, int32_t), *pos = STAGED(g, off_pos, int32_t);
+    float *gate = STAGED(g, off_gate, float);
+    int32_t *dst = STAGED(g, off_kv_dst, int32_t), *outr = STAGED(g, off_out, int32_t);
+    float *embd = STAGED(g, off_embd, float);
+    *any_embd = 0;
+    st->any_gate = 0;
+    for (int32_t r = 0; r < st->n; r++) {
+        const rt_token *t = &c->tok[r];
+        ids[r] = t->embd ? -1 : t->token;
+        pos[r] = t->pos;
+        gate[r] = t->gate;
+        st->any_gate |= t->gate != 0.0f;
+        dst[r] = t->seq * c->p.n_ctx + t->l0 + t->i;
+        stage_mask(g, t, STAGED(g, off_mask, uint32_t) + (size_t)r * (size_t)g->mask_words);
+        if (t->embd) {
+            memcpy(embd + (size_t)r * (size_t)E, t->embd, (size_t)E * sizeof(float));
+            *any_embd = 1;
+        }
+    }
+    for (int32_t j = 0; j < n_out; j++)
+        outr[j] = out_rows[j];
+    const specd_cudart *rt = g->rt;
+    RUN(st, "cudaMemcpyAsync (inputs)",
+        rt->memcpy_async(g->in_dev, g->in_host, g->ints_bytes, SPECD_CUDA_MEMCPY_HOST_TO_DEVICE,
+                         g->stream));
+    RUN(st, "cudaMemcpyAsync (masks)",
+        rt->memcpy_async((char *)g->in_dev + g->off_mask, (char *)g->in_host + g->off_mask,
+                         (size_t)st->n * (size_t)g->mask_words * sizeof(uint32_t),
+                         SPECD_CUDA_MEMCPY_HOST_TO_DEVICE, g->stream));
+    if (*any_embd)
+        RUN(st, "cudaMemcpyAsync (input vectors)",
+            rt->memcpy_async((char *)g->in_dev + g->off_embd, (char *)g->in_host + g->off_embd,
+                             (size_t)st->n * (size_t)E * sizeof(float),
+                             SPECD_CUDA_MEMCPY_HOST_TO_DEVICE, g->stream));
+    return 0;
+}
+
+static int forward(step *st, int32_t n_out, const int32_t *out_rows, float *logits, float *hidden) {
+    specd_context *c = st->c;
+    rt_cuda *g = st->g;
+    const specd_model_info *in = &c->model->info;
+    const int32_t E = in->n_embd;
+    int any_embd = 0;
+    if (stage(st, n_out, out_rows, &any_embd)) return -1;
+    RUN(st, "embed",
+        g->k->embed(g->tok_embd.type, g->tok_embd.data, in->n_vocab, E, IN(g, off_ids, const int32_t),
+                    any_embd ? IN(g, off_embd, const float) : NULL, E, g->x, E, st->n, g->stream));
+    for (int32_t l = 0; l < g->n_layers; l++)
+        if (layer(st, l)) return -1;
+    if (n_out == 0 || (!logits && !hidden)) return 0;
+    RUN(st, "gather", g->k->gather(g->x, E, IN(g, off_out, const int32_t), n_out, E, g->tmp, E, g->stream));
+    RUN(st, "rmsnorm (output)",
+        g->k->rmsnorm(g->tmp, E, g->output_norm, g->xn, E, n_out, E, in->rms_eps, g->stream));
+    if (hidden)
+        RUN(st, "cudaMemcpyAsync (hidden)",
+            g->rt->memcpy_async(hidden, g->xn, (size_t)n_out * (size_t)E * sizeof(float),
+                                SPECD_CUDA_MEMCPY_DEVICE_TO_HOST, g->stream));
+    if (!logits) return 0;
+    st->have = -1;
+    if (matmul(st, &g->output, g->xn, E, n_out, g->logits, in->n_vocab)) return -1;
+    RUN(st, "cudaMemcpyAsync (logits)",
+        g->rt->memcpy_async(logits, g->logits, (size_t)n_out * (size_t)in->n_vocab * sizeof(float),
+                            SPECD_CUDA_MEMCPY_DEVICE_TO_HOST, g->stream));
+    return 0;
+}
+
+specd_status rt_cuda_extend(specd_context *c, const specd_seq_batch *seqs, int32_t n_seqs,
+                            int32_t n_tok, int32_t n_out, const int32_t *out_rows, float *logits,
+                            float *hidden, specd_error *err) {
+    rt_cuda *g = c->cuda;
+    step st = {.c = c, .g = g, .n = n_tok, .have = -1, .op = "cudaSetDevice"};
+    int rc = g->rt->set_device(g->device);
+    if (rc) st.rc = rc;
+    else if (forward(&st, n_out, out_rows, logits, hidden)) rc = st.rc;
+    if (rc) {
+        /* drain what was enqueued: the staging buffer may not be rewritten under a copy */
+        (void)g->rt->stream_synchronize(g->stream);
+        return rt_cuda_fail(g, err, st.op, st.rc);
+    }
+    rc = g->rt->stream_synchronize(g->stream);
+    if (rc) return rt_cuda_fail(g, err, "the step (a kernel failed while running)", rc);
+    /* commit, as the CPU: the new rows sit at l0..l0+n-1; keep the chosen ones in order */
+    for (int32_t k = 0; k < n_seqs; k++) {
+        const specd_seq_batch *s = &seqs[k];
+        const int32_t l0 = c->kv_len[s->seq];
+        if (!s->commit) {
+            c->kv_len[s->seq] = l0 + s->n_tokens;
+            continue;
+        }
+        int32_t nk = 0;
+        for (int32_t i = 0; i < s->n_tokens; i++)
+            if (s->commit[i]) c->out_rows[nk++] = l0 + i;
+        SPECD_TRY(rt_cuda_kv_compact(c, s->seq, l0, nk, c->out_rows, err));
+    }
+    return SPECD_OK;
+}
+
+specd_status rt_cuda_kv_compact(specd_context *c, int32_t seq, int32_t from, int32_t n_rows,
+                                const int32_t *rows, specd_error *err) {
+    rt_cuda *g = c->cuda;
+    int32_t first = 0;
+    while (first < n_rows && rows[first] == from + first)
+        first++;
+    if (first < n_rows) {
+        const int32_t n = n_rows - first;
+        int32_t *src = STAGED(g, off_src, int32_t), *dst = STAGED(g, off_dst, int32_t);
+        for (int32_t j = 0; j < n; j++) {
+            src[j] = rows[first + j];
+            dst[j] = from + first + j;
+        }
+        int rc = g->rt->set_device(g->device);
+        const char *what = "cudaMemcpyAsync (row lists)";
+        if (!rc)
+            rc = g->rt->memcpy_async((char *)g->in_dev + g->off_src, src, (size_t)n * sizeof(int32_t),
+                                     SPECD_CUDA_MEMCPY_HOST_TO_DEVICE, g->stream);
+        if (!rc)
+            rc = g->rt->memcpy_async((char *)g->in_dev + g->off_dst, dst, (size_t)n * sizeof(int32_t),
+                                     SPECD_CUDA_MEMCPY_HOST_TO_DEVICE, g->stream);
+        if (!rc) {
+            what = "move_rows_f16";
+            rc = g->k->move_rows_f16(g->kv + (size_t)seq * (size_t)c->p.n_ctx * c->kv_dim,
+                                     (int64_t)g->kv_plane, 2 * g->n_layers, (int64_t)c->kv_dim,
+                                     (int32_t)c->kv_dim, IN(g, off_src, const int32_t),
+                                     IN(g, off_dst, const int32_t), n, g->stream);
+        }
+        if (!rc) {
+            what = "the KV row moves";
+            rc = g->rt->stream_synchronize(g->stream);
+        }
+        if (rc) {
+            (void)g->rt->stream_synchronize(g->stream);
+            return rt_cuda_fail(g, err, what, rc);
+        }
+    }
+    c->kv_len[seq] = from + n_rows;
+    return SPECD_OK;
+}

@@ -43,6 +43,15 @@ print("identical %d/%d, speedup %.2fx, TPF %.2f, acceptance %.3f, plain %.1f tok
          o["tokens_per_s_spec"], ", LOSSY" if o["lossy"] else ""))
 sys.exit(0 if ok == n and o["identical"] and not o["lossy"] else 1)'
 failed=0
+# the device memory of the context `specd generate` would make (weights, KV, scratch)
+if "$specd" inspect --device cuda --n-ctx 4096 "$model" > "$tmp/inspect.txt" 2> "$tmp/err.txt"; then
+  sed -n '/^context on/,$p' "$tmp/inspect.txt"
+  grep -Eq '^  device weights +[1-9]' "$tmp/inspect.txt" && grep -Eq '^  device KV +[1-9]' "$tmp/inspect.txt" ||
+    { echo "FAIL inspect --device cuda: no device memory for the weights or the KV"; failed=1; }
+else
+  echo "FAIL inspect --device cuda: $(cat "$tmp/err.txt")"
+  failed=1
+fi
 echo "specd ab --device cuda, $(wc -l < "$src/examples/prompts.txt") prompts, -n $n, $(nvidia-smi -L | head -1)"
 for entry in "${policies[@]}"; do
   name=${entry%%|*} opts=${entry#*|}
@@ -71,5 +80,5 @@ for entry in "${policies[@]}"; do
     rm -f "$tmp/ab.json"
   done
 done
-[ "$failed" = 0 ] || { echo "specd ab --device cuda: some lossless policy was not identical"; exit 1; }
+[ "$failed" = 0 ] || { echo "specd ab --device cuda: FAILED (see the FAIL lines)"; exit 1; }
 echo "specd ab --device cuda: every lossless policy token-identical to plain decoding"

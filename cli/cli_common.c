@@ -28,6 +28,39 @@ void cli_options_init(cli_options *o) {
     o->rule = SPECD_ACCEPT_COUPLED;
     o->adaptive = 1;
     o->verifier_timeout_ms = 1000;
+    specd_context_params cp = specd_context_default_params(); /* SPECD_DEVICE's, or -1 */
+    o->device = cp.device;
+    o->device_index = cp.device_index;
+}
+
+#define ACCEPTED "cpu, cuda, cuda:N" /* the names specd_device_parse accepts */
+
+int cli_parse_device(const char *prog, const char *name, int32_t *device, int32_t *index) {
+    specd_error err;
+    if (name) {
+        if (specd_device_parse(name, device, index, &err) == SPECD_OK) return 0;
+        fprintf(stderr, "%s: --device: %s%s\n", prog, err.message,
+                strstr(err.message, ACCEPTED) ? "" : " (accepted: " ACCEPTED ")");
+        return 1;
+    }
+    const char *env = getenv("SPECD_DEVICE");
+    if (!env || !*env) {
+        *device = SPECD_DEVICE_CPU;
+        *index = 0;
+        return 0;
+    }
+    if (specd_device_parse(env, device, index, &err) == SPECD_OK) return 0;
+    fprintf(stderr, "%s: SPECD_DEVICE: %s%s (or give --device)\n", prog, err.message,
+            strstr(err.message, ACCEPTED) ? "" : " (accepted: " ACCEPTED ")");
+    return 1;
+}
+
+const char *cli_device_label(int32_t device, int32_t index, char *buf, size_t cap) {
+    if (device == SPECD_DEVICE_CUDA)
+        snprintf(buf, cap, "cuda:%d", index);
+    else
+        snprintf(buf, cap, "%s", specd_device_name(device));
+    return buf;
 }
 
 int cli_check_writable(const char *prog, const char *flag, const char *path) {
@@ -73,7 +106,7 @@ int cli_parse_shared(cli_options *o, int argc, char **argv, int *i) {
     static const char *const with_value[] = {
         "-m", "--model", "--policy", "--policy-opts", "--draft-max", "-n", "-t", "--threads",
         "--temp", "--top-k", "--top-p", "--min-p", "--seed", "--accept", "--tau", "--verifier",
-        "--verifier-timeout-ms"};
+        "--verifier-timeout-ms", "--device"};
     int needs = 0;
     for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++)
         if (!strcmp(f, with_value[k])) needs = 1;
@@ -94,6 +127,8 @@ int cli_parse_shared(cli_options *o, int argc, char **argv, int *i) {
     if (!strcmp(f, "--policy")) return o->policy = v, 1;
     if (!strcmp(f, "--policy-opts")) return o->policy_opts = v, 1;
     if (!strcmp(f, "--verifier")) return o->verifier = v, 1;
+    if (!strcmp(f, "--device"))
+        return cli_parse_device("specd", v, &o->device, &o->device_index) ? -1 : 1;
     if (!strcmp(f, "--temp")) return parse_float(f, v, 0.0f, 100.0f, &o->sampling.temperature);
     if (!strcmp(f, "--top-p")) return parse_float(f, v, 1e-6f, 1.0f, &o->sampling.top_p);
     if (!strcmp(f, "--min-p")) return parse_float(f, v, 0.0f, 0.999f, &o->sampling.min_p);
@@ -158,7 +193,10 @@ void cli_print_shared_help(FILE *out) {
             "  --verifier EP        verify drafts in a specd-verifier daemon at EP (ipc://PATH);\n"
             "                       steps it does not answer are verified here, same tokens\n"
             "  --verifier-timeout-ms MS  per request (default 1000)\n"
-            "  -t, --threads N      worker threads (default: online cores)\n");
+            "  -t, --threads N      worker threads (default: online cores)\n"
+            "  --device D           cpu | cuda | cuda:N: where the target and every context a\n"
+            "                       policy makes (draft model, head) run (default: $SPECD_DEVICE,\n"
+            "                       else cpu)\n");
 }
 
 const char *cli_default_model(char *buf, size_t cap) {
@@ -222,6 +260,8 @@ const char *cli_policy_options(const cli_options *o, const char *policy, const c
 
 int cli_engine_open(cli_engine *e, const cli_options *o) {
     memset(e, 0, sizeof *e);
+    int32_t device = o->device, index = o->device_index;
+    if (device == -1 && cli_parse_device("specd", NULL, &device, &index)) return 2;
     char buf[4096];
     const char *path = o->model ? o->model : cli_default_model(buf, sizeof buf);
     specd_error err;
@@ -253,8 +293,12 @@ int cli_engine_open(cli_engine *e, const cli_options *o) {
     cp.n_ctx = 4096;
     e->n_ctx = cp.n_ctx;
     cp.n_batch = 256;
+    cp.device = device;
+    cp.device_index = index;
     if (specd_context_create(e->model, &cp, &e->ctx, &err) != SPECD_OK) {
-        fprintf(stderr, "specd: context: %s\n", err.message);
+        char label[32];
+        fprintf(stderr, "specd: cannot run on %s: %s\n",
+                cli_device_label(device, index, label, sizeof label), err.message);
         cli_engine_close(e);
         return 1;
     }
@@ -267,6 +311,8 @@ int cli_engine_open(cli_engine *e, const cli_options *o) {
     sp.verifier_endpoint = o->verifier;
     sp.verifier_timeout_ms = o->verifier_timeout_ms;
     sp.verifier_tokenizer_hash = e->tokenizer_hash;
+    sp.device = e->device = device; /* the contexts the policies make go there too */
+    sp.device_index = e->device_index = index;
     if (specd_spec_create(&sp, &e->spec, &err) != SPECD_OK) {
         fprintf(stderr, "specd: %s\n", err.message);
         cli_engine_close(e);

@@ -25,6 +25,10 @@ typedef struct cli_options {
     int adaptive;
     const char *verifier;     /* specd-verifier endpoint, or NULL = verify in-process */
     int32_t verifier_timeout_ms;
+    /* --device: every context of the run (the target's and the policies' own) lives there;
+     * without the flag SPECD_DEVICE's choice, -1 when that variable is unparsable */
+    int32_t device;
+    int32_t device_index;
 } cli_options;
 
 void cli_options_init(cli_options *o);
@@ -32,6 +36,12 @@ void cli_options_init(cli_options *o);
 /* Consumes argv[*i] (and its value) when it is a shared flag. Returns 1 when consumed, 0 when not
  * a shared flag, -1 after printing an error for a bad value. */
 int cli_parse_shared(cli_options *o, int argc, char **argv, int *i);
+/* --device NAME (cpu, cuda, cuda:N) into *device and *index; NULL name = SPECD_DEVICE's choice
+ * (unset: cpu). Prints "<prog>: ..." naming the accepted values and returns non-zero for an
+ * unknown name or an unparsable SPECD_DEVICE. */
+int cli_parse_device(const char *prog, const char *name, int32_t *device, int32_t *index);
+/* The device as --device spells it ("cpu", "cuda:0"). */
+const char *cli_device_label(int32_t device, int32_t index, char *buf, size_t cap);
 /* Lines of help for the shared flags. */
 void cli_print_shared_help(FILE *out);
 
@@ -64,9 +74,12 @@ typedef struct cli_engine {
     specd_spec *spec;
     int32_t n_ctx; /* KV rows of the context: prompt + generation + one step's drafts */
     uint64_t tokenizer_hash; /* computed from the tokenizer: what the daemons must match */
+    int32_t device, device_index; /* where ctx and the policies' contexts live */
 } cli_engine;
 
-/* Prints a clear error to stderr and returns non-zero on failure. */
+/* Prints a clear error to stderr and returns non-zero on failure: 2 for a usage error (an
+ * unparsable SPECD_DEVICE, -t past the cores), 1 otherwise (a device the library cannot run,
+ * a model that cannot be read). */
 int cli_engine_open(cli_engine *e, const cli_options *o);
 void cli_engine_close(cli_engine *e);
 

@@ -224,7 +224,7 @@ static int calibrate(const cli_options *o, const char *tasks_path, const char *p
     cal->tasks_path = tasks_path;
     cal->command = command;
     cli_engine e;
-    int rc = cli_engine_open(&e, o) ? 1 : 0;
+    int rc = cli_engine_open(&e, o);
     if (!rc) rc = ab_calibrate(&e, o, &tasks, cal) ? 1 : 0;
     cli_engine_close(&e);
     free(command);
@@ -325,19 +325,22 @@ int specd_cmd_ab(int argc, char **argv) {
                    : read_prompts(prompts_path, &prompts, &n))
         return 2;
     cli_engine e;
-    if (cli_engine_open(&e, &o)) {
+    int open_rc = cli_engine_open(&e, &o);
+    if (open_rc) {
         for (int i = 0; i < n; i++) free(prompts[i]);
         free(prompts);
         ab_tasks_free(&tasks);
-        return 1;
+        return open_rc;
     }
     ab_row *rows = calloc((size_t)n, sizeof *rows);
     ab_row all = {0};
     int rc = rows ? 0 : 1, diverged = 0;
-    fprintf(stderr, "specd ab: policy %s, %d prompts, %d tokens each, T=%g, rule %s\n", o.policy,
-            n, o.n_predict, o.sampling.temperature,
+    char device[32];
+    fprintf(stderr, "specd ab: policy %s, %d prompts, %d tokens each, T=%g, rule %s, device %s\n",
+            o.policy, n, o.n_predict, o.sampling.temperature,
             o.rule == SPECD_ACCEPT_GREEDY ? "greedy" : o.rule == SPECD_ACCEPT_REJECTION ? "rs"
-                                                                                       : "coupled");
+                                                                                       : "coupled",
+            cli_device_label(e.device, e.device_index, device, sizeof device));
     for (int i = 0; i < n && !rc; i++) {
         int32_t *ids;
         int64_t n_ids;

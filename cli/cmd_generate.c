@@ -95,7 +95,8 @@ int specd_cmd_generate(int argc, char **argv) {
         return 2;
     }
     cli_engine e;
-    if (cli_engine_open(&e, &o)) return 1;
+    int open_rc = cli_engine_open(&e, &o);
+    if (open_rc) return open_rc;
     int32_t *ids = NULL;
     int64_t n_ids = 0;
     int rc = cli_encode_prompt(&e, prompt, o.chat, &ids, &n_ids);

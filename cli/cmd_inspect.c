@@ -1,6 +1,9 @@
 /* specd inspect MODEL.gguf [--json]: what a GGUF file holds: architecture, hyperparameters, the
- * tokenizer's summary, other metadata, and the tensor table. Exit 0 on success, 1 when the file
- * cannot be read (message on stderr), 2 on a usage error. */
+ * tokenizer's summary, other metadata, and the tensor table. With --device it also makes the
+ * context a run would (--n-ctx, --n-seq) on that device and prints the memory it holds. Exit 0 on
+ * success, 1 when the file cannot be read or the context not made (message on stderr), 2 on a
+ * usage error. */
+#include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "common/json_out.h"
 #include "kernels/cpu/dtype.h"
@@ -265,7 +268,7 @@ static void print_tensors(const out *o, const specd_gguf *g) {
         }
     }
     if (o->json)
-        fprintf(o->f, "%s],\n  \"tensor_bytes\": %llu\n", specd_gguf_tensor_count(g) ? "\n  " : "",
+        fprintf(o->f, "%s],\n  \"tensor_bytes\": %llu", specd_gguf_tensor_count(g) ? "\n  " : "",
                 (unsigned long long)total);
     else
         fprintf(o->f, "  total %llu bytes (%.1f MiB)\n", (unsigned long long)total,
@@ -273,18 +276,122 @@ static void print_tensors(const out *o, const specd_gguf *g) {
 }
 
 static void usage(FILE *f) {
-    fputs("usage: specd inspect [--json] MODEL.gguf\n\n"
+    fputs("usage: specd inspect [--json] [--device D [--n-ctx N] [--n-seq N]] MODEL.gguf\n\n"
           "Prints a GGUF file's architecture, hyperparameters, tokenizer summary, other\n"
-          "metadata and tensor table. --json prints the same as one JSON object.\n",
+          "metadata and tensor table. --json prints the same as one JSON object.\n"
+          "  --device D   cpu | cuda | cuda:N: also make a context of the model there and print\n"
+          "               the memory it holds: on a CUDA device the device memory of the\n"
+          "               weights, the KV caches and the scratch; on the CPU the host memory of\n"
+          "               the KV caches and of the whole context\n"
+          "  --n-ctx N    that context's KV rows per sequence (default 2048)\n"
+          "  --n-seq N    its sequences (default 1)\n",
           f);
 }
 
+/* --- the context --device makes -------------------------------------------------------------- */
+typedef struct ctx_memory {
+    int32_t device, index, n_ctx, n_seq;
+    size_t weights, kv, scratch; /* device memory (CUDA) */
+    size_t host_kv, host_total;  /* host memory (CPU) */
+} ctx_memory;
+
+static int measure_context(const char *path, ctx_memory *m) {
+    specd_error err;
+    specd_model *model = NULL;
+    if (specd_model_create(path, &model, &err) != SPECD_OK) {
+        fprintf(stderr, "specd inspect: --device: cannot load the model: %s\n", err.message);
+        return 1;
+    }
+    specd_context_params cp = specd_context_default_params();
+    cp.device = m->device;
+    cp.device_index = m->index;
+    cp.n_ctx = m->n_ctx;
+    cp.n_seq = m->n_seq;
+    specd_context *ctx = NULL;
+    int rc = 0;
+    if (specd_context_create(model, &cp, &ctx, &err) != SPECD_OK) {
+        char label[32];
+        fprintf(stderr, "specd inspect: cannot make a context on %s: %s\n",
+                cli_device_label(m->device, m->index, label, sizeof label), err.message);
+        rc = 1;
+    } else {
+        specd_context_device_memory(ctx, &m->weights, &m->kv, &m->scratch);
+        m->host_kv = specd_context_kv_bytes(ctx);
+        m->host_total = specd_context_memory_bytes(ctx);
+    }
+    specd_context_destroy(ctx);
+    specd_model_destroy(model);
+    return rc;
+}
+
+static double mib(size_t b) {
+    return (double)b / (1024.0 * 1024.0);
+}
+
+static void print_context(const out *o, const ctx_memory *m) {
+    char label[32];
+    cli_device_label(m->device, m->index, label, sizeof label);
+    int cuda = m->device == SPECD_DEVICE_CUDA;
+    if (o->json) {
+        fprintf(o->f, ",\n  \"context\": {\"device\": \"%s\", \"n_ctx\": %d, \"n_seq\": %d, ", label,
+                m->n_ctx, m->n_seq);
+        if (cuda)
+            fprintf(o->f, "\"device_weights_bytes\": %zu, \"device_kv_bytes\": %zu, "
+                          "\"device_scratch_bytes\": %zu}",
+                    m->weights, m->kv, m->scratch);
+        else
+            fprintf(o->f, "\"host_kv_bytes\": %zu, \"host_context_bytes\": %zu}", m->host_kv,
+                    m->host_total);
+        return;
+    }
+    fprintf(o->f, "\ncontext on %s (n_ctx %d, n_seq %d):\n", label, m->n_ctx, m->n_seq);
+    if (cuda)
+        fprintf(o->f,
+                "  device weights %14zu bytes (%.1f MiB)\n"
+                "  device KV      %14zu bytes (%.1f MiB)\n"
+                "  device scratch %14zu bytes (%.1f MiB)\n"
+                "  device total   %14zu bytes (%.1f MiB)\n",
+                m->weights, mib(m->weights), m->kv, mib(m->kv), m->scratch, mib(m->scratch),
+                m->weights + m->kv + m->scratch, mib(m->weights + m->kv + m->scratch));
+    else
+        fprintf(o->f,
+                "  host KV        %14zu bytes (%.1f MiB)\n"
+                "  host context   %14zu bytes (%.1f MiB)\n",
+                m->host_kv, mib(m->host_kv), m->host_total, mib(m->host_total));
+}
+
+static int parse_count(const char *flag, const char *v, long hi, int32_t *value) {
+    char *end;
+    long n = strtol(v, &end, 10);
+    if (!*v || *end || n < 1 || n > hi) {
+        fprintf(stderr, "specd inspect: %s expects an integer in [1, %ld], got '%s'\n", flag, hi,
+                v);
+        return 1;
+    }
+    *value = (int32_t)n;
+    return 0;
+}
+
 int specd_cmd_inspect(int argc, char **argv) {
-    const char *path = NULL;
+    const char *path = NULL, *device = NULL;
     out o = {stdout, 0};
+    specd_context_params dp = specd_context_default_params();
+    ctx_memory mem = {.n_ctx = dp.n_ctx, .n_seq = dp.n_seq};
+    int sized = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) {
             o.json = 1;
+        } else if ((!strcmp(argv[i], "--device") || !strcmp(argv[i], "--n-ctx") ||
+                    !strcmp(argv[i], "--n-seq")) && i + 1 < argc) {
+            const char *f = argv[i], *v = argv[++i];
+            if (!strcmp(f, "--device")) {
+                if (cli_parse_device("specd inspect", v, &mem.device, &mem.index)) return 2;
+                device = v;
+            } else if (parse_count(f, v, !strcmp(f, "--n-ctx") ? 1 << 24 : 4096,
+                                   !strcmp(f, "--n-ctx") ? &mem.n_ctx : &mem.n_seq)) {
+                return 2;
+            }
+            sized |= strcmp(f, "--device") != 0;
         } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
             return 0;
@@ -303,10 +410,19 @@ int specd_cmd_inspect(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
+    if (sized && !device) {
+        fprintf(stderr, "specd inspect: --n-ctx and --n-seq size the context --device makes\n");
+        return 2;
+    }
     specd_gguf *g;
     specd_error err;
     if (specd_gguf_create(path, &g, &err) != SPECD_OK) {
         fprintf(stderr, "specd inspect: %s\n", err.message);
+        return 1;
+    }
+    /* the context first: a device that cannot run it fails before anything is printed */
+    if (device && measure_context(path, &mem)) {
+        specd_gguf_destroy(g);
         return 1;
     }
     specd_gguf_str arch = {NULL, 0};
@@ -331,7 +447,8 @@ int specd_cmd_inspect(int argc, char **argv) {
         print_keys(&o, g, arch, 0);
         fputs(",\n", o.f);
         print_tensors(&o, g);
-        fputs("}\n", o.f);
+        if (device) print_context(&o, &mem);
+        fputs("\n}\n", o.f);
     } else {
         fprintf(o.f,
                 "file           %s\ngguf           v%u, alignment %zu, %lld keys, %lld tensors\n",
@@ -350,6 +467,7 @@ int specd_cmd_inspect(int argc, char **argv) {
         print_keys(&o, g, arch, 0);
         fputc('\n', o.f);
         print_tensors(&o, g);
+        if (device) print_context(&o, &mem);
     }
     specd_gguf_destroy(g);
     if (fflush(stdout) != 0 || ferror(stdout)) {

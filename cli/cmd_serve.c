@@ -45,6 +45,9 @@ static void usage(FILE *out) {
             "                          otherwise) except /health and /metrics, which stay open;\n"
             "                          also from the environment: SPECD_API_KEY, which keeps\n"
             "                          the key out of the process list\n"
+            "  --device D              cpu | cuda | cuda:N: where the model, the KV caches and\n"
+            "                          every context a policy makes run (default: $SPECD_DEVICE,\n"
+            "                          else cpu)\n"
             "  --seed S                first seed of requests that give none (default 0)\n"
             "  --grace-ms MS           on SIGINT/SIGTERM, how long requests in flight may take\n"
             "                          to finish before they are cancelled (default 10000)\n\n"
@@ -122,6 +125,8 @@ int specd_cmd_serve(int argc, char **argv) {
         else if (!strcmp(f, "--max-conns-per-ip") && !(rc = parse_long(f, v, 0, 1 << 20, &n)))
             p.http.max_conns_per_ip = (unsigned)n;
         else if (!strcmp(f, "--api-key")) api_key = v;
+        else if (!strcmp(f, "--device"))
+            rc = cli_parse_device("specd serve", v, &p.loop.device, &p.loop.device_index);
         else if (!strcmp(f, "--seed") && !(rc = parse_long(f, v, 0, 1L << 53, &n)))
             p.seed_base = (uint64_t)n;
         else if (!strcmp(f, "--grace-ms") && !(rc = parse_long(f, v, 0, 3600000, &n)))
@@ -133,6 +138,10 @@ int specd_cmd_serve(int argc, char **argv) {
         }
         if (rc) return 2;
     }
+    /* no --device: SPECD_DEVICE's, which specd_loop_default_params marked -1 if unparsable */
+    if (p.loop.device == -1 &&
+        cli_parse_device("specd serve", NULL, &p.loop.device, &p.loop.device_index))
+        return 2;
     /* --policy NAME[:OPTIONS]: the default of requests that name no policy. */
     char policy_name[64];
     const char *colon = strchr(policy, ':');
@@ -195,10 +204,13 @@ int specd_cmd_serve(int argc, char **argv) {
         specd_model_destroy(model);
         return 1;
     }
+    char device[32];
     fprintf(stderr,
-            "specd serve: listening on http://%s:%d (model %s, %d slots, policy %s%s%s%s)\n",
+            "specd serve: listening on http://%s:%d (model %s, %d slots, policy %s%s%s%s, "
+            "device %s)\n",
             p.http.host, serve_server_port(srv), model_name, p.loop.max_seqs, policy_name,
-            colon ? ":" : "", colon ? colon + 1 : "", api_key ? ", API key required" : "");
+            colon ? ":" : "", colon ? colon + 1 : "", api_key ? ", API key required" : "",
+            cli_device_label(p.loop.device, p.loop.device_index, device, sizeof device));
     fflush(stderr);
     int sig = 0;
     sigwait(&set, &sig);

@@ -23,6 +23,7 @@
 #include "ipc/frame.h"
 #include "ipc/seq_store.h"
 #include "specd/policy.h"
+#include "specd/runtime.h"
 
 #define DEFAULT_MAX_DRAFT 8
 
@@ -47,6 +48,7 @@ typedef struct served {
 
 typedef struct drafter {
     served policies[SPECD_DAEMON_MAX_POLICIES];
+    int32_t device, device_index; /* where the policies' own contexts live (--device) */
     size_t n_policies;
     specd_seq_store *seqs;
     int32_t vocab;
@@ -90,7 +92,10 @@ static specd_status make_policy(const drafter *d, const SpecdWire__OpenSeq *m, p
     specd_policy_env env = {.n_vocab = d->vocab,
                             .max_draft = max_draft,
                             .seed = m->seed,
-                            .seq_key = (uint32_t)m->seq_id};
+                            .seq_key = (uint32_t)m->seq_id,
+                            .device_set = 1,
+                            .device = d->device,
+                            .device_index = d->device_index};
     env.sampling = specd_sampling_default_params();
     env.sampling.temperature = m->sampling->temperature;
     env.sampling.top_k = m->sampling->has_top_k ? (int32_t)m->sampling->top_k : 0;
@@ -285,7 +290,9 @@ static specd_status add_served(drafter *d, const char *item, specd_error *err) {
     for (size_t i = 0; i < d->n_policies; i++)
         if (!strcmp(d->policies[i].name, sv->name))
             return specd_fail(err, SPECD_E_INVALID_ARG, "--policy %s: name given twice", item);
-    specd_policy_env env = {.n_vocab = d->vocab, .max_draft = DEFAULT_MAX_DRAFT};
+    specd_policy_env env = {.n_vocab = d->vocab, .max_draft = DEFAULT_MAX_DRAFT,
+                            .device_set = 1, .device = d->device,
+                            .device_index = d->device_index};
     env.sampling = specd_sampling_default_params();
     void *state = NULL;
     specd_error e;
@@ -304,6 +311,10 @@ specd_status specd_drafter_handlers_create(const specd_ipc_service_params *p,
     drafter *d = specd_alloc_array(1, sizeof *d);
     if (!d) return specd_fail(err, SPECD_E_NOMEM, "drafter: out of memory");
     d->vocab = (int32_t)p->model.vocab_size;
+    if (c) {
+        d->device = c->device;
+        d->device_index = c->device_index;
+    }
     specd_status st = SPECD_OK;
     for (size_t i = 0; st == SPECD_OK && i < (c ? c->n_policies : 0); i++)
         st = add_served(d, c->policies[i], err);
@@ -312,10 +323,12 @@ specd_status specd_drafter_handlers_create(const specd_ipc_service_params *p,
         specd_free(d);
         return st;
     }
+    char device[32] = "cpu";
+    if (d->device == SPECD_DEVICE_CUDA) snprintf(device, sizeof device, "cuda:%d", d->device_index);
     for (size_t i = 0; i < d->n_policies; i++)
-        specd_log(SPECD_LOG_INFO, "serving policy %s = %s%s%s", d->policies[i].name,
+        specd_log(SPECD_LOG_INFO, "serving policy %s = %s%s%s (device %s)", d->policies[i].name,
                   d->policies[i].ops->name, d->policies[i].options[0] ? ":" : "",
-                  d->policies[i].options);
+                  d->policies[i].options, device);
     st = specd_seq_store_create(4096, (size_t)1 << 20, &d->seqs, err);
     if (st != SPECD_OK) {
         specd_free(d);

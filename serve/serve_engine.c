@@ -284,6 +284,8 @@ specd_status serve_engine_create(const specd_model *model, const specd_loop_para
     eng->score_params.n_ctx = params->n_ctx;
     eng->score_params.n_batch = SCORE_CHUNK;
     eng->score_params.n_threads = params->n_threads;
+    eng->score_params.device = params->device; /* beside the loop's context */
+    eng->score_params.device_index = params->device_index;
     pthread_mutex_init(&eng->score_mu, NULL);
     pthread_mutex_init(&eng->mu, NULL);
     pthread_cond_init(&eng->cv, NULL);

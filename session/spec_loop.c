@@ -9,13 +9,16 @@
 #include <string.h>
 
 specd_loop_params specd_loop_default_params(void) {
+    specd_context_params cp = specd_context_default_params(); /* SPECD_DEVICE's device */
     return (specd_loop_params){.max_seqs = 16,
                                .max_queue = 1024,
                                .n_ctx = 2048,
                                .n_batch = 512,
                                .n_threads = 0,
                                .max_draft = 8,
-                               .model_path = NULL};
+                               .model_path = NULL,
+                               .device = cp.device,
+                               .device_index = cp.device_index};
 }
 
 static char *dup_str(const char *s) {
@@ -135,6 +138,8 @@ specd_status specd_loop_create(const specd_model *model, const specd_loop_params
     sp.target = model;
     sp.target_path = loop->model_path;
     sp.n_embd = loop->n_embd;
+    sp.device = p->device;
+    sp.device_index = p->device_index;
     if (st == SPECD_OK) st = specd_spec_create(&sp, &loop->spec, err);
     if (st == SPECD_OK) loop->max_step_rows = specd_spec_max_step_rows(loop->spec);
 
@@ -143,6 +148,8 @@ specd_status specd_loop_create(const specd_model *model, const specd_loop_params
     cp.n_ctx = p->n_ctx;
     cp.n_batch = p->n_batch;
     cp.n_threads = p->n_threads;
+    cp.device = p->device;
+    cp.device_index = p->device_index;
     if (st == SPECD_OK) st = specd_context_create(model, &cp, &loop->ctx, err);
 
     if (st == SPECD_OK) {

@@ -9,9 +9,11 @@
 #include "common/status_internal.h"
 #include "policy/builtin.h"
 #include "session/spec_internal.h"
+#include "specd/runtime.h"
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static uint64_t prior_key(const specd_policy_ops *ops, const char *options) {
@@ -49,8 +51,10 @@ static void seq_learned(specd_spec *spec, const spec_seq *q) {
 }
 
 specd_spec_params specd_spec_default_params(void) {
+    specd_context_params cp = specd_context_default_params(); /* SPECD_DEVICE's device */
     specd_spec_params p = {.n_vocab = 0, .max_draft = 8, .max_seqs = 64,
-                           .verifier_timeout_ms = 1000};
+                           .verifier_timeout_ms = 1000, .device = cp.device,
+                           .device_index = cp.device_index};
     return p;
 }
 
@@ -86,6 +90,14 @@ specd_status specd_spec_create(const specd_spec_params *params, specd_spec **out
     if (params->max_seqs < 1 || params->max_seqs > (1 << 20))
         return specd_fail(err, SPECD_E_INVALID_ARG, "spec: max_seqs %d is outside [1, 2^20]",
                           params->max_seqs);
+    if (params->device == -1) /* specd_context_default_params' mark for an unparsable variable */
+        return specd_fail(err, SPECD_E_INVALID_ARG,
+                          "spec: SPECD_DEVICE '%s' is not one of cpu, cuda, cuda:N",
+                          getenv("SPECD_DEVICE") ? getenv("SPECD_DEVICE") : "");
+    if ((params->device != SPECD_DEVICE_CPU && params->device != SPECD_DEVICE_CUDA) ||
+        params->device_index < 0)
+        return specd_fail(err, SPECD_E_INVALID_ARG, "spec: device %d:%d is not cpu or cuda:N",
+                          params->device, params->device_index);
     specd_spec *s = specd_alloc_array(1, sizeof *s); /* zeroed: no priors yet */
     spec_seq *seqs = specd_alloc_array((size_t)params->max_seqs, sizeof *seqs);
     if (!s || !seqs) {
@@ -361,7 +373,9 @@ specd_status specd_spec_seq_open(specd_spec *spec, int32_t seq, const int32_t *p
                             .target = sp->target, .target_path = sp->target_path,
                             .sampling = params->sampling, .rule = params->rule,
                             .tau = params->tau, .seed = q->key.seed, .seq_key = q->key.sequence,
-                            .user = params->policy_user, .max_step_rows = sp->max_step_rows};
+                            .user = params->policy_user, .max_step_rows = sp->max_step_rows,
+                            .device_set = 1, .device = sp->device,
+                            .device_index = sp->device_index};
     if ((st = specd_accept_create(&ap, &q->accept, err)) != SPECD_OK ||
         (st = specd_sampler_create(&plain, sp->n_vocab, &q->sampler, err)) != SPECD_OK ||
         (st = shared_state(spec, ops, &env, params->policy_options, &env.shared, err)) != SPECD_OK ||

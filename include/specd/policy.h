@@ -97,6 +97,13 @@ typedef struct specd_policy_env {
                     * it needs itself) */
     void *user;    /* the host's pointer (specd_seq_params.policy_user), opaque to specd */
     int32_t max_step_rows; /* the most rows a step may have (specd_spec_max_step_rows) */
+    /* Appended (ABI 2): where the contexts the policy makes for itself live (draft models, heads,
+     * drafters). device_set 0 (a zeroed env) = specd_context_default_params()'s device
+     * (SPECD_DEVICE); else device (specd_device) and device_index, as in specd_context_params.
+     * The session sets them from specd_spec_params.device. */
+    int32_t device_set;
+    int32_t device;
+    int32_t device_index;
 } specd_policy_env;
 
 /* The target's step, as laid out by a self-speculative policy. Arrays are owned by the policy

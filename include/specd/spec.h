@@ -60,6 +60,12 @@ typedef struct specd_spec_params {
     /* The target's hidden size: needed (> 0) by policies that verify with hidden states
      * (SPECD_POLICY_WANTS_HIDDEN); 0 = unknown. */
     int32_t n_embd;
+    /* Where the contexts a sequence's policy makes for itself live (a draft model's, a head's,
+     * a drafter's; specd_device and ordinal, as specd_context_params.device): default
+     * SPECD_DEVICE's (specd_context_default_params), so it follows the target's context when
+     * both take the default. An unparsable SPECD_DEVICE is refused by specd_spec_create. */
+    int32_t device;
+    int32_t device_index;
 } specd_spec_params;
 
 #define SPECD_MAX_STEP_ROWS 4096

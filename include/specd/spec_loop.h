@@ -60,6 +60,9 @@ typedef struct specd_loop_params {
     int32_t max_draft;  /* most proposals per step (default 8) */
     const char *model_path; /* the target's GGUF path, for policies that load it (layerskip);
                                may be NULL; copied */
+    int32_t device;       /* the backend of the loop's context and of the contexts its policies
+                             make (specd_context_params.device): default SPECD_DEVICE's */
+    int32_t device_index; /* CUDA device ordinal */
 } specd_loop_params;
 
 SPECD_API specd_loop_params specd_loop_default_params(void);

@@ -11,6 +11,7 @@
 
 #include "common/log_internal.h"
 #include "ipc/fingerprint.h"
+#include "specd/runtime.h"
 
 static void log_to_stderr(specd_log_level level, const char *message, void *user) {
     static const char *names[] = {"debug", "info", "warn", "error"};
@@ -40,6 +41,9 @@ static void usage(FILE *f, const char *program, const char *description, const c
             "  --policy NAME=SPEC     (drafter) serve policy SPEC (\"ngram\", \"draft:model=PATH\",\n"
             "                         ...) under NAME; repeatable. Peers choose by NAME only.\n"
             "                         [default: ngram=ngram]\n"
+            "  --device D             (drafter) cpu | cuda | cuda:N: where the served policies\n"
+            "                         run their own models (draft=, layerskip) [default:\n"
+            "                         $SPECD_DEVICE, else cpu]\n"
             "  --verbose              log debug lines too\n"
             "  --help                 this text\n\n"
             "Logs go to stderr. SIGTERM or SIGINT: answer what has been received, then exit 0.\n",
@@ -70,7 +74,8 @@ int specd_daemon_main(int argc, char **argv, const char *program, specd_ipc_role
     const char *client_ptrs[MAX_CLIENT_KEYS];
     size_t n_clients = 0;
     int verbose = 0;
-    specd_daemon_config cfg = {{0}, 0};
+    specd_daemon_config cfg = {{0}, 0, SPECD_DEVICE_CPU, 0};
+    const char *device = NULL;
     const char *model_path = NULL;
     int typed_fingerprint = 0, typed_hash = 0;
     const char *name = role == SPECD_IPC_ROLE_DRAFTER ? "drafter" : "verifier";
@@ -84,6 +89,7 @@ int specd_daemon_main(int argc, char **argv, const char *program, specd_ipc_role
                                          {"max-frame", required_argument, 0, 'm'},
                                          {"policy", required_argument, 0, 'P'},
                                          {"model", required_argument, 0, 'M'},
+                                         {"device", required_argument, 0, 'D'},
                                          {"verbose", no_argument, 0, 'V'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
@@ -164,6 +170,19 @@ int specd_daemon_main(int argc, char **argv, const char *program, specd_ipc_role
             break;
         }
         case 'M': model_path = optarg; break;
+        case 'D':
+            if (role != SPECD_IPC_ROLE_DRAFTER) {
+                fprintf(stderr, "%s: --device: the verifier runs no model (it reads the host's "
+                                "logits); --device is the drafter's\n", program);
+                return 2;
+            }
+            if (specd_device_parse(optarg, &cfg.device, &cfg.device_index, &err) != SPECD_OK) {
+                fprintf(stderr, "%s: --device: %s%s\n", program, err.message,
+                        strstr(err.message, "cuda:N") ? "" : " (accepted: cpu, cuda, cuda:N)");
+                return 2;
+            }
+            device = optarg;
+            break;
         case 'V': verbose = 1; break;
         case 'h':
             specd_ipc_default_endpoint(name, default_ep, sizeof default_ep, NULL);
@@ -179,6 +198,13 @@ int specd_daemon_main(int argc, char **argv, const char *program, specd_ipc_role
     if (model_path && typed_fingerprint) {
         fprintf(stderr, "%s: --model computes the fingerprint: no --vocab/--tokenizer-hash\n",
                 program);
+        return 2;
+    }
+    const char *env_device = getenv("SPECD_DEVICE");
+    if (!device && role == SPECD_IPC_ROLE_DRAFTER && env_device && *env_device &&
+        specd_device_parse(env_device, &cfg.device, &cfg.device_index, &err) != SPECD_OK) {
+        fprintf(stderr, "%s: SPECD_DEVICE: %s%s (or give --device)\n", program, err.message,
+                strstr(err.message, "cuda:N") ? "" : " (accepted: cpu, cuda, cuda:N)");
         return 2;
     }
     if (!model_path && !typed_hash) {

@@ -13,6 +13,10 @@
 typedef struct specd_daemon_config {
     const char *policies[SPECD_DAEMON_MAX_POLICIES];
     size_t n_policies;
+    /* (drafter) --device: where the served policies' own contexts (draft models) live; without
+     * the flag SPECD_DEVICE's choice */
+    int32_t device;
+    int32_t device_index;
 } specd_daemon_config;
 
 /* make_handlers is called once the options are parsed; it fills *h (and may allocate state it

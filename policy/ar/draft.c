@@ -10,6 +10,7 @@
 #include "policy/options.h"
 #include "policy/ar/vocab_compat.h"
 #include "specd/runtime.h"
+#include "policy/policy_device.h"
 
 #include <stddef.h>
 #include <string.h>
@@ -53,7 +54,7 @@ specd_status specd_drafter_create(const specd_policy_env *env, const specd_model
     d->seq_key = env->seq_key;
     d->cap = 4096;
     if (st == SPECD_OK) {
-        specd_context_params cp = specd_context_default_params();
+        specd_context_params cp = specd_policy_context_params(env);
         cp.n_ctx = d->cap;
         cp.n_batch = 128;
         cp.n_layers = n_layers;

@@ -6,6 +6,7 @@
 #include "policy/dlm/dlm_rules.h"
 #include "policy/dlm/simsd_layout.h"
 #include "specd/runtime.h"
+#include "policy/policy_device.h"
 
 #include <string.h>
 
@@ -55,7 +56,7 @@ specd_status specd_simsd_drafter_create(const specd_policy_env *env, const specd
     d->key = (specd_sample_key){.seed = env->seed, .sequence = env->seq_key};
     const size_t V = (size_t)env->n_vocab;
     specd_status st = SPECD_OK;
-    specd_context_params cp = specd_context_default_params();
+    specd_context_params cp = specd_policy_context_params(env);
     cp.n_ctx = d->cap + b;
     cp.n_batch = 128;
     cp.n_layers = n_layers;

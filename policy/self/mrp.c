@@ -57,6 +57,7 @@
 #include "policy/options.h"
 #include "policy/seq_verifier.h"
 #include "specd/runtime.h"
+#include "policy/policy_device.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -301,7 +302,7 @@ static specd_status mrp_create(const specd_policy_env *env, const char *options,
         mrp_destroy(s);
         return specd_fail(err, SPECD_E_NOMEM, "policy mrp: out of memory");
     }
-    specd_context_params cp = specd_context_default_params();
+    specd_context_params cp = specd_policy_context_params(env);
     cp.n_seq = 1;
     cp.n_ctx = s->hctx_cap;
     cp.n_batch = s->hctx_batch;

@@ -27,7 +27,7 @@ class SpecParams(Structure):
                 ("target", c_void_p), ("target_path", c_char_p),
                 ("verifier_endpoint", c_char_p), ("verifier_timeout_ms", c_int32),
                 ("verifier_tokenizer_hash", c_uint64), ("max_step_rows", c_int32),
-                ("n_embd", c_int32)]
+                ("n_embd", c_int32), ("device", c_int32), ("device_index", c_int32)]
 
 
 class SeqParams(Structure):
@@ -100,7 +100,8 @@ class ModelInfo(Structure):
 
 class ContextParams(Structure):
     _fields_ = [("n_seq", c_int32), ("n_ctx", c_int32), ("n_batch", c_int32),
-                ("n_threads", c_int32), ("n_layers", c_int32)]
+                ("n_threads", c_int32), ("n_layers", c_int32), ("device", c_int32),
+                ("device_index", c_int32)]
 
 
 class SeqBatch(Structure):
@@ -157,6 +158,11 @@ _SIGNATURES = {
     "specd_model_get_info": (POINTER(ModelInfo), [P]),
     "specd_model_gguf": (P, [P]),
     "specd_context_default_params": (ContextParams, []),
+    "specd_device_parse": (ST, [c_char_p, POINTER(c_int32), POINTER(c_int32), E]),
+    "specd_device_name": (c_char_p, [c_int32]),
+    "specd_context_device": (c_int32, [P]),
+    "specd_context_device_memory": (None, [P, POINTER(c_size_t), POINTER(c_size_t),
+                                           POINTER(c_size_t)]),
     "specd_context_create": (ST, [P, POINTER(ContextParams), POINTER(P), E]),
     "specd_context_destroy": (None, [P]),
     "specd_context_n_batch": (c_int32, [P]),

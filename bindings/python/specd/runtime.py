@@ -150,19 +150,46 @@ class Tokenizer(_Handle):
                            parse_special=True)
 
 
+def parse_device(name):
+    """(specd_device, ordinal) for "cpu", "cuda" or "cuda:N" (specd_device_parse); raises
+    specd.SpecdError (INVALID_ARG) for any other name."""
+    lib, err = _lib.load(), _lib.Error()
+    device, index = c_int32(0), c_int32(0)
+    check(lib.specd_device_parse(name.encode(), ctypes.byref(device), ctypes.byref(index),
+                                 ctypes.byref(err)), err)
+    return device.value, index.value
+
+
 class Context(_Handle):
-    """KV caches and scratch for running a model (specd_context_create)."""
+    """KV caches and scratch for running a model (specd_context_create). device: "cpu", "cuda"
+    or "cuda:N"; None = SPECD_DEVICE's choice (unset: cpu)."""
     _destroy = "specd_context_destroy"
 
-    def __init__(self, model, n_seq=1, n_ctx=2048, n_batch=512, n_threads=0, n_layers=0):
+    def __init__(self, model, n_seq=1, n_ctx=2048, n_batch=512, n_threads=0, n_layers=0,
+                 device=None):
         lib, err, h = _lib.load(), _lib.Error(), c_void_p()
         p = lib.specd_context_default_params()
         p.n_seq, p.n_ctx, p.n_batch, p.n_threads, p.n_layers = n_seq, n_ctx, n_batch, n_threads, n_layers
+        if device is not None:
+            p.device, p.device_index = parse_device(device)
         check(lib.specd_context_create(model.handle, ctypes.byref(p), ctypes.byref(h),
                                        ctypes.byref(err)), err)
         super().__init__(h)
         self.model = model  # the model must outlive the context
         self.n_vocab = model.n_vocab
+
+    @property
+    def device(self):
+        """The backend it runs on: "cpu" or "cuda"."""
+        lib = _lib.load()
+        return lib.specd_device_name(lib.specd_context_device(self.handle)).decode()
+
+    def device_memory(self):
+        """Device memory it holds, in bytes: {"weights", "kv", "scratch"} (0 on the CPU)."""
+        w, kv, sc = c_size_t(0), c_size_t(0), c_size_t(0)
+        _lib.load().specd_context_device_memory(self.handle, ctypes.byref(w), ctypes.byref(kv),
+                                                ctypes.byref(sc))
+        return {"weights": w.value, "kv": kv.value, "scratch": sc.value}
 
     def kv_len(self, seq=0):
         return _lib.load().specd_context_kv_len(self.handle, seq)

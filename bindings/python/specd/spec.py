@@ -10,7 +10,7 @@ import numpy as np
 from . import _lib
 from .errors import SpecdError, check, status_name
 from .logits import as_specd_logits
-from .runtime import _Handle, _i32
+from .runtime import _Handle, _i32, parse_device
 
 RULES = {"coupled": 0, "greedy": 1, "rejection": 2, "rs": 2}  # specd_accept_rule
 STREAM_KEY_SLOT = 2**64 - 1
@@ -77,9 +77,14 @@ class Spec(_Handle):
 
     def __init__(self, n_vocab, max_draft=8, max_seqs=64, target=None, target_path=None,
                  verifier_endpoint=None, verifier_timeout_ms=1000, verifier_tokenizer_hash=0,
-                 max_step_rows=0, n_embd=0):
+                 max_step_rows=0, n_embd=0, device=None):
+        """device: where the contexts the sequences' policies make for themselves live (a draft
+        model's, a head's): "cpu", "cuda" or "cuda:N"; None = SPECD_DEVICE's choice. Give the
+        target's Context the same."""
         lib, err, h = _lib.load(), _lib.Error(), c_void_p()
         p = lib.specd_spec_default_params()
+        if device is not None:
+            p.device, p.device_index = parse_device(device)
         p.n_vocab, p.max_draft, p.max_seqs = n_vocab, max_draft, max_seqs
         self._keep = [s.encode() if s else None for s in (target_path, verifier_endpoint)]
         p.target = target.handle if target is not None else None

@@ -71,6 +71,8 @@ static const specd_cuda_kernels table = {
     specd_cuda_quantize_q8_k,
     specd_cuda_matmul_k,
     specd_cuda_lora,
+    /* ---- acceptance on the device ---- */
+    specd_cuda_verify,
 };
 
 /* The library's one exported symbol (everything else is hidden). */

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "kernels/cuda/cuda_plan.h"
+#include "kernels/cuda/verify_plan.h"
 
 #ifndef __cplusplus
 #include "specd/status.h"
@@ -58,6 +59,9 @@ typedef struct specd_cuda_kernels {
     int (*lora)(const float *a, const float *b, int32_t n_in, int32_t n_out, int32_t rank,
                 float scale, const float *x, int64_t ld_x, const float *gate, int32_t n_rows,
                 float *y, int64_t ld_y, float *work, size_t work_floats, void *stream);
+    /* ---- acceptance on the device (kernels/cuda/verify.cu); NULL in older libraries: check
+     * struct_size covers it before calling ---- */
+    int (*verify)(const specd_cuda_verify_args *args, void *stream);
 } specd_cuda_kernels;
 
 typedef const specd_cuda_kernels *(*specd_cuda_kernels_entry_fn)(void);

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "kernels/cuda/cuda_plan.h"
+#include "kernels/cuda/verify_plan.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -90,6 +91,11 @@ int specd_cuda_lora(const float *a, const float *b, int32_t n_in, int32_t n_out,
  * (S = SPECD_CUDA_ATTN_SPLIT); each split keeps its max, sum of exponentials and weighted sums of
  * V (positions in order), and the splits are merged in position order. */
 int specd_cuda_attention(const specd_cuda_attention_args *args, void *stream);
+
+/* The acceptance engine on the device (kernels/cuda/verify_plan.h): one launch verifies every
+ * sequence of a step (GREEDY / COUPLED chains, temperature, bias, top-k, min-p) from a device
+ * logits block, with the CPU engine's decisions bit for bit; results land in args->out. */
+int specd_cuda_verify(const specd_cuda_verify_args *args, void *stream);
 
 #ifdef __cplusplus
 }

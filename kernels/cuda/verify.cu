@@ -143,6 +143,50 @@ static __device__ __forceinline__ void sample_words(const specd_cuda_verify_seq 
     specd_dev_philox(w, (uint32_t)sq->seed, (uint32_t)(sq->seed >> 32));
 }
 
+/* A thread's running best of the keyed race. */
+struct race_state {
+    float best;
+    int32_t best_i;
+};
+
+/* Folds tokens 4g .. 4g + 3 (z values, -inf past the row) into the race: score z + G of each
+ * kept token, higher score then lower index wins. Kept: above the top-k cut when thresh, and
+ * e = exp(z - zmax) nonzero and >= min_p when filtering (xform.c e_of). Tokens that cannot reach
+ * the best are skipped without Philox or logarithms (pure skips: the winner is the same). */
+static __device__ __forceinline__ void race4(const specd_cuda_verify_seq *sq, uint32_t pos,
+                                             int32_t g, const float z[4], int thresh,
+                                             float thr_z, int32_t thr_i, float min_p, float zmax,
+                                             race_state *rs) {
+    int live = 0;
+    for (int j = 0; j < 4; j++) live |= !(__fadd_rn(z[j], SPECD_DEV_GUMBEL_MAX) < rs->best);
+    if (!live) return;
+    const int filtered = thresh || min_p > 0.0f;
+    uint32_t w[4];
+    sample_words(sq, pos, (uint32_t)g, w);
+    for (int j = 0; j < 4; j++) {
+        const int32_t x = 4 * g + j;
+        if (__fadd_rn(z[j], SPECD_DEV_GUMBEL_MAX) < rs->best) continue;
+        if (filtered) {
+            if (thresh && !(z[j] > thr_z || (z[j] == thr_z && x <= thr_i))) continue;
+            const float e = specd_dev_fast_exp_neg(__fsub_rn(z[j], zmax));
+            if (min_p > 0.0f && !(e >= min_p)) continue;
+            if (e == 0.0f) continue;
+        }
+        /* G <= -ln(1 - u) <= ln2 (24 - floor(log2 d)), d = (1 - u) 2^24 an odd integer
+         * (verifier/accept/row_ops.c fold8): a token below the best by more than that bound plus
+         * a 1/64 margin cannot win, and skips its two logarithms. */
+        const uint32_t d = 0x00ffffffu - ((w[j] >> 9) << 1);
+        const uint32_t ex = (__float_as_uint((float)d) >> 23) & 0xffu;
+        const float ub = __fmul_rn((float)(151 - (int32_t)ex), 0.69314719f);
+        if (__fadd_rn(__fadd_rn(z[j], ub), 1.0f / 64.0f) < rs->best) continue;
+        const float sc = __fadd_rn(z[j], specd_dev_gumbel(specd_dev_uniform(w[j])));
+        if (better(sc, x, rs->best, rs->best_i)) {
+            rs->best = sc;
+            rs->best_i = x;
+        }
+    }
+}
+
 static __global__ void verify_kernel(const char *logits, int32_t dtype, int64_t stride,
                                      int32_t n, float mask_at,
                                      const specd_cuda_verify_seq *seqs, int32_t *slots,
@@ -165,24 +209,42 @@ static __global__ void verify_kernel(const char *logits, int32_t dtype, int64_t 
     const int greedy = sq->rule == SPECD_CUDA_VERIFY_GREEDY || sq->temperature == 0.0f;
     const float t = sq->temperature;
 
-    /* Pass 1: the engine's row check and preparation (xform.c specd_row_check, prepare). */
+    /* Pass 1: the engine's row check and preparation (xform.c specd_row_check, prepare), in
+     * groups of four tokens (one Philox block). Without top-k and min-p the keyed sample is the
+     * argmax of z + G over every finite z whatever zmax is, so the race runs in this same pass
+     * from -inf (the CPU starts it at the maximum's score: the same winner) and the row is read
+     * once. */
+    const float min_p = sq->min_p;
+    const int cut_k = sq->top_k > 0 && sq->top_k < n;
+    const int race_now = !greedy && !cut_k && !(min_p > 0.0f);
+    const uint32_t pos = sq->pos[s];
     int bad = 0, ovf = 0;
     int32_t nfin = 0;
     float rawmax = -INFINITY, lmin = INFINITY, zbest = -INFINITY;
     int32_t ibest = 0x7fffffff;
-    for (int32_t x = tid; x < n; x += VT) {
-        const float raw = raw_logit(rv, x);
-        bad |= (raw != raw) | (raw == INFINITY);
-        rawmax = raw > rawmax ? raw : rawmax;
-        const float l = biased(rv, raw, x);
-        ovf |= l == INFINITY;
-        if (l > -INFINITY && l < lmin) lmin = l;
-        const float z = zval(l, t, greedy);
-        nfin += z != -INFINITY;
-        if (z > zbest) {
-            zbest = z;
-            ibest = x;
+    race_state rs = {-INFINITY, 0x7fffffff};
+    for (int32_t g = tid; 4 * g < n; g += VT) {
+        float z[4];
+        for (int j = 0; j < 4; j++) {
+            const int32_t x = 4 * g + j;
+            if (x >= n) {
+                z[j] = -INFINITY;
+                continue;
+            }
+            const float raw = raw_logit(rv, x);
+            bad |= (raw != raw) | (raw == INFINITY);
+            rawmax = raw > rawmax ? raw : rawmax;
+            const float l = biased(rv, raw, x);
+            ovf |= l == INFINITY;
+            if (l > -INFINITY && l < lmin) lmin = l;
+            z[j] = zval(l, t, greedy);
+            nfin += z[j] != -INFINITY;
+            if (z[j] > zbest) {
+                zbest = z[j];
+                ibest = x;
+            }
         }
+        if (race_now) race4(sq, pos, g, z, 0, 0.0f, 0, 0.0f, 0.0f, &rs);
     }
     reduce_best(sv, si, zbest, ibest);
     const float zmax = sv[0];
@@ -221,52 +283,30 @@ static __global__ void verify_kernel(const char *logits, int32_t dtype, int64_t 
         flags = F_PREP;
 
     int32_t token = imax;
-    if (flags == 0 && !greedy) {
-        const int thresh = sq->top_k > 0 && sq->top_k < n && n_fin >= sq->top_k;
+    if (race_now) {
+        reduce_best(sv, si, rs.best, rs.best_i);
+        token = si[0];
+        __syncthreads();
+    } else if (flags == 0 && !greedy) {
+        /* Pass 2 (top-k, min-p): the cut needs the whole row, then the race over the kept
+         * tokens starts at the maximum's score as the CPU's does. */
+        const int thresh = cut_k && n_fin >= sq->top_k;
         if (thresh) top_k_cut(rv, n, t, sq->top_k, hist, sel, &cut_z, &cut_i);
         const float thr_z = thresh ? cut_z : 0.0f;
         const int32_t thr_i = thresh ? cut_i : 0;
-        const float min_p = sq->min_p;
-        const int filtered = thresh || min_p > 0.0f;
-        const uint32_t pos = sq->pos[s];
         uint32_t w[4];
         sample_words(sq, pos, (uint32_t)imax >> 2, w);
-        float best = __fadd_rn(zmax, specd_dev_gumbel(specd_dev_uniform(w[imax & 3])));
-        int32_t best_i = imax;
+        rs.best = __fadd_rn(zmax, specd_dev_gumbel(specd_dev_uniform(w[imax & 3])));
+        rs.best_i = imax;
         for (int32_t g = tid; 4 * g < n; g += VT) {
             float z[4];
-            int live = 0;
             for (int j = 0; j < 4; j++) {
                 const int32_t x = 4 * g + j;
                 z[j] = x < n ? zval(biased(rv, raw_logit(rv, x), x), t, 0) : -INFINITY;
-                live |= !(__fadd_rn(z[j], SPECD_DEV_GUMBEL_MAX) < best);
             }
-            if (!live) continue; /* nobody here can reach the best: no Philox */
-            sample_words(sq, pos, (uint32_t)g, w);
-            for (int j = 0; j < 4; j++) {
-                const int32_t x = 4 * g + j;
-                if (__fadd_rn(z[j], SPECD_DEV_GUMBEL_MAX) < best) continue;
-                if (filtered) {
-                    if (thresh && !(z[j] > thr_z || (z[j] == thr_z && x <= thr_i))) continue;
-                    const float e = specd_dev_fast_exp_neg(__fsub_rn(z[j], zmax));
-                    if (min_p > 0.0f && !(e >= min_p)) continue;
-                    if (e == 0.0f) continue;
-                }
-                /* G <= -ln(1 - u) <= ln2 (24 - floor(log2 d)), d = (1 - u) 2^24 an odd integer
-                 * (verifier/accept/row_ops.c fold8): a token below the best by more than that
-                 * bound plus a 1/64 margin cannot win, and skips its two logarithms. */
-                const uint32_t d = 0x00ffffffu - ((w[j] >> 9) << 1);
-                const uint32_t ex = (__float_as_uint((float)d) >> 23) & 0xffu;
-                const float ub = __fmul_rn((float)(151 - (int32_t)ex), 0.69314719f);
-                if (__fadd_rn(__fadd_rn(z[j], ub), 1.0f / 64.0f) < best) continue;
-                const float sc = __fadd_rn(z[j], specd_dev_gumbel(specd_dev_uniform(w[j])));
-                if (better(sc, x, best, best_i)) {
-                    best = sc;
-                    best_i = x;
-                }
-            }
+            race4(sq, pos, g, z, thresh, thr_z, thr_i, min_p, zmax, &rs);
         }
-        reduce_best(sv, si, best, best_i);
+        reduce_best(sv, si, rs.best, rs.best_i);
         token = si[0];
         __syncthreads();
     }

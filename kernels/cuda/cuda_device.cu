@@ -77,6 +77,8 @@ static const specd_cuda_kernels table = {
     specd_cuda_store_f16,
     specd_cuda_gather,
     specd_cuda_move_rows_f16,
+    /* ---- acceptance on the device ---- */
+    specd_cuda_verify,
 };
 
 /* The library's one exported symbol (everything else is hidden). */

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "kernels/cuda/cuda_plan.h"
+#include "kernels/cuda/verify_plan.h"
 
 #ifndef __cplusplus
 #include "specd/status.h"
@@ -68,6 +69,9 @@ typedef struct specd_cuda_kernels {
     int (*move_rows_f16)(uint16_t *base, int64_t plane_stride, int32_t n_planes, int64_t ld,
                          int32_t n, const int32_t *src, const int32_t *dst, int32_t n_rows,
                          void *stream);
+    /* ---- acceptance on the device (kernels/cuda/verify.cu); NULL in older libraries: check
+     * struct_size covers it before calling ---- */
+    int (*verify)(const specd_cuda_verify_args *args, void *stream);
 } specd_cuda_kernels;
 
 typedef const specd_cuda_kernels *(*specd_cuda_kernels_entry_fn)(void);

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "kernels/cuda/cuda_plan.h"
+#include "kernels/cuda/verify_plan.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -114,6 +115,11 @@ int specd_cuda_gather(const float *x, int64_t ld_x, const int32_t *rows, int32_t
 int specd_cuda_move_rows_f16(uint16_t *base, int64_t plane_stride, int32_t n_planes, int64_t ld,
                              int32_t n, const int32_t *src, const int32_t *dst, int32_t n_rows,
                              void *stream);
+
+/* The acceptance engine on the device (kernels/cuda/verify_plan.h): one launch verifies every
+ * sequence of a step (GREEDY / COUPLED chains, temperature, bias, top-k, min-p) from a device
+ * logits block, with the CPU engine's decisions bit for bit; results land in args->out. */
+int specd_cuda_verify(const specd_cuda_verify_args *args, void *stream);
 
 #ifdef __cplusplus
 }

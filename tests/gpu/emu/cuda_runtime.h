@@ -176,3 +176,15 @@ static inline unsigned __vsub4(unsigned a, unsigned b) {
     for (int k = 0; k < 4; k++) r |= ((((a >> (8 * k)) & 255u) - ((b >> (8 * k)) & 255u)) & 255u) << (8 * k);
     return r;
 }
+// For the acceptance kernel (verify.cu): integer and bit intrinsics, and atomics and fences,
+// which are plain operations here (fibers switch only at barriers).
+static inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a * b) >> 32); }
+static inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
+static inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
+static inline unsigned atomicAdd(unsigned *p, unsigned v) { unsigned o = *p; *p = o + v; return o; }
+static inline int atomicAdd(int *p, int v) { int o = *p; *p = o + v; return o; }
+static inline void __threadfence() {}
+extern "C" {
+int cudaMemcpyAsync(void *d, const void *s, size_t n, int k, void *stream);
+int cudaMemsetAsync(void *d, int v, size_t n, void *stream);
+}

@@ -34,3 +34,4 @@ int cudaMallocHost(void **p, size_t n) { *p = malloc(n ? n : 1); return *p ? 0 :
 int cudaFreeHost(void *p) { free(p); return 0; }
 int cudaDriverGetVersion(int *v) { const char *e = getenv("SPECD_EMU_DRIVER"); *v = e ? atoi(e) : 13000; return 0; }
 int cudaRuntimeGetVersion(int *v) { *v = 13000; return 0; }
+int cudaMemsetAsync(void *d, int v, size_t n, void *st) { (void)st; memset(d, v, n); return 0; }

@@ -24,6 +24,17 @@ import torch
 from train_mrp import VocabLSE
 
 
+def set_tf32(on):
+    """TF32 products for f32 matmuls on a GPU on or off; returns the previous setting (False where
+    this torch refuses the switch)."""
+    try:
+        was = torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = bool(on)
+        return was
+    except Exception:  # a torch that only takes its newer precision API: leave its default
+        return False
+
+
 class Corpus:
     """Sequences in flat device tensors: tokens [N] int64, hidden [N, d] f16 (after the target's
     output norm), the teacher statistics pE [N, d] bf16 and H [N] f32 once computed, and per
@@ -72,18 +83,24 @@ class Corpus:
     @torch.no_grad()
     def teacher_stats(self, E, rows=4096):
         """pE_j = softmax(E h_j) . E (bf16 product on a GPU, f32 on the CPU) and H_j = entropy, for
-        every stored position, with f32 logits (train_mrp.teacher_cache's numerics)."""
+        every stored position. The logits are f32 with TF32 products on a GPU (train_mrp's
+        cache: exact f32): ~1e-3 relative logit error, which H (a constant of the loss) and pE (an
+        average over the vocabulary) take without harm; the metrics use exact f32."""
         n, d = self.n, self.hidden.shape[1]
         self.pE = torch.empty(n, d, dtype=torch.bfloat16, device=self.device)
         self.H = torch.empty(n, dtype=torch.float32, device=self.device)
         Eb = E.bfloat16() if E.is_cuda else E  # a CPU without bf16 units is slow at bf16 products
-        for a in range(0, n, rows):
-            h = self.hidden[a:min(a + rows, n)].float()
-            z = h @ E.t()
-            m = torch.logsumexp(z, -1)
-            p = torch.exp(z - m[:, None])
-            self.pE[a:a + rows] = p.to(Eb.dtype) @ Eb
-            self.H[a:a + rows] = m - (p * z).sum(-1)
+        tf32 = set_tf32(True)  # 4x the f32 rate; only the loss reads these
+        try:
+            for a in range(0, n, rows):
+                h = self.hidden[a:min(a + rows, n)].float()
+                z = h @ E.t()
+                m = torch.logsumexp(z, -1)
+                p = torch.exp(z - m[:, None])
+                self.pE[a:a + rows] = p.to(Eb.dtype) @ Eb
+                self.H[a:a + rows] = m - (p * z).sum(-1)
+        finally:
+            set_tf32(tf32)
 
     def gather(self, idx, max_len=0):
         """Sequences idx as a padded batch: x [B, L] long, h [B, L, d] f32, pE [B, L, d] f32 and

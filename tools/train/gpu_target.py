@@ -31,7 +31,6 @@ class Target:
         self.c, self.device, self.dtype = c, device, dtype
         self.rep = c.n_head // c.n_kv
         cast = lambda t: t.to(device=device, dtype=dtype).contiguous()
-        self.E = w["token_embd.weight"].to(device)  # f32: the teacher logits E . h (train_mrp)
         self.emb = cast(w["token_embd.weight"])
         self.out = cast(w["output.weight"]) if "output.weight" in w else self.emb
         self.norm = w["output_norm.weight"].to(device)
@@ -88,7 +87,8 @@ class Target:
             qg = q.view(B, T, c.n_kv, self.rep, c.head_dim).permute(0, 2, 3, 1, 4)
             qg = qg.reshape(B, c.n_kv, self.rep * T, c.head_dim)
             o = F.scaled_dot_product_attention(qg, K[:, :, :end], V[:, :, :end], attn_mask=mask)
-            o = o.view(B, c.n_kv, self.rep, T, c.head_dim).permute(0, 3, 1, 2, 4).reshape(B, T, c.n_embd)
+            # reshape, not view: fused attention kernels may return a transposed (strided) output
+            o = o.reshape(B, c.n_kv, self.rep, T, c.head_dim).permute(0, 3, 1, 2, 4).reshape(B, T, c.n_embd)
             x = x + o @ L["attn_output"].t()
             f = self.rms(x, L["ffn_norm"]).to(self.dtype)
             x = x + (F.silu(f @ L["ffn_gate"].t()) * (f @ L["ffn_up"].t())) @ L["ffn_down"].t()
@@ -143,9 +143,10 @@ def generate_batch(tgt, prompts, jobs, max_new, eog, sp, gen):
     Lp = int(plen.max())
     S = Lp + max_new
     pad = Lp - plen                                   # left padding per row
-    toks = torch.zeros(B, S, dtype=torch.long, device=dev)
+    toks = torch.zeros(B, S, dtype=torch.long)
     for b, (_, p, _) in enumerate(jobs):
-        toks[b, Lp - len(prompts[p]):Lp] = torch.tensor(prompts[p], device=dev)
+        toks[b, Lp - len(prompts[p]):Lp] = torch.tensor(prompts[p])
+    toks = toks.to(dev)
     hid = torch.empty(B, S, tgt.c.n_embd, dtype=torch.float16, device=dev)
     cols = torch.arange(S, device=dev)
     pos_all = (cols[None, :] - pad[:, None]).clamp(min=0)

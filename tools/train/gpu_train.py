@@ -62,7 +62,10 @@ def jsonable_eval(ev):
 
 def parse():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--model", default=TARGET_DEFAULT, help="the target GGUF")
+    ap.add_argument("--model", default=os.environ.get("SPECD_MODEL") or TARGET_DEFAULT,
+                    help="the target GGUF (default $SPECD_MODEL, else the default model's cache path)")
+    ap.add_argument("--model-sha256", default="", help="refuse a model file with another sha256 "
+                    "(a model carried in parts and reassembled)")
     ap.add_argument("--out", default=os.environ.get("OUT", ""), help="output folder (default $OUT)")
     ap.add_argument("--budget-s", type=float, default=480, help="wall budget of the whole run")
     ap.add_argument("--device", default="auto", help="cuda, cpu or auto")
@@ -133,10 +136,18 @@ def main():
            "batch_tokens": batch_tokens, "stride": stride, "phases": {}, "errors": []}
     log(f"gpu-train: device {devname}, torch {torch.__version__}, budget {a.budget_s:.0f} s, out {a.out}")
     if cuda:
-        torch.backends.cuda.matmul.allow_tf32 = False  # f32 metrics stay f32
+        gpu_mrp.set_tf32(False)  # the metrics' f32 logits stay f32
 
     # ------------------------------------------------------------------ target and prompts
     t0 = elapsed()
+    if not os.path.isfile(a.model):
+        sys.exit(f"gpu-train: no model file {a.model}")
+    if a.model_sha256:
+        from chat_ids import sha256_file
+        got = sha256_file(a.model)
+        if got != a.model_sha256.lower():
+            sys.exit(f"gpu-train: {a.model} has sha256 {got}, not {a.model_sha256}")
+        log(f"model sha256 {got}: as expected")
     prm = json.load(open(a.prompt_ids))
     tsha = tokenizer_sha256(a.model)
     if tsha != prm["tokenizer_sha256"]:
@@ -221,7 +232,12 @@ def main():
 
     # ------------------------------------------------------------------ teacher, split, head
     t0 = elapsed()
-    corpus.teacher_stats(E)
+    try:
+        corpus.teacher_stats(E)
+    except Exception as e:  # no training without it; the untrained head is still exported
+        rep["errors"].append(f"teacher statistics: {e!r}")
+        log("teacher statistics failed:", traceback.format_exc())
+        corpus.seqs = []
     train_idx, held_idx = corpus.split(a.holdout_mod)
     eval_idx, tok = [], 0
     for i in held_idx:

@@ -157,8 +157,9 @@ class Head(torch.nn.Module):
                 v = torch.cat([p[l][1] for p in past] + [v], -3)
             k = k.repeat_interleave(rep, dim=-2)
             v = v.repeat_interleave(rep, dim=-2)
-            o = F.scaled_dot_product_attention(q.transpose(-3, -2), k.transpose(-3, -2),
-                                               v.transpose(-3, -2), attn_mask=bias)
+            dt = v.dtype  # under autocast q, k (RoPE in f32) and v (a bf16 product) differ
+            o = F.scaled_dot_product_attention(q.transpose(-3, -2).to(dt), k.transpose(-3, -2).to(dt),
+                                               v.transpose(-3, -2), attn_mask=bias.to(dt))
             x = x + o.transpose(-3, -2).reshape(*lead, R, self.d) @ b["attn_output"].t()
             f = self.rms(x, b["ffn_norm"])
             x = x + (F.silu(f @ b["ffn_gate"].t()) * (f @ b["ffn_up"].t())) @ b["ffn_down"].t()

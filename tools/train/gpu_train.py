@@ -222,6 +222,7 @@ def main():
     rep["data"] = {"tokens": corpus.n, "response_tokens": n_resp, "sequences": len(corpus.seqs),
                    "jobs": [a.start_job, job], "seconds": round(gen_s, 2),
                    "tokens_per_s": round(corpus.n / max(gen_s, 1e-9), 1),
+                   "response_tokens_per_s": round(n_resp / max(gen_s, 1e-9), 1),
                    "stop_eog": sum(s["stop"] == "eog" for s in corpus.seqs),
                    "greedy_sequences": sum(s["temp"] == 0 for s in corpus.seqs),
                    "sampling": {"temp": a.temp, "top_k": a.top_k, "top_p": a.top_p, "min_p": a.min_p,
@@ -301,7 +302,7 @@ def main():
     train_end = a.budget_s - reserve
     train_budget = max(train_end - t_train0, 1e-3)
     curve, quick = [], []
-    step, seen, epoch, next_quick = 0, 0, 0, time.time() + a.eval_every_s
+    step, seen, epoch, skipped, next_quick = 0, 0, 0, 0, time.time() + a.eval_every_s
     log(f"training: until {train_end:.0f} s ({train_budget:.0f} s), batches of ~{batch_tokens} tokens, "
         f"lr {a.lr} (warmup {a.warmup}, cosine to {a.min_lr_frac} x), K {a.K}, stride {stride}, "
         f"bf16 autocast {'on' if amp else 'off'}")
@@ -332,10 +333,15 @@ def main():
                                                             rng.randrange(stride), vchunk)
                 opt.zero_grad(set_to_none=True)
                 gn = 0.0
-                if loss is not None:
+                if loss is not None and bool(torch.isfinite(loss)):
                     loss.backward()
                     gn = float(torch.nn.utils.clip_grad_norm_(head.parameters(), a.clip))
-                    opt.step()
+                    if math.isfinite(gn):
+                        opt.step()
+                if loss is not None and not (bool(torch.isfinite(loss)) and math.isfinite(gn)):
+                    skipped += 1  # a non-finite loss or gradient: the step is left out
+                    if skipped > 20 and skipped > step // 10:
+                        raise RuntimeError(f"{skipped} non-finite steps of {step + 1}")
                 step += 1
                 ntok = int(batch[4].sum())
                 seen += ntok
@@ -366,6 +372,7 @@ def main():
                        "epochs": round(seen / max(rep["data"]["train_tokens"], 1), 3),
                        "seconds": round(train_s, 2), "steps_per_s": round(step / max(train_s, 1e-9), 3),
                        "stopped_by": stop["why"] or "end", "lr": a.lr, "warmup": a.warmup,
+                       "nonfinite_steps_skipped": skipped,
                        "final_loss": curve[-1]["loss"] if curve else None}
     log(f"training: {step} steps, {seen} tokens seen ({rep['training']['epochs']} epochs) in {train_s:.1f} s, "
         f"stopped by {rep['training']['stopped_by']}")

@@ -270,7 +270,6 @@ def main():
 
     def evaluate(h, idx, name):
         te = time.time()
-        h_was = h.training if h is not None else None
         ev = gpu_mrp.heldout_agreement(h, E, corpus, idx, a.K, chunk=vchunk)
         evals[name] = {"seconds": round(time.time() - te, 2), **jsonable_eval(ev)}
         log(f"eval {name} ({time.time() - te:.1f} s): {fmt_eval(ev, a.K)}")

@@ -12,7 +12,7 @@ survivors (the shortest prefix whose sum of exp(z - zmax) reaches p * Z), min-p 
 exp(z - zmax) >= m), then a draw from the kept tokens; T = 0 is argmax. The same distribution as
 specd's CLI sampling, not the same bits: specd draws with keyed Philox Gumbel noise per position,
 this draws with torch.multinomial from one generator per batch, and the logits come from this
-forward (bf16 on a GPU) instead of specd's kernels."""
+forward (f16 on a GPU by default) instead of specd's kernels."""
 import math
 import time
 
@@ -73,7 +73,7 @@ class Target:
         c = self.c
         B, T = tok.shape
         end = col + T
-        x = self.emb[tok]
+        x = self.emb[tok].float()  # the residual stream in f32 (as llama.cpp), products in dtype
         mask = keymask[:, None, None].expand(B, 1, self.rep, T, end).reshape(B, 1, self.rep * T, end)
         for l, L in enumerate(self.layers):
             a = self.rms(x, L["attn_norm"]).to(self.dtype)

@@ -4,7 +4,7 @@ GPU (or, tiny, on the CPU for the test): self-distillation data generated in mem
 head and objective, export_mrp.py's head GGUF. Entry point: tools/train/gpu-train (README.md,
 "gpu-train").
 
-1. target: gpu_target.Target (the GGUF dequantized, cast to bf16 on a GPU / f32 on the CPU);
+1. target: gpu_target.Target (the GGUF dequantized, cast to f16 on a GPU / f32 on the CPU);
 2. data: prompts.chatml.json (tools/train/prompts.txt in ChatML, specd's tokenizer), jobs as
    specd-gen-data numbers them (job g: prompt g % P; repetition 0 of every 4th prompt greedy, the
    rest at specd's CLI sampling defaults T 0.8 / top-k 40 / top-p 0.95 / min-p 0.05: the same
@@ -75,6 +75,10 @@ def parse():
     ap.add_argument("--gen-frac", type=float, default=0.4,
                     help="generation stops by this fraction of the budget")
     ap.add_argument("--gen-batch", type=int, default=0, help="sequences per batch (0: 2048 cuda, 8 cpu)")
+    ap.add_argument("--gen-dtype", choices=["auto", "f16", "bf16", "f32"], default="auto",
+                    help="the target's weights and products (auto: f16 on cuda, f32 on the CPU; f16 "
+                         "hidden states are ~10x closer to f32 than bf16's; a batch with a "
+                         "non-finite value is dropped and the run goes on in bf16)")
     ap.add_argument("--max-new", type=int, default=256)
     ap.add_argument("--start-job", type=int, default=0)
     ap.add_argument("--greedy-every", type=int, default=4)
@@ -157,7 +161,10 @@ def main():
     arch, hp, E_cpu = load_target(a.model)
     E = E_cpu.to(dev)
     Ed = E.bfloat16() if cuda else E  # train_mrp's --vocab-dtype: bf16 on a GPU
-    tgt = gpu_target.Target(a.model, dev, torch.bfloat16 if cuda else torch.float32, log)
+    dtypes = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}
+    gen_dtype = dtypes[a.gen_dtype] if a.gen_dtype != "auto" else (torch.float16 if cuda else torch.float32)
+    rep["gen_dtype"] = str(gen_dtype)
+    tgt = gpu_target.Target(a.model, dev, gen_dtype, log)
     rep["phases"]["load_s"] = round(elapsed() - t0, 2)
     rep["target"] = {"path": a.model, "arch": arch, "n_params": tgt.n_params, "hp": hp}
 
@@ -199,6 +206,14 @@ def main():
                 rep["gen_batch"] = gen_batch
                 torch.cuda.empty_cache()
                 log(f"generation: out of memory, batch -> {gen_batch}")
+                continue
+            if not bool(torch.isfinite(hid).all()):
+                rep["errors"].append(f"generation: non-finite hidden values in {tgt.dtype}; batch dropped")
+                log(f"generation: non-finite hidden values in {tgt.dtype}: batch dropped")
+                if tgt.dtype == torch.bfloat16:
+                    break
+                tgt = gpu_target.Target(a.model, dev, torch.bfloat16, log)
+                rep["gen_dtype"] = str(torch.bfloat16)
                 continue
             took = corpus.add(toks, hid, seqs)
             job += took

@@ -174,7 +174,7 @@ def main():
     cap = a.tokens + gen_batch * S
     if cuda:
         free = torch.cuda.mem_get_info(dev)[0]
-        kv = gen_batch * S * tgt.c.n_layer * 2 * tgt.c.n_kv * tgt.c.head_dim * 2
+        kv = gen_batch * S * tgt.c.n_layer * 2 * tgt.c.n_kv * tgt.c.head_dim * gen_dtype.itemsize
         per_tok = d * 2 * 2 + 16  # hidden f16 + pE bf16 + token and entropy
         room = int((free - kv - gen_batch * S * d * 2 - (12 << 30)) / per_tok)
         if room < cap:

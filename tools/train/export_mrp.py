@@ -55,14 +55,21 @@ def draft_vocab(data_dir, holdout_mod, n_vocab):
                 np.add.at(allt, seq, 1)
     if not shards or resp.sum() == 0:
         sys.exit(f"export: no finished shard with response tokens under {data_dir}")
+    src = (f"response tokens of the training split (prompt_id % {holdout_mod} != 0) of "
+           f"{','.join(shards)}: {int(resp.sum())} tokens, {int((resp > 0).sum())} distinct")
+    return rank_vocab(resp, allt, held, src)
+
+
+def rank_vocab(resp, allt, held, src):
+    """Token counts (response tokens of the training split, all tokens of those sequences, held-out
+    response tokens; [n_vocab] each) -> (ids most frequent first, coverage lines, src)."""
+    n_vocab = resp.shape[0]
     order = np.lexsort((np.arange(n_vocab), -allt, -resp))
     lines = []
     for N in (1024, 2048, 4096, 8192, 16384):
         top = order[:N]
         lines.append(f"  top {N:5d}: coverage {resp[top].sum() / resp.sum():.4f} (training split), "
                      f"{held[top].sum() / max(held.sum(), 1):.4f} (held out)")
-    src = (f"response tokens of the training split (prompt_id % {holdout_mod} != 0) of "
-           f"{','.join(shards)}: {int(resp.sum())} tokens, {int((resp > 0).sum())} distinct")
     return order, lines, src
 
 

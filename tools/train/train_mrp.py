@@ -134,28 +134,33 @@ class Head(torch.nn.Module):
         return torch.cat((self.rms(ey, self.enorm), self.rms(g, self.hnorm)), -1) @ self.eh_proj.t()
 
     def forward(self, u, pos, past, mask):
-        """u [R, d] input rows at positions pos [R]; past: per layer list of (k, v) tensors
-        [P_i, n_kv, hd] (concatenated in order) or None; mask [R, sum P_i + R] bool over the past
-        keys then this group's keys. Returns hp [R, d] and this group's per-layer (k, v)."""
-        R = u.shape[0]
-        x = u
+        """u [..., R, d] input rows at positions pos [R] (optional leading batch dims, shared
+        positions); past: per layer list of (k, v) tensors [..., P_i, n_kv, hd] (concatenated in
+        order) or None; mask [R, sum P_i + R] bool over the past keys then this group's keys, or
+        [..., R, sum P_i + R] per batch row. Returns hp [..., R, d] and this group's per-layer (k, v)."""
+        R = u.shape[-2]
+        lead = u.shape[:-2]
+        x = u.float()  # the residual stream stays f32 under autocast
         kvs = []
-        bias = torch.zeros(mask.shape, dtype=x.dtype).masked_fill(~mask, float("-inf"))
+        bias = torch.zeros(mask.shape, dtype=x.dtype, device=x.device).masked_fill(~mask, float("-inf"))
+        if mask.dim() > 2:
+            bias = bias.unsqueeze(-3)  # broadcast over heads
         rep = self.n_head // self.n_kv
         for l, b in enumerate(self.blocks):
             a = self.rms(x, b["attn_norm"])
-            q = self.rope((a @ b["attn_q"].t()).view(R, self.n_head, self.hd), pos)
-            k = self.rope((a @ b["attn_k"].t()).view(R, self.n_kv, self.hd), pos)
-            v = (a @ b["attn_v"].t()).view(R, self.n_kv, self.hd)
+            q = self.rope((a @ b["attn_q"].t()).view(*lead, R, self.n_head, self.hd), pos)
+            k = self.rope((a @ b["attn_k"].t()).view(*lead, R, self.n_kv, self.hd), pos)
+            v = (a @ b["attn_v"].t()).view(*lead, R, self.n_kv, self.hd)
             kvs.append((k, v))
             if past:
-                k = torch.cat([p[l][0] for p in past] + [k], 0)
-                v = torch.cat([p[l][1] for p in past] + [v], 0)
-            k = k.repeat_interleave(rep, dim=1)
-            v = v.repeat_interleave(rep, dim=1)
-            o = F.scaled_dot_product_attention(q.transpose(0, 1), k.transpose(0, 1),
-                                               v.transpose(0, 1), attn_mask=bias)
-            x = x + o.transpose(0, 1).reshape(R, self.d) @ b["attn_output"].t()
+                k = torch.cat([p[l][0] for p in past] + [k], -3)
+                v = torch.cat([p[l][1] for p in past] + [v], -3)
+            k = k.repeat_interleave(rep, dim=-2)
+            v = v.repeat_interleave(rep, dim=-2)
+            dt = v.dtype  # under autocast q, k (RoPE in f32) and v (a bf16 product) differ
+            o = F.scaled_dot_product_attention(q.transpose(-3, -2).to(dt), k.transpose(-3, -2).to(dt),
+                                               v.transpose(-3, -2), attn_mask=bias.to(dt))
+            x = x + o.transpose(-3, -2).reshape(*lead, R, self.d) @ b["attn_output"].t()
             f = self.rms(x, b["ffn_norm"])
             x = x + (F.silu(f @ b["ffn_gate"].t()) * (f @ b["ffn_up"].t())) @ b["ffn_down"].t()
         return self.rms(x, self.output_norm), kvs
@@ -175,8 +180,8 @@ class VocabLSE(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, E, Ed, chunk):
-        out = torch.empty(x.shape[0])
-        grad = torch.empty_like(x)
+        out = torch.empty(x.shape[0], device=x.device)
+        grad = torch.empty(x.shape, device=x.device)
         xd = x.detach().to(Ed.dtype)
         for a in range(0, x.shape[0], chunk):
             z = (xd[a:a + chunk] @ Ed.t()).float()

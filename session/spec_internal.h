@@ -22,6 +22,8 @@ typedef struct spec_seq {
     uint64_t stream_key;    /* the caller's, or the sequence id */
     specd_sample_key key;   /* seed and sequence words every sampling decision uses */
     specd_mask_rule mask;   /* how masked logits become unreachable (session/spec_logits.h) */
+    specd_sampling_params sampling; /* the transform's scalars (bias not kept: n_bias only), for
+                                     * verification on the device (session/spec_device.h) */
     int32_t *bias_banned;   /* tokens the bias bans, for mask.banned */
     int32_t max_tokens;
     int32_t *stop;
@@ -113,6 +115,7 @@ struct specd_spec {
     uint64_t batch_t0;        /* the batch's layout started */
     specd_batch_cost cost;    /* what batched forwards cost: the guard's currency */
     policy_shared shared[N_SHARED];
+    struct specd_device_verify *device; /* CUDA logits verified on the device, made on first use */
 };
 
 

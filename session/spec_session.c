@@ -10,6 +10,7 @@
 #include "policy/builtin.h"
 #include "session/spec_internal.h"
 #include "specd/runtime.h"
+#include "session/spec_device.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -158,6 +159,7 @@ void specd_spec_destroy(specd_spec *spec) {
     specd_rverify_destroy(spec->rv);
     specd_logits_scratch_free(&spec->scratch);
     specd_logits_scratch_free(&spec->hidden_scratch);
+    specd_device_verify_free(spec->device);
     for (int32_t i = 0; i < N_SHARED; i++)
         if (spec->shared[i].ops) {
             spec->shared[i].ops->shared_destroy(spec->shared[i].state);
@@ -354,6 +356,8 @@ specd_status specd_spec_seq_open(specd_spec *spec, int32_t seq, const int32_t *p
     q->stream_key = stream;
     q->key = specd_stream_sample_key(params->seed, stream, 0);
     q->max_tokens = params->max_tokens;
+    q->sampling = params->sampling;
+    q->sampling.bias = NULL; /* borrowed for the open call only */
     specd_status st = seq_alloc(q, sp, n_prompt, params);
     if (st == SPECD_OK) st = mask_rule_init(q, params);
     if (st != SPECD_OK) {
@@ -657,6 +661,17 @@ specd_status specd_spec_seq_layout(specd_spec *spec, int32_t seq, specd_step_lay
     return specd_spec_seq_layout_step(spec, q, out, err);
 }
 
+/* A drafter-shaped step's outcome from q->emitted: keep the pending row and accepted drafts. */
+static void chain_outcome(spec_seq *q, int32_t n_emitted, int32_t n_accepted, int lossy,
+                          specd_step_outcome *out) {
+    q->keep[0] = 0;
+    for (int32_t i = 1; i <= n_accepted; i++) q->keep[i] = q->tree ? 1 + q->tree_path[i - 1] : i;
+    *out = (specd_step_outcome){.n_emitted = n_emitted, .emitted = q->emitted,
+                                .n_keep = n_accepted + 1, .keep = q->keep,
+                                .n_drafted = q->n_draft, .n_accepted = n_accepted,
+                                .lossy = lossy};
+}
+
 /* Drafter shape: verify [pending | drafts] rows; keep the pending row and accepted drafts. */
 static specd_status verify_chain(specd_spec *spec, spec_seq *q, const float *logits,
                                  specd_step_outcome *out, specd_error *err) {
@@ -702,12 +717,7 @@ static specd_status verify_chain(specd_spec *spec, spec_seq *q, const float *log
         lossy = res.lossy;
     }
     if (spec->rv && !remote) specd_rverify_commit(spec->rv, q->id, q->emitted, n_emitted);
-    q->keep[0] = 0;
-    for (int32_t i = 1; i <= n_accepted; i++) q->keep[i] = q->tree ? 1 + q->tree_path[i - 1] : i;
-    *out = (specd_step_outcome){.n_emitted = n_emitted, .emitted = q->emitted,
-                                .n_keep = n_accepted + 1, .keep = q->keep,
-                                .n_drafted = q->n_draft, .n_accepted = n_accepted,
-                                .lossy = lossy};
+    chain_outcome(q, n_emitted, n_accepted, lossy, out);
     return SPECD_OK;
 }
 
@@ -777,7 +787,13 @@ specd_status specd_spec_seq_verify_step(specd_spec *spec, spec_seq *q, const spe
     snprintf(what, sizeof what, "sequence %d", (int)q->id);
     const float *logits = NULL; /* a commit-only step scores no rows */
     int32_t n_flat = 0;
-    if (q->n_step_rows > 0)
+    /* CUDA logits: decided on the device where the kernel can (session/spec_device.h) */
+    int on_device = 0;
+    int32_t dev_emitted = 0, dev_accepted = 0;
+    if (q->n_step_rows > 0 && lg && lg->device == SPECD_DEVICE_CUDA && !spec->rv)
+        SPECD_TRY(specd_spec_device_verify(&spec->device, q, spec->params.n_vocab, lg, row0,
+                                           &on_device, &dev_emitted, &dev_accepted, err));
+    if (q->n_step_rows > 0 && !on_device)
         SPECD_TRY(specd_logits_intake(&spec->scratch, specd_spec_max_step_rows(spec),
                                       spec->params.n_vocab, lg, row0, q->n_step_rows, &q->mask,
                                       what, q->step_gated, &n_flat, &logits, err));
@@ -810,7 +826,9 @@ specd_status specd_spec_seq_verify_step(specd_spec *spec, spec_seq *q, const spe
     }
     specd_step_outcome o;
     uint64_t p0 = specd_now_ns();
-    if (q->ops->propose || q->plain_step)
+    if (on_device)
+        chain_outcome(q, dev_emitted, dev_accepted, 0, &o);
+    else if (q->ops->propose || q->plain_step)
         SPECD_TRY(verify_chain(spec, q, logits, &o, err));
     else if (q->n_chain > 0)
         SPECD_TRY(verify_keyed_chain(spec, q, logits, &o, err));

@@ -11,6 +11,10 @@
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/fixed_math.cuh"
 #include "kernels/cuda/verify_plan.h"
+/* The host-side checks, compiled into this file rather than listed beside it, so any build of the
+ * kernel library from the .cu files alone (scripts/gpu-check's direct build) links. libspecd
+ * compiles the same file as C for the host API. */
+#include "kernels/cuda/verify_plan.c"
 
 enum { VT = SPECD_CUDA_VERIFY_THREADS, SLOTS = SPECD_CUDA_VERIFY_MAX_SLOTS };
 /* Slot flags: the row fails the engine's check (before any decision), or its preparation. */

@@ -1,7 +1,7 @@
 /* Host-side planning of the device acceptance kernel (kernels/cuda/verify.cu): the per-sequence
  * description a caller fills, the argument checks the launcher runs before it enqueues anything,
  * and the scratch it needs. Plain C, unit-tested on machines without a GPU
- * (tests/gpu/test_cuda_verify_plan.c).
+ * (tests/gpu/test_verify_plan.c).
  *
  * What the kernel decides is what the CPU engine (include/specd/accept.h,
  * specd_accept_chain_keyed) decides for the same rows, bit for bit: GREEDY and COUPLED chains of

@@ -1,6 +1,9 @@
-/* Host API v2 with logits on a CUDA device (specd/spec_batch.h): bf16 rows with a padded stride
- * in device memory give the outcome the same rows give from host memory. Without a CUDA runtime
- * or a device it reports skipped (any build: libspecd opens the runtime itself). */
+/* Host API v2 with logits on a CUDA device (specd/spec_batch.h): bf16 and f32 rows with a padded
+ * stride in device memory give the outcome the same rows give from host memory, both when the
+ * step is verified on the device (kernels/cuda/verify.cu, session/spec_device.c; the test asserts
+ * that path ran where the kernel library loads) and when the block is copied to the host
+ * (SPECD_CUDA_VERIFY=host). Without a CUDA runtime or a device it reports skipped (any build:
+ * libspecd opens the runtime itself). */
 #include "test_main.h"
 
 #include "specd/spec_batch.h"
@@ -8,12 +11,17 @@
 #include <string.h>
 
 #include "kernels/cpu/fp16.h"
+#include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/cudart.h"
+#include "session/spec_device.h"
+
+#include <stdlib.h>
 
 enum { V = 300, STRIDE = 320, ROWS = 9 };
 
 /* One ngram step over a synthetic target, its rows from host or device memory. */
-static void step(const uint16_t *rows, int device, specd_step_outcome *o, int32_t *emitted) {
+static void step(const void *rows, specd_dtype dtype, int device, specd_step_outcome *o,
+                 int32_t *emitted) {
     specd_spec_params sp = specd_spec_default_params();
     sp.n_vocab = V;
     specd_spec *spec;
@@ -27,7 +35,7 @@ static void step(const uint16_t *rows, int device, specd_step_outcome *o, int32_
     specd_step_layout lay;
     if (specd_spec_seq_layout(spec, 0, &lay, &err) != SPECD_OK) exit(1);
     specd_logits lg = {.data = rows, .row_stride = STRIDE, .n_rows = ROWS,
-                       .dtype = SPECD_DTYPE_BF16,
+                       .dtype = dtype,
                        .device = device ? SPECD_DEVICE_CUDA : SPECD_DEVICE_HOST};
     if (specd_spec_seq_verify_logits(spec, 0, &lg, o, &err) != SPECD_OK) {
         printf("verify (%s): %s\n", device ? "cuda" : "host", err.message);
@@ -48,6 +56,7 @@ int main(void) {
         return SPECD_TEST_SKIP;
     }
     static uint16_t host[ROWS * STRIDE];
+    static float host32[ROWS * STRIDE];
     uint32_t h = 7;
     for (int i = 0; i < ROWS * STRIDE; i++) {
         h = h * 1664525u + 1013904223u;
@@ -55,22 +64,54 @@ int main(void) {
                                  : 0xff80u; /* -inf padding */
     }
     for (int r = 0; r < ROWS; r++) host[r * STRIDE + (r + 3) % 4] = specd_fp32_to_bf16(20.0f);
-    void *dev = NULL;
+    for (int i = 0; i < ROWS * STRIDE; i++) host32[i] = specd_bf16_to_fp32(host[i]);
+    void *dev = NULL, *dev32 = NULL;
     if (rt->malloc(&dev, sizeof host) != SPECD_CUDA_SUCCESS ||
         rt->memcpy(dev, host, sizeof host, SPECD_CUDA_MEMCPY_HOST_TO_DEVICE) !=
+            SPECD_CUDA_SUCCESS ||
+        rt->malloc(&dev32, sizeof host32) != SPECD_CUDA_SUCCESS ||
+        rt->memcpy(dev32, host32, sizeof host32, SPECD_CUDA_MEMCPY_HOST_TO_DEVICE) !=
             SPECD_CUDA_SUCCESS) {
         printf("cuda setup failed\n");
         return 1;
     }
-    specd_step_outcome a, b;
-    int32_t ea[16], eb[16];
-    step(host, 0, &a, ea);
-    step(dev, 1, &b, eb);
-    rt->free(dev);
-    if (a.n_emitted != b.n_emitted || memcmp(ea, eb, (size_t)a.n_emitted * sizeof(int32_t))) {
-        printf("device logits gave another outcome\n");
-        return 1;
+    /* the device path runs where the kernel library with the verify kernel loads */
+    const specd_cuda_kernels *k = specd_cuda_kernels_get(NULL);
+    const int kernel = k && k->struct_size >= offsetof(specd_cuda_kernels, verify) +
+                                                  sizeof k->verify && k->verify;
+    const struct { const void *host, *dev; specd_dtype dtype; const char *name; } cases[] = {
+        {host, dev, SPECD_DTYPE_BF16, "bf16"}, {host32, dev32, SPECD_DTYPE_F32, "f32"}};
+    for (int c = 0; c < 2; c++) {
+        specd_step_outcome a, b, d;
+        int32_t ea[16], eb[16], ed[16];
+        step(cases[c].host, cases[c].dtype, 0, &a, ea);
+        uint64_t before = specd_device_verify_count();
+        step(cases[c].dev, cases[c].dtype, 1, &b, eb);
+        uint64_t on_device = specd_device_verify_count() - before;
+        setenv("SPECD_CUDA_VERIFY", "host", 1);
+        step(cases[c].dev, cases[c].dtype, 1, &d, ed);
+        unsetenv("SPECD_CUDA_VERIFY");
+        if (a.n_emitted != b.n_emitted || memcmp(ea, eb, (size_t)a.n_emitted * sizeof(int32_t)) ||
+            a.n_accepted != b.n_accepted) {
+            printf("%s: device logits verified on the device gave another outcome\n",
+                   cases[c].name);
+            return 1;
+        }
+        if (a.n_emitted != d.n_emitted || memcmp(ea, ed, (size_t)a.n_emitted * sizeof(int32_t))) {
+            printf("%s: device logits copied to the host gave another outcome\n", cases[c].name);
+            return 1;
+        }
+        if (kernel && on_device != 1) {
+            printf("%s: the kernel library has the verify kernel but the step was not verified "
+                   "on the device\n", cases[c].name);
+            return 1;
+        }
+        printf("%s: %d tokens (%d drafts accepted) from device logits equal the host's, "
+               "verified %s and through the copy path\n", cases[c].name, a.n_emitted,
+               a.n_accepted, on_device ? "on the device" : "on the host (no verify kernel)");
     }
-    printf("ok: %d tokens from device bf16 logits equal the host's\n", a.n_emitted);
+    rt->free(dev);
+    rt->free(dev32);
+    printf("ok\n");
     return 0;
 }

@@ -78,22 +78,23 @@ static const void *put(upload *u, const void *host, size_t bytes, const char *wh
 
 static rt_cuda_matrix put_matrix(upload *u, const rt_matrix *m, const char *what) {
     const size_t bytes = specd_dtype_row_bytes(m->type, m->n_in) * (size_t)m->n_out;
-    rt_cuda_matrix d = {.type = m->type, .n_in = (int32_t)m->n_in, .n_out = (int32_t)m->n_out,
+    rt_cuda_matrix d = {.type = m->type,
+                        .n_in = (int32_t)m->n_in,
+                        .n_out = (int32_t)m->n_out,
                         .vec = vec_of(m->type)};
     d.data = put(u, m->data, bytes, what);
     return d;
 }
 
-static specd_status upload_weights(rt_cuda *g, const specd_model *m, upload *u,
-                                   specd_error *err) {
+static specd_status upload_weights(rt_cuda *g, const specd_model *m, upload *u, specd_error *err) {
     const specd_model_info *in = &m->info;
     const size_t E = (size_t)in->n_embd, hd = (size_t)in->head_dim;
     const size_t NQ = (size_t)in->n_head * hd, NKV = (size_t)in->n_head_kv * hd;
     if (embed_type_ok(m->tok_embd.type)) {
         g->tok_embd = put_matrix(u, &m->tok_embd, "token_embd");
     } else {
-        g->tok_embd = (rt_cuda_matrix){.type = SPECD_DTYPE_F32, .n_in = in->n_embd,
-                                       .n_out = in->n_vocab, .vec = RT_VEC_F};
+        g->tok_embd = (rt_cuda_matrix){
+            .type = SPECD_DTYPE_F32, .n_in = in->n_embd, .n_out = in->n_vocab, .vec = RT_VEC_F};
         const size_t bytes = E * sizeof(float) * (size_t)in->n_vocab;
         float *host = NULL;
         if (u->cv.base) {
@@ -206,13 +207,15 @@ static specd_status open_device(rt_cuda *g, int32_t index, specd_error *err) {
     (void)g->rt->driver_get_version(&drv);
     (void)g->rt->runtime_get_version(&rtv);
     if (rc != SPECD_CUDA_SUCCESS) (void)g->rt->get_last_error();
-    if (rc == SPECD_CUDA_ERROR_INSUFFICIENT_DRIVER || (drv > 0 && drv < rtv)) {
+    /* only the runtime's own verdict: a driver of an older minor version may still serve (CUDA's
+     * minor version compatibility), so the versions are reported, not compared */
+    if (rc == SPECD_CUDA_ERROR_INSUFFICIENT_DRIVER) {
         if (drv == 0)
             return specd_fail(err, SPECD_E_UNSUPPORTED,
                               "context: no CUDA driver is installed (no device to run on)");
         return specd_fail(err, SPECD_E_UNSUPPORTED,
                           "context: the CUDA driver (CUDA %d.%d) is older than the runtime "
-                          "(CUDA %d.%d): update the driver",
+                          "(CUDA %d.%d) needs: update the driver",
                           drv / 1000, drv % 1000 / 10, rtv / 1000, rtv % 1000 / 10);
     }
     if (rc != SPECD_CUDA_SUCCESS || n == 0)
@@ -278,8 +281,8 @@ static specd_status setup(specd_context *c, rt_cuda *g, specd_error *err) {
                           "context: CUDA device %d has %zu bytes free (of %zu), this context "
                           "needs %zu: weights %zu, KV cache %zu (n_seq %d x n_ctx %d), scratch "
                           "%zu (n_batch %d)",
-                          g->device, free_b, total_b, want, g->weights_bytes, g->kv_bytes,
-                          p->n_seq, p->n_ctx, g->scratch_bytes, p->n_batch);
+                          g->device, free_b, total_b, want, g->weights_bytes, g->kv_bytes, p->n_seq,
+                          p->n_ctx, g->scratch_bytes, p->n_batch);
 
     SPECD_TRY(alloc_device(g, &g->weights, g->weights_bytes, "weights", err));
     SPECD_TRY(alloc_device(g, (void **)&g->kv, g->kv_bytes, "KV cache", err));

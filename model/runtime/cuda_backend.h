@@ -12,7 +12,8 @@
 #include "kernels/cuda/cudart.h"
 
 /* How a matrix's activations are prepared: floats as they are, or quantized rows (Q8_1-style
- * blocks for Q4_0/Q4_1/Q8_0 weights, Q8_K super-blocks for Q4_K/Q6_K), as the CPU's vec_dot_type. */
+ * blocks for Q4_0/Q4_1/Q8_0 weights, Q8_K super-blocks for Q4_K/Q6_K), as the CPU's vec_dot_type.
+ */
 enum rt_cuda_vec { RT_VEC_F, RT_VEC_Q8, RT_VEC_Q8K };
 
 typedef struct rt_cuda_matrix {
@@ -46,7 +47,7 @@ typedef struct rt_cuda {
 
     uint16_t *kv; /* K planes [layer][seq][n_ctx][kv_dim], then V planes in the same layout, F16 */
     size_t kv_bytes;
-    size_t kv_plane;  /* n_seq * n_ctx * kv_dim elements between layers */
+    size_t kv_plane; /* n_seq * n_ctx * kv_dim elements between layers */
 
     void *scratch; /* one allocation: activations, attention partials, the step's inputs */
     size_t scratch_bytes;

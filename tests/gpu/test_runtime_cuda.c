@@ -95,7 +95,8 @@ static specd_context *make(const specd_model *m, int32_t device, int32_t n_seq) 
     specd_error_clear(&err);
     const specd_status st = specd_context_create(m, &p, &c, &err);
     if (st == SPECD_OK) return c;
-    if (device == SPECD_DEVICE_CUDA && st == SPECD_E_UNSUPPORTED && specd_cuda_device_count() == 0) {
+    if (device == SPECD_DEVICE_CUDA && st == SPECD_E_UNSUPPORTED &&
+        specd_cuda_device_count() == 0) {
         printf("skipped: %s\n", err.message);
         exit(SPECD_TEST_SKIP);
     }
@@ -103,7 +104,8 @@ static specd_context *make(const specd_model *m, int32_t device, int32_t n_seq) 
     return NULL;
 }
 
-static void extend(specd_context *c, const specd_seq_batch *s, int32_t n, const specd_extend_out *o) {
+static void extend(specd_context *c, const specd_seq_batch *s, int32_t n,
+                   const specd_extend_out *o) {
     specd_error err;
     if (specd_context_extend(c, s, n, o, &err) != SPECD_OK) die("extend", &err);
 }
@@ -116,8 +118,8 @@ static void prefill(specd_context *c, int32_t seq, const int32_t *t, int32_t n) 
 }
 
 /* Part 1: CUDA against CPU on the golden prompts, then greedy steps. */
-static int against_cpu(specd_context *gc, specd_context *cc, const int32_t *ids, const int64_t *lens,
-                       int n_prompts, int32_t V, int32_t E, int real) {
+static int against_cpu(specd_context *gc, specd_context *cc, const int32_t *ids,
+                       const int64_t *lens, int n_prompts, int32_t V, int32_t E, int real) {
     stats s = {0}, h = {0};
     float *lg = xalloc((size_t)N_BATCH * V * 4), *lc = xalloc((size_t)N_BATCH * V * 4);
     float *hg = xalloc((size_t)N_BATCH * E * 4), *hc = xalloc((size_t)N_BATCH * E * 4);
@@ -167,7 +169,8 @@ static specd_lora *make_lora(const specd_model *m, char *dir) {
     FILE *f = fopen(p, "wb");
     if (!f) die("adapter_config.json", NULL);
     fputs("{\"peft_type\": \"LORA\", \"r\": 4, \"lora_alpha\": 8, \"target_modules\": "
-          "[\"q_proj\", \"v_proj\", \"down_proj\"], \"fan_in_fan_out\": false}", f);
+          "[\"q_proj\", \"v_proj\", \"down_proj\"], \"fan_in_fan_out\": false}",
+          f);
     fclose(f);
     static const char *const names[6] = {
         "base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight",
@@ -265,10 +268,17 @@ static int invariance(specd_context *gc, const specd_model *m, const int32_t *pr
         for (int32_t j = 0; j < PREFIX + i + 1; j++)
             vis[j] = j < PREFIX || sees(i, j - PREFIX);
         int32_t row = 0;
-        specd_seq_batch s = {.seq = 3, .n_tokens = 1, .tokens = &t.tok[i], .pos = &t.pos[i],
-                             .visible = vis, .lora_gate = &t.gate[i],
-                             .embd = t.embd + (size_t)i * E, .embd_rows = &t.embd_row[i]};
-        specd_extend_out o = {.n_rows = 1, .rows = &row, .logits = ref_l + (size_t)i * V,
+        specd_seq_batch s = {.seq = 3,
+                             .n_tokens = 1,
+                             .tokens = &t.tok[i],
+                             .pos = &t.pos[i],
+                             .visible = vis,
+                             .lora_gate = &t.gate[i],
+                             .embd = t.embd + (size_t)i * E,
+                             .embd_rows = &t.embd_row[i]};
+        specd_extend_out o = {.n_rows = 1,
+                              .rows = &row,
+                              .logits = ref_l + (size_t)i * V,
                               .hidden = ref_h + (size_t)i * E};
         extend(gc, &s, 1, &o);
     }
@@ -281,7 +291,9 @@ static int invariance(specd_context *gc, const specd_model *m, const int32_t *pr
     for (int i = 0; i < CHAIN; i++) {
         int32_t row = 0;
         specd_seq_batch s = {.seq = 2, .n_tokens = 1, .tokens = &chain[i]};
-        specd_extend_out o = {.n_rows = 1, .rows = &row, .logits = chain_l + (size_t)i * V,
+        specd_extend_out o = {.n_rows = 1,
+                              .rows = &row,
+                              .logits = chain_l + (size_t)i * V,
                               .hidden = chain_h + (size_t)i * E};
         extend(gc, &s, 1, &o);
     }
@@ -299,8 +311,13 @@ static int invariance(specd_context *gc, const specd_model *m, const int32_t *pr
         for (int32_t i = 0; i < k; i++)
             for (int32_t j = 0; j < PREFIX + k; j++)
                 t.visible[(size_t)i * (PREFIX + k) + j] = j < PREFIX || sees(i, j - PREFIX);
-        specd_seq_batch tree_s = {.seq = 0, .n_tokens = k, .tokens = t.tok, .pos = t.pos,
-                                  .visible = t.visible, .lora_gate = t.gate, .embd = t.embd,
+        specd_seq_batch tree_s = {.seq = 0,
+                                  .n_tokens = k,
+                                  .tokens = t.tok,
+                                  .pos = t.pos,
+                                  .visible = t.visible,
+                                  .lora_gate = t.gate,
+                                  .embd = t.embd,
                                   .embd_rows = t.embd_row};
         specd_seq_batch chain_s = {.seq = 1, .n_tokens = c, .tokens = chain};
         specd_seq_batch seqs[2];
@@ -316,7 +333,9 @@ static int invariance(specd_context *gc, const specd_model *m, const int32_t *pr
         for (int32_t j = 0; j < total; j++) {
             const int32_t r = out_rows[j];
             const int in_tree = n == 1 || tree_first ? r < k : r >= c;
-            const int32_t i = n == 1 ? r : tree_first ? (in_tree ? r : r - k) : (in_tree ? r - c : r);
+            const int32_t i = n == 1       ? r
+                              : tree_first ? (in_tree ? r : r - k)
+                                           : (in_tree ? r - c : r);
             const float *wl = in_tree ? ref_l + (size_t)i * V : chain_l + (size_t)i * V;
             const float *wh = in_tree ? ref_h + (size_t)i * E : chain_h + (size_t)i * E;
             const int same = memcmp(lg + (size_t)j * V, wl, (size_t)V * 4) == 0 &&
@@ -338,7 +357,8 @@ static int invariance(specd_context *gc, const specd_model *m, const int32_t *pr
 }
 
 /* Part 3: commit flags, kv_truncate and kv_keep. */
-static int cache_ops(specd_context *gc, specd_context *cc, const specd_model *m, const int32_t *prefix) {
+static int cache_ops(specd_context *gc, specd_context *cc, const specd_model *m,
+                     const int32_t *prefix) {
     const specd_model_info *in = specd_model_get_info(m);
     const int32_t V = in->n_vocab;
     float *a = xalloc((size_t)V * 4), *b = xalloc((size_t)V * 4);
@@ -388,7 +408,8 @@ static int cache_ops(specd_context *gc, specd_context *cc, const specd_model *m,
         s = (specd_seq_batch){.seq = 0, .n_tokens = 7, .tokens = chain, .pos = pos, .visible = vis};
         extend(cs[x], &s, 1, NULL);
         const int32_t keep[3] = {PREFIX, PREFIX + 2, PREFIX + 6};
-        if (specd_context_kv_keep(cs[x], 0, PREFIX, 3, keep, &err) != SPECD_OK) die("kv_keep", &err);
+        if (specd_context_kv_keep(cs[x], 0, PREFIX, 3, keep, &err) != SPECD_OK)
+            die("kv_keep", &err);
         if (specd_context_decode(cs[x], 0, next, outs[x], &err) != SPECD_OK) die("decode", &err);
     }
     stats st = {0};
@@ -402,7 +423,8 @@ static int cache_ops(specd_context *gc, specd_context *cc, const specd_model *m,
     return ok && commit_ok && trunc_ok && keep_ok;
 }
 
-static int run_model(const char *path, int real, const int32_t *ids, const int64_t *lens, int n_prompts) {
+static int run_model(const char *path, int real, const int32_t *ids, const int64_t *lens,
+                     int n_prompts) {
     specd_model *m = NULL;
     specd_error err;
     if (specd_model_create(path, &m, &err) != SPECD_OK) die(path, &err);

@@ -39,9 +39,10 @@ typedef struct rt_cuda {
     int32_t n_layers; /* layers run (the n_layers cut), the only ones uploaded and cached */
     void *stream;
 
-    void *weights; /* one allocation: every tensor below */
+    struct rt_cuda_weights *shared; /* the model's weights on this device (context_cuda.c) */
+    void *weights;                  /* its one allocation, holding every tensor below */
     size_t weights_bytes;
-    rt_cuda_layer *layers; /* host array, n_layers */
+    rt_cuda_layer *layers; /* host array, every layer of the model */
     rt_cuda_matrix tok_embd, output;
     const float *output_norm;
 

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef SPECD_TEST_SKIP
@@ -430,6 +431,64 @@ static int cache_ops(specd_context *gc, specd_context *cc, const specd_model *m,
     return ok && commit_ok && trunc_ok && keep_ok;
 }
 
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+/* Figures only (no threshold): a decode step and a 64-row extend, with logits. */
+static void timings(specd_context *gc, const specd_model *m, const int32_t *prefix) {
+    const int32_t V = specd_model_get_info(m)->n_vocab;
+    float *l = xalloc((size_t)N_BATCH * V * 4);
+    specd_error err;
+    prefill(gc, 0, prefix, PREFIX);
+    const int n_dec = 16;
+    double t0 = now_ms();
+    for (int i = 0; i < n_dec; i++)
+        if (specd_context_decode(gc, 0, prefix[i % PREFIX], l, &err) != SPECD_OK)
+            die("decode", &err);
+    const double dec = (now_ms() - t0) / n_dec;
+    int32_t toks[N_BATCH];
+    for (int i = 0; i < N_BATCH; i++)
+        toks[i] = prefix[i % PREFIX];
+    if (specd_context_kv_truncate(gc, 0, PREFIX, &err) != SPECD_OK) die("kv_truncate", &err);
+    specd_seq_batch s = {.seq = 0, .n_tokens = N_BATCH, .tokens = toks};
+    specd_extend_out o = {.n_rows = N_BATCH, .logits = l};
+    t0 = now_ms();
+    extend(gc, &s, 1, &o);
+    printf("  timing: decode %.3f ms/token, extend of %d rows with their logits %.3f ms\n", dec,
+           N_BATCH, now_ms() - t0);
+    free(l);
+}
+
+/* A second CUDA context of the model while the first lives (it shares the first's weights on the
+ * device), cut to half the layers: its last prompt row against a CPU context with the same cut. */
+static int second_context(const specd_model *m, const int32_t *prefix) {
+    const specd_model_info *in = specd_model_get_info(m);
+    const int32_t save = n_layers_cut;
+    n_layers_cut = (save ? save : in->n_layer) / 2;
+    if (n_layers_cut < 1) n_layers_cut = 1;
+    specd_context *g2 = make(m, SPECD_DEVICE_CUDA, 1), *c2 = make(m, SPECD_DEVICE_CPU, 1);
+    float *lg = xalloc((size_t)in->n_vocab * 4), *lc = xalloc((size_t)in->n_vocab * 4);
+    int32_t row = PREFIX - 1;
+    specd_seq_batch s = {.seq = 0, .n_tokens = PREFIX, .tokens = prefix};
+    specd_extend_out og = {.n_rows = 1, .rows = &row, .logits = lg};
+    specd_extend_out oc = {.n_rows = 1, .rows = &row, .logits = lc};
+    extend(g2, &s, 1, &og);
+    extend(c2, &s, 1, &oc);
+    stats st = {0};
+    accumulate(&st, lg, lc, 1, in->n_vocab);
+    const int ok = nmse(&st) <= NMSE_MAX;
+    printf("  a second context (weights shared), %d layers: nmse %.3e vs CPU, argmax %s%s\n",
+           n_layers_cut, nmse(&st), st.agree ? "equal" : "differs", ok ? "" : "  FAIL");
+    specd_context_destroy(g2);
+    specd_context_destroy(c2);
+    free(lg), free(lc);
+    n_layers_cut = save;
+    return ok;
+}
+
 static int run_model(const char *path, int real, const int32_t *ids, const int64_t *lens,
                      int n_prompts) {
     specd_model *m = NULL;
@@ -458,6 +517,8 @@ static int run_model(const char *path, int real, const int32_t *ids, const int64
     ok &= invariance(gc, m, prefix, chain_prefix, 1);
     if (specd_context_set_lora(gc, NULL, &err) != SPECD_OK) die("set_lora", &err);
     ok &= cache_ops(gc, cc, m, prefix);
+    timings(gc, m, prefix);
+    ok &= second_context(m, prefix);
     specd_context_destroy(gc);
     specd_context_destroy(cc);
     specd_lora_destroy(lo);

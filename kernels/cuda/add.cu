@@ -10,8 +10,8 @@ static __global__ void add_kernel(const float *a, int64_t ld_a, const float *b, 
     if (i < n) y[r * ld_y + i] = __fadd_rn(a[r * ld_a + i], b[r * ld_b + i]);
 }
 
-extern "C" int specd_cuda_add(const float *a, int64_t ld_a, const float *b, int64_t ld_b,
-                              float *y, int64_t ld_y, int32_t n_rows, int32_t n, void *stream) {
+extern "C" int specd_cuda_add(const float *a, int64_t ld_a, const float *b, int64_t ld_b, float *y,
+                              int64_t ld_y, int32_t n_rows, int32_t n, void *stream) {
     size_t why_size;
     char *why = specd_cuda_refusal_buffer(&why_size);
     if (specd_cuda_check_rows(a, ld_a, y, ld_y, n_rows, n, why, why_size) != SPECD_CUDA_OK)
@@ -27,6 +27,6 @@ extern "C" int specd_cuda_add(const float *a, int64_t ld_a, const float *b, int6
     }
     const dim3 grid(specd_cuda_grid_for(n, SPECD_CUDA_THREADS), (unsigned)n_rows);
     add_kernel<<<grid, SPECD_CUDA_THREADS, 0, SPECD_CUDA_STREAM(stream)>>>(a, ld_a, b, ld_b, y,
-                                                                          ld_y, n);
+                                                                           ld_y, n);
     return specd_cuda_launch_status();
 }

@@ -10,9 +10,8 @@ static __global__ void gather_kernel(const float *__restrict__ x, int64_t ld_x,
     if (i < n) y[j * ld_y + i] = x[(int64_t)rows[j] * ld_x + i];
 }
 
-extern "C" int specd_cuda_gather(const float *x, int64_t ld_x, const int32_t *rows,
-                                 int32_t n_rows, int32_t n, float *y, int64_t ld_y,
-                                 void *stream) {
+extern "C" int specd_cuda_gather(const float *x, int64_t ld_x, const int32_t *rows, int32_t n_rows,
+                                 int32_t n, float *y, int64_t ld_y, void *stream) {
     size_t why_size;
     char *why = specd_cuda_refusal_buffer(&why_size);
     if (specd_cuda_check_rows(x, ld_x, y, ld_y, n_rows, n, why, why_size) != SPECD_CUDA_OK)
@@ -28,6 +27,6 @@ extern "C" int specd_cuda_gather(const float *x, int64_t ld_x, const int32_t *ro
     }
     const dim3 grid(specd_cuda_grid_for(n, SPECD_CUDA_THREADS), (unsigned)n_rows);
     gather_kernel<<<grid, SPECD_CUDA_THREADS, 0, SPECD_CUDA_STREAM(stream)>>>(x, ld_x, rows, y,
-                                                                             ld_y, n);
+                                                                              ld_y, n);
     return specd_cuda_launch_status();
 }

@@ -5,8 +5,8 @@
  * memcpy loop (model/runtime/context.c, rt_kv_compact) does. */
 #include "kernels/cuda/cuda_common.cuh"
 
-static __global__ void move_rows_kernel(uint16_t *base, int64_t plane_stride, int64_t ld,
-                                        int32_t n, const int32_t *__restrict__ src,
+static __global__ void move_rows_kernel(uint16_t *base, int64_t plane_stride, int64_t ld, int32_t n,
+                                        const int32_t *__restrict__ src,
                                         const int32_t *__restrict__ dst, int32_t n_rows) {
     uint16_t *p = base + (int64_t)blockIdx.x * plane_stride;
     for (int32_t j = 0; j < n_rows; j++) {
@@ -28,7 +28,8 @@ extern "C" int specd_cuda_move_rows_f16(uint16_t *base, int64_t plane_stride, in
         ((uintptr_t)dst & 3)) {
         snprintf(why, why_size,
                  "move_rows_f16: needs base, src, dst (aligned), n >= 1, ld >= n, plane_stride "
-                 ">= ld (n_planes %d, n_rows %d, n %d)", n_planes, n_rows, n);
+                 ">= ld (n_planes %d, n_rows %d, n %d)",
+                 n_planes, n_rows, n);
         return SPECD_CUDA_E_ARGUMENT;
     }
     if (n_rows == 0 || n_planes == 0) return SPECD_CUDA_OK;

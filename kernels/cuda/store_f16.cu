@@ -25,7 +25,8 @@ extern "C" int specd_cuda_store_f16(const float *x, int64_t ld_x, int32_t n_rows
         ((uintptr_t)x & 3) || ((uintptr_t)dst_rows & 3) || ((uintptr_t)dst & 1)) {
         snprintf(why, why_size,
                  "store_f16: needs x, dst_rows, dst (aligned), n_rows >= 0, n >= 1, ld_x and "
-                 "ld_dst >= n (n_rows %d, n %d)", n_rows, n);
+                 "ld_dst >= n (n_rows %d, n %d)",
+                 n_rows, n);
         return SPECD_CUDA_E_ARGUMENT;
     }
     if (n_rows == 0) return SPECD_CUDA_OK;
@@ -34,7 +35,7 @@ extern "C" int specd_cuda_store_f16(const float *x, int64_t ld_x, int32_t n_rows
         return SPECD_CUDA_E_ARGUMENT;
     }
     const dim3 grid(specd_cuda_grid_for(n, SPECD_CUDA_THREADS), (unsigned)n_rows);
-    store_f16_kernel<<<grid, SPECD_CUDA_THREADS, 0, SPECD_CUDA_STREAM(stream)>>>(
-        x, ld_x, dst_rows, dst, ld_dst, n);
+    store_f16_kernel<<<grid, SPECD_CUDA_THREADS, 0, SPECD_CUDA_STREAM(stream)>>>(x, ld_x, dst_rows,
+                                                                                 dst, ld_dst, n);
     return specd_cuda_launch_status();
 }

@@ -1,14 +1,17 @@
-/* The CUDA backend's context (model/runtime/cuda_backend.h): the device, the weights uploaded
- * once in their GGUF block formats, the F16 KV cache, the scratch for n_batch tokens and the
- * pinned staging buffer, all sized and checked against the device's free memory before anything
- * is allocated. The weights are uploaded per context (not shared between the contexts of one
- * model): each context counts, and frees, its own copy. */
+/* The CUDA backend's context (model/runtime/cuda_backend.h): the device, the weights in their
+ * GGUF block formats, the F16 KV cache, the scratch for n_batch tokens and the pinned staging
+ * buffer, all sized and checked against the device's free memory before anything is allocated.
+ * The weights (every layer, whatever a context's n_layers cut) are uploaded once per model and
+ * device and shared by the contexts of that model there: a process-wide list of reference-counted
+ * copies keyed by (model, device), under a mutex; the last context frees the copy. A context
+ * never outlives its model, so a key is never reused while its copy lives. */
 #include "model/runtime/cuda_backend.h"
 
 #include "common/alloc.h"
 #include "common/status_internal.h"
 #include "kernels/cpu/dtype.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -78,22 +81,23 @@ static const void *put(upload *u, const void *host, size_t bytes, const char *wh
 
 static rt_cuda_matrix put_matrix(upload *u, const rt_matrix *m, const char *what) {
     const size_t bytes = specd_dtype_row_bytes(m->type, m->n_in) * (size_t)m->n_out;
-    rt_cuda_matrix d = {.type = m->type, .n_in = (int32_t)m->n_in, .n_out = (int32_t)m->n_out,
+    rt_cuda_matrix d = {.type = m->type,
+                        .n_in = (int32_t)m->n_in,
+                        .n_out = (int32_t)m->n_out,
                         .vec = vec_of(m->type)};
     d.data = put(u, m->data, bytes, what);
     return d;
 }
 
-static specd_status upload_weights(rt_cuda *g, const specd_model *m, upload *u,
-                                   specd_error *err) {
+static specd_status upload_weights(rt_cuda *g, const specd_model *m, upload *u, specd_error *err) {
     const specd_model_info *in = &m->info;
     const size_t E = (size_t)in->n_embd, hd = (size_t)in->head_dim;
     const size_t NQ = (size_t)in->n_head * hd, NKV = (size_t)in->n_head_kv * hd;
     if (embed_type_ok(m->tok_embd.type)) {
         g->tok_embd = put_matrix(u, &m->tok_embd, "token_embd");
     } else {
-        g->tok_embd = (rt_cuda_matrix){.type = SPECD_DTYPE_F32, .n_in = in->n_embd,
-                                       .n_out = in->n_vocab, .vec = RT_VEC_F};
+        g->tok_embd = (rt_cuda_matrix){
+            .type = SPECD_DTYPE_F32, .n_in = in->n_embd, .n_out = in->n_vocab, .vec = RT_VEC_F};
         const size_t bytes = E * sizeof(float) * (size_t)in->n_vocab;
         float *host = NULL;
         if (u->cv.base) {
@@ -111,7 +115,7 @@ static specd_status upload_weights(rt_cuda *g, const specd_model *m, upload *u,
                     ? g->tok_embd
                     : put_matrix(u, &m->output, "output");
     g->output_norm = put(u, m->output_norm, E * sizeof(float), "output_norm");
-    for (int32_t l = 0; l < g->n_layers; l++) {
+    for (int32_t l = 0; l < in->n_layer; l++) {
         const rt_layer *L = &m->layers[l];
         rt_cuda_layer *D = &g->layers[l];
         D->attn_norm = put(u, L->attn_norm, E * sizeof(float), "attn_norm");
@@ -126,6 +130,51 @@ static specd_status upload_weights(rt_cuda *g, const specd_model *m, upload *u,
     }
     if (u->rc) return rt_cuda_fail(g, err, u->what, u->rc);
     return SPECD_OK;
+}
+
+/* One model's weights on one device, shared by its contexts there. */
+typedef struct rt_cuda_weights {
+    struct rt_cuda_weights *next;
+    const specd_model *model;
+    int device;
+    int refs;
+    const specd_cudart *rt;
+    void *mem;
+    size_t bytes;
+    rt_cuda_layer *layers; /* n_layer */
+    rt_cuda_matrix tok_embd, output;
+    const float *output_norm;
+} rt_cuda_weights;
+
+static pthread_mutex_t weights_lock = PTHREAD_MUTEX_INITIALIZER;
+static rt_cuda_weights *weights_list;
+
+static rt_cuda_weights *weights_find(const specd_model *m, int device) {
+    for (rt_cuda_weights *w = weights_list; w; w = w->next)
+        if (w->model == m && w->device == device) return w;
+    return NULL;
+}
+
+static void weights_view(rt_cuda *g, const rt_cuda_weights *w) {
+    g->weights = w->mem;
+    g->weights_bytes = w->bytes;
+    g->layers = w->layers;
+    g->tok_embd = w->tok_embd;
+    g->output = w->output;
+    g->output_norm = w->output_norm;
+}
+
+/* Drops a context's reference (under weights_lock); the last one frees the copy. */
+static void weights_release(rt_cuda_weights *w) {
+    if (--w->refs > 0) return;
+    for (rt_cuda_weights **p = &weights_list; *p; p = &(*p)->next)
+        if (*p == w) {
+            *p = w->next;
+            break;
+        }
+    w->rt->free(w->mem);
+    specd_free(w->layers);
+    specd_free(w);
 }
 
 /* Every matrix must have a CUDA matmul; the message names the first that has none. */
@@ -206,13 +255,15 @@ static specd_status open_device(rt_cuda *g, int32_t index, specd_error *err) {
     (void)g->rt->driver_get_version(&drv);
     (void)g->rt->runtime_get_version(&rtv);
     if (rc != SPECD_CUDA_SUCCESS) (void)g->rt->get_last_error();
-    if (rc == SPECD_CUDA_ERROR_INSUFFICIENT_DRIVER || (drv > 0 && drv < rtv)) {
+    /* only the runtime's own verdict: a driver of an older minor version may still serve (CUDA's
+     * minor version compatibility), so the versions are reported, not compared */
+    if (rc == SPECD_CUDA_ERROR_INSUFFICIENT_DRIVER) {
         if (drv == 0)
             return specd_fail(err, SPECD_E_UNSUPPORTED,
                               "context: no CUDA driver is installed (no device to run on)");
         return specd_fail(err, SPECD_E_UNSUPPORTED,
                           "context: the CUDA driver (CUDA %d.%d) is older than the runtime "
-                          "(CUDA %d.%d): update the driver",
+                          "(CUDA %d.%d) needs: update the driver",
                           drv / 1000, drv % 1000 / 10, rtv / 1000, rtv % 1000 / 10);
     }
     if (rc != SPECD_CUDA_SUCCESS || n == 0)
@@ -239,28 +290,25 @@ static specd_status alloc_device(rt_cuda *g, void **p, size_t bytes, const char 
     return SPECD_OK;
 }
 
-static specd_status setup(specd_context *c, rt_cuda *g, specd_error *err) {
+/* Under weights_lock: an existing copy of the weights is shared (and counts as no new bytes). */
+static specd_status setup_locked(specd_context *c, rt_cuda *g, specd_error *err) {
     const specd_model *m = c->model;
     const specd_model_info *in = &m->info;
     const specd_context_params *p = &c->p;
-    g->n_layers = p->n_layers > 0 ? p->n_layers : in->n_layer;
-    SPECD_TRY(check_types(m, g->n_layers, err));
-    if (p->n_batch > 65535)
-        return specd_fail(err, SPECD_E_INVALID_ARG,
-                          "context: n_batch %d exceeds the CUDA backend's 65535", p->n_batch);
-    size_t kv_rows = 0;
-    if (!specd_mul_ok((size_t)p->n_seq, (size_t)p->n_ctx, &kv_rows) || kv_rows > INT32_MAX)
-        return specd_fail(err, SPECD_E_INVALID_ARG,
-                          "context: n_seq x n_ctx = %zu KV rows exceed the CUDA backend's 2^31",
-                          kv_rows);
-    g->layers = specd_alloc_array((size_t)g->n_layers, sizeof *g->layers);
-    if (!g->layers) return specd_fail(err, SPECD_E_NOMEM, "context: out of memory");
-    SPECD_TRY(open_device(g, p->device_index, err));
-
-    /* sizes first, then one check against the device's free memory, then the allocations */
+    rt_cuda_weights *shared = weights_find(m, g->device);
+    size_t weights_new = 0;
     upload u = {.g = g};
-    SPECD_TRY(upload_weights(g, m, &u, err));
-    g->weights_bytes = u.cv.used;
+    if (shared) { /* referenced at once: a failure below releases it, never frees it */
+        weights_view(g, shared);
+        shared->refs++;
+        g->shared = shared;
+    } else {
+        g->layers = specd_alloc_array((size_t)in->n_layer, sizeof *g->layers);
+        if (!g->layers) return specd_fail(err, SPECD_E_NOMEM, "context: out of memory");
+        SPECD_TRY(upload_weights(g, m, &u, err)); /* sizes only */
+        weights_new = g->weights_bytes = u.cv.used;
+    }
+    size_t kv_rows = (size_t)p->n_seq * (size_t)p->n_ctx; /* < 2^31: checked */
     g->kv_plane = kv_rows * c->kv_dim;
     size_t kv = 0;
     if (!specd_mul_ok(g->kv_plane, (size_t)g->n_layers * 2 * sizeof(uint16_t), &kv))
@@ -272,16 +320,17 @@ static specd_status setup(specd_context *c, rt_cuda *g, specd_error *err) {
     size_t free_b = 0, total_b = 0;
     const int mr = g->rt->mem_get_info(&free_b, &total_b);
     if (mr) return rt_cuda_fail(g, err, "cudaMemGetInfo", mr);
-    const size_t want = g->weights_bytes + g->kv_bytes + g->scratch_bytes;
+    const size_t want = weights_new + g->kv_bytes + g->scratch_bytes;
     if (want > free_b)
         return specd_fail(err, SPECD_E_NOMEM,
                           "context: CUDA device %d has %zu bytes free (of %zu), this context "
-                          "needs %zu: weights %zu, KV cache %zu (n_seq %d x n_ctx %d), scratch "
+                          "needs %zu: weights %zu%s, KV cache %zu (n_seq %d x n_ctx %d), scratch "
                           "%zu (n_batch %d)",
-                          g->device, free_b, total_b, want, g->weights_bytes, g->kv_bytes,
-                          p->n_seq, p->n_ctx, g->scratch_bytes, p->n_batch);
+                          g->device, free_b, total_b, want, g->weights_bytes,
+                          shared ? " (shared, already there)" : "", g->kv_bytes, p->n_seq, p->n_ctx,
+                          g->scratch_bytes, p->n_batch);
 
-    SPECD_TRY(alloc_device(g, &g->weights, g->weights_bytes, "weights", err));
+    if (!shared) SPECD_TRY(alloc_device(g, &g->weights, g->weights_bytes, "weights", err));
     SPECD_TRY(alloc_device(g, (void **)&g->kv, g->kv_bytes, "KV cache", err));
     SPECD_TRY(alloc_device(g, &g->scratch, g->scratch_bytes, "scratch", err));
     int rc = g->rt->malloc_host(&g->in_host, g->in_bytes);
@@ -296,11 +345,48 @@ static specd_status setup(specd_context *c, rt_cuda *g, specd_error *err) {
         g->stream = NULL;
         return rt_cuda_fail(g, err, "cudaStreamCreate", rc);
     }
-    u = (upload){.g = g, .cv = {.base = g->weights}};
-    SPECD_TRY(upload_weights(g, m, &u, err));
+    if (!shared) {
+        u = (upload){.g = g, .cv = {.base = g->weights}};
+        SPECD_TRY(upload_weights(g, m, &u, err));
+        shared = specd_alloc_array(1, sizeof *shared);
+        if (!shared) return specd_fail(err, SPECD_E_NOMEM, "context: out of memory");
+        *shared = (rt_cuda_weights){.next = weights_list,
+                                    .model = m,
+                                    .device = g->device,
+                                    .rt = g->rt,
+                                    .mem = g->weights,
+                                    .bytes = g->weights_bytes,
+                                    .layers = g->layers,
+                                    .tok_embd = g->tok_embd,
+                                    .output = g->output,
+                                    .output_norm = g->output_norm};
+        weights_list = shared;
+        shared->refs = 1;
+        g->shared = shared;
+    }
     sc = (carve){.base = g->scratch};
     carve_scratch(g, in, p, &sc);
     return SPECD_OK;
+}
+
+static specd_status setup(specd_context *c, rt_cuda *g, specd_error *err) {
+    const specd_model *m = c->model;
+    const specd_context_params *p = &c->p;
+    g->n_layers = p->n_layers > 0 ? p->n_layers : m->info.n_layer;
+    SPECD_TRY(check_types(m, m->info.n_layer, err));
+    if (p->n_batch > 65535)
+        return specd_fail(err, SPECD_E_INVALID_ARG,
+                          "context: n_batch %d exceeds the CUDA backend's 65535", p->n_batch);
+    size_t kv_rows = 0;
+    if (!specd_mul_ok((size_t)p->n_seq, (size_t)p->n_ctx, &kv_rows) || kv_rows > INT32_MAX)
+        return specd_fail(err, SPECD_E_INVALID_ARG,
+                          "context: n_seq x n_ctx = %zu KV rows exceed the CUDA backend's 2^31",
+                          kv_rows);
+    SPECD_TRY(open_device(g, p->device_index, err));
+    pthread_mutex_lock(&weights_lock);
+    const specd_status st = setup_locked(c, g, err);
+    pthread_mutex_unlock(&weights_lock);
+    return st;
 }
 
 specd_status rt_cuda_context_create(const specd_model *model, const specd_context_params *p,
@@ -367,11 +453,17 @@ void rt_cuda_context_destroy(specd_context *c) {
         (void)g->rt->stream_destroy(g->stream);
     }
     free_lora(g);
-    if (g->weights) g->rt->free(g->weights);
+    if (g->shared) {
+        pthread_mutex_lock(&weights_lock);
+        weights_release(g->shared);
+        pthread_mutex_unlock(&weights_lock);
+    } else { /* a creation that failed before its weights were shared */
+        if (g->weights) g->rt->free(g->weights);
+        specd_free(g->layers);
+    }
     if (g->kv) g->rt->free(g->kv);
     if (g->scratch) g->rt->free(g->scratch);
     if (g->in_host) g->rt->free_host(g->in_host);
-    specd_free(g->layers);
     specd_free(g);
     c->cuda = NULL;
 }

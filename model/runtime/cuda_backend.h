@@ -12,7 +12,8 @@
 #include "kernels/cuda/cudart.h"
 
 /* How a matrix's activations are prepared: floats as they are, or quantized rows (Q8_1-style
- * blocks for Q4_0/Q4_1/Q8_0 weights, Q8_K super-blocks for Q4_K/Q6_K), as the CPU's vec_dot_type. */
+ * blocks for Q4_0/Q4_1/Q8_0 weights, Q8_K super-blocks for Q4_K/Q6_K), as the CPU's vec_dot_type.
+ */
 enum rt_cuda_vec { RT_VEC_F, RT_VEC_Q8, RT_VEC_Q8K };
 
 typedef struct rt_cuda_matrix {
@@ -38,15 +39,16 @@ typedef struct rt_cuda {
     int32_t n_layers; /* layers run (the n_layers cut), the only ones uploaded and cached */
     void *stream;
 
-    void *weights; /* one allocation: every tensor below */
+    struct rt_cuda_weights *shared; /* the model's weights on this device (context_cuda.c) */
+    void *weights;                  /* its one allocation, holding every tensor below */
     size_t weights_bytes;
-    rt_cuda_layer *layers; /* host array, n_layers */
+    rt_cuda_layer *layers; /* host array, every layer of the model */
     rt_cuda_matrix tok_embd, output;
     const float *output_norm;
 
     uint16_t *kv; /* K planes [layer][seq][n_ctx][kv_dim], then V planes in the same layout, F16 */
     size_t kv_bytes;
-    size_t kv_plane;  /* n_seq * n_ctx * kv_dim elements between layers */
+    size_t kv_plane; /* n_seq * n_ctx * kv_dim elements between layers */
 
     void *scratch; /* one allocation: activations, attention partials, the step's inputs */
     size_t scratch_bytes;

@@ -15,11 +15,11 @@
 typedef struct step {
     specd_context *c;
     rt_cuda *g;
-    int32_t n;       /* tokens */
-    int any_gate;    /* a token has a non-zero LoRA gate */
-    int have;        /* what xq holds: -1 nothing, else enum rt_cuda_vec of the rows last quantized */
-    const char *op;  /* the failing operation */
-    int rc;          /* and its status */
+    int32_t n;    /* tokens */
+    int any_gate; /* a token has a non-zero LoRA gate */
+    int have;     /* what xq holds: -1 nothing, else enum rt_cuda_vec of the rows last quantized */
+    const char *op; /* the failing operation */
+    int rc;         /* and its status */
 } step;
 
 #define IN(g, off, type) ((type *)((char *)(g)->in_dev + (g)->off))
@@ -40,7 +40,8 @@ static int matmul(step *st, const rt_cuda_matrix *w, const float *x, int64_t ld_
     const specd_cuda_kernels *k = st->g->k;
     void *s = st->g->stream;
     if (w->vec == RT_VEC_F) {
-        RUN(st, "matmul_f", k->matmul_f(w->type, w->data, w->n_in, w->n_out, x, ld_x, n, y, ld_y, s));
+        RUN(st, "matmul_f",
+            k->matmul_f(w->type, w->data, w->n_in, w->n_out, x, ld_x, n, y, ld_y, s));
         return 0;
     }
     if (st->have != w->vec) {
@@ -51,9 +52,11 @@ static int matmul(step *st, const rt_cuda_matrix *w, const float *x, int64_t ld_
         st->have = w->vec;
     }
     if (w->vec == RT_VEC_Q8)
-        RUN(st, "matmul_q", k->matmul_q(w->type, w->data, w->n_in, w->n_out, st->g->xq, n, y, ld_y, s));
+        RUN(st, "matmul_q",
+            k->matmul_q(w->type, w->data, w->n_in, w->n_out, st->g->xq, n, y, ld_y, s));
     else
-        RUN(st, "matmul_k", k->matmul_k(w->type, w->data, w->n_in, w->n_out, st->g->xq, n, y, ld_y, s));
+        RUN(st, "matmul_k",
+            k->matmul_k(w->type, w->data, w->n_in, w->n_out, st->g->xq, n, y, ld_y, s));
     return 0;
 }
 
@@ -81,9 +84,8 @@ static int attention(step *st, int32_t l, float scale) {
         int32_t n_kv = c->tok[t0].n_pos;
         for (t1 = t0 + 1; t1 < st->n && c->tok[t1].seq == c->tok[t0].seq; t1++)
             if (c->tok[t1].n_pos > n_kv) n_kv = c->tok[t1].n_pos;
-        const size_t base =
-            ((size_t)l * (size_t)c->p.n_seq + (size_t)c->tok[t0].seq) * (size_t)c->p.n_ctx *
-            c->kv_dim;
+        const size_t base = ((size_t)l * (size_t)c->p.n_seq + (size_t)c->tok[t0].seq) *
+                            (size_t)c->p.n_ctx * c->kv_dim;
         const specd_cuda_attention_args a = {
             .q = g->q + (int64_t)t0 * NQ,
             .ld_q = NQ,
@@ -125,7 +127,8 @@ static int layer(step *st, int32_t l) {
     const int32_t *pos = IN(g, off_pos, const int32_t);
     RUN(st, "rmsnorm", k->rmsnorm(g->x, E, L->attn_norm, g->xn, E, n, E, in->rms_eps, s));
     st->have = -1;
-    if (matmul(st, &L->w[RT_Q], g->xn, E, n, g->q, NQ) || matmul(st, &L->w[RT_K], g->xn, E, n, g->k_rows, NKV) ||
+    if (matmul(st, &L->w[RT_Q], g->xn, E, n, g->q, NQ) ||
+        matmul(st, &L->w[RT_K], g->xn, E, n, g->k_rows, NKV) ||
         matmul(st, &L->w[RT_V], g->xn, E, n, g->v_rows, NKV))
         return -1;
     if (lora(st, l, RT_Q, g->xn, E, g->q, NQ) || lora(st, l, RT_K, g->xn, E, g->k_rows, NKV) ||
@@ -135,32 +138,38 @@ static int layer(step *st, int32_t l) {
     if (L->bk) RUN(st, "add (k bias)", k->add(g->k_rows, NKV, L->bk, 0, g->k_rows, NKV, n, NKV, s));
     if (L->bv) RUN(st, "add (v bias)", k->add(g->v_rows, NKV, L->bv, 0, g->v_rows, NKV, n, NKV, s));
     if (L->q_norm)
-        RUN(st, "rmsnorm (q)", k->rmsnorm(g->q, hd, L->q_norm, g->q, hd, n * in->n_head, hd, in->rms_eps, s));
+        RUN(st, "rmsnorm (q)",
+            k->rmsnorm(g->q, hd, L->q_norm, g->q, hd, n * in->n_head, hd, in->rms_eps, s));
     if (L->k_norm)
         RUN(st, "rmsnorm (k)",
-            k->rmsnorm(g->k_rows, hd, L->k_norm, g->k_rows, hd, n * in->n_head_kv, hd, in->rms_eps, s));
-    RUN(st, "rope (q)", k->rope(g->q, NQ, n, pos, in->n_head, hd, in->n_rot, in->rope_freq_base, neox, s));
+            k->rmsnorm(g->k_rows, hd, L->k_norm, g->k_rows, hd, n * in->n_head_kv, hd, in->rms_eps,
+                       s));
+    RUN(st, "rope (q)",
+        k->rope(g->q, NQ, n, pos, in->n_head, hd, in->n_rot, in->rope_freq_base, neox, s));
     RUN(st, "rope (k)",
         k->rope(g->k_rows, NKV, n, pos, in->n_head_kv, hd, in->n_rot, in->rope_freq_base, neox, s));
     const size_t layer_off = (size_t)l * g->kv_plane;
     const int32_t *dst = IN(g, off_kv_dst, const int32_t);
     RUN(st, "store_f16 (k)", k->store_f16(g->k_rows, NKV, n, NKV, dst, g->kv + layer_off, NKV, s));
     RUN(st, "store_f16 (v)",
-        k->store_f16(g->v_rows, NKV, n, NKV, dst, g->kv + (size_t)g->n_layers * g->kv_plane + layer_off,
-                     NKV, s));
+        k->store_f16(g->v_rows, NKV, n, NKV, dst,
+                     g->kv + (size_t)g->n_layers * g->kv_plane + layer_off, NKV, s));
     if (attention(st, l, 1.0f / sqrtf((float)hd))) return -1;
     st->have = -1;
-    if (matmul(st, &L->w[RT_O], g->att, NQ, n, g->tmp, E) || lora(st, l, RT_O, g->att, NQ, g->tmp, E))
+    if (matmul(st, &L->w[RT_O], g->att, NQ, n, g->tmp, E) ||
+        lora(st, l, RT_O, g->att, NQ, g->tmp, E))
         return -1;
     RUN(st, "add (residual)", k->add(g->tmp, E, g->x, E, g->x, E, n, E, s));
     RUN(st, "rmsnorm (ffn)", k->rmsnorm(g->x, E, L->ffn_norm, g->xn, E, n, E, in->rms_eps, s));
     st->have = -1;
-    if (matmul(st, &L->w[RT_GATE], g->xn, E, n, g->g, F) || matmul(st, &L->w[RT_UP], g->xn, E, n, g->u, F) ||
-        lora(st, l, RT_GATE, g->xn, E, g->g, F) || lora(st, l, RT_UP, g->xn, E, g->u, F))
+    if (matmul(st, &L->w[RT_GATE], g->xn, E, n, g->g, F) ||
+        matmul(st, &L->w[RT_UP], g->xn, E, n, g->u, F) || lora(st, l, RT_GATE, g->xn, E, g->g, F) ||
+        lora(st, l, RT_UP, g->xn, E, g->u, F))
         return -1;
     RUN(st, "swiglu", k->swiglu(g->g, F, g->u, F, g->g, F, n, F, s));
     st->have = -1;
-    if (matmul(st, &L->w[RT_DOWN], g->g, F, n, g->tmp, E) || lora(st, l, RT_DOWN, g->g, F, g->tmp, E))
+    if (matmul(st, &L->w[RT_DOWN], g->g, F, n, g->tmp, E) ||
+        lora(st, l, RT_DOWN, g->g, F, g->tmp, E))
         return -1;
     RUN(st, "add (residual)", k->add(g->tmp, E, g->x, E, g->x, E, n, E, s));
     return 0;
@@ -230,12 +239,14 @@ static int forward(step *st, int32_t n_out, const int32_t *out_rows, float *logi
     int any_embd = 0;
     if (stage(st, n_out, out_rows, &any_embd)) return -1;
     RUN(st, "embed",
-        g->k->embed(g->tok_embd.type, g->tok_embd.data, in->n_vocab, E, IN(g, off_ids, const int32_t),
-                    any_embd ? IN(g, off_embd, const float) : NULL, E, g->x, E, st->n, g->stream));
+        g->k->embed(g->tok_embd.type, g->tok_embd.data, in->n_vocab, E,
+                    IN(g, off_ids, const int32_t), any_embd ? IN(g, off_embd, const float) : NULL,
+                    E, g->x, E, st->n, g->stream));
     for (int32_t l = 0; l < g->n_layers; l++)
         if (layer(st, l)) return -1;
     if (n_out == 0 || (!logits && !hidden)) return 0;
-    RUN(st, "gather", g->k->gather(g->x, E, IN(g, off_out, const int32_t), n_out, E, g->tmp, E, g->stream));
+    RUN(st, "gather",
+        g->k->gather(g->x, E, IN(g, off_out, const int32_t), n_out, E, g->tmp, E, g->stream));
     RUN(st, "rmsnorm (output)",
         g->k->rmsnorm(g->tmp, E, g->output_norm, g->xn, E, n_out, E, in->rms_eps, g->stream));
     if (hidden)
@@ -257,8 +268,10 @@ specd_status rt_cuda_extend(specd_context *c, const specd_seq_batch *seqs, int32
     rt_cuda *g = c->cuda;
     step st = {.c = c, .g = g, .n = n_tok, .have = -1, .op = "cudaSetDevice"};
     int rc = g->rt->set_device(g->device);
-    if (rc) st.rc = rc;
-    else if (forward(&st, n_out, out_rows, logits, hidden)) rc = st.rc;
+    if (rc)
+        st.rc = rc;
+    else if (forward(&st, n_out, out_rows, logits, hidden))
+        rc = st.rc;
     if (rc) {
         /* drain what was enqueued: the staging buffer may not be rewritten under a copy */
         (void)g->rt->stream_synchronize(g->stream);
@@ -298,11 +311,13 @@ specd_status rt_cuda_kv_compact(specd_context *c, int32_t seq, int32_t from, int
         int rc = g->rt->set_device(g->device);
         const char *what = "cudaMemcpyAsync (row lists)";
         if (!rc)
-            rc = g->rt->memcpy_async((char *)g->in_dev + g->off_src, src, (size_t)n * sizeof(int32_t),
-                                     SPECD_CUDA_MEMCPY_HOST_TO_DEVICE, g->stream);
+            rc = g->rt->memcpy_async((char *)g->in_dev + g->off_src, src,
+                                     (size_t)n * sizeof(int32_t), SPECD_CUDA_MEMCPY_HOST_TO_DEVICE,
+                                     g->stream);
         if (!rc)
-            rc = g->rt->memcpy_async((char *)g->in_dev + g->off_dst, dst, (size_t)n * sizeof(int32_t),
-                                     SPECD_CUDA_MEMCPY_HOST_TO_DEVICE, g->stream);
+            rc = g->rt->memcpy_async((char *)g->in_dev + g->off_dst, dst,
+                                     (size_t)n * sizeof(int32_t), SPECD_CUDA_MEMCPY_HOST_TO_DEVICE,
+                                     g->stream);
         if (!rc) {
             what = "move_rows_f16";
             rc = g->k->move_rows_f16(g->kv + (size_t)seq * (size_t)c->p.n_ctx * c->kv_dim,

@@ -48,7 +48,8 @@ static int check_store(const gpu_ctx *g) {
         x[i] *= 1e-9f; /* subnormal halves and underflow to zero */
     x[1] = NAN, x[2] = -NAN, x[3] = INFINITY, x[4] = -0.0f, x[5] = 65519.0f, x[6] = 65520.0f;
     const int32_t dst[8] = {3, 0, 19, 7, 8, 12, 1, 15};
-    uint16_t *cache = host_alloc((size_t)cache_rows * N * 2), *want = host_alloc((size_t)cache_rows * N * 2);
+    uint16_t *cache = host_alloc((size_t)cache_rows * N * 2),
+             *want = host_alloc((size_t)cache_rows * N * 2);
     memset(want, 0x5a, (size_t)cache_rows * N * 2);
     for (int32_t r = 0; r < rows; r++)
         for (int32_t i = 0; i < N; i++)
@@ -95,7 +96,8 @@ static int check_gather(const gpu_ctx *g) {
 static int check_move(const gpu_ctx *g) {
     enum { PLANES = 3, PROWS = 40, LD = 72, W = 64 };
     const size_t plane = (size_t)PROWS * LD + 16, total = plane * PLANES;
-    uint16_t *h = host_alloc(total * 2), *want = host_alloc(total * 2), *got = host_alloc(total * 2);
+    uint16_t *h = host_alloc(total * 2), *want = host_alloc(total * 2),
+             *got = host_alloc(total * 2);
     for (size_t i = 0; i < total; i++)
         h[i] = (uint16_t)(gpu_rng_next() >> 48);
     /* keep rows 2, 3, 9, 10, 11, 30 from row 1 on: row 3 moves to 2 after row 2 moved to 1 */
@@ -103,10 +105,12 @@ static int check_move(const gpu_ctx *g) {
     memcpy(want, h, total * 2);
     for (int p = 0; p < PLANES; p++)
         for (int j = 0; j < 6; j++)
-            memcpy(want + p * plane + (size_t)dst[j] * LD, want + p * plane + (size_t)src[j] * LD, W * 2);
+            memcpy(want + p * plane + (size_t)dst[j] * LD, want + p * plane + (size_t)src[j] * LD,
+                   W * 2);
     uint16_t *dh = gpu_put(g, h, total * 2);
     int32_t *ds = gpu_put(g, src, sizeof src), *dd = gpu_put(g, dst, sizeof dst);
-    gpu_check(g, "move_rows_f16", g->k->move_rows_f16(dh, (int64_t)plane, PLANES, LD, W, ds, dd, 6, NULL));
+    gpu_check(g, "move_rows_f16",
+              g->k->move_rows_f16(dh, (int64_t)plane, PLANES, LD, W, ds, dd, 6, NULL));
     gpu_get(g, got, dh, total * 2);
     const int ok = memcmp(got, want, total * 2) == 0;
     printf("move_rows_f16: %s\n", ok ? "the CPU loop's bytes" : "differs from the CPU loop  FAIL");

@@ -80,7 +80,7 @@ static void test_arguments_first(void **state) {
 static void test_no_device(void **state) {
     (void)state;
     if (specd_cuda_device_count() > 0) {
-        printf("a CUDA device is present: creation on it is test_cuda_forward's part\n");
+        printf("a CUDA device is present: creation on it is test_runtime_cuda's part\n");
         specd_context_params p = cuda_params();
         p.device_index = 1000; /* past any machine's devices */
         expect(&p, SPECD_E_INVALID_ARG, "CUDA device 1000");
@@ -119,17 +119,22 @@ static void test_missing_kernel_library(void **state) {
     assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
-static void test_memory_check(void **state) {
+static void test_emulated_device_checks(void **state) {
     (void)state;
     const char *emu = getenv("SPECD_EMU_DEVICE_MEMORY");
     if (specd_cuda_device_count() == 0 || !emu) {
-        printf("memory check: needs the CPU emulation's small device (tests/gpu/emu/run)\n");
+        printf("memory and driver checks: need the CPU emulation's device (tests/gpu/emu/run)\n");
         return;
     }
     specd_context_params p = cuda_params();
     p.n_seq = 4096; /* a KV cache past the emulated free memory */
     p.n_ctx = 1 << 18;
     expect(&p, SPECD_E_NOMEM, "bytes free");
+    /* and the emulation's old driver (cudaErrorInsufficientDriver) */
+    setenv("SPECD_EMU_DRIVER", "12000", 1);
+    p = cuda_params();
+    expect(&p, SPECD_E_UNSUPPORTED, "older than the runtime");
+    unsetenv("SPECD_EMU_DRIVER");
 }
 
 int main(void) {
@@ -137,7 +142,7 @@ int main(void) {
         cmocka_unit_test(test_missing_kernel_library), /* first: before this process loads it */
         cmocka_unit_test(test_arguments_first),
         cmocka_unit_test(test_no_device),
-        cmocka_unit_test(test_memory_check),
+        cmocka_unit_test(test_emulated_device_checks),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

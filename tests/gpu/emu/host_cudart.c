@@ -7,7 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <stddef.h>
-int cudaGetDeviceCount(int *n) { *n = 1; return 0; }
+int cudaDriverGetVersion(int *v);
+/* a driver older than the runtime (SPECD_EMU_DRIVER below 13000): cudaErrorInsufficientDriver */
+int cudaGetDeviceCount(int *n) { int d; cudaDriverGetVersion(&d); *n = d < 13000 ? 0 : 1; return d < 13000 ? 35 : 0; }
 int cudaSetDevice(int d) { (void)d; return 0; }
 int cudaGetLastError(void) { return 0; }
 const char *cudaGetErrorString(int c) { (void)c; return "emu"; }

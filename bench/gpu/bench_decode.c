@@ -8,7 +8,7 @@
  *   batch    B = 1, 8, 64 sequences each a 16-token prompt, then STEPS extends of one new token
  *            per sequence with logits for every row: new tokens per second over all sequences
  *   memory   the device memory the context holds (weights, KV caches, scratch)
- * Kernel launches per layer are not printed: the runtime API exposes no launch counter.
+ * launches the kernels one decode step enqueues (specd_context_device_launches), and per layer
  * Without a CUDA device, a CUDA build or the model, it says why, prints "skipped" and exits 0.
  * The last lines, "FIGURE name value", are what scripts/gpu-check copies into its report.
  *   usage: bench_decode [--device cpu|cuda] [MODEL] [RUNS] [D]
@@ -133,6 +133,7 @@ int main(int argc, char **argv) {
     CHECK(prefill(c, 0, toks, PROMPT, &err));
     for (int i = 0; i < 8; i++)
         CHECK(specd_context_decode(c, 0, toks[PROMPT + i], logits, &err));
+    const int32_t launches = specd_context_device_launches(c);
 
     double dec[MAX_RUNS], ext[K_MAX + 1][MAX_RUNS], bat[N_BATCH_SIZES][MAX_RUNS];
     for (int r = 0; r < runs; r++) {
@@ -202,7 +203,12 @@ int main(int argc, char **argv) {
            "scratch %.1f MiB, total %.1f MiB\n",
            (double)w / mib, (double)kv / mib, cp.n_seq, cp.n_ctx, (double)scratch / mib,
            (double)(w + kv + scratch) / mib);
-    printf("kernel launches per layer: not measured (the runtime API exposes no launch counter)\n");
+    if (launches > 0)
+        printf("kernel launches per decode step: %d, %.1f per layer (%d layers; embed, output norm "
+               "and head included)\n",
+               launches, (double)launches / info->n_layer, info->n_layer);
+    else
+        printf("kernel launches: not counted on this backend\n");
 
     printf("\nFIGURE decode_tok_s %.1f\n", decode);
     printf("FIGURE decode_ms_per_token %.4f\n", 1e3 / decode);
@@ -211,6 +217,9 @@ int main(int argc, char **argv) {
                ext_ms[k] / ext_ms[1]);
     for (int b = 0; b < N_BATCH_SIZES; b++)
         printf("FIGURE batch%d_tok_s %.1f\n", batch_sizes[b], batch[b]);
+    if (launches > 0)
+        printf("FIGURE launches_per_step %d\nFIGURE launches_per_layer %.1f\n", launches,
+               (double)launches / info->n_layer);
     printf("FIGURE device_weights_mib %.1f\nFIGURE device_kv_mib %.1f\n"
            "FIGURE device_scratch_mib %.1f\n",
            (double)w / mib, (double)kv / mib, (double)scratch / mib);

@@ -220,6 +220,9 @@ SPECD_API size_t specd_context_memory_bytes(const specd_context *ctx);
 SPECD_API int32_t specd_context_device(const specd_context *ctx);
 SPECD_API void specd_context_device_memory(const specd_context *ctx, size_t *weights,
                                            size_t *kv, size_t *scratch);
+/* Kernels the last successful extend or decode of a CUDA context enqueued (its launch count,
+ * what CUDA graphs would cut); 0 on the CPU or before the first step. */
+SPECD_API int32_t specd_context_device_launches(const specd_context *ctx);
 
 #ifdef __cplusplus
 }

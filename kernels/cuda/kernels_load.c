@@ -59,8 +59,15 @@ static void open_kernels(void) {
 const specd_cuda_kernels *specd_cuda_kernels_get(specd_error *err) {
     pthread_once(&once, open_kernels);
     if (!kernels)
-        specd_fail(err, SPECD_E_UNSUPPORTED,
-                   "specd's CUDA kernels (%s) are not available: %s (built without CUDA?)",
-                   SPECD_CUDA_KERNELS_SONAME, why);
+        specd_fail(err, SPECD_E_UNSUPPORTED, "specd's CUDA kernels (%s) are not available: %s (%s)",
+                   SPECD_CUDA_KERNELS_SONAME, why,
+#ifdef SPECD_CUDART_DIR
+                   "this build made them: install them beside libspecd, or name the file in "
+                   "SPECD_CUDA_LIBRARY"
+#else
+                   "this specd was built without CUDA: install the CUDA toolkit (nvcc) and "
+                   "rebuild with cmake -DSPECD_CUDA=ON; docs/gpu.md"
+#endif
+        );
     return kernels;
 }

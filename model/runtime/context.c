@@ -315,3 +315,7 @@ void specd_context_device_memory(const specd_context *c, size_t *weights, size_t
                                  size_t *scratch) {
     rt_cuda_device_memory(c, weights, kv, scratch);
 }
+
+int32_t specd_context_device_launches(const specd_context *c) {
+    return c && c->cuda ? c->cuda->last_launches : 0;
+}

@@ -70,6 +70,7 @@ typedef struct rt_cuda {
     size_t lora_work_floats;
     int32_t lora_rank;
     float lora_scale;
+    int32_t last_launches; /* kernels the last successful extend enqueued */
 } rt_cuda;
 
 /* After the shared validation of specd_context_create. */
@@ -79,8 +80,9 @@ specd_status rt_cuda_context_create(const specd_model *model, const specd_contex
 void rt_cuda_context_destroy(specd_context *c);
 /* After specd_context_set_lora's checks: the adapter's device copy (NULL: drop it). */
 specd_status rt_cuda_set_lora(specd_context *c, const specd_lora *lora, specd_error *err);
-/* The validated extend (c->tok filled): runs it on the device, copies the requested rows back,
- * then commits (kv_len and commit flags). On a device failure kv_len is unchanged. */
+/* The validated extend (c->tok filled): runs it on the device and copies the requested rows
+ * back; the caller then commits (kv_len and commit flags). On a device failure kv_len is
+ * unchanged. */
 specd_status rt_cuda_extend(specd_context *c, const specd_seq_batch *seqs, int32_t n_seqs,
                             int32_t n_tok, int32_t n_out, const int32_t *out_rows, float *logits,
                             float *hidden, specd_error *err);

@@ -417,6 +417,28 @@ static specd_status validate(specd_context *c, const specd_seq_batch *seqs, int3
     return SPECD_OK;
 }
 
+/* After the forward: the new rows sit at l0..l0+n-1 of each cache; keep the ones marked for
+ * commit, in order (a CUDA cache moves them on its device, which can fail). */
+static specd_status commit(specd_context *c, const specd_seq_batch *seqs, int32_t n_seqs,
+                           specd_error *err) {
+    for (int32_t k = 0; k < n_seqs; k++) {
+        const specd_seq_batch *s = &seqs[k];
+        const int32_t l0 = c->kv_len[s->seq];
+        if (!s->commit) {
+            c->kv_len[s->seq] = l0 + s->n_tokens;
+            continue;
+        }
+        int32_t nk = 0;
+        for (int32_t i = 0; i < s->n_tokens; i++)
+            if (s->commit[i]) c->out_rows[nk++] = l0 + i;
+        if (c->cuda)
+            SPECD_TRY(rt_cuda_kv_compact(c, s->seq, l0, nk, c->out_rows, err));
+        else
+            rt_kv_compact(c, s->seq, l0, nk, c->out_rows);
+    }
+    return SPECD_OK;
+}
+
 specd_status specd_context_extend(specd_context *c, const specd_seq_batch *seqs, int32_t n_seqs,
                                   const specd_extend_out *out, specd_error *err) {
     const uint64_t t_start = c && c->prof ? specd_now_ns() : 0;
@@ -457,24 +479,14 @@ specd_status specd_context_extend(specd_context *c, const specd_seq_batch *seqs,
         job.logits = out->logits;
         job.hidden = out->hidden;
     }
-    if (c->cuda)
-        return rt_cuda_extend(c, seqs, n_seqs, n_tok, job.n_out, job.out_rows, job.logits,
-                              job.hidden, err);
+    if (c->cuda) {
+        SPECD_TRY(rt_cuda_extend(c, seqs, n_seqs, n_tok, job.n_out, job.out_rows, job.logits,
+                                 job.hidden, err));
+        return commit(c, seqs, n_seqs, err);
+    }
     if (c->prof) c->prof->t_dispatch = specd_now_ns();
     specd_threadpool_run(c->pool, fwd_worker, &job);
-    /* commit: the new rows sit at l0..l0+n-1; keep the chosen ones in order */
-    for (int32_t k = 0; k < n_seqs; k++) {
-        const specd_seq_batch *s = &seqs[k];
-        const int32_t l0 = c->kv_len[s->seq];
-        if (!s->commit) {
-            c->kv_len[s->seq] = l0 + s->n_tokens;
-            continue;
-        }
-        int32_t nk = 0;
-        for (int32_t i = 0; i < s->n_tokens; i++)
-            if (s->commit[i]) c->out_rows[nk++] = l0 + i;
-        rt_kv_compact(c, s->seq, l0, nk, c->out_rows);
-    }
+    SPECD_TRY(commit(c, seqs, n_seqs, err));
     if (c->prof) {
         const int b = rt_prof_bucket(n_tok);
         c->prof->calls[b]++;

@@ -18,13 +18,16 @@ typedef struct step {
     int32_t n;    /* tokens */
     int any_gate; /* a token has a non-zero LoRA gate */
     int have;     /* what xq holds: -1 nothing, else enum rt_cuda_vec of the rows last quantized */
-    const char *op; /* the failing operation */
+    int32_t launches; /* kernels enqueued so far */
+    const char *op;   /* the failing operation */
     int rc;         /* and its status */
 } step;
 
 #define IN(g, off, type) ((type *)((char *)(g)->in_dev + (g)->off))
 #define STAGED(g, off, type) ((type *)((char *)(g)->in_host + (g)->off))
-#define RUN(st, what, call)                                                                        \
+/* Enqueues call, counting the kernels it launches (benchmarks print launches per layer);
+ * on failure records which operation failed and returns from the caller. */
+#define ENQUEUE(st, what, call, kernels)                                                           \
     do {                                                                                           \
         const int rc_ = (call);                                                                    \
         if (rc_) {                                                                                 \
@@ -32,7 +35,10 @@ typedef struct step {
             (st)->rc = rc_;                                                                        \
             return rc_;                                                                            \
         }                                                                                          \
+        (st)->launches += (kernels);                                                               \
     } while (0)
+#define RUN(st, what, call) ENQUEUE(st, what, call, 1)
+#define COPY(st, what, call) ENQUEUE(st, what, call, 0)
 
 /* y = W x for n rows, quantizing x first unless xq already holds it for this kind. */
 static int matmul(step *st, const rt_cuda_matrix *w, const float *x, int64_t ld_x, int32_t n,
@@ -68,10 +74,11 @@ static int lora(step *st, int32_t l, int proj, const float *x, int64_t ld_x, flo
     const rt_cuda_lora_pair *pr = &g->lora_pairs[(size_t)l * RT_N_PROJ + (size_t)proj];
     if (!pr->a) return 0;
     const specd_lora *lo = st->c->lora;
-    RUN(st, "lora",
-        g->k->lora(pr->a, pr->b, (int32_t)lo->n_in[proj], (int32_t)lo->n_out[proj], g->lora_rank,
-                   g->lora_scale, x, ld_x, IN(g, off_gate, const float), st->n, y, ld_y,
-                   g->lora_work, g->lora_work_floats, g->stream));
+    ENQUEUE(st, "lora",
+            g->k->lora(pr->a, pr->b, (int32_t)lo->n_in[proj], (int32_t)lo->n_out[proj],
+                       g->lora_rank, g->lora_scale, x, ld_x, IN(g, off_gate, const float), st->n,
+                       y, ld_y, g->lora_work, g->lora_work_floats, g->stream),
+            2); /* down and up */
     return 0;
 }
 
@@ -109,7 +116,7 @@ static int attention(step *st, int32_t l, float scale) {
             .work = g->att_work,
             .work_floats = g->att_work_floats,
         };
-        RUN(st, "attention", g->k->attention(&a, g->stream));
+        ENQUEUE(st, "attention", g->k->attention(&a, g->stream), 2); /* split and merge */
     }
     return 0;
 }
@@ -216,15 +223,15 @@ static int stage(step *st, int32_t n_out, const int32_t *out_rows, int *any_embd
     for (int32_t j = 0; j < n_out; j++)
         outr[j] = out_rows[j];
     const specd_cudart *rt = g->rt;
-    RUN(st, "cudaMemcpyAsync (inputs)",
+    COPY(st, "cudaMemcpyAsync (inputs)",
         rt->memcpy_async(g->in_dev, g->in_host, g->ints_bytes, SPECD_CUDA_MEMCPY_HOST_TO_DEVICE,
                          g->stream));
-    RUN(st, "cudaMemcpyAsync (masks)",
+    COPY(st, "cudaMemcpyAsync (masks)",
         rt->memcpy_async((char *)g->in_dev + g->off_mask, (char *)g->in_host + g->off_mask,
                          (size_t)st->n * (size_t)g->mask_words * sizeof(uint32_t),
                          SPECD_CUDA_MEMCPY_HOST_TO_DEVICE, g->stream));
     if (*any_embd)
-        RUN(st, "cudaMemcpyAsync (input vectors)",
+        COPY(st, "cudaMemcpyAsync (input vectors)",
             rt->memcpy_async((char *)g->in_dev + g->off_embd, (char *)g->in_host + g->off_embd,
                              (size_t)st->n * (size_t)E * sizeof(float),
                              SPECD_CUDA_MEMCPY_HOST_TO_DEVICE, g->stream));
@@ -250,13 +257,13 @@ static int forward(step *st, int32_t n_out, const int32_t *out_rows, float *logi
     RUN(st, "rmsnorm (output)",
         g->k->rmsnorm(g->tmp, E, g->output_norm, g->xn, E, n_out, E, in->rms_eps, g->stream));
     if (hidden)
-        RUN(st, "cudaMemcpyAsync (hidden)",
+        COPY(st, "cudaMemcpyAsync (hidden)",
             g->rt->memcpy_async(hidden, g->xn, (size_t)n_out * (size_t)E * sizeof(float),
                                 SPECD_CUDA_MEMCPY_DEVICE_TO_HOST, g->stream));
     if (!logits) return 0;
     st->have = -1;
     if (matmul(st, &g->output, g->xn, E, n_out, g->logits, in->n_vocab)) return -1;
-    RUN(st, "cudaMemcpyAsync (logits)",
+    COPY(st, "cudaMemcpyAsync (logits)",
         g->rt->memcpy_async(logits, g->logits, (size_t)n_out * (size_t)in->n_vocab * sizeof(float),
                             SPECD_CUDA_MEMCPY_DEVICE_TO_HOST, g->stream));
     return 0;
@@ -279,19 +286,7 @@ specd_status rt_cuda_extend(specd_context *c, const specd_seq_batch *seqs, int32
     }
     rc = g->rt->stream_synchronize(g->stream);
     if (rc) return rt_cuda_fail(g, err, "the step (a kernel failed while running)", rc);
-    /* commit, as the CPU: the new rows sit at l0..l0+n-1; keep the chosen ones in order */
-    for (int32_t k = 0; k < n_seqs; k++) {
-        const specd_seq_batch *s = &seqs[k];
-        const int32_t l0 = c->kv_len[s->seq];
-        if (!s->commit) {
-            c->kv_len[s->seq] = l0 + s->n_tokens;
-            continue;
-        }
-        int32_t nk = 0;
-        for (int32_t i = 0; i < s->n_tokens; i++)
-            if (s->commit[i]) c->out_rows[nk++] = l0 + i;
-        SPECD_TRY(rt_cuda_kv_compact(c, s->seq, l0, nk, c->out_rows, err));
-    }
+    g->last_launches = st.launches;
     return SPECD_OK;
 }
 

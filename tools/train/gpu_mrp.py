@@ -21,7 +21,7 @@ import math
 
 import torch
 
-from train_mrp import VocabLSE
+from train_mrp import VocabLSE, summarize
 
 
 def set_tf32(on):
@@ -269,16 +269,7 @@ def heldout_agreement(head, E, corpus, idx, K, seqs_per_batch=64, chunk=4096, ma
             g["cond_n"] += int((chain & v).sum())
             g["cond"] += int((chain & v & hit).sum())
             chain = chain & hit & (dk == nxt) & v
-    out = {}
-    for k, g in agg.items():
-        nn_ = max(g["n"], 1)
-        out[k] = {"n": g["n"], "top1": g["top1"] / nn_, "kl": g["kl"] / nn_,
-                  "base_top1": g["base_top1"] / nn_, "base_kl": g["base_kl"] / nn_,
-                  "cond_n": g["cond_n"], "cond": g["cond"] / max(g["cond_n"], 1),
-                  "base_cond_n": g["base_cond_n"],
-                  "base_cond": g["base_cond"] / max(g["base_cond_n"], 1)}
-    out["tokens"] = seen
-    return out
+    return summarize(agg, seen)
 
 
 def mean_rms(corpus, idx, limit=20000):

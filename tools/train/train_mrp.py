@@ -369,6 +369,20 @@ def train_loss(head, E, Ed, batch, K, stride, offset, chunk, direct):
 
 
 @torch.no_grad()
+def summarize(agg, seen):
+    """Per-step sums of evaluate's counters -> rates (shared with gpu_mrp.heldout_agreement)."""
+    out = {}
+    for k, g in agg.items():
+        nn_ = max(g["n"], 1)
+        out[k] = {"n": g["n"], "top1": g["top1"] / nn_, "kl": g["kl"] / nn_,
+                  "base_top1": g["base_top1"] / nn_, "base_kl": g["base_kl"] / nn_,
+                  "cond_n": g["cond_n"], "cond": g["cond"] / max(g["cond_n"], 1),
+                  "base_cond_n": g["base_cond_n"],
+                  "base_cond": g["base_cond"] / max(g["base_cond_n"], 1)}
+    out["tokens"] = seen
+    return out
+
+
 def evaluate(head, E, data, idx, K, max_len, direct, chunk=64, limit_tokens=None):
     """Held-out metrics per step k (f32 logits, every drafting position)."""
     d = E.shape[1]
@@ -420,16 +434,7 @@ def evaluate(head, E, data, idx, K, max_len, direct, chunk=64, limit_tokens=None
         seen += x.shape[0]
         if limit_tokens and seen >= limit_tokens:
             break
-    out = {}
-    for k, g in agg.items():
-        nn_ = max(g["n"], 1)
-        out[k] = {"n": g["n"], "top1": g["top1"] / nn_, "kl": g["kl"] / nn_,
-                  "base_top1": g["base_top1"] / nn_, "base_kl": g["base_kl"] / nn_,
-                  "cond_n": g["cond_n"], "cond": g["cond"] / max(g["cond_n"], 1),
-                  "base_cond_n": g["base_cond_n"],
-                  "base_cond": g["base_cond"] / max(g["base_cond_n"], 1)}
-    out["tokens"] = seen
-    return out
+    return summarize(agg, seen)
 
 
 def fmt_eval(ev, K):

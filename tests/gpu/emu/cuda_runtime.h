@@ -179,7 +179,6 @@ static inline unsigned __vsub4(unsigned a, unsigned b) {
 // For the acceptance kernel (verify.cu): integer and bit intrinsics, and atomics and fences,
 // which are plain operations here (fibers switch only at barriers).
 static inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a * b) >> 32); }
-static inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
 static inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
 static inline unsigned atomicAdd(unsigned *p, unsigned v) { unsigned o = *p; *p = o + v; return o; }
 static inline int atomicAdd(int *p, int v) { int o = *p; *p = o + v; return o; }

@@ -17,6 +17,7 @@ void cli_options_init(cli_options *o) {
     o->policy = "none";
     o->max_draft = 8;
     o->n_predict = 128;
+    o->n_ctx = 4096;
     o->chat = 1;
     /* llama.cpp's sampling defaults, so the two tools compare like for like */
     o->sampling = specd_sampling_default_params();
@@ -106,7 +107,7 @@ int cli_parse_shared(cli_options *o, int argc, char **argv, int *i) {
     static const char *const with_value[] = {
         "-m", "--model", "--policy", "--policy-opts", "--draft-max", "-n", "-t", "--threads",
         "--temp", "--top-k", "--top-p", "--min-p", "--seed", "--accept", "--tau", "--verifier",
-        "--verifier-timeout-ms", "--device"};
+        "--verifier-timeout-ms", "--device", "--n-ctx"};
     int needs = 0;
     for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++)
         if (!strcmp(f, with_value[k])) needs = 1;
@@ -160,6 +161,8 @@ int cli_parse_shared(cli_options *o, int argc, char **argv, int *i) {
         if ((rc = parse_int(f, v, 1, SPECD_MAX_DRAFT, &n)) > 0) o->max_draft = (int32_t)n;
     } else if (!strcmp(f, "-n")) {
         if ((rc = parse_int(f, v, 1, 1 << 20, &n)) > 0) o->n_predict = (int32_t)n;
+    } else if (!strcmp(f, "--n-ctx")) {
+        if ((rc = parse_int(f, v, 64, 1 << 20, &n)) > 0) o->n_ctx = (int32_t)n;
     } else if (!strcmp(f, "--verifier-timeout-ms")) {
         if ((rc = parse_int(f, v, 1, 60000, &n)) > 0) o->verifier_timeout_ms = (int32_t)n;
     } else if (!strcmp(f, "--top-k")) {
@@ -194,6 +197,8 @@ void cli_print_shared_help(FILE *out) {
             "                       steps it does not answer are verified here, same tokens\n"
             "  --verifier-timeout-ms MS  per request (default 1000)\n"
             "  -t, --threads N      worker threads (default: online cores)\n"
+            "  --n-ctx N            KV rows: prompt + generated tokens + a step's drafts\n"
+            "                       (default 4096)\n"
             "  --device D           cpu | cuda | cuda:N: where the target and every context a\n"
             "                       policy makes (draft model, head) run (default: $SPECD_DEVICE,\n"
             "                       else cpu)\n");
@@ -290,7 +295,7 @@ int cli_engine_open(cli_engine *e, const cli_options *o) {
     }
     specd_context_params cp = specd_context_default_params();
     cp.n_threads = o->n_threads;
-    cp.n_ctx = 4096;
+    cp.n_ctx = o->n_ctx;
     e->n_ctx = cp.n_ctx;
     cp.n_batch = 256;
     cp.device = device;

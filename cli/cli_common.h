@@ -16,6 +16,7 @@ typedef struct cli_options {
     int32_t max_draft;
     int32_t n_predict;
     int32_t n_threads;
+    int32_t n_ctx;            /* KV rows of the run's contexts */
     int chat;                 /* wrap prompts in the model's chat template */
     specd_sampling_params sampling;
     uint64_t seed;

@@ -73,8 +73,13 @@ class TorchTarget:
     def __init__(self, torch, path, device, dtype, logits_dtype, pad, max_rows):
         from transformers import AutoModelForCausalLM
         self.torch, self.device = torch, torch.device(device)
+        import transformers
+        from packaging.version import Version
+        # `dtype` since transformers 4.56, `torch_dtype` before (and deprecated after)
+        dtype_kw = ("dtype" if Version(transformers.__version__) >= Version("4.56")
+                    else "torch_dtype")
         self.model = AutoModelForCausalLM.from_pretrained(
-            os.path.dirname(path), gguf_file=os.path.basename(path), dtype=dtype)
+            os.path.dirname(path), gguf_file=os.path.basename(path), **{dtype_kw: dtype})
         self.model.to(self.device).eval()
         self.n_vocab = int(self.model.config.vocab_size)
         self.width = self.n_vocab + pad
@@ -122,10 +127,12 @@ class TorchTarget:
             self.cache.crop(-(n_tokens - len(keep)))  # negative: remove that many (transformers 4 and 5)
 
 
-def run_one(specd, target, spec, args, prompt, policy, options, temperature, stops, key):
-    """One generation: (tokens, rows each token was decided from, seconds, forwards, stats)."""
+def run_one(specd, target, spec, args, prompt, policy, options, temperature, stops, seed):
+    """One generation: (tokens, rows each token was decided from, seconds, forwards, stats).
+    Sampling is keyed on (seed, sequence 0): the stream key is the slot's, which a remote
+    verifier's protocol carries."""
     spec.open(0, prompt, policy=policy, policy_options=options, temperature=temperature,
-              seed=args.seed, stream_key=key, rule="coupled", adaptive=not args.no_adaptive,
+              seed=seed, rule="coupled", adaptive=not args.no_adaptive,
               max_tokens=args.n, stop_tokens=stops)
     try:
         target.prefill(prompt[:-1])
@@ -222,12 +229,13 @@ def parse_args(argv):
     ap.add_argument("--n", type=int, default=64, help="tokens per generation (default 64)")
     ap.add_argument("--modes", default="ngram,draft", help="speculative policies (ngram,draft)")
     ap.add_argument("--temps", default="0,0.8", help="temperatures (0: greedy; else coupled)")
-    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--seed", type=int, default=1, help="prompt i is sampled with seed + i")
     ap.add_argument("--max-draft", type=int, default=8)
     ap.add_argument("--no-adaptive", action="store_true", help="turn the adaptive guard off")
     ap.add_argument("--draft-device", default=None,
-                    help="where specd runs the draft policy's model: cpu or cuda (default: "
-                         "$SPECD_DEVICE, else cpu)")
+                    help="where specd's runtime runs the draft policy's model: cpu, cuda or "
+                         "cuda:N (default: --device's; the CPU when this libspecd cannot run "
+                         "the model there)")
     ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's)")
     ap.add_argument("--verifier", default=None, metavar="ENDPOINT",
                     help="also run each speculative mode with its drafting steps verified by a "
@@ -254,6 +262,7 @@ def parse_args(argv):
 def main(argv=None):
     args = parse_args(argv)
     import warnings
+    os.environ.setdefault("TQDM_DISABLE", "1")  # the GGUF conversion's progress bar
     import torch
     import transformers
     transformers.utils.logging.disable_progress_bar()
@@ -277,6 +286,7 @@ def main(argv=None):
         # a step scores at most max_draft + 1 rows (drafter-shaped policies)
         target = TorchTarget(torch, args.model, device, dtype, logits_dtype, args.pad,
                              args.max_draft + 1)
+        args.draft_device = draft_device(specd, smodel, args.draft_device or device)
         if target.n_vocab != smodel.n_vocab:
             raise RuntimeError(f"transformers' vocabulary {target.n_vocab} != specd's "
                                f"{smodel.n_vocab}")
@@ -288,7 +298,8 @@ def main(argv=None):
               f"{target.width} wide (vocabulary {target.n_vocab} + {args.pad} -inf); loaded in "
               f"{time.perf_counter() - t0:.1f} s")
         print(f"torch_host: {args.model}, {len(prompts)} prompts, -n {args.n}, seed {args.seed}, "
-              f"max draft {args.max_draft}, adaptive {'off' if args.no_adaptive else 'on'}")
+              f"max draft {args.max_draft}, adaptive {'off' if args.no_adaptive else 'on'}, "
+              f"draft model on {args.draft_device}")
 
         daemon = None
         endpoint = args.verifier
@@ -306,11 +317,24 @@ def main(argv=None):
                 shutil.rmtree(daemon[1], ignore_errors=True)
 
 
+def draft_device(specd, smodel, want):
+    """want, when specd's runtime can make a context there; else "cpu" (said on stdout)."""
+    if want == "cpu":
+        return want
+    try:
+        with specd.Context(smodel, n_ctx=64, n_batch=8, device=want):
+            return want
+    except specd.SpecdError as e:
+        print(f"torch_host: specd's runtime cannot run the draft model on {want} ({e}); it runs "
+              "on the cpu")
+        return "cpu"
+
+
 def make_spec(specd, args, n_vocab, endpoint, policy):
     kw = dict(n_vocab=n_vocab, max_draft=args.max_draft, max_seqs=1, target_path=args.model)
     if endpoint and policy != "none":
         kw.update(verifier_endpoint=endpoint, verifier_tokenizer_hash=TOKENIZER_HASH)
-    if policy == "draft" and args.draft_device:
+    if policy == "draft":
         kw.update(device=args.draft_device)
     return specd.Spec(**kw)
 
@@ -322,7 +346,7 @@ def decode_all(specd, target, tok, smodel, args, prompts, stops, endpoint):
         # plain decoding once per temperature: the reference and the baseline
         with make_spec(specd, args, target.n_vocab, None, "none") as spec:
             plain = [run_one(specd, target, spec, args, p, "none", None, temp, stops,
-                             0xFEED0000 + i) for i, p in enumerate(ids)]
+                             args.seed + i) for i, p in enumerate(ids)]
         n_plain = sum(len(r[0]) for r in plain)
         s_plain = sum(r[2] for r in plain)
         label = "greedy" if temp == 0 else f"coupled T {temp:g}"
@@ -335,7 +359,7 @@ def decode_all(specd, target, tok, smodel, args, prompts, stops, endpoint):
             options = f"model={args.model}" if mode == "draft" else None
             with make_spec(specd, args, target.n_vocab, ep, mode) as spec:
                 runs = [run_one(specd, target, spec, args, p, mode, options, temp, stops,
-                                0xFEED0000 + i) for i, p in enumerate(ids)]
+                                args.seed + i) for i, p in enumerate(ids)]
             n_same = 0
             for i, (p, r) in enumerate(zip(plain, runs)):
                 d = first_difference(p[0], r[0])

@@ -179,12 +179,13 @@ def explain(tok, n_vocab, plain, other, d):
         return
     x, y = pr[d][:n_vocab].float(), sr[d][:n_vocab].float()
     delta = (x - y).abs().max().item()
-    print(f"    at it: the one-row and the multi-row logits rows differ by max |delta| {delta:.3g}; "
+    print(f"    at it: the plain run's and the speculative run's rows differ by max |delta| {delta:.3g}; "
           f"logit[plain] - logit[spec] = {(x[a] - x[b]).item():.4g} in the plain row, "
           f"{(y[a] - y[b]).item():.4g} in the speculative row")
     if delta > 0:
-        print("    cause: the target computed this position's logits differently in a multi-row "
-              "forward than in a one-row forward (batch-variant numerics), not specd's acceptance")
+        print("    cause: the target computed this position's logits differently in the "
+              "speculative run's forward (more rows) than in plain decoding's one-row forward "
+              "(batch-variant numerics), not specd's acceptance")
 
 
 def first_difference(a, b):

@@ -11,8 +11,8 @@ rows leave the cache by cropping it.
 
 Every prompt is decoded plainly (policy none, one row per forward) and by each speculative mode
 (ngram; draft: specd's draft policy with the default GGUF as its own drafter, run by specd's own
-runtime), greedy and at T 0.8 under the coupled rule, with the same seed and stream key, and each
-speculative output is compared with plain decoding's token by token. Where they differ the
+runtime), greedy and at T 0.8 under the coupled rule, with the same seed (seed + i for prompt i)
+and slot, and each speculative output is compared with plain decoding's token by token. Where they differ the
 program says where and why (the logits rows each run decided that token from): transformers does
 not promise that a position's logits are the same bits in a one-row forward and a multi-row one.
 
@@ -24,9 +24,11 @@ With --verifier each speculative mode runs a second time ("MODE+verifier") with 
 steps decided by a specd-verifier daemon (specd_spec_params.verifier_endpoint; the logits travel
 through its shared-memory buffer) and is compared with plain decoding too.
 
-It prints, per mode and temperature, each prompt's identity and tokens per forward, then a
-summary line "summary: MODE T t: I of P prompts identical; TPF f; plain X tok/s, MODE Y tok/s,
-speedup Zx", and finally "torch_host: outputs identical to plain decoding: yes|NO".
+It prints, per mode and temperature, each prompt's identity, forwards, proposals and tokens/s,
+then a summary line "summary: MODE greedy|coupled T 0.8: I of P prompts identical; TPF f;
+acceptance a (x of y proposals); plain X tok/s, MODE Y tok/s, speedup Zx" (tokens/s over the
+decode loops, prefill excluded), and last "torch_host: outputs identical to plain decoding:
+yes|NO".
 Exit: 0 when every output is identical, 3 when some differ (diagnosed), 1 on errors, 2 on usage.
 
 Needs numpy, torch, transformers, gguf (and accelerate, which transformers asks for to load GGUF)
@@ -71,10 +73,10 @@ class TorchTarget:
     """The host engine's side: transformers' model and KV cache, and the padded logits block."""
 
     def __init__(self, torch, path, device, dtype, logits_dtype, pad, max_rows):
-        from transformers import AutoModelForCausalLM
-        self.torch, self.device = torch, torch.device(device)
         import transformers
         from packaging.version import Version
+        from transformers import AutoModelForCausalLM
+        self.torch, self.device = torch, torch.device(device)
         # `dtype` since transformers 4.56, `torch_dtype` before (and deprecated after)
         dtype_kw = ("dtype" if Version(transformers.__version__) >= Version("4.56")
                     else "torch_dtype")

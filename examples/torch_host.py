@@ -72,7 +72,7 @@ def import_specd():
 class TorchTarget:
     """The host engine's side: transformers' model and KV cache, and the padded logits block."""
 
-    def __init__(self, torch, path, device, dtype, logits_dtype, pad, max_rows):
+    def __init__(self, torch, path, device, dtype, logits_dtype, pad, max_rows, side_stream):
         import transformers
         from packaging.version import Version
         from transformers import AutoModelForCausalLM
@@ -89,6 +89,18 @@ class TorchTarget:
         self.block = torch.full((max_rows, self.width), float("-inf"), dtype=logits_dtype,
                                 device=self.device)
         self.cache = None
+        # on CUDA the engine runs on a stream of its own, as serving engines do: specd reads the
+        # block on the legacy default stream, so the binding waits for this one (specd.logits)
+        self.stream = None
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            if side_stream:
+                self.stream = torch.cuda.Stream(self.device)
+
+    def on_stream(self):
+        import contextlib
+        return (self.torch.cuda.stream(self.stream) if self.stream is not None
+                else contextlib.nullcontext())
 
     def prefill(self, ids):
         from transformers import DynamicCache
@@ -137,25 +149,26 @@ def run_one(specd, target, spec, args, prompt, policy, options, temperature, sto
               seed=seed, rule="coupled", adaptive=not args.no_adaptive,
               max_tokens=args.n, stop_tokens=stops)
     try:
-        target.prefill(prompt[:-1])
         tokens, rows, forwards = [], [], 0
         sync = target.device.type == "cuda"
-        if sync:
-            target.torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        while not spec.done(0):
-            batch = spec.layout([0])
-            plan = batch.seqs[0]
-            block = target.step(plan)
-            [out] = spec.verify(block)
-            forwards += 1
-            for k, tok in enumerate(out.emitted):
-                tokens.append(tok)
-                rows.append(block[min(k, len(plan.rows) - 1)].clone())
-            target.keep(len(plan.tokens), out.keep)
-        if sync:
-            target.torch.cuda.synchronize()
-        seconds = time.perf_counter() - t0
+        with target.on_stream():
+            target.prefill(prompt[:-1])
+            if sync:
+                target.torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            while not spec.done(0):
+                batch = spec.layout([0])
+                plan = batch.seqs[0]
+                block = target.step(plan)
+                [out] = spec.verify(block)  # under the engine's stream: the binding waits for it
+                forwards += 1
+                for k, tok in enumerate(out.emitted):
+                    tokens.append(tok)
+                    rows.append(block[min(k, len(plan.rows) - 1)].clone())
+                target.keep(len(plan.tokens), out.keep)
+            if sync:
+                target.torch.cuda.synchronize()
+            seconds = time.perf_counter() - t0
         stats = spec.stats(0)
     finally:
         spec.close_seq(0)
@@ -240,6 +253,9 @@ def parse_args(argv):
                          "cuda:N (default: --device's; the CPU when this libspecd cannot run "
                          "the model there)")
     ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's)")
+    ap.add_argument("--default-stream", action="store_true",
+                    help="on CUDA, run the model on torch's default stream (default: a stream "
+                         "of its own)")
     ap.add_argument("--verifier", default=None, metavar="ENDPOINT",
                     help="also run each speculative mode with its drafting steps verified by a "
                          "specd-verifier daemon at ENDPOINT (started with --vocab 49152 "
@@ -288,7 +304,7 @@ def main(argv=None):
             prompts = prompts[:args.n_prompts]
         # a step scores at most max_draft + 1 rows (drafter-shaped policies)
         target = TorchTarget(torch, args.model, device, dtype, logits_dtype, args.pad,
-                             args.max_draft + 1)
+                             args.max_draft + 1, side_stream=not args.default_stream)
         args.draft_device = draft_device(specd, smodel, args.draft_device or device)
         if target.n_vocab != smodel.n_vocab:
             raise RuntimeError(f"transformers' vocabulary {target.n_vocab} != specd's "
@@ -297,7 +313,8 @@ def main(argv=None):
               f"{torch.__version__}, {device}"
               f"{' (' + torch.cuda.get_device_name(target.device) + ')' if device.startswith('cuda') else ''}"
               f", model {str(dtype).replace('torch.', '')}, logits "
-              f"{str(logits_dtype).replace('torch.', '')} on {target.block.device.type}, rows "
+              f"{str(logits_dtype).replace('torch.', '')} on {target.block.device.type}"
+              f"{' (a side stream)' if target.stream is not None else ''}, rows "
               f"{target.width} wide (vocabulary {target.n_vocab} + {args.pad} -inf); loaded in "
               f"{time.perf_counter() - t0:.1f} s")
         print(f"torch_host: {args.model}, {len(prompts)} prompts, -n {args.n}, seed {args.seed}, "

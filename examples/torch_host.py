@@ -12,9 +12,10 @@ rows leave the cache by cropping it.
 Every prompt is decoded plainly (policy none, one row per forward) and by each speculative mode
 (ngram; draft: specd's draft policy with the default GGUF as its own drafter, run by specd's own
 runtime), greedy and at T 0.8 under the coupled rule, with the same seed (seed + i for prompt i)
-and slot, and each speculative output is compared with plain decoding's token by token. Where they differ the
-program says where and why (the logits rows each run decided that token from): transformers does
-not promise that a position's logits are the same bits in a one-row forward and a multi-row one.
+and slot, and each speculative output is compared with plain decoding's token by token. Where
+they differ the program says where and why (from the logits rows each run decided that token
+from): transformers does not promise that a position's logits are the same bits in a one-row
+forward and a multi-row one.
 
     examples/torch_host.py [--model GGUF] [--device cuda|cpu] [--n 64] [--prompts FILE]
         [--n-prompts N] [--modes ngram,draft] [--temps 0,0.8] [--no-adaptive]
@@ -138,7 +139,8 @@ class TorchTarget:
         if list(keep) != list(range(len(keep))):
             raise RuntimeError(f"the policy kept rows {list(keep)}, not a prefix")
         if n_tokens > len(keep):
-            self.cache.crop(-(n_tokens - len(keep)))  # negative: remove that many (transformers 4 and 5)
+            # negative: remove that many rows (what transformers 4 and 5 both read)
+            self.cache.crop(-(n_tokens - len(keep)))
 
 
 def run_one(specd, target, spec, args, prompt, policy, options, temperature, stops, seed):
@@ -194,7 +196,8 @@ def explain(tok, n_vocab, plain, other, d):
         return
     x, y = pr[d][:n_vocab].float(), sr[d][:n_vocab].float()
     delta = (x - y).abs().max().item()
-    print(f"    at it: the plain run's and the speculative run's rows differ by max |delta| {delta:.3g}; "
+    print(f"    at it: the plain run's and the speculative run's rows differ by max |delta| "
+          f"{delta:.3g}; "
           f"logit[plain] - logit[spec] = {(x[a] - x[b]).item():.4g} in the plain row, "
           f"{(y[a] - y[b]).item():.4g} in the speculative row")
     if delta > 0:
@@ -249,9 +252,9 @@ def parse_args(argv):
     ap.add_argument("--max-draft", type=int, default=8)
     ap.add_argument("--no-adaptive", action="store_true", help="turn the adaptive guard off")
     ap.add_argument("--draft-device", default=None,
-                    help="where specd's runtime runs the draft policy's model: cpu, cuda or "
-                         "cuda:N (default: --device's; the CPU when this libspecd cannot run "
-                         "the model there)")
+                    help="where specd's runtime runs the draft policy's model: cpu (default), "
+                         "cuda or cuda:N (the CPU when this libspecd cannot make a context "
+                         "there)")
     ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's)")
     ap.add_argument("--default-stream", action="store_true",
                     help="on CUDA, run the model on torch's default stream (default: a stream "
@@ -305,13 +308,14 @@ def main(argv=None):
         # a step scores at most max_draft + 1 rows (drafter-shaped policies)
         target = TorchTarget(torch, args.model, device, dtype, logits_dtype, args.pad,
                              args.max_draft + 1, side_stream=not args.default_stream)
-        args.draft_device = draft_device(specd, smodel, args.draft_device or device)
+        args.draft_device = draft_device(specd, smodel, args.draft_device or "cpu")
         if target.n_vocab != smodel.n_vocab:
             raise RuntimeError(f"transformers' vocabulary {target.n_vocab} != specd's "
                                f"{smodel.n_vocab}")
+        cuda = device.startswith("cuda")
         print(f"torch_host: transformers {transformers.__version__}, torch "
               f"{torch.__version__}, {device}"
-              f"{' (' + torch.cuda.get_device_name(target.device) + ')' if device.startswith('cuda') else ''}"
+              f"{' (' + torch.cuda.get_device_name(target.device) + ')' if cuda else ''}"
               f", model {str(dtype).replace('torch.', '')}, logits "
               f"{str(logits_dtype).replace('torch.', '')} on {target.block.device.type}"
               f"{' (a side stream)' if target.stream is not None else ''}, rows "
@@ -402,7 +406,8 @@ def decode_all(specd, target, tok, smodel, args, prompts, stops, endpoint):
             print(f"summary: {name} {label}: {n_same} of {len(ids)} prompts identical; TPF "
                   f"{n_tok / max(fw, 1):.2f}; acceptance {acc / max(props, 1):.2f} ({acc} of "
                   f"{props} proposals); plain {n_plain / s_plain:.1f} tok/s, {name} "
-                  f"{n_tok / s_spec:.1f} tok/s, speedup {(n_tok / s_spec) / (n_plain / s_plain):.2f}x")
+                  f"{n_tok / s_spec:.1f} tok/s, speedup "
+                  f"{(n_tok / s_spec) / (n_plain / s_plain):.2f}x")
             all_same &= n_same == len(ids)
     print(f"torch_host: outputs identical to plain decoding: {'yes' if all_same else 'NO'}")
     return 0 if all_same else 3

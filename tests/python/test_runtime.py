@@ -119,3 +119,37 @@ def test_torch_tensor_zero_copy(model, tok, ctx):
             open_like_cli(spec, tok, ids, "ngram", 0.8, 1, n=16)
             runs.append(host_loop(spec, ctx, ids, to_block)[0])
     assert runs[0] == runs[1]
+
+
+def test_torch_cuda_side_stream(model, tok, ctx):
+    """Logits written on a torch side stream and handed over under it are read after the write
+    lands: the block is NaN until a copy queued behind a long sleep kernel fills it, so a read
+    that did not wait would be SPECD_E_NUMERIC or other tokens. Needs torch with a CUDA device
+    (not run on a machine without one)."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA device here")
+    ids = tok.encode_chat(PROMPT)
+    side = torch.cuda.Stream()
+    runs = []
+    for on_device in (True, False):
+        with specd.Spec(n_vocab=model.n_vocab, max_draft=8, max_seqs=1, target=model) as spec:
+            open_like_cli(spec, tok, ids, "ngram", 0.8, 1, n=16)
+            ctx.kv_truncate(0, 0)
+            ctx.extend(0, ids[:-1], want_logits=False)
+            while not spec.done(0):
+                before = ctx.kv_len(0)
+                plan = spec.layout([0]).seqs[0]
+                rows = ctx.extend(0, plan.tokens, pos=plan.pos, rows=plan.rows)
+                if on_device:
+                    host = torch.from_numpy(padded(rows, fill=0.0)).pin_memory()
+                    with torch.cuda.stream(side):
+                        block = torch.full(host.shape, float("nan"), device="cuda")
+                        torch.cuda._sleep(20_000_000)  # the copy lands well after verify starts
+                        block.copy_(host, non_blocking=True)
+                        [out] = spec.verify(block[:, :model.n_vocab])
+                else:
+                    [out] = spec.verify(rows)
+                ctx.kv_keep(0, before, [before + k for k in out.keep])
+            runs.append(spec.output(0))
+    assert runs[0] == runs[1]

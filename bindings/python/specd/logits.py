@@ -3,9 +3,11 @@
 A block is 2-D (rows x padded vocabulary): elements within a row must be contiguous, rows may be
 any stride apart (>= n_vocab; the columns from n_vocab on are padding specd never reads).
 dtypes: float32, float16, and bfloat16 given as a uint16 view of the bits (numpy has no bf16),
-ml_dtypes' bfloat16, or torch.bfloat16. Torch tensors may live on a CUDA device: specd copies
-them to the host when libspecd was built with CUDA, else the call fails with
-SPECD_E_UNSUPPORTED."""
+ml_dtypes' bfloat16, or torch.bfloat16. Torch tensors may live on a CUDA device: specd verifies
+them there or copies them to the host through the CUDA runtime the process has loaded; without
+one the call fails with SPECD_E_UNSUPPORTED. specd reads a device block on CUDA's legacy default
+stream, which does not wait for torch's non-blocking side streams: a tensor made under
+`torch.cuda.stream(s)` is waited for (s is synchronized) before specd is given it."""
 import numpy as np
 
 from . import _lib
@@ -42,7 +44,17 @@ def _from_torch(t):
     if device is None:
         raise ValueError(f"logits on device {t.device}: specd reads host or CUDA memory")
     stride = t.stride(0) if t.shape[0] > 1 else t.shape[1]
+    if device == CUDA:
+        _wait_for_torch_stream(torch, t.device)
     return t.data_ptr(), stride, dtypes[t.dtype], device
+
+
+def _wait_for_torch_stream(torch, device):
+    """Kernels on torch's default stream are ordered before specd's reads (the legacy default
+    stream); a side stream's are not: wait for it."""
+    stream = torch.cuda.current_stream(device)
+    if stream != torch.cuda.default_stream(device):
+        stream.synchronize()
 
 
 def as_specd_logits(block, n_vocab):

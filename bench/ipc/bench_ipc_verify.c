@@ -230,6 +230,10 @@ int main(int argc, char **argv) {
            "(target <= 30 us); %d outcome mismatches, %d failures\n",
            cuda ? "cuda, specd-verifier --device cuda:0, CUDA IPC pool" : "cpu, shm buffer", K,
            V, steps, l50, l99, i50, i99, i50 - l50, mismatches, failures);
+    const char *m = cuda ? "cuda" : "shm";
+    printf("FIGURE ipc_verify_%s_inprocess_p50_us %.1f\nFIGURE ipc_verify_%s_roundtrip_p50_us %.1f\n"
+           "FIGURE ipc_verify_%s_added_p50_us %.1f\n",
+           m, l50, m, i50, m, i50 - l50);
     specd_ipc_client_destroy(c);
     specd_ipc_buffer_destroy(buf);
     specd_accept_destroy(engine);

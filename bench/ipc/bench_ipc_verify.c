@@ -62,7 +62,8 @@ static void fill_rows(uint64_t step, const uint32_t *draft, float *rows) {
 }
 
 static void make_draft(uint64_t step, uint32_t *draft) {
-    for (int i = 0; i < K; i++) draft[i] = (uint32_t)((step * 31u + (uint64_t)i * 7919u) % V);
+    for (int i = 0; i < K; i++)
+        draft[i] = (uint32_t)((step * 31u + (uint64_t)i * 7919u) % V);
 }
 
 int main(int argc, char **argv) {
@@ -116,8 +117,8 @@ int main(int argc, char **argv) {
     size_t bytes = (size_t)ROWS * V * sizeof(float);
     specd_ipc_buffer *buf = NULL;
     if (!up ||
-        specd_ipc_buffer_create(cuda ? SPECD_IPC_BUFFER_CUDA : SPECD_IPC_BUFFER_SHM, bytes, 0,
-                                &buf, &err) != SPECD_OK ||
+        specd_ipc_buffer_create(cuda ? SPECD_IPC_BUFFER_CUDA : SPECD_IPC_BUFFER_SHM, bytes, 0, &buf,
+                                &err) != SPECD_OK ||
         specd_ipc_client_attach_buffer(c, buf, &err) != SPECD_OK) {
         fprintf(stderr, "setup: %s\n", up ? err.message : "the daemon did not answer");
         specd_ipc_client_destroy(c);
@@ -126,9 +127,12 @@ int main(int argc, char **argv) {
         return 1;
     }
     const uint32_t prompt[] = {1, 2, 3};
-    specd_ipc_seq_params sq = {.seq_id = 1, .prompt = prompt, .n_prompt = 3,
+    specd_ipc_seq_params sq = {.seq_id = 1,
+                               .prompt = prompt,
+                               .n_prompt = 3,
                                .sampling = {.temperature = 0.0f, .top_p = 1.0f},
-                               .seed = 7, .rule = SPECD_ACCEPT_GREEDY};
+                               .seed = 7,
+                               .rule = SPECD_ACCEPT_GREEDY};
     specd_ipc_client_open_seq(c, &sq, NULL);
 
     /* in-process: the engine (cpu) or the kernel (cuda) */
@@ -165,9 +169,14 @@ int main(int argc, char **argv) {
         uint64_t t0 = specd_now_ns();
         if (!cuda) {
             int32_t d[K];
-            for (int i = 0; i < K; i++) d[i] = (int32_t)draft[i];
-            specd_chain_input in = {.k = K, .draft = d, .target_logits = host, .n_vocab = V,
-                                    .key = {.seed = 7, .sequence = 1, .position = (uint32_t)n_hist}};
+            for (int i = 0; i < K; i++)
+                d[i] = (int32_t)draft[i];
+            specd_chain_input in = {
+                .k = K,
+                .draft = d,
+                .target_logits = host,
+                .n_vocab = V,
+                .key = {.seed = 7, .sequence = 1, .position = (uint32_t)n_hist}};
             specd_chain_result res = {.tokens = tok};
             if (specd_accept_chain(engine, &in, &res, NULL) != SPECD_OK) failures++;
             n_emitted = res.n_emitted;
@@ -179,15 +188,22 @@ int main(int argc, char **argv) {
             sv.seed = 7;
             sv.sequence = 1;
             sv.k = K;
-            for (int i = 0; i < K; i++) sv.draft[i] = (int32_t)draft[i];
+            for (int i = 0; i < K; i++)
+                sv.draft[i] = (int32_t)draft[i];
             for (int i = 0; i <= K; i++) {
                 sv.row[i] = i;
                 sv.pos[i] = (uint32_t)n_hist + (uint32_t)i;
             }
-            specd_cuda_verify_args a = {.logits = src, .dtype = SPECD_CUDA_LOGITS_F32,
-                                        .row_stride = V, .n_rows = ROWS, .n_vocab = V,
-                                        .mask_at = -3.402823466e38f, .n_seqs = 1, .seqs = &sv,
-                                        .out = d_out, .scratch = d_scratch,
+            specd_cuda_verify_args a = {.logits = src,
+                                        .dtype = SPECD_CUDA_LOGITS_F32,
+                                        .row_stride = V,
+                                        .n_rows = ROWS,
+                                        .n_vocab = V,
+                                        .mask_at = -3.402823466e38f,
+                                        .n_seqs = 1,
+                                        .seqs = &sv,
+                                        .out = d_out,
+                                        .scratch = d_scratch,
                                         .scratch_bytes = scratch_bytes};
             specd_cuda_verify_out o;
             if (kt->verify(&a, NULL) != 0 ||
@@ -205,8 +221,10 @@ int main(int argc, char **argv) {
         uint64_t shape[2] = {ROWS, V};
         specd_ipc_verify_result res;
         specd_status st = specd_ipc_buffer_publish(buf, NULL, &seq, &err);
-        if (st == SPECD_OK) st = specd_ipc_buffer_ref(buf, 0, 2, shape, SPECD_IPC_F32, seq, &ref, &err);
-        if (st == SPECD_OK) st = specd_ipc_client_verify(c, 1, (uint64_t)s, draft, K, &ref, &res, &err);
+        if (st == SPECD_OK)
+            st = specd_ipc_buffer_ref(buf, 0, 2, shape, SPECD_IPC_F32, seq, &ref, &err);
+        if (st == SPECD_OK)
+            st = specd_ipc_client_verify(c, 1, (uint64_t)s, draft, K, &ref, &res, &err);
         uint64_t t2 = specd_now_ns();
         if (st != SPECD_OK) {
             if (failures++ == 0) fprintf(stderr, "verify: %s\n", err.message);
@@ -228,12 +246,13 @@ int main(int argc, char **argv) {
     printf("bench_ipc_verify (%s, k=%d, V=%d, %d steps): in-process p50 %.1f us p99 %.1f us; "
            "ipc round trip p50 %.1f us p99 %.1f us; added over in-process p50 %.1f us "
            "(target <= 30 us); %d outcome mismatches, %d failures\n",
-           cuda ? "cuda, specd-verifier --device cuda:0, CUDA IPC pool" : "cpu, shm buffer", K,
-           V, steps, l50, l99, i50, i99, i50 - l50, mismatches, failures);
+           cuda ? "cuda, specd-verifier --device cuda:0, CUDA IPC pool" : "cpu, shm buffer", K, V,
+           steps, l50, l99, i50, i99, i50 - l50, mismatches, failures);
     const char *m = cuda ? "cuda" : "shm";
-    printf("FIGURE ipc_verify_%s_inprocess_p50_us %.1f\nFIGURE ipc_verify_%s_roundtrip_p50_us %.1f\n"
-           "FIGURE ipc_verify_%s_added_p50_us %.1f\n",
-           m, l50, m, i50, m, i50 - l50);
+    printf(
+        "FIGURE ipc_verify_%s_inprocess_p50_us %.1f\nFIGURE ipc_verify_%s_roundtrip_p50_us %.1f\n"
+        "FIGURE ipc_verify_%s_added_p50_us %.1f\n",
+        m, l50, m, i50, m, i50 - l50);
     specd_ipc_client_destroy(c);
     specd_ipc_buffer_destroy(buf);
     specd_accept_destroy(engine);

@@ -108,7 +108,9 @@ static specd_status toy_create(const specd_policy_env *env, const char *o, void 
     *st = NULL;
     return SPECD_OK;
 }
-static void toy_destroy(void *st) { (void)st; }
+static void toy_destroy(void *st) {
+    (void)st;
+}
 static specd_status toy_propose(void *st, const int32_t *history, int64_t n, int32_t max_draft,
                                 int32_t *draft, int32_t *n_draft, float *q, int *has_q,
                                 specd_error *err) {
@@ -125,8 +127,10 @@ static specd_status toy_propose(void *st, const int32_t *history, int64_t n, int
     return SPECD_OK;
 }
 static const specd_policy_ops toy_ops = {.abi_version = SPECD_POLICY_ABI_VERSION,
-                                         .name = "toy", .create = toy_create,
-                                         .destroy = toy_destroy, .propose = toy_propose};
+                                         .name = "toy",
+                                         .create = toy_create,
+                                         .destroy = toy_destroy,
+                                         .propose = toy_propose};
 
 static float host_f32[(MAX_DRAFT + 1) * (size_t)STRIDE];
 static uint16_t host_bf16[(MAX_DRAFT + 1) * (size_t)STRIDE];
@@ -141,14 +145,18 @@ static specd_status host_step(specd_spec *spec, specd_dtype dtype, specd_step_ou
     for (int32_t r = 0; r < lay.n_rows; r++) {
         float *row = host_f32 + (size_t)r * STRIDE;
         target_row(lay.pos[lay.rows[r]], lay.tokens[lay.rows[r]], row);
-        for (int32_t x = 0; x < V; x++) host_bf16[(size_t)r * STRIDE + x] = specd_fp32_to_bf16(row[x]);
+        for (int32_t x = 0; x < V; x++)
+            host_bf16[(size_t)r * STRIDE + x] = specd_fp32_to_bf16(row[x]);
     }
     size_t bytes = (size_t)lay.n_rows * STRIDE * (dtype == SPECD_DTYPE_F32 ? 4 : 2);
     const void *src = dtype == SPECD_DTYPE_F32 ? (const void *)host_f32 : (const void *)host_bf16;
     if (rt->memcpy(dev_rows, src, bytes, SPECD_CUDA_MEMCPY_HOST_TO_DEVICE) != SPECD_CUDA_SUCCESS)
         return SPECD_E_IO;
-    specd_logits lg = {.data = dev_rows, .row_stride = STRIDE, .n_rows = lay.n_rows,
-                       .dtype = dtype, .device = SPECD_DEVICE_CUDA};
+    specd_logits lg = {.data = dev_rows,
+                       .row_stride = STRIDE,
+                       .n_rows = lay.n_rows,
+                       .dtype = dtype,
+                       .device = SPECD_DEVICE_CUDA};
     return specd_spec_seq_verify_logits(spec, 0, &lg, o, err);
 }
 
@@ -224,8 +232,8 @@ static void run(int remote, float temperature, specd_dtype dtype, int kill, int 
     const int32_t *toks = specd_spec_seq_output(spec, 0, &r->n);
     if (r->n > N_TOKENS) r->n = N_TOKENS;
     memcpy(r->tokens, toks, (size_t)r->n * sizeof *toks);
-    r->ok = specd_spec_seq_done(spec, 0) &&
-            specd_spec_seq_stats(spec, 0, &r->stats, &err) == SPECD_OK;
+    r->ok =
+        specd_spec_seq_done(spec, 0) && specd_spec_seq_stats(spec, 0, &r->stats, &err) == SPECD_OK;
     specd_spec_seq_close(spec, 0);
     specd_spec_destroy(spec);
 }

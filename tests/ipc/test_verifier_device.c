@@ -82,21 +82,20 @@ static void test_plan_keys_like_the_engine(void **state) {
     specd_cuda_verify_seq s;
     specd_error err;
     assert_int_equal(
-        specd_verifier_device_plan(&q, 0x100000005ull, &v, V, draft, 3, 0, 0, &s, &err),
-        SPECD_OK);
+        specd_verifier_device_plan(&q, 0x100000005ull, &v, V, draft, 3, 0, 0, &s, &err), SPECD_OK);
     assert_int_equal(s.rule, SPECD_CUDA_VERIFY_GREEDY);
     assert_int_equal(s.k, 3);
     assert_int_equal(s.sequence, 5); /* the low 32 bits, as the CPU engine's key */
     assert_true(s.seed == q.seed);
     assert_true(s.top_p == 1.0f && s.top_k == 40 && s.min_p == q.min_p);
-    for (int i = 0; i < 3; i++) assert_int_equal(s.draft[i], (int)draft[i]);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(s.draft[i], (int)draft[i]);
     for (int i = 0; i <= 3; i++) {
         assert_int_equal(s.row[i], i);
         assert_int_equal(s.pos[i], 17 + i);
     }
     specd_seq c = seq(SPECD_ACCEPT_COUPLED);
-    assert_int_equal(specd_verifier_device_plan(&c, 1, &v, V, draft, 3, 0, 0, &s, &err),
-                     SPECD_OK);
+    assert_int_equal(specd_verifier_device_plan(&c, 1, &v, V, draft, 3, 0, 0, &s, &err), SPECD_OK);
     assert_int_equal(s.rule, SPECD_CUDA_VERIFY_COUPLED);
     assert_true(s.temperature == 0.8f);
 }

@@ -35,8 +35,7 @@ void specd_verifier_device_close(specd_verifier_device *d) {
     specd_free(d);
 }
 
-specd_status specd_verifier_device_open(int device, specd_verifier_device **out,
-                                        specd_error *err) {
+specd_status specd_verifier_device_open(int device, specd_verifier_device **out, specd_error *err) {
     specd_verifier_device *d = specd_alloc_array(1, sizeof *d);
     if (!d) return specd_fail(err, SPECD_E_NOMEM, "verifier: out of memory");
     d->device = device;
@@ -48,8 +47,7 @@ specd_status specd_verifier_device_open(int device, specd_verifier_device **out,
     else if (d->k->struct_size < offsetof(specd_cuda_kernels, verify) + sizeof d->k->verify ||
              !d->k->verify)
         st = specd_fail(err, SPECD_E_UNSUPPORTED,
-                        "--device cuda:%d: the kernel library predates the verify kernel",
-                        device);
+                        "--device cuda:%d: the kernel library predates the verify kernel", device);
     else if (!(d->rt = specd_cudart_get(&e)))
         st = specd_fail(err, SPECD_E_UNSUPPORTED, "--device cuda:%d: %s", device, e.message);
     else if ((n = specd_cuda_device_count()) <= device)
@@ -101,7 +99,8 @@ specd_status specd_verifier_device_plan(const specd_seq *q, uint64_t seq_id,
     if (no)
         return specd_fail(err, SPECD_E_UNSUPPORTED,
                           "verify on the device: the device kernel does not take %s; verify "
-                          "this step in-process", no);
+                          "this step in-process",
+                          no);
     memset(s, 0, sizeof *s);
     s->rule = q->rule == SPECD_ACCEPT_GREEDY ? SPECD_CUDA_VERIFY_GREEDY : SPECD_CUDA_VERIFY_COUPLED;
     s->temperature = q->temperature;
@@ -138,8 +137,8 @@ static float lowest(specd_ipc_dtype dtype) {
 
 specd_status specd_verifier_device_chain(specd_verifier_device *d, const specd_cuda_verify_seq *s,
                                          const specd_ipc_view *logits, uint32_t vocab,
-                                         int32_t *tokens, int32_t *n_emitted,
-                                         int32_t *n_accepted, specd_error *err) {
+                                         int32_t *tokens, int32_t *n_emitted, int32_t *n_accepted,
+                                         specd_error *err) {
     if (!logits->on_device)
         return specd_fail(err, SPECD_E_INTERNAL, "verify on the device: logits in host memory");
     /* specd_ipc_dtype and the kernel's logits types share their values */
@@ -173,8 +172,10 @@ specd_status specd_verifier_device_chain(specd_verifier_device *d, const specd_c
                           "token or overflows under the transform",
                           (int)o.bad_row);
     if (o.n_accepted < 0 || o.n_accepted > s->k || o.n_emitted != o.n_accepted + 1)
-        return specd_fail(err, SPECD_E_INTERNAL, "verify on the device: %d of %d accepted, %d "
-                          "emitted", (int)o.n_accepted, (int)s->k, (int)o.n_emitted);
+        return specd_fail(err, SPECD_E_INTERNAL,
+                          "verify on the device: %d of %d accepted, %d "
+                          "emitted",
+                          (int)o.n_accepted, (int)s->k, (int)o.n_emitted);
     memcpy(tokens, o.tokens, (size_t)o.n_emitted * sizeof *tokens);
     *n_emitted = o.n_emitted;
     *n_accepted = o.n_accepted;
@@ -182,4 +183,6 @@ specd_status specd_verifier_device_chain(specd_verifier_device *d, const specd_c
     return SPECD_OK;
 }
 
-uint64_t specd_verifier_device_steps(const specd_verifier_device *d) { return d ? d->steps : 0; }
+uint64_t specd_verifier_device_steps(const specd_verifier_device *d) {
+    return d ? d->steps : 0;
+}

@@ -19,8 +19,7 @@ typedef struct specd_verifier_device specd_verifier_device;
 
 /* Loads the kernel library and the runtime, selects `device` and allocates the kernel's output
  * and scratch. SPECD_E_UNSUPPORTED saying why when any of it is missing. */
-specd_status specd_verifier_device_open(int device, specd_verifier_device **out,
-                                        specd_error *err);
+specd_status specd_verifier_device_open(int device, specd_verifier_device **out, specd_error *err);
 void specd_verifier_device_close(specd_verifier_device *d);
 
 /* The kernel's description of one Verify of sequence q (its history length is the key position
@@ -36,8 +35,8 @@ specd_status specd_verifier_device_plan(const specd_seq *q, uint64_t seq_id,
  * masked) is SPECD_E_NUMERIC naming the row; a CUDA failure SPECD_E_IO naming it. */
 specd_status specd_verifier_device_chain(specd_verifier_device *d, const specd_cuda_verify_seq *s,
                                          const specd_ipc_view *logits, uint32_t vocab,
-                                         int32_t *tokens, int32_t *n_emitted,
-                                         int32_t *n_accepted, specd_error *err);
+                                         int32_t *tokens, int32_t *n_emitted, int32_t *n_accepted,
+                                         specd_error *err);
 
 /* Steps decided on the device by this process. */
 uint64_t specd_verifier_device_steps(const specd_verifier_device *d);

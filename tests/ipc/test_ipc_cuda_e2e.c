@@ -19,6 +19,7 @@
 #include "kernels/cpu/fp16.h"
 #include "kernels/cuda/cudart.h"
 #include "session/remote_verify.h"
+#include "session/spec_device.h"
 #include "specd/spec.h"
 #include "specd/spec_batch.h"
 
@@ -265,13 +266,19 @@ int main(int argc, char **argv) {
     run(0, 0.0f, SPECD_DTYPE_F32, 0, 0, &local_greedy);
     run(0, 0.8f, SPECD_DTYPE_BF16, 0, 0, &local_hot);
     CHECK(local_greedy.ok && local_hot.ok, "in-process runs");
+    printf("in-process: %llu steps decided by the device kernel in this process (0: the kernel "
+           "library did not load here, and the rows were copied to the host)\n",
+           (unsigned long long)specd_device_verify_count());
     /* the host side of a pool once (export, event, a device-to-device copy), so what the driver
      * sets up for that on first use is not counted as left behind */
     specd_ipc_buffer *warm = NULL;
     uint64_t warm_seq;
+    size_t row_bytes = (size_t)V * sizeof(float), pitch = (size_t)STRIDE * sizeof(float);
     CHECK(specd_ipc_buffer_create(SPECD_IPC_BUFFER_CUDA, block, 0, &warm, NULL) == SPECD_OK &&
-              rt->memcpy(specd_ipc_buffer_data(warm), dev_rows, block,
-                         SPECD_CUDA_MEMCPY_DEVICE_TO_DEVICE) == 0 &&
+              rt->memcpy_2d(specd_ipc_buffer_data(warm), row_bytes, dev_rows, pitch, row_bytes,
+                            MAX_DRAFT + 1, SPECD_CUDA_MEMCPY_DEVICE_TO_DEVICE) == 0 &&
+              rt->memcpy_2d(host_f32, row_bytes, dev_rows, pitch, row_bytes, 1,
+                            SPECD_CUDA_MEMCPY_DEVICE_TO_HOST) == 0 &&
               specd_ipc_buffer_publish(warm, NULL, &warm_seq, NULL) == SPECD_OK,
           "a CUDA IPC buffer");
     specd_ipc_buffer_destroy(warm);

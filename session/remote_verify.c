@@ -258,8 +258,8 @@ specd_status specd_rverify_chain(specd_rverify *r, int32_t seq, uint64_t step,
                                  int32_t *emitted, int32_t *n_emitted, int32_t *n_accepted,
                                  int *fatal, specd_error *err) {
     *fatal = 0;
-    rseq *rs;
-    uint64_t n_hist;
+    rseq *rs = NULL;
+    uint64_t n_hist = 0;
     SPECD_TRY(prologue(r, seq, draft, k, &rs, &n_hist, err));
     float *data = specd_ipc_buffer_data(r->buf);
     size_t row_bytes = (size_t)r->n_vocab * sizeof(float);
@@ -334,8 +334,8 @@ specd_status specd_rverify_chain_device(specd_rverify *r, int32_t seq, uint64_t 
         lg->row_stride < r->n_vocab || row0 < 0 || (int64_t)row0 + k + 1 > lg->n_rows ||
         k > SPECD_CUDA_VERIFY_MAX_K)
         return specd_fail(err, SPECD_E_UNSUPPORTED, "spec: not a step for the verifier's device");
-    rseq *rs;
-    uint64_t n_hist;
+    rseq *rs = NULL;
+    uint64_t n_hist = 0;
     SPECD_TRY(prologue(r, seq, draft, k, &rs, &n_hist, err));
     if (!rs->device_ok)
         return specd_fail(err, SPECD_E_UNSUPPORTED,

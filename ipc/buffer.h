@@ -60,6 +60,11 @@ typedef struct specd_ipc_view {
 specd_status specd_ipc_buffer_table_create(size_t max_buffers, specd_ipc_buffer_table **out,
                                            specd_error *err);
 void specd_ipc_buffer_table_set_quota(specd_ipc_buffer_table *t, size_t max_per_owner);
+/* Which CUDA IPC buffers attach: SPECD_IPC_CUDA_ANY (the default) opens each on the device its
+ * descriptor names; a device >= 0 only buffers of that device; SPECD_IPC_CUDA_NONE none. */
+#define SPECD_IPC_CUDA_ANY (-2)
+#define SPECD_IPC_CUDA_NONE (-1)
+void specd_ipc_buffer_table_set_cuda_device(specd_ipc_buffer_table *t, int device);
 void specd_ipc_buffer_table_destroy(specd_ipc_buffer_table *t);
 size_t specd_ipc_buffer_table_count(const specd_ipc_buffer_table *t);
 /* Maps the buffer described (once: attaching a known id again with the same identity is a
@@ -70,6 +75,11 @@ specd_status specd_ipc_buffer_table_detach(specd_ipc_buffer_table *t, uint64_t o
                                            uint64_t buffer_id, specd_error *err);
 /* Detaches every buffer of owner (a peer that left); returns how many. */
 size_t specd_ipc_buffer_table_detach_owner(specd_ipc_buffer_table *t, uint64_t owner);
+/* The checks every reference passes before its buffer is touched: dtype, rank and shape (no
+ * zero, no overflow), offset + size within buffer_bytes, offset aligned to the dtype. *n_bytes:
+ * the tensor's size. */
+specd_status specd_ipc_ref_check(const SpecdWire__BufferRef *ref, size_t buffer_bytes,
+                                 size_t *n_bytes, specd_error *err);
 /* Checks ref against the attached buffer (known id, in bounds, dtype, current seq). */
 specd_status specd_ipc_buffer_table_resolve(specd_ipc_buffer_table *t, uint64_t owner,
                                             const SpecdWire__BufferRef *ref, specd_ipc_view *out,

@@ -1,6 +1,7 @@
 /* Peer side of shared buffers: maps what a host attaches, once, and checks every reference. */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -32,6 +33,7 @@ typedef struct entry {
 
 struct specd_ipc_buffer_table {
     size_t cap, max_per_owner;
+    int cuda_device; /* SPECD_IPC_CUDA_ANY, _NONE or the one device */
     size_t count;
     entry *e;
 };
@@ -48,6 +50,7 @@ specd_status specd_ipc_buffer_table_create(size_t max_buffers, specd_ipc_buffer_
         return specd_fail(err, SPECD_E_NOMEM, "buffer_table_create: out of memory");
     }
     t->cap = max_buffers;
+    t->cuda_device = SPECD_IPC_CUDA_ANY;
     t->e = e;
     *out = t;
     return SPECD_OK;
@@ -55,6 +58,10 @@ specd_status specd_ipc_buffer_table_create(size_t max_buffers, specd_ipc_buffer_
 
 void specd_ipc_buffer_table_set_quota(specd_ipc_buffer_table *t, size_t max_per_owner) {
     t->max_per_owner = max_per_owner;
+}
+
+void specd_ipc_buffer_table_set_cuda_device(specd_ipc_buffer_table *t, int device) {
+    t->cuda_device = device;
 }
 
 static void release(entry *x) {
@@ -133,7 +140,47 @@ static specd_status map_shm(entry *x, const SpecdWire__BufferDesc *d, specd_erro
     return SPECD_OK;
 }
 
-static specd_status map_cuda(entry *x, const SpecdWire__BufferDesc *d, specd_error *err) {
+static int all_zero(const uint8_t *p, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (p[i]) return 0;
+    return 1;
+}
+
+/* What can be told about a CUDA descriptor without the runtime, checked before any CUDA call: a
+ * handle no runtime made, a device this table does not serve, an owner that is gone (its
+ * allocation went with it: a stale handle). Opening such a handle would at best fail inside the
+ * driver with a less readable error. */
+static specd_status check_cuda_desc(int table_device, const SpecdWire__BufferDesc *d,
+                                    specd_error *err) {
+    unsigned long long id = (unsigned long long)d->buffer_id;
+    int dev = d->has_cuda_device ? d->cuda_device : 0;
+    if (table_device == SPECD_IPC_CUDA_NONE)
+        return specd_fail(err, SPECD_E_UNSUPPORTED,
+                          "buffer %llu: a CUDA IPC buffer, and this daemon reads host memory "
+                          "only (start it with --device cuda[:N] to verify on a device)", id);
+    if (table_device >= 0 && dev != table_device)
+        return specd_fail(err, SPECD_E_MISMATCH,
+                          "buffer %llu lives on CUDA device %d; this daemon works on device %d",
+                          id, dev, table_device);
+    if (!d->has_cuda_mem_handle || d->cuda_mem_handle.len != SPECD_IPC_CUDA_HANDLE_BYTES ||
+        !d->has_cuda_event_handle || d->cuda_event_handle.len != SPECD_IPC_CUDA_HANDLE_BYTES ||
+        all_zero(d->cuda_mem_handle.data, d->cuda_mem_handle.len) ||
+        all_zero(d->cuda_event_handle.data, d->cuda_event_handle.len))
+        return specd_fail(err, SPECD_E_FORMAT, "buffer %llu: CUDA IPC handles missing or blank",
+                          id);
+    if (!d->has_owner_pid || d->owner_pid == 0 || d->owner_pid > (uint32_t)INT32_MAX)
+        return specd_fail(err, SPECD_E_PEER, "buffer %llu: no owner process for its CUDA handle",
+                          id);
+    if (kill((pid_t)d->owner_pid, 0) != 0 && errno == ESRCH)
+        return specd_fail(err, SPECD_E_PEER,
+                          "buffer %llu: stale CUDA handle: its owner (pid %u) is gone", id,
+                          d->owner_pid);
+    return SPECD_OK;
+}
+
+static specd_status map_cuda(entry *x, int table_device, const SpecdWire__BufferDesc *d,
+                             specd_error *err) {
+    SPECD_TRY(check_cuda_desc(table_device, d, err));
     int dev = d->has_cuda_device ? d->cuda_device : 0;
     char what[48];
     snprintf(what, sizeof what, "buffer %llu", (unsigned long long)d->buffer_id);
@@ -143,6 +190,16 @@ static specd_status map_cuda(entry *x, const SpecdWire__BufferDesc *d, specd_err
     if (rc != 0)
         return specd_fail(err, SPECD_E_PEER, "buffer %llu: cudaIpcOpen: %s",
                           (unsigned long long)d->buffer_id, specd_ipc_cuda_error_string(rc));
+    /* The size the owner claims is what every reference is checked against: it must be the
+     * allocation's (where the driver can say), so no reference reads past what was mapped. */
+    size_t real = 0;
+    if (specd_ipc_cuda_range(x->dptr, &real) == 0 && real < (size_t)d->bytes) {
+        specd_ipc_cuda_unimport(dev, x->dptr, x->event);
+        x->dptr = x->event = NULL;
+        return specd_fail(err, SPECD_E_PROTOCOL,
+                          "buffer %llu claims %llu bytes but its allocation has %zu",
+                          (unsigned long long)d->buffer_id, (unsigned long long)d->bytes, real);
+    }
     x->device = dev;
     memcpy(x->mem_handle, d->cuda_mem_handle.data, SPECD_IPC_CUDA_HANDLE_BYTES);
     return SPECD_OK;
@@ -173,7 +230,8 @@ specd_status specd_ipc_buffer_table_attach(specd_ipc_buffer_table *t, uint64_t o
     tmp.bytes = (size_t)d->bytes;
     tmp.kind = d->kind == SPECD_WIRE__BUFFER_KIND__BUFFER_CUDA ? SPECD_IPC_BUFFER_CUDA
                                                                : SPECD_IPC_BUFFER_SHM;
-    SPECD_TRY(tmp.kind == SPECD_IPC_BUFFER_SHM ? map_shm(&tmp, d, err) : map_cuda(&tmp, d, err));
+    SPECD_TRY(tmp.kind == SPECD_IPC_BUFFER_SHM ? map_shm(&tmp, d, err)
+                                              : map_cuda(&tmp, t->cuda_device, d, err));
     tmp.used = 1;
     tmp.owner = owner;
     *x = tmp;
@@ -203,25 +261,34 @@ specd_status specd_ipc_buffer_table_detach(specd_ipc_buffer_table *t, uint64_t o
     return SPECD_OK;
 }
 
-specd_status specd_ipc_buffer_table_resolve(specd_ipc_buffer_table *t, uint64_t owner,
-                                            const SpecdWire__BufferRef *r, specd_ipc_view *out,
-                                            specd_error *err) {
+specd_status specd_ipc_ref_check(const SpecdWire__BufferRef *r, size_t buffer_bytes,
+                                 size_t *n_bytes, specd_error *err) {
     unsigned long long id = (unsigned long long)r->buffer_id;
-    entry *x = find(t, owner, r->buffer_id);
-    if (!x) return specd_fail(err, SPECD_E_PROTOCOL, "reference to unknown buffer %llu", id);
     size_t es = specd_ipc_dtype_size((int)r->dtype), n = es, end;
     if (es == 0 || r->n_shape == 0 || r->n_shape > SPECD_IPC_REF_MAX_RANK)
         return specd_fail(err, SPECD_E_FORMAT, "buffer %llu: bad dtype or rank", id);
     for (size_t i = 0; i < r->n_shape; i++)
         if (r->shape[i] == 0 || r->shape[i] > SIZE_MAX || !specd_mul_ok(n, (size_t)r->shape[i], &n))
             return specd_fail(err, SPECD_E_FORMAT, "buffer %llu: shape[%zu] invalid", id, i);
-    if (r->offset > SIZE_MAX || !specd_add_ok((size_t)r->offset, n, &end) || end > x->bytes)
+    if (r->offset > SIZE_MAX || !specd_add_ok((size_t)r->offset, n, &end) || end > buffer_bytes)
         return specd_fail(err, SPECD_E_PROTOCOL,
                           "buffer %llu: %zu bytes at offset %llu exceed its %zu bytes", id, n,
-                          (unsigned long long)r->offset, x->bytes);
+                          (unsigned long long)r->offset, buffer_bytes);
     if (r->offset % es != 0)
         return specd_fail(err, SPECD_E_PROTOCOL, "buffer %llu: offset %llu misaligned", id,
                           (unsigned long long)r->offset);
+    *n_bytes = n;
+    return SPECD_OK;
+}
+
+specd_status specd_ipc_buffer_table_resolve(specd_ipc_buffer_table *t, uint64_t owner,
+                                            const SpecdWire__BufferRef *r, specd_ipc_view *out,
+                                            specd_error *err) {
+    unsigned long long id = (unsigned long long)r->buffer_id;
+    entry *x = find(t, owner, r->buffer_id);
+    if (!x) return specd_fail(err, SPECD_E_PROTOCOL, "reference to unknown buffer %llu", id);
+    size_t n;
+    SPECD_TRY(specd_ipc_ref_check(r, x->bytes, &n, err));
     specd_ipc_view v = {0};
     if (x->kind == SPECD_IPC_BUFFER_SHM) {
         const specd_shm_header *h = (const specd_shm_header *)x->map;

@@ -4,6 +4,8 @@
 #include "common/status_internal.h"
 #include "kernels/cuda/cudart.h"
 
+#include <dlfcn.h>
+#include <stdint.h>
 #include <string.h>
 
 _Static_assert(SPECD_IPC_CUDA_HANDLE == SPECD_CUDA_IPC_HANDLE_SIZE, "IPC handle size");
@@ -100,4 +102,22 @@ void specd_ipc_cuda_unimport(int device, void *dptr, void *event) {
 const char *specd_ipc_cuda_error_string(int code) {
     const specd_cudart *r = rt();
     return r ? r->get_error_string(code) : "CUDA runtime not loaded";
+}
+
+/* CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr dptr) */
+typedef int (*mem_range_fn)(unsigned long long *base, size_t *size, unsigned long long dptr);
+
+int specd_ipc_cuda_range(const void *dptr, size_t *bytes) {
+    /* only a libcuda the runtime has loaded already: never a second driver */
+    void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+    if (!h) return -1;
+    mem_range_fn f;
+    *(void **)&f = dlsym(h, "cuMemGetAddressRange_v2");
+    unsigned long long base = 0;
+    size_t size = 0;
+    int rc = f ? f(&base, &size, (unsigned long long)(uintptr_t)dptr) : -1;
+    dlclose(h);
+    if (rc != 0 || base != (unsigned long long)(uintptr_t)dptr) return -1;
+    *bytes = size;
+    return 0;
 }

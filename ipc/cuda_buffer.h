@@ -28,6 +28,10 @@ int specd_ipc_cuda_import(int device, const unsigned char mem_handle[SPECD_IPC_C
 /* Makes the default stream wait for the owner's last recorded event. */
 int specd_ipc_cuda_wait(int device, void *event);
 void specd_ipc_cuda_unimport(int device, void *dptr, void *event);
+/* The size of the allocation dptr starts, from the driver (cuMemGetAddressRange of the
+ * libcuda the runtime loaded): 0 with *bytes, or -1 when the driver cannot say (no libcuda in
+ * the process, as under the CPU emulation, or dptr is not an allocation's start). */
+int specd_ipc_cuda_range(const void *dptr, size_t *bytes);
 const char *specd_ipc_cuda_error_string(int code);
 
 #endif

@@ -108,6 +108,7 @@ specd_ipc_service_params specd_ipc_service_default_params(specd_ipc_role role) {
     p.max_buffers = 256;
     p.max_buffers_per_peer = 8;
     p.max_peers = 256;
+    p.cuda_device = -1;
     return p;
 }
 
@@ -144,6 +145,7 @@ specd_status specd_ipc_service_create(const specd_ipc_service_params *p,
     if (st == SPECD_OK && !s->peers) st = specd_fail(err, SPECD_E_NOMEM, "service: out of memory");
     if (st == SPECD_OK) st = specd_ipc_buffer_table_create(s->p.max_buffers, &s->buffers, err);
     if (st == SPECD_OK) specd_ipc_buffer_table_set_quota(s->buffers, s->p.max_buffers_per_peer);
+    if (st == SPECD_OK) specd_ipc_buffer_table_set_cuda_device(s->buffers, s->p.cuda_device);
     if (st == SPECD_OK) {
         s->ctx = p->zmq_context;
         if (!s->ctx) {

@@ -79,6 +79,9 @@ typedef struct specd_ipc_service_params {
     size_t max_buffers;          /* all peers together */
     size_t max_buffers_per_peer; /* 0 = max_buffers */
     size_t max_peers;
+    /* CUDA IPC buffers: opened on this device only (a buffer of another device is refused before
+     * any CUDA call); -1 (the default) refuses them, for a daemon that reads host memory only. */
+    int32_t cuda_device;
 } specd_ipc_service_params;
 
 specd_ipc_service_params specd_ipc_service_default_params(specd_ipc_role role);

@@ -3,9 +3,12 @@
 #include "common/alloc.h"
 #include "common/log_internal.h"
 #include "common/status_internal.h"
+#include "kernels/cuda/cudart.h"
+#include "kernels/cuda/verify_plan.h"
 #include "specd/ipc.h"
 #include "specd/sampling.h"
 
+#include <stdatomic.h>
 #include <string.h>
 
 /* What the host needs to check the daemon's answers for one sequence: the keyed sample of the row
@@ -16,6 +19,7 @@ typedef struct rseq {
     uint64_t seed;
     specd_sampler *sampler;
     int distrusted; /* the daemon answered inconsistently: decided here from then on */
+    int device_ok;  /* rule and transform the daemon's device kernel decides */
 } rseq;
 
 struct specd_rverify {
@@ -27,7 +31,16 @@ struct specd_rverify {
     int was_down;
     uint32_t ids[SPECD_MAX_DRAFT + 1];
     specd_ipc_verify_result res;
+    /* CUDA logits: the IPC pool (max_rows rows of n_vocab 4-byte elements), made and attached
+     * on first use; pool_off once it cannot be used with this daemon (said once) */
+    specd_ipc_buffer *pool;
+    int pool_device, pool_off;
+    specd_logits_scratch check; /* the keyed check's row, read from the device */
 };
+
+static atomic_uint_fast64_t n_cuda_steps;
+
+uint64_t specd_rverify_cuda_steps(void) { return (uint64_t)atomic_load(&n_cuda_steps); }
 
 static void went_down(specd_rverify *r, const specd_error *e) {
     if (!r->was_down)
@@ -38,10 +51,15 @@ static void went_down(specd_rverify *r, const specd_error *e) {
 
 void specd_rverify_destroy(specd_rverify *r) {
     if (!r) return;
-    specd_ipc_client_destroy(r->client); /* before the buffer it borrows */
+    /* the daemon unmaps the pool before it is freed: never freed while mapped */
+    if (r->pool && r->client)
+        specd_ipc_client_detach_buffer(r->client, specd_ipc_buffer_id(r->pool), NULL);
+    specd_ipc_client_destroy(r->client); /* before the buffers it borrows */
     for (size_t i = 0; i < r->n_seqs; i++) specd_sampler_destroy(r->seqs[i].sampler);
     specd_free(r->seqs);
     specd_ipc_buffer_destroy(r->buf);
+    specd_ipc_buffer_destroy(r->pool);
+    specd_logits_scratch_free(&r->check);
     specd_free(r);
 }
 
@@ -55,6 +73,7 @@ specd_status specd_rverify_create(const specd_spec_params *sp, specd_rverify **o
     if (!r) return specd_fail(err, SPECD_E_NOMEM, "spec: out of memory for the verifier client");
     r->n_vocab = sp->n_vocab;
     r->max_rows = sp->max_draft + 1;
+    r->pool_device = sp->device == SPECD_DEVICE_CUDA ? sp->device_index : 0;
     specd_ipc_params p = specd_ipc_default_params();
     p.endpoint = sp->verifier_endpoint;
     p.name = "verifier";
@@ -134,6 +153,8 @@ specd_status specd_rverify_open(specd_rverify *r, int32_t seq, const int32_t *pr
     rs->sampler = NULL;
     rs->distrusted = 0;
     rs->seed = p->seed;
+    rs->device_ok = (p->rule == SPECD_ACCEPT_GREEDY || p->rule == SPECD_ACCEPT_COUPLED) &&
+                    p->sampling.top_p == 1.0f;
     specd_sampling_params check = p->sampling;
     if (p->rule == SPECD_ACCEPT_GREEDY) check.temperature = 0.0f;
     SPECD_TRY(specd_sampler_create(&check, r->n_vocab, &rs->sampler, err));
@@ -169,24 +190,80 @@ static void distrust(specd_rverify *r, rseq *rs, const char *why) {
     specd_ipc_client_close_seq(r->client, (uint64_t)rs->seq, NULL);
 }
 
-specd_status specd_rverify_chain(specd_rverify *r, int32_t seq, uint64_t step,
-                                 const int32_t *draft, int32_t k, const float *logits,
-                                 int32_t *emitted, int32_t *n_emitted, int32_t *n_accepted,
-                                 int *fatal, specd_error *err) {
-    *fatal = 0;
+/* What both paths check before sending: the draft fits, the sequence verifies remotely, and its
+ * history length (the first draft's sampling position). */
+static specd_status prologue(specd_rverify *r, int32_t seq, const int32_t *draft, int32_t k,
+                             rseq **out,
+                             uint64_t *n_hist, specd_error *err) {
     if (k < 1 || k + 1 > r->max_rows)
         return specd_fail(err, SPECD_E_INTERNAL, "spec: %d drafts for the verifier", k);
     rseq *rs = find_rseq(r, seq);
     if (!rs) return specd_fail(err, SPECD_E_STATE, "spec: sequence %d is not open remotely", seq);
     if (rs->distrusted)
         return specd_fail(err, SPECD_E_PROTOCOL, "spec: sequence %d verifies in-process", seq);
-    uint64_t n_hist, hist_hash;
-    if (specd_ipc_client_history(r->client, (uint64_t)seq, &n_hist, &hist_hash, NULL) != SPECD_OK)
+    uint64_t hist_hash;
+    if (specd_ipc_client_history(r->client, (uint64_t)seq, n_hist, &hist_hash, NULL) != SPECD_OK)
         return specd_fail(err, SPECD_E_STATE, "spec: sequence %d has no remote history", seq);
+    for (int32_t i = 0; i < k; i++) r->ids[i] = (uint32_t)draft[i];
+    *out = rs;
+    return SPECD_OK;
+}
+
+/* The daemon's answer (r->res) checked: a possible outcome, and its token at the first row not
+ * accepted is that row's keyed sample under this sequence's seed and position; row_of gives that
+ * row as f32 (one row's sample, cheap beside a step). */
+typedef specd_status (*row_fn)(specd_rverify *r, const void *ctx, uint32_t row, const float **out,
+                               specd_error *err);
+
+static specd_status check_answer(specd_rverify *r, rseq *rs, int32_t k, uint64_t n_hist,
+                                 row_fn row_of, const void *ctx, int32_t *emitted,
+                                 int32_t *n_emitted, int32_t *n_accepted, specd_error *err) {
+    const specd_ipc_verify_result *v = &r->res;
+    int ok = v->accepted <= (uint32_t)k && v->n_emitted == (size_t)v->accepted + 1;
+    for (size_t i = 0; ok && i < v->n_emitted; i++)
+        ok = v->emitted[i] < (uint32_t)r->n_vocab && (i >= v->accepted || v->emitted[i] == r->ids[i]);
+    if (!ok) {
+        distrust(r, rs, "an impossible outcome");
+        return specd_fail(err, SPECD_E_PROTOCOL, "spec: verifier answered an impossible outcome "
+                          "(%u of %d drafts accepted, %zu tokens)", v->accepted, k, v->n_emitted);
+    }
+    int32_t keyed;
+    specd_error e;
+    const float *row = NULL;
+    specd_sample_key key = {.seed = rs->seed, .sequence = (uint32_t)rs->seq,
+                            .position = (uint32_t)(n_hist + v->accepted)};
+    specd_status cst = row_of(r, ctx, v->accepted, &row, &e);
+    if (cst == SPECD_OK) cst = specd_sampler_sample(rs->sampler, row, r->n_vocab, key, &keyed, &e);
+    if (cst != SPECD_OK || (uint32_t)keyed != v->emitted[v->accepted]) {
+        distrust(r, rs, "its token disagrees with the keyed sample");
+        return specd_fail(err, SPECD_E_PROTOCOL, "spec: verifier's answer fails the keyed check");
+    }
+    if (r->was_down) specd_log(SPECD_LOG_WARN, "spec: verifier is back; verifying remotely");
+    r->was_down = 0;
+    for (size_t i = 0; i < v->n_emitted; i++) emitted[i] = (int32_t)v->emitted[i];
+    *n_emitted = (int32_t)v->n_emitted;
+    *n_accepted = (int32_t)v->accepted;
+    return SPECD_OK;
+}
+
+static specd_status host_row(specd_rverify *r, const void *ctx, uint32_t row, const float **out,
+                             specd_error *err) {
+    (void)ctx, (void)err;
+    *out = (const float *)specd_ipc_buffer_data(r->buf) + (size_t)row * (size_t)r->n_vocab;
+    return SPECD_OK;
+}
+
+specd_status specd_rverify_chain(specd_rverify *r, int32_t seq, uint64_t step,
+                                 const int32_t *draft, int32_t k, const float *logits,
+                                 int32_t *emitted, int32_t *n_emitted, int32_t *n_accepted,
+                                 int *fatal, specd_error *err) {
+    *fatal = 0;
+    rseq *rs = NULL;
+    uint64_t n_hist = 0;
+    SPECD_TRY(prologue(r, seq, draft, k, &rs, &n_hist, err));
     float *data = specd_ipc_buffer_data(r->buf);
     size_t row_bytes = (size_t)r->n_vocab * sizeof(float);
     if (logits != data) memcpy(data, logits, (size_t)(k + 1) * row_bytes);
-    for (int32_t i = 0; i < k; i++) r->ids[i] = (uint32_t)draft[i];
     specd_error e;
     uint64_t pub;
     specd_ipc_ref ref;
@@ -200,31 +277,109 @@ specd_status specd_rverify_chain(specd_rverify *r, int32_t seq, uint64_t step,
         went_down(r, &e);
         return specd_fail(err, st, "spec: verifier: %s", e.message);
     }
-    const specd_ipc_verify_result *v = &r->res;
-    int ok = v->accepted <= (uint32_t)k && v->n_emitted == (size_t)v->accepted + 1;
-    for (size_t i = 0; ok && i < v->n_emitted; i++)
-        ok = v->emitted[i] < (uint32_t)r->n_vocab && (i >= v->accepted || v->emitted[i] == r->ids[i]);
-    if (!ok) {
-        distrust(r, rs, "an impossible outcome");
-        return specd_fail(err, SPECD_E_PROTOCOL, "spec: verifier answered an impossible outcome "
-                          "(%u of %d drafts accepted, %zu tokens)", v->accepted, k, v->n_emitted);
+    return check_answer(r, rs, k, n_hist, host_row, NULL, emitted, n_emitted, n_accepted, err);
+}
+
+/* ---- CUDA logits through the IPC pool ---- */
+
+typedef struct device_rows {
+    const specd_logits *lg;
+    int32_t row0;
+    const specd_mask_rule *mask;
+} device_rows;
+
+static specd_status device_row(specd_rverify *r, const void *ctx, uint32_t row, const float **out,
+                               specd_error *err) {
+    const device_rows *d = ctx;
+    return specd_logits_intake(&r->check, 1, r->n_vocab, d->lg, d->row0 + (int32_t)row, 1,
+                               d->mask, "the verifier's row", NULL, NULL, out, err);
+}
+
+static void pool_unusable(specd_rverify *r, const char *why) {
+    specd_log(SPECD_LOG_WARN, "spec: CUDA logits reach the verifier through host memory: its "
+              "CUDA IPC pool cannot be used (%s) (said once per spec)", why);
+    r->pool_off = 1;
+}
+
+/* The pool, made and shared on first use. */
+static specd_status pool_ready(specd_rverify *r, specd_error *err) {
+    if (r->pool) return SPECD_OK;
+    size_t bytes = (size_t)r->max_rows * (size_t)r->n_vocab * sizeof(float);
+    specd_error e;
+    specd_status st =
+        specd_ipc_buffer_create(SPECD_IPC_BUFFER_CUDA, bytes, r->pool_device, &r->pool, &e);
+    if (st != SPECD_OK) {
+        pool_unusable(r, e.message);
+        return specd_fail(err, st, "spec: %s", e.message);
     }
-    /* The keyed check: the token emitted at the first row not accepted is that row's keyed
-     * sample under this sequence's seed and position; one row's sample, cheap beside a step. */
-    int32_t keyed;
-    specd_sample_key key = {.seed = rs->seed, .sequence = (uint32_t)seq,
-                            .position = (uint32_t)(n_hist + v->accepted)};
-    specd_status cst = specd_sampler_sample(rs->sampler, data + (size_t)v->accepted * r->n_vocab,
-                                            r->n_vocab, key, &keyed, &e);
-    if (cst != SPECD_OK || (uint32_t)keyed != v->emitted[v->accepted]) {
-        distrust(r, rs, "its token disagrees with the keyed sample");
-        return specd_fail(err, SPECD_E_PROTOCOL, "spec: verifier's answer fails the keyed check");
+    /* down now: recorded by the client and shared when it connects */
+    st = specd_ipc_client_attach_buffer(r->client, r->pool, &e);
+    if (st != SPECD_OK && specd_ipc_client_connected(r->client)) {
+        pool_unusable(r, e.message);
+        return specd_fail(err, st, "spec: verifier refused the CUDA pool: %s", e.message);
     }
-    if (r->was_down) specd_log(SPECD_LOG_WARN, "spec: verifier is back; verifying remotely");
-    r->was_down = 0;
-    for (size_t i = 0; i < v->n_emitted; i++) emitted[i] = (int32_t)v->emitted[i];
-    *n_emitted = (int32_t)v->n_emitted;
-    *n_accepted = (int32_t)v->accepted;
+    return SPECD_OK;
+}
+
+specd_status specd_rverify_chain_device(specd_rverify *r, int32_t seq, uint64_t step,
+                                        const int32_t *draft, int32_t k, const specd_logits *lg,
+                                        int32_t row0, const specd_mask_rule *mask,
+                                        int32_t *emitted, int32_t *n_emitted,
+                                        int32_t *n_accepted, specd_error *err) {
+    if (r->pool_off)
+        return specd_fail(err, SPECD_E_UNSUPPORTED, "spec: the verifier's CUDA pool is off");
+    if (!lg || lg->device != SPECD_DEVICE_CUDA || !lg->data ||
+        (lg->dtype != SPECD_DTYPE_F32 && lg->dtype != SPECD_DTYPE_F16 &&
+         lg->dtype != SPECD_DTYPE_BF16) ||
+        lg->row_stride < r->n_vocab || row0 < 0 || (int64_t)row0 + k + 1 > lg->n_rows ||
+        k > SPECD_CUDA_VERIFY_MAX_K)
+        return specd_fail(err, SPECD_E_UNSUPPORTED, "spec: not a step for the verifier's device");
+    rseq *rs = NULL;
+    uint64_t n_hist = 0;
+    SPECD_TRY(prologue(r, seq, draft, k, &rs, &n_hist, err));
+    if (!rs->device_ok)
+        return specd_fail(err, SPECD_E_UNSUPPORTED,
+                          "spec: sequence %d's rule or transform is not on the device", seq);
+    SPECD_TRY(pool_ready(r, err));
+    const specd_cudart *rt = specd_cudart_get(NULL); /* the pool exists: the runtime is loaded */
+    size_t es = lg->dtype == SPECD_DTYPE_F32 ? 4 : 2;
+    size_t width = (size_t)r->n_vocab * es;
+    const char *src = (const char *)lg->data + (size_t)row0 * (size_t)lg->row_stride * es;
+    /* on the legacy default stream, like the event recorded next: the daemon's wait orders its
+     * kernel after this copy */
+    int rc = rt->memcpy_2d(specd_ipc_buffer_data(r->pool), width, src,
+                           (size_t)lg->row_stride * es, width, (size_t)k + 1,
+                           SPECD_CUDA_MEMCPY_DEVICE_TO_DEVICE);
+    if (rc != SPECD_CUDA_SUCCESS) {
+        (void)rt->get_last_error();
+        return specd_fail(err, SPECD_E_IO, "spec: copying logits into the CUDA pool: %s",
+                          rt->get_error_string(rc));
+    }
+    specd_error e;
+    uint64_t pub;
+    specd_ipc_ref ref;
+    uint64_t shape[2] = {(uint64_t)k + 1, (uint64_t)r->n_vocab};
+    specd_ipc_dtype dt = lg->dtype == SPECD_DTYPE_F32   ? SPECD_IPC_F32
+                         : lg->dtype == SPECD_DTYPE_F16 ? SPECD_IPC_F16
+                                                        : SPECD_IPC_BF16;
+    specd_status st = specd_ipc_buffer_publish(r->pool, NULL, &pub, &e);
+    if (st == SPECD_OK) st = specd_ipc_buffer_ref(r->pool, 0, 2, shape, dt, pub, &ref, &e);
+    if (st == SPECD_OK)
+        st = specd_ipc_client_verify(r->client, (uint64_t)seq, step, r->ids, (size_t)k, &ref,
+                                     &r->res, &e);
+    if (st != SPECD_OK) {
+        /* answered and refused: this daemon cannot verify from the pool (a bad row is the
+         * step's own, and the host path says what is wrong with it) */
+        if (specd_ipc_client_connected(r->client) && st != SPECD_E_NUMERIC)
+            pool_unusable(r, e.message);
+        else if (!specd_ipc_client_connected(r->client))
+            went_down(r, &e);
+        return specd_fail(err, st, "spec: verifier: %s", e.message);
+    }
+    device_rows ctx = {.lg = lg, .row0 = row0, .mask = mask};
+    SPECD_TRY(check_answer(r, rs, k, n_hist, device_row, &ctx, emitted, n_emitted, n_accepted,
+                           err));
+    atomic_fetch_add(&n_cuda_steps, 1);
     return SPECD_OK;
 }
 

@@ -8,6 +8,7 @@
 #ifndef SPECD_POLICY_REMOTE_VERIFY_H
 #define SPECD_POLICY_REMOTE_VERIFY_H
 
+#include "session/spec_logits.h"
 #include "specd/spec.h"
 
 typedef struct specd_rverify specd_rverify;
@@ -38,6 +39,24 @@ specd_status specd_rverify_chain(specd_rverify *r, int32_t seq, uint64_t step,
                                  const int32_t *draft, int32_t k, const float *logits,
                                  int32_t *emitted, int32_t *n_emitted, int32_t *n_accepted,
                                  int *fatal, specd_error *err);
+/* specd_rverify_chain for logits on a CUDA device (lg->device == SPECD_DEVICE_CUDA, rows
+ * [row0, row0 + k + 1)), verified by a specd-verifier --device cuda where they lie: the rows are
+ * copied device to device into one reusable CUDA IPC pool (made on the device the spec
+ * params name, else 0, and attached once; the daemon opens it once), the pool's interprocess
+ * event is recorded, and the Verify carries (offset, shape, dtype, seq) into it. The keyed check
+ * reads the one row it needs from lg (mask: the sequence's mask rule). An error means nothing was
+ * decided: the caller takes the host path (specd_rverify_chain, then in-process). A daemon that
+ * refuses the pool (no --device, another device, no kernel library) turns the pool off for this
+ * spec, said once; steps the kernel cannot take (top-p, rejection, trees, more than 32 drafts)
+ * are never sent. */
+specd_status specd_rverify_chain_device(specd_rverify *r, int32_t seq, uint64_t step,
+                                        const int32_t *draft, int32_t k, const specd_logits *lg,
+                                        int32_t row0, const specd_mask_rule *mask,
+                                        int32_t *emitted, int32_t *n_emitted,
+                                        int32_t *n_accepted, specd_error *err);
+/* Steps verified through the CUDA IPC pool in this process (tests assert the path ran). */
+uint64_t specd_rverify_cuda_steps(void);
+
 /* Tokens the session decided itself. Failures to reach the daemon are absorbed: the client keeps
  * them and replays them on reconnect. */
 void specd_rverify_commit(specd_rverify *r, int32_t seq, const int32_t *tokens, int32_t n);

@@ -793,6 +793,17 @@ specd_status specd_spec_seq_verify_step(specd_spec *spec, spec_seq *q, const spe
     if (q->n_step_rows > 0 && lg && lg->device == SPECD_DEVICE_CUDA && !spec->rv)
         SPECD_TRY(specd_spec_device_verify(&spec->device, q, spec->params.n_vocab, lg, row0,
                                            &on_device, &dev_emitted, &dev_accepted, err));
+    /* ... or by the verifier daemon on its device, through CUDA IPC (session/remote_verify.h);
+     * when it does not answer, the host path below asks it again through host memory or
+     * decides here */
+    if (lg && lg->device == SPECD_DEVICE_CUDA && spec->rv && q->ops->propose && !q->tree &&
+        q->n_draft > 0 && q->n_chain == 0 && q->n_step_rows == q->n_draft + 1 &&
+        specd_rverify_chain_device(spec->rv, q->id, (uint64_t)q->stats.n_steps + 1, q->draft,
+                                   q->n_draft, lg, row0, &q->mask, q->emitted, &dev_emitted,
+                                   &dev_accepted, NULL) == SPECD_OK) {
+        on_device = 1;
+        q->stats.n_remote_verified++;
+    }
     if (q->n_step_rows > 0 && !on_device)
         SPECD_TRY(specd_logits_intake(&spec->scratch, specd_spec_max_step_rows(spec),
                                       spec->params.n_vocab, lg, row0, q->n_step_rows, &q->mask,

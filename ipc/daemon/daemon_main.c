@@ -41,9 +41,12 @@ static void usage(FILE *f, const char *program, const char *description, const c
             "  --policy NAME=SPEC     (drafter) serve policy SPEC (\"ngram\", \"draft:model=PATH\",\n"
             "                         ...) under NAME; repeatable. Peers choose by NAME only.\n"
             "                         [default: ngram=ngram]\n"
-            "  --device D             (drafter) cpu | cuda | cuda:N: where the served policies\n"
+            "  --device D             cpu | cuda | cuda:N. Drafter: where the served policies\n"
             "                         run their own models (draft=, layerskip) [default:\n"
-            "                         $SPECD_DEVICE, else cpu]\n"
+            "                         $SPECD_DEVICE, else cpu]. Verifier: cuda[:N] opens hosts'\n"
+            "                         CUDA IPC logits buffers of that device and verifies them\n"
+            "                         there with the device kernel [default: cpu, host memory\n"
+            "                         only]\n"
             "  --verbose              log debug lines too\n"
             "  --help                 this text\n\n"
             "Logs go to stderr. SIGTERM or SIGINT: answer what has been received, then exit 0.\n",
@@ -171,11 +174,6 @@ int specd_daemon_main(int argc, char **argv, const char *program, specd_ipc_role
         }
         case 'M': model_path = optarg; break;
         case 'D':
-            if (role != SPECD_IPC_ROLE_DRAFTER) {
-                fprintf(stderr, "%s: --device: the verifier runs no model (it reads the host's "
-                                "logits); --device is the drafter's\n", program);
-                return 2;
-            }
             if (specd_device_parse(optarg, &cfg.device, &cfg.device_index, &err) != SPECD_OK) {
                 fprintf(stderr, "%s: --device: %s%s\n", program, err.message,
                         strstr(err.message, "cuda:N") ? "" : " (accepted: cpu, cuda, cuda:N)");
@@ -207,6 +205,9 @@ int specd_daemon_main(int argc, char **argv, const char *program, specd_ipc_role
                 strstr(err.message, "cuda:N") ? "" : " (accepted: cpu, cuda, cuda:N)");
         return 2;
     }
+    /* the verifier opens CUDA IPC buffers of its device only, and none without one */
+    if (role == SPECD_IPC_ROLE_VERIFIER)
+        p.cuda_device = cfg.device == SPECD_DEVICE_CUDA ? cfg.device_index : -1;
     if (!model_path && !typed_hash) {
         /* a default fingerprint matches no real host: every Hello would be refused */
         fprintf(stderr,

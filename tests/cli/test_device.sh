@@ -49,7 +49,11 @@ expect 2 "serve --device tpu" "cpu, cuda, cuda:N" "$specd" serve --port 0 --devi
 expect 2 "inspect --device tpu" "cpu, cuda, cuda:N" "$specd" inspect --device tpu "$model"
 expect 2 "drafter --device tpu" "cpu, cuda, cuda:N" "$bin/specd-drafter" --model "$model" \
   --device tpu
-expect 2 "verifier --device" "drafter's" "$bin/specd-verifier" --model "$model" --device cpu
+expect 2 "verifier --device tpu" "cpu, cuda, cuda:N" "$bin/specd-verifier" --model "$model" \
+  --device tpu
+# the verifier's device path cannot start on a device that is not there: exit 1, saying so
+expect 1 "verifier --device cuda:1000" "--device cuda:1000" "$bin/specd-verifier" --model "$model" \
+  --device cuda:1000
 expect 2 "--device without a value" "needs a value" "$specd" "${gen[@]}" --device
 SPECD_DEVICE=tpu expect 2 "SPECD_DEVICE=tpu generate" "SPECD_DEVICE" "$specd" "${gen[@]}"
 SPECD_DEVICE=tpu expect 2 "SPECD_DEVICE=tpu ab" "SPECD_DEVICE" "$specd" "${ab[@]}"

@@ -6,6 +6,7 @@
 
 #include <dirent.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -217,8 +218,123 @@ static void test_cuda_kind_without_device(void **state) {
     assert_null(b);
 }
 
+/* Every reference passes these before its buffer is touched, SHM or CUDA alike. */
+static void test_ref_bounds(void **state) {
+    (void)state;
+    uint64_t shape[2] = {9, 100};
+    SpecdWire__BufferRef r = SPECD_WIRE__BUFFER_REF__INIT;
+    r.buffer_id = 5;
+    r.n_shape = 2;
+    r.shape = shape;
+    r.dtype = SPECD_WIRE__DTYPE__DTYPE_BF16;
+    r.seq = 1;
+    size_t n = 0;
+    specd_error err;
+    /* exactly the allocation: fine */
+    assert_int_equal(specd_ipc_ref_check(&r, 1800, &n, &err), SPECD_OK);
+    assert_int_equal(n, 1800);
+    /* one element past it, or an offset past its end */
+    assert_int_equal(specd_ipc_ref_check(&r, 1798, &n, &err), SPECD_E_PROTOCOL);
+    assert_non_null(strstr(err.message, "exceed"));
+    r.offset = 1ull << 40;
+    assert_int_equal(specd_ipc_ref_check(&r, 1800, &n, &err), SPECD_E_PROTOCOL);
+    /* an offset that wraps the address space */
+    r.offset = UINT64_MAX - 100;
+    assert_int_equal(specd_ipc_ref_check(&r, 1800, &n, &err), SPECD_E_PROTOCOL);
+    /* misaligned for the dtype */
+    r.offset = 1;
+    assert_int_equal(specd_ipc_ref_check(&r, 4096, &n, &err), SPECD_E_PROTOCOL);
+    assert_non_null(strstr(err.message, "misaligned"));
+    r.offset = 0;
+    /* a shape whose size overflows */
+    shape[0] = UINT64_MAX / 2;
+    shape[1] = 4;
+    assert_int_equal(specd_ipc_ref_check(&r, 4096, &n, &err), SPECD_E_FORMAT);
+    shape[0] = 0;
+    assert_int_equal(specd_ipc_ref_check(&r, 4096, &n, &err), SPECD_E_FORMAT);
+    shape[0] = 9;
+    r.dtype = (SpecdWire__DType)17;
+    assert_int_equal(specd_ipc_ref_check(&r, 4096, &n, &err), SPECD_E_FORMAT);
+}
+
+/* A CUDA descriptor that looks real: a live owner (us), non-blank handles. */
+static unsigned char mem_handle[64], ev_handle[64];
+static SpecdWire__BufferDesc cuda_desc(int device) {
+    SpecdWire__BufferDesc d = SPECD_WIRE__BUFFER_DESC__INIT;
+    memset(mem_handle, 0x5a, sizeof mem_handle);
+    memset(ev_handle, 0x3c, sizeof ev_handle);
+    d.buffer_id = 77;
+    d.kind = SPECD_WIRE__BUFFER_KIND__BUFFER_CUDA;
+    d.bytes = 1 << 20;
+    d.has_cuda_mem_handle = d.has_cuda_event_handle = 1;
+    d.cuda_mem_handle.len = d.cuda_event_handle.len = 64;
+    d.cuda_mem_handle.data = mem_handle;
+    d.cuda_event_handle.data = ev_handle;
+    d.has_cuda_device = 1;
+    d.cuda_device = device;
+    d.has_owner_pid = 1;
+    d.owner_pid = (uint32_t)getpid();
+    return d;
+}
+
+/* What a CUDA IPC descriptor is refused for before any CUDA call (so the same refusals hold on a
+ * machine without a device): a daemon without a device, a buffer of another device, blank
+ * handles, no owner, an owner that is gone (a stale handle). A handle that passes all of that
+ * but no runtime made is refused by the runtime (or its absence) with a message too. */
+static void test_cuda_descriptor_refusals(void **state) {
+    (void)state;
+    specd_ipc_buffer_table *t = NULL;
+    assert_int_equal(specd_ipc_buffer_table_create(4, &t, NULL), SPECD_OK);
+    specd_error err;
+    SpecdWire__BufferDesc d = cuda_desc(0);
+
+    specd_ipc_buffer_table_set_cuda_device(t, SPECD_IPC_CUDA_NONE);
+    assert_int_equal(specd_ipc_buffer_table_attach(t, 1, &d, &err), SPECD_E_UNSUPPORTED);
+    assert_non_null(strstr(err.message, "--device cuda"));
+
+    specd_ipc_buffer_table_set_cuda_device(t, 0);
+    SpecdWire__BufferDesc other = cuda_desc(1);
+    assert_int_equal(specd_ipc_buffer_table_attach(t, 1, &other, &err), SPECD_E_MISMATCH);
+    assert_non_null(strstr(err.message, "CUDA device 1"));
+    other.has_cuda_device = 0; /* no index: device 0, served */
+    specd_status st = specd_ipc_buffer_table_attach(t, 1, &other, &err);
+    assert_int_not_equal(st, SPECD_E_MISMATCH);
+
+    d = cuda_desc(0);
+    memset(mem_handle, 0, sizeof mem_handle);
+    assert_int_equal(specd_ipc_buffer_table_attach(t, 1, &d, &err), SPECD_E_FORMAT);
+    assert_non_null(strstr(err.message, "blank"));
+    d = cuda_desc(0);
+    d.cuda_event_handle.len = 16;
+    assert_int_equal(specd_ipc_buffer_table_attach(t, 1, &d, &err), SPECD_E_FORMAT);
+
+    d = cuda_desc(0);
+    d.has_owner_pid = 0;
+    assert_int_equal(specd_ipc_buffer_table_attach(t, 1, &d, &err), SPECD_E_PEER);
+    /* a stale handle: its owner exited (a child reaped, so its pid is free) */
+    pid_t child = fork();
+    if (child == 0) _exit(0);
+    assert_true(child > 0);
+    waitpid(child, NULL, 0);
+    d = cuda_desc(0);
+    d.owner_pid = (uint32_t)child;
+    assert_int_equal(specd_ipc_buffer_table_attach(t, 1, &d, &err), SPECD_E_PEER);
+    assert_non_null(strstr(err.message, "stale"));
+
+    /* garbage that passes the checks: the runtime refuses it, or its absence does */
+    d = cuda_desc(0);
+    st = specd_ipc_buffer_table_attach(t, 1, &d, &err);
+    assert_int_not_equal(st, SPECD_OK);
+    assert_non_null(strstr(err.message, "buffer 77"));
+    printf("garbage CUDA handle: %s\n", err.message);
+    assert_int_equal(specd_ipc_buffer_table_count(t), 0);
+    specd_ipc_buffer_table_destroy(t);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_ref_bounds),
+        cmocka_unit_test(test_cuda_descriptor_refusals),
         cmocka_unit_test(test_map_share_and_refs),
         cmocka_unit_test(test_hostile_descriptors),
         cmocka_unit_test(test_killed_owner_leaves_nothing),

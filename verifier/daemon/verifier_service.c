@@ -12,10 +12,13 @@
 #include "ipc/frame.h"
 #include "ipc/seq_store.h"
 #include "specd/accept.h"
+#include "specd/device.h"
+#include "verifier/daemon/verifier_device.h"
 
 typedef struct verifier {
     specd_seq_store *seqs;
     uint32_t vocab;
+    specd_verifier_device *device; /* --device cuda[:N]; NULL: host memory only */
     /* scratch for one call: ids as the engine wants them, and its outputs */
     int32_t draft[SPECD_IPC_MAX_DRAFT], parent[SPECD_IPC_MAX_DRAFT];
     int32_t tokens[SPECD_IPC_MAX_DRAFT + 1], path[SPECD_IPC_MAX_DRAFT];
@@ -65,6 +68,49 @@ static specd_status engine_for(verifier *v, specd_seq *q, specd_error *err) {
     return SPECD_OK;
 }
 
+/* Advances the history by the decided tokens, then fills out (nothing is decided if that fails). */
+static specd_status record(verifier *v, uint64_t owner, uint64_t seq_id, const int32_t *tokens,
+                           int32_t n_emitted, int32_t n_accepted, specd_ipc_verify_result *out,
+                           specd_error *err) {
+    uint32_t emitted[SPECD_IPC_MAX_DRAFT + 1];
+    for (int32_t i = 0; i < n_emitted; i++)
+        emitted[i] = (uint32_t)tokens[i];
+    SPECD_TRY(
+        specd_seq_store_commit(v->seqs, owner, seq_id, emitted, (size_t)n_emitted, 0, 0, err));
+    memcpy(out->emitted, emitted, (size_t)n_emitted * sizeof *emitted);
+    out->n_emitted = (size_t)n_emitted;
+    out->accepted = (uint32_t)n_accepted;
+    return SPECD_OK;
+}
+
+/* Logits in a CUDA IPC buffer: decided where they lie, by the device kernel, whose decisions are
+ * the engine's bit for bit; what it cannot decide is refused, and the host decides it. */
+static specd_status verify_on_device(verifier *v, uint64_t owner, const SpecdWire__Verify *m,
+                                     specd_seq *q, const specd_ipc_view *logits,
+                                     const specd_ipc_view *qv, specd_ipc_verify_result *out,
+                                     specd_error *err) {
+    if (!v->device)
+        return specd_fail(err, SPECD_E_UNSUPPORTED,
+                          "verify: logits on a CUDA device, and this daemon was started "
+                          "without --device cuda");
+    specd_cuda_verify_seq s;
+    SPECD_TRY(specd_verifier_device_plan(q, m->seq_id, logits, v->vocab, m->draft_tokens,
+                                         m->n_draft_tokens, m->n_parents != 0, qv != NULL, &s,
+                                         err));
+    int32_t n_emitted, n_accepted;
+    SPECD_TRY(specd_verifier_device_chain(v->device, &s, logits, v->vocab, v->tokens, &n_emitted,
+                                          &n_accepted, err));
+    /* GREEDY and COUPLED decide with certainty: a position examined is accepted or not */
+    size_t k = m->n_draft_tokens;
+    size_t examined = (size_t)n_accepted < k ? (size_t)n_accepted + 1 : k;
+    for (size_t i = 0; i < examined; i++) {
+        out->accept_prob[i] = i < (size_t)n_accepted ? 1.0f : 0.0f;
+        out->position_accepted[i] = i < (size_t)n_accepted;
+    }
+    out->n_stats = examined;
+    return record(v, owner, m->seq_id, v->tokens, n_emitted, n_accepted, out, err);
+}
+
 static specd_status on_verify(void *user, uint64_t owner, const SpecdWire__Verify *m,
                               const specd_ipc_view *logits, const specd_ipc_view *qv,
                               specd_ipc_verify_result *out, specd_error *err) {
@@ -72,6 +118,7 @@ static specd_status on_verify(void *user, uint64_t owner, const SpecdWire__Verif
     specd_seq *q = specd_seq_store_get(v->seqs, owner, m->seq_id, err);
     if (!q) return SPECD_E_STATE;
     if (m->n_draft_tokens == 0) return specd_fail(err, SPECD_E_INVALID_ARG, "verify: empty draft");
+    if (logits->on_device) return verify_on_device(v, owner, m, q, logits, qv, out, err);
     if (logits->dtype != SPECD_IPC_F32 || logits->on_device ||
         (qv && (qv->dtype != SPECD_IPC_F32 || qv->on_device)))
         return specd_fail(err, SPECD_E_UNSUPPORTED,
@@ -120,16 +167,7 @@ static specd_status on_verify(void *user, uint64_t owner, const SpecdWire__Verif
         n_accepted = res.n_accepted;
         out->n_stats = 0;
     }
-    /* Advance the history first: if that fails, nothing was decided. */
-    uint32_t emitted[SPECD_IPC_MAX_DRAFT + 1];
-    for (int32_t i = 0; i < n_emitted; i++)
-        emitted[i] = (uint32_t)v->tokens[i];
-    SPECD_TRY(
-        specd_seq_store_commit(v->seqs, owner, m->seq_id, emitted, (size_t)n_emitted, 0, 0, err));
-    memcpy(out->emitted, emitted, (size_t)n_emitted * sizeof *emitted);
-    out->n_emitted = (size_t)n_emitted;
-    out->accepted = (uint32_t)n_accepted;
-    return SPECD_OK;
+    return record(v, owner, m->seq_id, v->tokens, n_emitted, n_accepted, out, err);
 }
 
 static specd_status on_info(void *user, uint64_t owner, uint64_t seq_id, uint64_t *length,
@@ -150,12 +188,15 @@ static uint64_t on_count(void *user) {
 specd_status specd_verifier_handlers_create(const specd_ipc_service_params *p,
                                             const specd_daemon_config *c, specd_ipc_handlers *h,
                                             specd_error *err) {
-    (void)c;
     verifier *v = specd_alloc_array(1, sizeof *v);
     if (!v) return specd_fail(err, SPECD_E_NOMEM, "verifier: out of memory");
     v->vocab = p->model.vocab_size;
-    specd_status st = specd_seq_store_create(4096, (size_t)1 << 20, &v->seqs, err);
+    specd_status st = SPECD_OK;
+    if (c && c->device == SPECD_DEVICE_CUDA)
+        st = specd_verifier_device_open(c->device_index, &v->device, err);
+    if (st == SPECD_OK) st = specd_seq_store_create(4096, (size_t)1 << 20, &v->seqs, err);
     if (st != SPECD_OK) {
+        specd_verifier_device_close(v->device);
         specd_free(v);
         return st;
     }
@@ -177,6 +218,7 @@ void specd_verifier_handlers_destroy(specd_ipc_handlers *h) {
     if (!h || !h->user) return;
     verifier *v = h->user;
     specd_seq_store_destroy(v->seqs);
+    specd_verifier_device_close(v->device);
     specd_free(v);
     h->user = NULL;
 }

@@ -1,0 +1,121 @@
+/* specd-verifier --device cuda's plan of a Verify (verifier/daemon/verifier_device.h): what the
+ * device kernel cannot decide is refused with a readable SPECD_E_UNSUPPORTED before any CUDA
+ * call (so the host verifies the step itself), and what it can is described exactly as the CPU
+ * engine keys it (rows in order, positions from the history's length, the sequence id as the
+ * counter's sequence word). Without a device, opening the device path says why. */
+#include "test_main.h"
+
+#include <string.h>
+
+#include "verifier/daemon/verifier_device.h"
+
+enum { V = 1000 };
+
+static specd_seq seq(specd_accept_rule rule) {
+    specd_seq q;
+    memset(&q, 0, sizeof q);
+    q.rule = rule;
+    q.temperature = 0.8f;
+    q.top_p = 1.0f;
+    q.top_k = 40;
+    q.min_p = 0.05f;
+    q.seed = 0x1234567890ull;
+    q.n = 17;
+    return q;
+}
+
+static specd_ipc_view view(size_t k, specd_ipc_dtype dtype) {
+    specd_ipc_view v;
+    memset(&v, 0, sizeof v);
+    v.on_device = 1;
+    v.dtype = dtype;
+    v.rank = 2;
+    v.shape[0] = k + 1;
+    v.shape[1] = V;
+    return v;
+}
+
+static void refused(const specd_seq *q, const specd_ipc_view *v, const uint32_t *draft, size_t k,
+                    int tree, int has_q, const char *what) {
+    specd_cuda_verify_seq s;
+    specd_error err;
+    assert_int_equal(specd_verifier_device_plan(q, 3, v, V, draft, k, tree, has_q, &s, &err),
+                     SPECD_E_UNSUPPORTED);
+    if (!strstr(err.message, what)) fail_msg("'%s' does not name %s", err.message, what);
+    assert_non_null(strstr(err.message, "in-process"));
+}
+
+static void test_refusals(void **state) {
+    (void)state;
+    uint32_t draft[40] = {1, 2, 3, 4};
+    specd_seq q = seq(SPECD_ACCEPT_COUPLED);
+    specd_ipc_view v = view(4, SPECD_IPC_BF16);
+    refused(&q, &v, draft, 4, 1, 0, "trees");
+    refused(&q, &v, draft, 4, 0, 1, "rejection");
+    specd_seq rej = seq(SPECD_ACCEPT_REJECTION);
+    refused(&rej, &v, draft, 4, 0, 0, "rejection");
+    specd_seq topp = seq(SPECD_ACCEPT_COUPLED);
+    topp.top_p = 0.9f;
+    refused(&topp, &v, draft, 4, 0, 0, "top-p");
+    specd_ipc_view many = view(33, SPECD_IPC_F32);
+    refused(&q, &many, draft, 33, 0, 0, "drafts");
+    specd_ipc_view ints = view(4, SPECD_IPC_I32);
+    refused(&q, &ints, draft, 4, 0, 0, "dtype");
+    specd_ipc_view wrong = view(3, SPECD_IPC_F32); /* rows are not k + 1 */
+    refused(&q, &wrong, draft, 4, 0, 0, "shape");
+    specd_seq far = seq(SPECD_ACCEPT_GREEDY);
+    far.n = UINT32_MAX - 3;
+    refused(&far, &v, draft, 4, 0, 0, "2^32");
+    /* a draft token past the vocabulary is a malformed request, not a missing feature */
+    uint32_t bad[4] = {1, 2, V, 4};
+    specd_cuda_verify_seq s;
+    specd_error err;
+    assert_int_equal(specd_verifier_device_plan(&q, 3, &v, V, bad, 4, 0, 0, &s, &err),
+                     SPECD_E_FORMAT);
+}
+
+static void test_plan_keys_like_the_engine(void **state) {
+    (void)state;
+    uint32_t draft[3] = {7, 8, 9};
+    specd_seq q = seq(SPECD_ACCEPT_GREEDY);
+    specd_ipc_view v = view(3, SPECD_IPC_F16);
+    specd_cuda_verify_seq s;
+    specd_error err;
+    assert_int_equal(
+        specd_verifier_device_plan(&q, 0x100000005ull, &v, V, draft, 3, 0, 0, &s, &err), SPECD_OK);
+    assert_int_equal(s.rule, SPECD_CUDA_VERIFY_GREEDY);
+    assert_int_equal(s.k, 3);
+    assert_int_equal(s.sequence, 5); /* the low 32 bits, as the CPU engine's key */
+    assert_true(s.seed == q.seed);
+    assert_true(s.top_p == 1.0f && s.top_k == 40 && s.min_p == q.min_p);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(s.draft[i], (int)draft[i]);
+    for (int i = 0; i <= 3; i++) {
+        assert_int_equal(s.row[i], i);
+        assert_int_equal(s.pos[i], 17 + i);
+    }
+    specd_seq c = seq(SPECD_ACCEPT_COUPLED);
+    assert_int_equal(specd_verifier_device_plan(&c, 1, &v, V, draft, 3, 0, 0, &s, &err), SPECD_OK);
+    assert_int_equal(s.rule, SPECD_CUDA_VERIFY_COUPLED);
+    assert_true(s.temperature == 0.8f);
+}
+
+static void test_open_says_why(void **state) {
+    (void)state;
+    specd_verifier_device *d = NULL;
+    specd_error err;
+    /* no machine has this many devices */
+    assert_int_equal(specd_verifier_device_open(4096, &d, &err), SPECD_E_UNSUPPORTED);
+    assert_null(d);
+    assert_non_null(strstr(err.message, "--device cuda:4096"));
+    printf("open on a missing device: %s\n", err.message);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_plan_keys_like_the_engine),
+        cmocka_unit_test(test_open_says_why),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,188 @@
+/* The device path of specd-verifier (verifier/daemon/verifier_device.h). */
+#include "verifier/daemon/verifier_device.h"
+
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "common/status_internal.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/cudart.h"
+
+_Static_assert((int)SPECD_IPC_F32 == SPECD_CUDA_LOGITS_F32 &&
+                   (int)SPECD_IPC_F16 == SPECD_CUDA_LOGITS_F16 &&
+                   (int)SPECD_IPC_BF16 == SPECD_CUDA_LOGITS_BF16,
+               "wire dtypes are the kernel's logits types");
+
+struct specd_verifier_device {
+    const specd_cuda_kernels *k;
+    const specd_cudart *rt;
+    int device;
+    void *out;     /* device: one specd_cuda_verify_out */
+    void *scratch; /* device: specd_cuda_verify_scratch_bytes(1) */
+    size_t scratch_bytes;
+    uint64_t steps;
+};
+
+void specd_verifier_device_close(specd_verifier_device *d) {
+    if (!d) return;
+    if (d->rt) {
+        d->rt->set_device(d->device);
+        if (d->out) d->rt->free(d->out);
+        if (d->scratch) d->rt->free(d->scratch);
+    }
+    specd_free(d);
+}
+
+specd_status specd_verifier_device_open(int device, specd_verifier_device **out, specd_error *err) {
+    specd_verifier_device *d = specd_alloc_array(1, sizeof *d);
+    if (!d) return specd_fail(err, SPECD_E_NOMEM, "verifier: out of memory");
+    d->device = device;
+    specd_error e;
+    specd_status st = SPECD_OK;
+    int n = 0;
+    if (!(d->k = specd_cuda_kernels_get(&e)))
+        st = specd_fail(err, SPECD_E_UNSUPPORTED, "--device cuda:%d: %s", device, e.message);
+    else if (d->k->struct_size < offsetof(specd_cuda_kernels, verify) + sizeof d->k->verify ||
+             !d->k->verify)
+        st = specd_fail(err, SPECD_E_UNSUPPORTED,
+                        "--device cuda:%d: the kernel library predates the verify kernel", device);
+    else if (!(d->rt = specd_cudart_get(&e)))
+        st = specd_fail(err, SPECD_E_UNSUPPORTED, "--device cuda:%d: %s", device, e.message);
+    else if ((n = specd_cuda_device_count()) <= device)
+        st = specd_fail(err, SPECD_E_UNSUPPORTED, "--device cuda:%d: %d CUDA device(s) found",
+                        device, n);
+    if (st == SPECD_OK) {
+        d->scratch_bytes = specd_cuda_verify_scratch_bytes(1);
+        int rc = d->rt->set_device(device);
+        if (rc == SPECD_CUDA_SUCCESS) rc = d->rt->malloc(&d->out, sizeof(specd_cuda_verify_out));
+        if (rc == SPECD_CUDA_SUCCESS) rc = d->rt->malloc(&d->scratch, d->scratch_bytes);
+        if (rc != SPECD_CUDA_SUCCESS)
+            st = specd_fail(err, SPECD_E_IO, "--device cuda:%d: %s", device,
+                            d->rt->get_error_string(rc));
+    }
+    if (st != SPECD_OK) {
+        specd_verifier_device_close(d);
+        return st;
+    }
+    *out = d;
+    return SPECD_OK;
+}
+
+specd_status specd_verifier_device_plan(const specd_seq *q, uint64_t seq_id,
+                                        const specd_ipc_view *logits, uint32_t vocab,
+                                        const uint32_t *draft, size_t k, int tree, int has_q,
+                                        specd_cuda_verify_seq *s, specd_error *err) {
+    const char *no = NULL;
+    if (tree)
+        no = "draft trees";
+    else if (has_q || q->rule == SPECD_ACCEPT_REJECTION)
+        no = "rejection sampling (draft distributions)";
+    else if (q->rule != SPECD_ACCEPT_GREEDY && q->rule != SPECD_ACCEPT_COUPLED)
+        no = "this acceptance rule";
+    else if (q->top_p != 1.0f)
+        no = "top-p";
+    else if (k == 0 || k > SPECD_CUDA_VERIFY_MAX_K)
+        no = "this many drafts (1..32 are)";
+    else if (logits->dtype != SPECD_IPC_F32 && logits->dtype != SPECD_IPC_F16 &&
+             logits->dtype != SPECD_IPC_BF16)
+        no = "logits of this dtype (f32, f16 and bf16 are)";
+    else if (logits->rank != 2 || logits->shape[0] != k + 1 || logits->shape[1] != vocab ||
+             vocab > INT32_MAX)
+        no = "logits of this shape";
+    else if (!isfinite(q->temperature) || q->temperature < 0.0f || q->min_p < 0.0f ||
+             q->min_p >= 1.0f || q->top_k > INT32_MAX)
+        no = "these sampling parameters";
+    else if (q->n > UINT32_MAX - SPECD_CUDA_VERIFY_MAX_SLOTS)
+        no = "positions past 2^32";
+    if (no)
+        return specd_fail(err, SPECD_E_UNSUPPORTED,
+                          "verify on the device: the device kernel does not take %s; verify "
+                          "this step in-process",
+                          no);
+    memset(s, 0, sizeof *s);
+    s->rule = q->rule == SPECD_ACCEPT_GREEDY ? SPECD_CUDA_VERIFY_GREEDY : SPECD_CUDA_VERIFY_COUPLED;
+    s->temperature = q->temperature;
+    s->top_k = (int32_t)q->top_k;
+    s->top_p = 1.0f;
+    s->min_p = q->min_p;
+    s->seed = q->seed;
+    s->sequence = (uint32_t)seq_id;
+    s->k = (int32_t)k;
+    for (size_t i = 0; i < k; i++) {
+        if (draft[i] >= vocab)
+            return specd_fail(err, SPECD_E_FORMAT, "verify: draft token %zu = %u >= vocab %u", i,
+                              draft[i], vocab);
+        s->draft[i] = (int32_t)draft[i];
+    }
+    for (size_t i = 0; i <= k; i++) {
+        s->row[i] = (int32_t)i;
+        s->pos[i] = (uint32_t)q->n + (uint32_t)i;
+    }
+    return SPECD_OK;
+}
+
+/* The dtype's lowest finite value: entries at or below it are masks (session/spec_logits.h). */
+static float lowest(specd_ipc_dtype dtype) {
+    if (dtype == SPECD_IPC_F16) return -65504.0f;
+    if (dtype == SPECD_IPC_BF16) {
+        uint32_t bits = 0xff7fu << 16;
+        float f;
+        memcpy(&f, &bits, sizeof f);
+        return f;
+    }
+    return -FLT_MAX;
+}
+
+specd_status specd_verifier_device_chain(specd_verifier_device *d, const specd_cuda_verify_seq *s,
+                                         const specd_ipc_view *logits, uint32_t vocab,
+                                         int32_t *tokens, int32_t *n_emitted, int32_t *n_accepted,
+                                         specd_error *err) {
+    if (!logits->on_device)
+        return specd_fail(err, SPECD_E_INTERNAL, "verify on the device: logits in host memory");
+    /* specd_ipc_dtype and the kernel's logits types share their values */
+    specd_cuda_verify_args a = {.logits = logits->data,
+                                .dtype = (int32_t)logits->dtype,
+                                .row_stride = (int64_t)vocab,
+                                .n_rows = s->k + 1,
+                                .n_vocab = (int32_t)vocab,
+                                .mask_at = lowest(logits->dtype),
+                                .n_seqs = 1,
+                                .seqs = s,
+                                .out = d->out,
+                                .scratch = d->scratch,
+                                .scratch_bytes = d->scratch_bytes};
+    /* the legacy default stream: the one the buffer table made wait on the owner's event */
+    int rc = d->k->verify(&a, NULL);
+    if (rc == SPECD_CUDA_E_ARGUMENT)
+        return specd_fail(err, SPECD_E_UNSUPPORTED, "verify on the device: %s",
+                          d->k->last_refusal ? d->k->last_refusal() : "refused by the kernel");
+    specd_cuda_verify_out o;
+    if (rc == SPECD_CUDA_SUCCESS)
+        rc = d->rt->memcpy(&o, d->out, sizeof o, SPECD_CUDA_MEMCPY_DEVICE_TO_HOST);
+    if (rc != SPECD_CUDA_SUCCESS) {
+        (void)d->rt->get_last_error();
+        return specd_fail(err, SPECD_E_IO, "verify on CUDA device %d failed: %s", d->device,
+                          d->rt->get_error_string(rc));
+    }
+    if (o.status != SPECD_CUDA_VERIFY_OK)
+        return specd_fail(err, SPECD_E_NUMERIC,
+                          "verify on the device: logits row %d holds NaN or +inf, masks every "
+                          "token or overflows under the transform",
+                          (int)o.bad_row);
+    if (o.n_accepted < 0 || o.n_accepted > s->k || o.n_emitted != o.n_accepted + 1)
+        return specd_fail(err, SPECD_E_INTERNAL,
+                          "verify on the device: %d of %d accepted, %d "
+                          "emitted",
+                          (int)o.n_accepted, (int)s->k, (int)o.n_emitted);
+    memcpy(tokens, o.tokens, (size_t)o.n_emitted * sizeof *tokens);
+    *n_emitted = o.n_emitted;
+    *n_accepted = o.n_accepted;
+    d->steps++;
+    return SPECD_OK;
+}
+
+uint64_t specd_verifier_device_steps(const specd_verifier_device *d) {
+    return d ? d->steps : 0;
+}

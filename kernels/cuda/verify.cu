@@ -26,6 +26,7 @@ enum { F_BAD = 1, F_MASKED = 2, F_PREP = 4, F_BADQ = 8 };
 /* Top-p orders its candidates in chunks of at most CAP tokens; the inverse CDF sums blocks of
  * 64 tokens CB blocks at a time. */
 enum { CAP = 1024, CB = 1024, MAXK = SPECD_CUDA_VERIFY_MAX_K };
+static_assert(CB >= CAP, "top-p keeps a chunk's e values in the block-sum buffer");
 /* Scratch words of a slot. */
 enum { W_TOKEN, W_FLAGS, W_ZMAX, W_THRESH, W_THR_Z, W_THR_I, W_SUM };
 /* Philox purposes (specd_rng_purpose, include/specd/sampling.h). */
@@ -355,11 +356,15 @@ static __device__ void top_p_cut(smem &m, const row_view &rv, int32_t n, float t
                 }
                 __syncthreads();
             }
+        /* e of the sorted chunk in parallel; the running sum itself is sequential */
+        for (int32_t j = tid; j < cn; j += VT)
+            m.sb[j] = specd_dev_fast_exp_neg(__fsub_rn(zkey_float(m.ckey[j]), zmax));
+        __syncthreads();
         if (tid == 0) {
             float cum = m.f[0];
             int32_t hit = -1;
             for (int32_t j = 0; j < cn; j++) {
-                cum = __fadd_rn(cum, specd_dev_fast_exp_neg(__fsub_rn(zkey_float(m.ckey[j]), zmax)));
+                cum = __fadd_rn(cum, m.sb[j]);
                 if (cum >= target) {
                     hit = j;
                     break;

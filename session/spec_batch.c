@@ -4,6 +4,7 @@
 
 #include "common/clock.h"
 #include "common/status_internal.h"
+#include "session/spec_device.h"
 #include "session/spec_internal.h"
 
 #include <string.h>
@@ -102,6 +103,7 @@ specd_status specd_spec_batch_verify_hidden(specd_spec *spec, const specd_logits
                           last->row_offset + last->layout.n_rows, logits->n_rows);
     specd_status first = SPECD_OK;
     int32_t n_failed = 0;
+    specd_spec_device_verify_batch(spec, logits); /* CUDA logits: one launch for the batch */
     for (int32_t i = 0; i < n; i++) {
         const specd_batch_seq *b = &spec->batch[i];
         spec_seq *q = &spec->seqs[b->seq];
@@ -123,6 +125,7 @@ specd_status specd_spec_batch_verify_hidden(specd_spec *spec, const specd_logits
             }
         }
     }
+    specd_spec_device_verify_batch_end(spec);
     observe_batch(spec);
     *out = (specd_batch_result){.n_seqs = n, .seq = spec->batch_ids,
                                 .outcome = spec->batch_out, .status = spec->batch_status,

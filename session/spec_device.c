@@ -1,4 +1,4 @@
-/* Device verification of a step from CUDA logits (session/spec_device.h). */
+/* Device verification of steps from CUDA logits (session/spec_device.h). */
 #include "session/spec_device.h"
 
 #include <stdatomic.h>
@@ -11,26 +11,92 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/cudart.h"
 
+/* A step the batch's launch decided, until its sequence takes it. */
+typedef struct pending_step {
+    const spec_seq *q;
+    uint64_t step_gen;
+    int32_t row0;
+    int32_t out; /* index into host_out */
+} pending_step;
+
 struct specd_device_verify {
     const specd_cuda_kernels *k;
     const specd_cudart *rt;
-    void *out;     /* device: one specd_cuda_verify_out */
-    void *scratch; /* device: specd_cuda_verify_scratch_bytes(1) */
+    int32_t cap_seqs;  /* sequences the buffers below hold */
+    void *out;         /* device: cap_seqs specd_cuda_verify_out */
+    void *scratch;     /* device: specd_cuda_verify_scratch_bytes(cap_seqs) */
+    float *q;          /* device: cap_q floats of q rows, or NULL */
+    size_t cap_q;
+    specd_cuda_verify_seq *seqs;      /* host: cap_seqs */
+    specd_cuda_verify_out *host_out;  /* host: cap_seqs */
+    pending_step *pending;            /* host: cap_seqs */
+    int32_t n_pending;
     int unavailable;
 };
 
-static atomic_uint_fast64_t n_device_steps;
+static atomic_uint_fast64_t n_device_steps, n_device_launches;
 static atomic_int warned_unavailable;
 
 uint64_t specd_device_verify_count(void) { return (uint64_t)atomic_load(&n_device_steps); }
+uint64_t specd_device_verify_launches(void) { return (uint64_t)atomic_load(&n_device_launches); }
 
-void specd_device_verify_free(specd_device_verify *d) {
-    if (!d) return;
+static void free_buffers(specd_device_verify *d) {
     if (d->rt) {
         if (d->out) d->rt->free(d->out);
         if (d->scratch) d->rt->free(d->scratch);
+        if (d->q) d->rt->free(d->q);
     }
+    d->out = d->scratch = NULL;
+    d->q = NULL;
+    d->cap_q = 0;
+    specd_free(d->seqs);
+    specd_free(d->host_out);
+    specd_free(d->pending);
+    d->seqs = NULL;
+    d->host_out = NULL;
+    d->pending = NULL;
+    d->cap_seqs = 0;
+    d->n_pending = 0;
+}
+
+void specd_device_verify_free(specd_device_verify *d) {
+    if (!d) return;
+    free_buffers(d);
     specd_free(d);
+}
+
+/* Buffers for n sequences (grown, never shrunk); 0 when memory runs out. */
+static int reserve_seqs(specd_device_verify *d, int32_t n) {
+    if (n <= d->cap_seqs) return 1;
+    free_buffers(d);
+    size_t sb = specd_cuda_verify_scratch_bytes(n);
+    d->seqs = specd_alloc_array((size_t)n, sizeof *d->seqs);
+    d->host_out = specd_alloc_array((size_t)n, sizeof *d->host_out);
+    d->pending = specd_alloc_array((size_t)n, sizeof *d->pending);
+    if (!sb || !d->seqs || !d->host_out || !d->pending ||
+        d->rt->malloc(&d->out, (size_t)n * sizeof(specd_cuda_verify_out)) != SPECD_CUDA_SUCCESS ||
+        d->rt->malloc(&d->scratch, sb) != SPECD_CUDA_SUCCESS) {
+        (void)d->rt->get_last_error();
+        free_buffers(d);
+        return 0;
+    }
+    d->cap_seqs = n;
+    return 1;
+}
+
+static int reserve_q(specd_device_verify *d, size_t floats) {
+    if (floats <= d->cap_q) return 1;
+    if (d->q) d->rt->free(d->q);
+    d->q = NULL;
+    d->cap_q = 0;
+    void *p = NULL;
+    if (d->rt->malloc(&p, floats * sizeof(float)) != SPECD_CUDA_SUCCESS) {
+        (void)d->rt->get_last_error();
+        return 0;
+    }
+    d->q = p;
+    d->cap_q = floats;
+    return 1;
 }
 
 /* The kernel library and buffers, or d->unavailable with the reason said once per process. */
@@ -45,12 +111,8 @@ static void open_device(specd_device_verify *d) {
         why = "the kernel library predates the verify kernel";
     else if (!(d->rt = specd_cudart_get(&e)))
         why = e.message;
-    else if (d->rt->malloc(&d->out, sizeof(specd_cuda_verify_out)) != SPECD_CUDA_SUCCESS ||
-             d->rt->malloc(&d->scratch, specd_cuda_verify_scratch_bytes(1)) !=
-                 SPECD_CUDA_SUCCESS) {
-        (void)d->rt->get_last_error();
+    else if (!reserve_seqs(d, 1))
         why = "no device memory for its buffers";
-    }
     if (!why) return;
     d->unavailable = 1;
     if (!atomic_exchange(&warned_unavailable, 1))
@@ -59,16 +121,158 @@ static void open_device(specd_device_verify *d) {
                   "verify kernel is unavailable (%s) (said once per process)", why);
 }
 
+static specd_device_verify *device_of(specd_device_verify **dev, specd_error *err) {
+    if (!*dev) {
+        *dev = specd_alloc_array(1, sizeof **dev);
+        if (!*dev) {
+            specd_fail(err, SPECD_E_NOMEM, "spec: device verify state");
+            return NULL;
+        }
+        open_device(*dev);
+    }
+    return *dev;
+}
+
 static int eligible(const spec_seq *q, const specd_logits *lg) {
     if (lg->device != SPECD_DEVICE_CUDA) return 0;
-    if (!(q->ops->propose || q->plain_step) || q->tree || q->has_q) return 0;
-    if (q->rule != SPECD_ACCEPT_GREEDY && q->rule != SPECD_ACCEPT_COUPLED) return 0;
-    if (q->sampling.top_p != 1.0f || q->sampling.n_bias != 0) return 0;
+    if (!(q->ops->propose || q->plain_step)) return 0;
+    if (q->rule != SPECD_ACCEPT_GREEDY && q->rule != SPECD_ACCEPT_COUPLED &&
+        q->rule != SPECD_ACCEPT_REJECTION)
+        return 0;
+    /* the device path reports no lossy steps; the engine checks q under every rule, the
+     * kernel only under REJECTION (q is not needed elsewhere) */
+    if (q->tau != 0.0f || (q->has_q && q->rule != SPECD_ACCEPT_REJECTION)) return 0;
+    if (q->sampling.n_bias != 0) return 0;
     if (q->n_draft > SPECD_CUDA_VERIFY_MAX_K || q->n_step_rows != q->n_draft + 1) return 0;
+    if (q->tree && q->n_draft < 1) return 0;
     for (int32_t r = 0; r < q->n_step_rows; r++)
         if (q->step_gated[r]) return 0;
     const char *force = getenv("SPECD_CUDA_VERIFY");
     return !(force && strcmp(force, "host") == 0);
+}
+
+/* q's step as the kernel's sequence, or 0 when it is not one for the device. qdev: where its q
+ * rows go on the device (n_draft rows of n_vocab), used when it has them. */
+static int describe(const spec_seq *q, int32_t n_vocab, const specd_logits *lg, int32_t row0,
+                    float *qdev, specd_cuda_verify_seq *s) {
+    if (!lg || !lg->data || !eligible(q, lg)) return 0;
+    if (lg->dtype != SPECD_DTYPE_F32 && lg->dtype != SPECD_DTYPE_F16 &&
+        lg->dtype != SPECD_DTYPE_BF16)
+        return 0; /* the copy path refuses it with its message */
+    if (lg->row_stride < n_vocab || row0 < 0 || (int64_t)row0 + q->n_step_rows > lg->n_rows)
+        return 0;
+    memset(s, 0, sizeof *s);
+    s->rule = q->rule == SPECD_ACCEPT_GREEDY     ? SPECD_CUDA_VERIFY_GREEDY
+              : q->rule == SPECD_ACCEPT_COUPLED ? SPECD_CUDA_VERIFY_COUPLED
+                                                : SPECD_CUDA_VERIFY_REJECTION;
+    s->temperature = q->sampling.temperature;
+    s->top_k = q->sampling.top_k;
+    s->top_p = q->sampling.top_p;
+    s->min_p = q->sampling.min_p;
+    s->seed = q->key.seed;
+    s->sequence = q->key.sequence;
+    s->k = q->n_draft;
+    s->tree = q->tree ? 1 : 0;
+    for (int32_t i = 0; i < q->n_draft; i++) {
+        s->draft[i] = q->draft[i];
+        s->parent[i] = q->tree ? q->tree_parent[i] : 0;
+    }
+    /* slot i scores the position after node i - 1: the engine keys it at n_history + its depth */
+    for (int32_t i = 0; i <= q->n_draft; i++) {
+        uint32_t depth = 0;
+        if (q->tree)
+            for (int32_t v = i - 1; v >= 0; v = q->tree_parent[v]) depth++;
+        else
+            depth = (uint32_t)i;
+        s->row[i] = row0 + i;
+        s->pos[i] = (uint32_t)q->n_history + depth;
+    }
+    if (q->has_q && q->n_draft > 0) {
+        s->draft_probs = qdev;
+        s->q_stride = n_vocab;
+    }
+    return 1;
+}
+
+static int q_rows(const spec_seq *q) { return q->has_q ? q->n_draft : 0; }
+
+/* Launches the described sequences; SPECD_CUDA_OK with their outcomes in d->host_out. */
+static int launch(specd_device_verify *d, const specd_logits *lg, int32_t n_vocab, int32_t n) {
+    specd_cuda_verify_args a = {.logits = lg->data, .dtype = (int32_t)lg->dtype,
+                                .row_stride = lg->row_stride, .n_rows = lg->n_rows,
+                                .n_vocab = n_vocab, .mask_at = specd_dtype_lowest(lg->dtype),
+                                .n_seqs = n, .seqs = d->seqs, .out = d->out,
+                                .scratch = d->scratch,
+                                .scratch_bytes = specd_cuda_verify_scratch_bytes(d->cap_seqs)};
+    int rc = d->k->verify(&a, NULL);
+    if (rc == SPECD_CUDA_OK)
+        rc = d->rt->memcpy(d->host_out, d->out, (size_t)n * sizeof *d->host_out,
+                           SPECD_CUDA_MEMCPY_DEVICE_TO_HOST);
+    if (rc == SPECD_CUDA_OK) atomic_fetch_add(&n_device_launches, 1);
+    return rc;
+}
+
+/* Copies q's q rows to the device at qdev. */
+static int put_q(specd_device_verify *d, const spec_seq *q, int32_t n_vocab, float *qdev) {
+    if (!q_rows(q)) return SPECD_CUDA_OK;
+    return d->rt->memcpy(qdev, q->q, (size_t)q_rows(q) * (size_t)n_vocab * sizeof(float),
+                         SPECD_CUDA_MEMCPY_HOST_TO_DEVICE);
+}
+
+/* A decided step into q's arrays. */
+static int take(spec_seq *q, const specd_cuda_verify_out *o, int32_t *n_emitted,
+                int32_t *n_accepted) {
+    if (o->status != SPECD_CUDA_VERIFY_OK) return 0; /* the copy path says what is wrong */
+    memcpy(q->emitted, o->tokens, (size_t)o->n_emitted * sizeof *q->emitted);
+    if (q->tree) memcpy(q->tree_path, o->path, (size_t)o->n_accepted * sizeof *q->tree_path);
+    *n_emitted = o->n_emitted;
+    *n_accepted = o->n_accepted;
+    atomic_fetch_add(&n_device_steps, 1);
+    return 1;
+}
+
+void specd_spec_device_verify_batch(specd_spec *spec, const specd_logits *lg) {
+    if (!spec->device) {
+        if (!lg || lg->device != SPECD_DEVICE_CUDA) return;
+        if (!device_of(&spec->device, NULL)) return;
+    }
+    specd_device_verify *d = spec->device;
+    d->n_pending = 0;
+    if (d->unavailable || !lg || !lg->data || lg->device != SPECD_DEVICE_CUDA || spec->rv) return;
+    const int32_t n_vocab = spec->params.n_vocab;
+    if (!reserve_seqs(d, spec->n_batch)) return;
+    /* the batch's q rows, one region per sequence that has them */
+    size_t q_floats = 0;
+    for (int32_t i = 0; i < spec->n_batch; i++)
+        q_floats += (size_t)q_rows(&spec->seqs[spec->batch[i].seq]) * (size_t)n_vocab;
+    if (q_floats && !reserve_q(d, q_floats)) return;
+    int32_t n = 0;
+    size_t q_at = 0;
+    for (int32_t i = 0; i < spec->n_batch; i++) {
+        const specd_batch_seq *b = &spec->batch[i];
+        const spec_seq *q = &spec->seqs[b->seq];
+        if (!q->open || !q->laid_out || q->step_gen != spec->batch_gen[i] || q->n_step_rows < 1)
+            continue;
+        float *qdev = d->q ? d->q + q_at : NULL;
+        if (!describe(q, n_vocab, lg, b->row_offset, qdev, &d->seqs[n])) continue;
+        if (put_q(d, q, n_vocab, qdev) != SPECD_CUDA_OK) {
+            (void)d->rt->get_last_error();
+            return;
+        }
+        q_at += (size_t)q_rows(q) * (size_t)n_vocab;
+        d->pending[n] = (pending_step){q, q->step_gen, b->row_offset, n};
+        n++;
+    }
+    if (n == 0) return;
+    if (launch(d, lg, n_vocab, n) != SPECD_CUDA_OK) {
+        (void)d->rt->get_last_error(); /* each sequence's own launch reports it */
+        return;
+    }
+    d->n_pending = n;
+}
+
+void specd_spec_device_verify_batch_end(specd_spec *spec) {
+    if (spec->device) spec->device->n_pending = 0;
 }
 
 specd_status specd_spec_device_verify(specd_device_verify **dev, spec_seq *q, int32_t n_vocab,
@@ -76,55 +280,37 @@ specd_status specd_spec_device_verify(specd_device_verify **dev, spec_seq *q, in
                                       int32_t *n_emitted, int32_t *n_accepted,
                                       specd_error *err) {
     *done = 0;
-    if (!lg || !lg->data || !eligible(q, lg)) return SPECD_OK;
-    if (lg->dtype != SPECD_DTYPE_F32 && lg->dtype != SPECD_DTYPE_F16 &&
-        lg->dtype != SPECD_DTYPE_BF16)
-        return SPECD_OK; /* the copy path refuses it with its message */
-    if (lg->row_stride < n_vocab || row0 < 0 || (int64_t)row0 + q->n_step_rows > lg->n_rows)
-        return SPECD_OK;
-    if (!*dev) {
-        *dev = specd_alloc_array(1, sizeof **dev);
-        if (!*dev) return specd_fail(err, SPECD_E_NOMEM, "spec: device verify state");
-        open_device(*dev);
-    }
+    if (!lg || !lg->data || lg->device != SPECD_DEVICE_CUDA) return SPECD_OK;
     specd_device_verify *d = *dev;
-    if (d->unavailable) return SPECD_OK;
-
+    if (d) /* decided by the batch's launch */
+        for (int32_t i = 0; i < d->n_pending; i++) {
+            pending_step *p = &d->pending[i];
+            if (p->q != q || p->step_gen != q->step_gen || p->row0 != row0) continue;
+            p->q = NULL; /* taken */
+            *done = take(q, &d->host_out[p->out], n_emitted, n_accepted);
+            return SPECD_OK;
+        }
     specd_cuda_verify_seq s;
-    memset(&s, 0, sizeof s);
-    s.rule = q->rule == SPECD_ACCEPT_GREEDY ? SPECD_CUDA_VERIFY_GREEDY : SPECD_CUDA_VERIFY_COUPLED;
-    s.temperature = q->sampling.temperature;
-    s.top_k = q->sampling.top_k;
-    s.top_p = 1.0f;
-    s.min_p = q->sampling.min_p;
-    s.seed = q->key.seed;
-    s.sequence = q->key.sequence;
-    s.k = q->n_draft;
-    for (int32_t i = 0; i < q->n_draft; i++) s.draft[i] = q->draft[i];
-    for (int32_t i = 0; i <= q->n_draft; i++) {
-        s.row[i] = row0 + i;
-        s.pos[i] = (uint32_t)q->n_history + (uint32_t)i;
+    if (!describe(q, n_vocab, lg, row0, NULL, &s)) return SPECD_OK;
+    if (!(d = device_of(dev, err))) return SPECD_E_NOMEM;
+    if (d->unavailable) return SPECD_OK;
+    d->n_pending = 0; /* the batch's buffers are reused below */
+    int rc = SPECD_CUDA_OK;
+    if (q_rows(q)) {
+        if (!reserve_q(d, (size_t)q_rows(q) * (size_t)n_vocab))
+            return specd_fail(err, SPECD_E_INVALID_ARG, "spec: sequence %d: no device memory "
+                              "for its q rows", (int)q->id);
+        s.draft_probs = d->q;
+        rc = put_q(d, q, n_vocab, d->q);
     }
-    specd_cuda_verify_args a = {.logits = lg->data, .dtype = (int32_t)lg->dtype,
-                                .row_stride = lg->row_stride, .n_rows = lg->n_rows,
-                                .n_vocab = n_vocab, .mask_at = specd_dtype_lowest(lg->dtype),
-                                .n_seqs = 1, .seqs = &s, .out = d->out, .scratch = d->scratch,
-                                .scratch_bytes = specd_cuda_verify_scratch_bytes(1)};
-    int rc = d->k->verify(&a, NULL);
+    d->seqs[0] = s;
+    if (rc == SPECD_CUDA_OK) rc = launch(d, lg, n_vocab, 1);
     if (rc == SPECD_CUDA_E_ARGUMENT) return SPECD_OK; /* not a step for the device after all */
-    specd_cuda_verify_out o;
-    if (rc == SPECD_CUDA_OK)
-        rc = d->rt->memcpy(&o, d->out, sizeof o, SPECD_CUDA_MEMCPY_DEVICE_TO_HOST);
     if (rc != SPECD_CUDA_OK) {
         (void)d->rt->get_last_error();
         return specd_fail(err, SPECD_E_INVALID_ARG, "spec: sequence %d: verifying on the CUDA "
                           "device failed: %s", (int)q->id, d->rt->get_error_string(rc));
     }
-    if (o.status != SPECD_CUDA_VERIFY_OK) return SPECD_OK; /* the copy path says what is wrong */
-    memcpy(q->emitted, o.tokens, (size_t)o.n_emitted * sizeof *q->emitted);
-    *n_emitted = o.n_emitted;
-    *n_accepted = o.n_accepted;
-    *done = 1;
-    atomic_fetch_add(&n_device_steps, 1);
+    *done = take(q, &d->host_out[0], n_emitted, n_accepted);
     return SPECD_OK;
 }

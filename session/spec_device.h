@@ -1,11 +1,16 @@
-/* Verification of a sequence's step on the CUDA device its logits live on (kernels/cuda/verify.cu
- * through the kernel library's table), without copying the logits block to the host. Only steps
- * whose decisions the kernel makes bit for bit as the host path would take it: a drafter chain
- * or a plain step (no tree, no q, no remote verifier), rule GREEDY or COUPLED, no top-p, no logit
- * bias, no LoRA-gated rows, at most SPECD_CUDA_VERIFY_MAX_K drafts. Everything else, a machine
- * whose kernel library does not load (said once per process), and a step with a bad row (whose
- * readable error the host path gives) go through the copy path (session/spec_logits.c).
- * SPECD_CUDA_VERIFY=host in the environment forces the copy path. */
+/* Verification of sequences' steps on the CUDA device their logits live on
+ * (kernels/cuda/verify.cu through the kernel library's table), without copying the logits block to
+ * the host. Only steps whose decisions the kernel makes bit for bit as the host path would take
+ * them: a drafter chain or tree or a plain step (no remote verifier), rule GREEDY, COUPLED or
+ * REJECTION (exact: tau 0; q rows, when the drafter gives them, are copied to the device), top-k,
+ * top-p and min-p, no logit bias, no LoRA-gated rows, at most SPECD_CUDA_VERIFY_MAX_K drafts.
+ * Everything else, a machine whose kernel library does not load (said once per process), and a
+ * step with a bad row or q (whose readable error the host path gives) go through the copy path
+ * (session/spec_logits.c). SPECD_CUDA_VERIFY=host in the environment forces the copy path.
+ *
+ * A batch (specd/spec_batch.h) is decided in one launch: specd_spec_device_verify_batch, before
+ * the batch's sequences are verified one by one, verifies every eligible one together, and each
+ * sequence's specd_spec_device_verify then takes its decision from there. */
 #ifndef SPECD_SESSION_SPEC_DEVICE_H
 #define SPECD_SESSION_SPEC_DEVICE_H
 
@@ -15,16 +20,27 @@
 
 typedef struct specd_device_verify specd_device_verify;
 
-/* Tries q's laid-out step (rows [row0, row0 + q->n_step_rows) of lg) on the device. *done = 1:
- * decided there, q->emitted holds *n_emitted tokens, *n_accepted drafts accepted. *done = 0: the
- * caller takes the copy path. A CUDA failure is an error (SPECD_E_INVALID_ARG naming it).
- * *dev is created on first use and freed by specd_device_verify_free. */
+/* Tries q's laid-out step (rows [row0, row0 + q->n_step_rows) of lg) on the device: the batch's
+ * decision when specd_spec_device_verify_batch made one for this step, else a launch of its own.
+ * *done = 1: decided there, q->emitted holds *n_emitted tokens, *n_accepted drafts accepted (a
+ * tree's path in q->tree_path). *done = 0: the caller takes the copy path. A CUDA failure is an
+ * error (SPECD_E_INVALID_ARG naming it). *dev is created on first use and freed by
+ * specd_device_verify_free. */
 specd_status specd_spec_device_verify(specd_device_verify **dev, spec_seq *q, int32_t n_vocab,
                                       const specd_logits *lg, int32_t row0, int *done,
                                       int32_t *n_emitted, int32_t *n_accepted, specd_error *err);
 void specd_device_verify_free(specd_device_verify *dev);
 
-/* Steps decided on the device so far in this process (tests assert the path was taken). */
+/* One launch for every eligible sequence of spec's laid-out batch whose rows lg holds (CUDA
+ * logits, no remote verifier). Nothing fails here: a sequence it could not decide (or any failure,
+ * which its own launch then reports) is left to specd_spec_device_verify.
+ * specd_spec_device_verify_batch_end drops what the batch's sequences did not take. */
+void specd_spec_device_verify_batch(specd_spec *spec, const specd_logits *lg);
+void specd_spec_device_verify_batch_end(specd_spec *spec);
+
+/* Steps decided on the device so far in this process (tests assert the path was taken), and the
+ * launches that decided them (a batch's steps share one). */
 uint64_t specd_device_verify_count(void);
+uint64_t specd_device_verify_launches(void);
 
 #endif

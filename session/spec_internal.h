@@ -18,6 +18,7 @@ typedef struct spec_seq {
     specd_accept *accept;   /* verification under the sequence's rule and transform */
     specd_sampler *sampler; /* plain steps: the same keyed sample the engine uses */
     specd_accept_rule rule;
+    float tau;              /* relaxed acceptance (specd_seq_params.tau), for the device path */
     uint64_t seed;
     uint64_t stream_key;    /* the caller's, or the sequence id */
     specd_sample_key key;   /* seed and sequence words every sampling decision uses */

@@ -352,6 +352,7 @@ specd_status specd_spec_seq_open(specd_spec *spec, int32_t seq, const int32_t *p
     q->ops = ops;
     q->id = seq;
     q->rule = params->rule;
+    q->tau = params->tau;
     q->seed = params->seed;
     q->stream_key = stream;
     q->key = specd_stream_sample_key(params->seed, stream, 0);

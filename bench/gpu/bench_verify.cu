@@ -1,7 +1,10 @@
 /* The device acceptance kernel (kernels/cuda/verify.cu) against its anchors on the same card:
  * a device-to-device cudaMemcpy of the same logits bytes and an empty kernel launch. For 1, 8 and
  * 64 sequences x 9 rows (8 drafts + the bonus row) x 49,152 tokens, f32 and bf16, COUPLED at
- * T = 1 (the Gumbel race over every token) and GREEDY; the median of N runs, each timed with
+ * T = 1 (the Gumbel race over every token), GREEDY, COUPLED with top-p 0.9 (on these flat rows
+ * the cut lies deep in the row: top-p's worst case, a sorted chunk per 1,024 tokens before it) and
+ * REJECTION with q rows on the device (uniform q: drafts mostly rejected, so a residual draw per
+ * sequence); the median of N runs, each timed with
  * cudaEvents around the launcher call (which includes its small host-to-device copy of the
  * sequences and the memset of its arrival counters). Target: COUPLED verify <= 2x the copy at 64
  * sequences. Not a test: without a device it says so and exits 0.
@@ -125,20 +128,34 @@ int main(int argc, char **argv) {
     const float empty = median_us(run_empty, NULL, n_runs);
     printf("device: %s; median of %d runs; vocabulary %d, %d rows per sequence\n", prop.name,
            n_runs, V, SLOTS_PER_SEQ);
-    printf("%-5s %5s %12s %12s %12s %12s %14s %14s\n", "dtype", "seqs", "coupled_us",
-           "greedy_us", "copy_us", "empty_us", "coupled/copy", "greedy/copy");
+    /* q rows for REJECTION: uniform over the vocabulary */
+    float *dq = NULL;
+    {
+        const size_t q_rows = (size_t)MAX_SEQS * (SLOTS_PER_SEQ - 1);
+        float *hq = (float *)malloc(q_rows * V * sizeof(float));
+        for (size_t i = 0; i < q_rows * V; i++) hq[i] = 1.0f / (float)V;
+        if (cudaMalloc((void **)&dq, q_rows * V * sizeof(float))) die("cudaMalloc q", 2);
+        cudaMemcpy(dq, hq, q_rows * V * sizeof(float), cudaMemcpyHostToDevice);
+        free(hq);
+    }
+    enum { N_RULES = 4 };
+    printf("%-5s %5s %12s %12s %12s %12s %12s %12s %14s %14s\n", "dtype", "seqs", "coupled_us",
+           "greedy_us", "top-p0.9_us", "reject_us", "copy_us", "empty_us", "coupled/copy",
+           "reject/copy");
     const int counts[3] = {1, 8, 64};
     for (int dt = 0; dt < 2; dt++) {
         for (int ci = 0; ci < 3; ci++) {
             const int n = counts[ci];
-            float us[2];
-            for (int rule = 0; rule < 2; rule++) {
+            float us[N_RULES];
+            for (int rule = 0; rule < N_RULES; rule++) {
                 for (int i = 0; i < n; i++) {
                     specd_cuda_verify_seq *s = &seqs[i];
                     memset(s, 0, sizeof *s);
-                    s->rule = rule ? SPECD_CUDA_VERIFY_GREEDY : SPECD_CUDA_VERIFY_COUPLED;
+                    s->rule = rule == 1   ? SPECD_CUDA_VERIFY_GREEDY
+                              : rule == 3 ? SPECD_CUDA_VERIFY_REJECTION
+                                          : SPECD_CUDA_VERIFY_COUPLED;
                     s->temperature = 1.0f;
-                    s->top_p = 1.0f;
+                    s->top_p = rule == 2 ? 0.9f : 1.0f;
                     s->seed = 1234;
                     s->sequence = (uint32_t)i;
                     s->k = SLOTS_PER_SEQ - 1;
@@ -146,6 +163,10 @@ int main(int argc, char **argv) {
                         s->row[j] = i * SLOTS_PER_SEQ + j;
                         s->pos[j] = 100u + (uint32_t)j;
                         if (j < s->k) s->draft[j] = (j * 7919) % V;
+                    }
+                    if (rule == 3) {
+                        s->draft_probs = dq + (size_t)i * (SLOTS_PER_SEQ - 1) * V;
+                        s->q_stride = V;
                     }
                 }
                 verify_ctx vc;
@@ -165,10 +186,12 @@ int main(int argc, char **argv) {
             }
             copy_ctx cc = {dst, dt ? d16 : d32, (size_t)n * SLOTS_PER_SEQ * V * (dt ? 2 : 4)};
             const float copy = median_us(run_copy, &cc, n_runs);
-            printf("%-5s %5d %12.1f %12.1f %12.1f %12.1f %14.2f %14.2f\n", dt ? "bf16" : "f32", n,
-                   us[0], us[1], copy, empty, us[0] / copy, us[1] / copy);
+            printf("%-5s %5d %12.1f %12.1f %12.1f %12.1f %12.1f %12.1f %14.2f %14.2f\n",
+                   dt ? "bf16" : "f32", n, us[0], us[1], us[2], us[3], copy, empty, us[0] / copy,
+                   us[3] / copy);
         }
     }
+    cudaFree(dq);
     cudaError_t e = cudaDeviceSynchronize();
     if (e != cudaSuccess) die("synchronize", (int)e);
     cudaFree(d32);

@@ -1,11 +1,14 @@
 /* The acceptance engine on the device (kernels/cuda/verify_plan.h): one launch verifies every
  * sequence of a step from a device logits block. Block (slot, sequence) prepares the slot's key
- * row as verifier/accept/xform.c does (mask, bias, temperature, top-k, min-p) and decides the
- * target's token there: the argmax (GREEDY, T = 0) or the keyed Gumbel-max sample (COUPLED), a
- * race of z + G over the kept tokens with no sort, keyed on the sequence's stream key and the
- * slot's position, never on the block. The last block of a sequence to finish (an arrival
- * counter) walks the chain: drafts accepted while they equal the target's token, then the
- * correction or the bonus token, as specd_accept_chain_keyed does. */
+ * row as verifier/accept/xform.c does (mask, bias, temperature, top-k, top-p, min-p) and decides
+ * the target's token there: the argmax (GREEDY, T = 0) or the keyed Gumbel-max sample (COUPLED),
+ * a race of z + G over the kept tokens with no sort, keyed on the sequence's stream key and the
+ * slot's position, never on the block; under REJECTION it leaves the row's softmax sum instead.
+ * The last block of a sequence to finish (an arrival counter) walks the chain or tree as
+ * verifier/accept/accept.c's verify_walk does: GREEDY / COUPLED drafts accepted while they equal
+ * the target's token; REJECTION's min(1, p / q) tests, residual and bonus draws by the engine's
+ * blocked inverse CDF, the whole block reading the rows again (nothing is materialised: a
+ * residual's weight is recomputed from p and the rejected siblings' q rows). */
 #include <math.h>
 
 #include "kernels/cuda/cuda_common.cuh"
@@ -17,8 +20,41 @@
 #include "kernels/cuda/verify_plan.c"
 
 enum { VT = SPECD_CUDA_VERIFY_THREADS, SLOTS = SPECD_CUDA_VERIFY_MAX_SLOTS };
-/* Slot flags: the row fails the engine's check (before any decision), or its preparation. */
-enum { F_BAD = 1, F_MASKED = 2, F_PREP = 4 };
+/* Slot flags: the row fails the engine's check (before any decision), or its preparation, or
+ * (REJECTION) the q row of the draft / node with the slot's index fails the engine's q check. */
+enum { F_BAD = 1, F_MASKED = 2, F_PREP = 4, F_BADQ = 8 };
+/* Top-p orders its candidates in chunks of at most CAP tokens; the inverse CDF sums blocks of
+ * 64 tokens CB blocks at a time. */
+enum { CAP = 1024, CB = 1024, MAXK = SPECD_CUDA_VERIFY_MAX_K };
+static_assert(CB >= CAP, "top-p keeps a chunk's e values in the block-sum buffer");
+/* Scratch words of a slot. */
+enum { W_TOKEN, W_FLAGS, W_ZMAX, W_THRESH, W_THR_Z, W_THR_I, W_SUM };
+/* Philox purposes (specd_rng_purpose, include/specd/sampling.h). */
+enum { RNG_ACCEPT = 2, RNG_RESIDUAL = 3, RNG_BONUS = 4 };
+
+/* The kernel's shared memory, passed to its helpers. */
+struct smem {
+    float sv[VT];
+    int32_t si[VT];
+    uint32_t hist[VT];
+    int32_t sel[4];
+    float f[4];
+    uint32_t ckey[CAP];
+    int32_t cidx[CAP];
+    float sb[CB];
+    int32_t sib[MAXK];   /* REJECTION: the rejected siblings so far */
+    float rsum[MAXK];    /* and the residual's sum after each */
+    int32_t last;
+};
+
+/* The prepared row of a slot as the engine's specd_xrow has it (what e and p need). */
+struct prepared {
+    float zmax;
+    int thresh;
+    float thr_z;
+    int32_t thr_i;
+    float sum; /* Z (REJECTION rows only) */
+};
 
 /* What a slot's row reads as after the engine's masking and bias, before the temperature. */
 struct row_view {
@@ -74,67 +110,300 @@ static __device__ void reduce_best(float *sv, int32_t *si, float v, int32_t i) {
     }
 }
 
-/* Top-k cut (xform.c apply_top_k): the k-th best finite z in (z descending, index ascending)
- * order, by a radix select on the z keys and then the rank among equal z in index order. */
-static __device__ void top_k_cut(const row_view &rv, int32_t n, float t, int32_t top_k,
-                                 uint32_t *hist, int32_t *sel, float *thr_z, int32_t *thr_i) {
+/* The 256-lane sum of the engine's fixed order (xform.c specd_lane_sum, tree_reduce): thread j
+ * holds lane j, tokens j, j + 256, ... added in order; lanes then fold as acc[j] += acc[j + s]. */
+static __device__ float lane_sum(smem &m, float v) {
+    const int t = threadIdx.x;
+    m.sv[t] = v;
+    __syncthreads();
+    for (int s = VT / 2; s > 0; s /= 2) {
+        if (t < s) m.sv[t] = __fadd_rn(m.sv[t], m.sv[t + s]);
+        __syncthreads();
+    }
+    const float r = m.sv[0];
+    __syncthreads();
+    return r;
+}
+
+static __device__ int32_t block_count(smem &m, int32_t c) {
+    const int t = threadIdx.x;
+    m.si[t] = c;
+    __syncthreads();
+    for (int s = VT / 2; s > 0; s /= 2) {
+        if (t < s) m.si[t] += m.si[t + s];
+        __syncthreads();
+    }
+    const int32_t r = m.si[0];
+    __syncthreads();
+    return r;
+}
+
+/* Which tokens a cut ranks: finite z, and inside an earlier cut when there is one. */
+struct keep_spec {
+    int thresh;
+    float thr_z;
+    int32_t thr_i;
+};
+static __device__ __forceinline__ int above(float z, int32_t x, float thr_z, int32_t thr_i) {
+    return z > thr_z || (z == thr_z && x <= thr_i);
+}
+static __device__ __forceinline__ int kept(const keep_spec &ks, float z, int32_t x) {
+    return z != -INFINITY && (!ks.thresh || above(z, x, ks.thr_z, ks.thr_i));
+}
+
+/* The r-th largest z key (r >= 1, at most their count) among the kept tokens whose key is below
+ * bound, by a radix select of four 8-bit digits. */
+static __device__ uint32_t select_key(smem &m, const row_view &rv, int32_t n, float t,
+                                      const keep_spec &ks, uint64_t bound, int32_t r) {
     const int tid = threadIdx.x;
     uint32_t prefix = 0, pmask = 0;
-    int32_t r = top_k;
     for (int shift = 24; shift >= 0; shift -= 8) {
-        hist[tid] = 0;
+        m.hist[tid] = 0;
         __syncthreads();
         for (int32_t x = tid; x < n; x += VT) {
             const float z = zval(biased(rv, raw_logit(rv, x), x), t, 0);
-            if (z == -INFINITY) continue;
+            if (!kept(ks, z, x)) continue;
             const uint32_t key = zkey(z);
-            if ((key & pmask) == prefix) atomicAdd(&hist[(key >> shift) & 255u], 1u);
+            if ((uint64_t)key < bound && (key & pmask) == prefix)
+                atomicAdd(&m.hist[(key >> shift) & 255u], 1u);
         }
         __syncthreads();
         if (tid == 0) {
             int32_t d = 255;
             for (; d > 0; d--) {
-                if ((uint32_t)r <= hist[d]) break;
-                r -= (int32_t)hist[d];
+                if ((uint32_t)r <= m.hist[d]) break;
+                r -= (int32_t)m.hist[d];
             }
-            sel[0] = d;
-            sel[1] = r;
+            m.sel[0] = d;
+            m.sel[1] = r;
         }
         __syncthreads();
-        prefix |= (uint32_t)sel[0] << shift;
+        prefix |= (uint32_t)m.sel[0] << shift;
         pmask |= 255u << shift;
-        r = sel[1];
+        r = m.sel[1];
         __syncthreads();
     }
-    /* r: rank of the cut among the tokens whose z equals the cut's, in index order */
-    const float cz = zkey_float(prefix);
+    return prefix;
+}
+
+/* The index of the r-th (r >= 1) kept token, in index order, whose z key is key. */
+static __device__ int32_t nth_with_key(smem &m, const row_view &rv, int32_t n, float t,
+                                       const keep_spec &ks, uint32_t key, int32_t r) {
+    const int tid = threadIdx.x;
     const int32_t chunk = (n + VT - 1) / VT;
     const int32_t x0 = tid * chunk, x1 = x0 + chunk < n ? x0 + chunk : n;
     uint32_t c = 0;
-    for (int32_t x = x0; x < x1; x++) c += zval(biased(rv, raw_logit(rv, x), x), t, 0) == cz;
-    hist[tid] = c;
+    for (int32_t x = x0; x < x1; x++) {
+        const float z = zval(biased(rv, raw_logit(rv, x), x), t, 0);
+        c += kept(ks, z, x) && zkey(z) == key;
+    }
+    m.hist[tid] = c;
     __syncthreads();
     if (tid == 0) {
         int32_t cum = 0, owner = 0;
         for (; owner < VT - 1; owner++) {
-            if (cum + (int32_t)hist[owner] >= r) break;
-            cum += (int32_t)hist[owner];
+            if (cum + (int32_t)m.hist[owner] >= r) break;
+            cum += (int32_t)m.hist[owner];
         }
-        sel[0] = owner;
-        sel[1] = r - cum;
+        m.sel[0] = owner;
+        m.sel[1] = r - cum;
     }
     __syncthreads();
-    if (tid == sel[0]) {
-        int32_t want = sel[1], found = x1 - 1;
-        for (int32_t x = x0; x < x1; x++)
-            if (zval(biased(rv, raw_logit(rv, x), x), t, 0) == cz && --want == 0) {
+    if (tid == m.sel[0]) {
+        int32_t want = m.sel[1], found = x1 - 1;
+        for (int32_t x = x0; x < x1; x++) {
+            const float z = zval(biased(rv, raw_logit(rv, x), x), t, 0);
+            if (kept(ks, z, x) && zkey(z) == key && --want == 0) {
                 found = x;
                 break;
             }
-        *thr_i = found;
-        *thr_z = cz;
+        }
+        m.sel[2] = found;
     }
     __syncthreads();
+    const int32_t found = m.sel[2];
+    __syncthreads();
+    return found;
+}
+
+/* Top-k cut (xform.c apply_top_k): the k-th best finite z in (z descending, index ascending)
+ * order, by a radix select on the z keys and then the rank among equal z in index order. */
+static __device__ void top_k_cut(smem &m, const row_view &rv, int32_t n, float t, int32_t top_k,
+                                 prepared *pr) {
+    const keep_spec all = {0, 0.0f, 0};
+    const uint32_t key = select_key(m, rv, n, t, all, (uint64_t)1 << 32, top_k);
+    const int32_t r = m.sel[1]; /* rank of the cut among the tokens of its key */
+    __syncthreads();
+    pr->thresh = 1;
+    pr->thr_z = zkey_float(key);
+    pr->thr_i = nth_with_key(m, rv, n, t, all, key, r);
+}
+
+/* Top-p cut (xform.c apply_top_p): over the tokens the top-k cut kept, Z' = the 256-lane sum of
+ * e = exp(z - zmax), then e added one by one in (z descending, index ascending) order until the
+ * running sum reaches top_p * Z'; that token is the cut. The running sum is the engine's
+ * sequential float sum, so the order is reproduced exactly, but only as far as the crossing and
+ * without sorting the row: the next (up to) CAP tokens below the last chunk's lowest key are
+ * picked by a radix select on the z keys and sorted in shared memory (a run of equal z larger
+ * than CAP is added without sorting: its tokens share e, and the crossing's rank among them is
+ * found in index order). A peaked row crosses in its first chunk. No crossing (rounding): the
+ * top-k cut stands, as in the engine. */
+static __device__ void top_p_cut(smem &m, const row_view &rv, int32_t n, float t, float top_p,
+                                 prepared *pr) {
+    const int tid = threadIdx.x;
+    const keep_spec ks = {pr->thresh, pr->thr_z, pr->thr_i};
+    const float zmax = pr->zmax;
+    float acc = 0.0f;
+    for (int32_t x = tid; x < n; x += VT) {
+        const float z = zval(biased(rv, raw_logit(rv, x), x), t, 0);
+        if (kept(ks, z, x)) acc = __fadd_rn(acc, specd_dev_fast_exp_neg(__fsub_rn(z, zmax)));
+    }
+    const float target = __fmul_rn(top_p, lane_sum(m, acc));
+    if (tid == 0) m.f[0] = 0.0f; /* the running sum (thread 0's) */
+    uint64_t bound = (uint64_t)1 << 32;
+    for (;;) {
+        int32_t c = 0;
+        for (int32_t x = tid; x < n; x += VT) {
+            const float z = zval(biased(rv, raw_logit(rv, x), x), t, 0);
+            c += kept(ks, z, x) && (uint64_t)zkey(z) < bound;
+        }
+        const int32_t left = block_count(m, c);
+        if (left == 0) return; /* never crossed */
+        uint32_t lo = 0;
+        int tie_run = 0;
+        if (left > CAP) {
+            const uint32_t kc = select_key(m, rv, n, t, ks, bound, CAP);
+            int32_t ge = 0, eq = 0;
+            for (int32_t x = tid; x < n; x += VT) {
+                const float z = zval(biased(rv, raw_logit(rv, x), x), t, 0);
+                if (!kept(ks, z, x)) continue;
+                const uint32_t key = zkey(z);
+                ge += key >= kc && (uint64_t)key < bound;
+                eq += key == kc;
+            }
+            const int32_t n_ge = block_count(m, ge), n_eq = block_count(m, eq);
+            if (n_ge <= CAP) {
+                lo = kc;
+            } else if (n_ge > n_eq) {
+                lo = kc + 1; /* the chunk stops above kc's run, which would overflow it */
+            } else {
+                lo = kc; /* kc's run alone exceeds CAP */
+                tie_run = n_eq;
+            }
+        }
+        if (tie_run) {
+            if (tid == 0) {
+                const float e = specd_dev_fast_exp_neg(__fsub_rn(zkey_float(lo), zmax));
+                float cum = m.f[0];
+                int32_t hit = 0;
+                for (int32_t j = 1; j <= tie_run && !hit; j++) {
+                    cum = __fadd_rn(cum, e);
+                    if (cum >= target) hit = j;
+                }
+                m.f[0] = cum;
+                m.sel[3] = hit;
+            }
+            __syncthreads();
+            const int32_t hit = m.sel[3];
+            __syncthreads();
+            if (hit) {
+                const int32_t at = nth_with_key(m, rv, n, t, ks, lo, hit);
+                pr->thresh = 1;
+                pr->thr_z = zkey_float(lo);
+                pr->thr_i = at;
+                return;
+            }
+            bound = lo;
+            continue;
+        }
+        /* gather the chunk [lo, bound), sort it by (z descending, index ascending), add it */
+        if (tid == 0) m.sel[2] = 0;
+        __syncthreads();
+        for (int32_t x = tid; x < n; x += VT) {
+            const float z = zval(biased(rv, raw_logit(rv, x), x), t, 0);
+            if (!kept(ks, z, x)) continue;
+            const uint32_t key = zkey(z);
+            if (key >= lo && (uint64_t)key < bound) {
+                const int32_t at = atomicAdd(&m.sel[2], 1);
+                m.ckey[at] = key;
+                m.cidx[at] = x;
+            }
+        }
+        __syncthreads();
+        const int32_t cn = m.sel[2];
+        int32_t width = 1;
+        while (width < cn) width *= 2;
+        for (int32_t j = cn + tid; j < width; j += VT) {
+            m.ckey[j] = 0; /* below every finite z's key: sorts last */
+            m.cidx[j] = 0x7fffffff;
+        }
+        __syncthreads();
+        for (int32_t size = 2; size <= width; size *= 2)
+            for (int32_t stride = size / 2; stride > 0; stride /= 2) {
+                for (int32_t i = tid; i < width / 2; i += VT) {
+                    const int32_t a = 2 * stride * (i / stride) + i % stride, b = a + stride;
+                    const int first_better_a = (a & size) == 0;
+                    const int b_first = m.ckey[b] > m.ckey[a] ||
+                                        (m.ckey[b] == m.ckey[a] && m.cidx[b] < m.cidx[a]);
+                    if (b_first == first_better_a) {
+                        const uint32_t k = m.ckey[a];
+                        const int32_t ix = m.cidx[a];
+                        m.ckey[a] = m.ckey[b];
+                        m.cidx[a] = m.cidx[b];
+                        m.ckey[b] = k;
+                        m.cidx[b] = ix;
+                    }
+                }
+                __syncthreads();
+            }
+        /* e of the sorted chunk in parallel; the running sum itself is sequential */
+        for (int32_t j = tid; j < cn; j += VT)
+            m.sb[j] = specd_dev_fast_exp_neg(__fsub_rn(zkey_float(m.ckey[j]), zmax));
+        __syncthreads();
+        if (tid == 0) {
+            float cum = m.f[0];
+            int32_t hit = -1;
+            for (int32_t j = 0; j < cn; j++) {
+                cum = __fadd_rn(cum, m.sb[j]);
+                if (cum >= target) {
+                    hit = j;
+                    break;
+                }
+            }
+            m.f[0] = cum;
+            m.sel[3] = hit;
+        }
+        __syncthreads();
+        const int32_t hit = m.sel[3];
+        if (hit >= 0) {
+            pr->thresh = 1;
+            pr->thr_z = zkey_float(m.ckey[hit]);
+            pr->thr_i = m.cidx[hit];
+            __syncthreads();
+            return;
+        }
+        __syncthreads();
+        bound = lo;
+    }
+}
+
+/* e of a prepared row (xform.c e_of; 0 outside the kept set): what p and the draws weigh. */
+static __device__ __forceinline__ float e_at(const row_view &rv, const prepared &pr, float t,
+                                             float min_p, int32_t x) {
+    const float z = zval(biased(rv, raw_logit(rv, x), x), t, 0);
+    if (pr.thresh && !above(z, x, pr.thr_z, pr.thr_i)) return 0.0f;
+    const float e = specd_dev_fast_exp_neg(__fsub_rn(z, pr.zmax));
+    if (min_p > 0.0f && !(e >= min_p)) return 0.0f;
+    return e;
+}
+
+/* specd_sampling_uniform: word 0 of the Philox block {index, position, sequence, purpose}. */
+static __device__ __forceinline__ float keyed_uniform(const specd_cuda_verify_seq *sq,
+                                                      uint32_t pos, uint32_t purpose,
+                                                      uint32_t index) {
+    uint32_t w[4] = {index, pos, sq->sequence, purpose};
+    specd_dev_philox(w, (uint32_t)sq->seed, (uint32_t)(sq->seed >> 32));
+    return specd_dev_uniform(w[0]);
 }
 
 /* One Philox block of a slot's SAMPLE stream: words of tokens 4g .. 4g + 3. */
@@ -191,17 +460,251 @@ static __device__ __forceinline__ void race4(const specd_cuda_verify_seq *sq, ui
     }
 }
 
+/* A weight function over the row of a slot: e itself (m = 0, the bonus draw), or (m >= 1) the
+ * residual after m rejected siblings, as accept.c's residual_update leaves it:
+ * res_1 = max(0, e / Z - q_1), res_i = max(0, res_(i-1) / rsum_(i-1) - q_i); q one-hot at the
+ * sibling's draft without q rows. */
+struct weights {
+    row_view rv;
+    prepared pr;
+    float t, min_p;
+    int32_t m;
+    const specd_cuda_verify_seq *sq;
+    const smem *sm;
+    __device__ float at(int32_t y) const {
+        const float e = e_at(rv, pr, t, min_p, y);
+        if (m == 0) return e;
+        float r = __fdiv_rn(e, pr.sum);
+        for (int32_t i = 0; i < m; i++) {
+            if (i > 0) r = __fdiv_rn(r, sm->rsum[i - 1]);
+            const int32_t c = sm->sib[i];
+            const float qy = sq->draft_probs ? sq->draft_probs[(size_t)c * (size_t)sq->q_stride + (size_t)y]
+                                             : (y == sq->draft[c] ? 1.0f : 0.0f);
+            const float d = __fsub_rn(r, qy);
+            r = d > 0.0f ? d : 0.0f;
+        }
+        return r;
+    }
+};
+
+/* Block sum of the inverse CDF (row_ops.c bsum_body): lane j of 8 adds tokens 64b + j, + 8, ...
+ * in order, then lanes fold j += j + 4, j += j + 2, j += j + 1. */
+static __device__ float block_sum(const weights &w, int32_t b, int32_t n) {
+    float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+    const int32_t x0 = b * 64, x1 = x0 + 64 < n ? x0 + 64 : n;
+    for (int32_t x = x0; x < x1; x++) acc[(x - x0) & 7] = __fadd_rn(acc[(x - x0) & 7], w.at(x));
+    float l4[4];
+    for (int j = 0; j < 4; j++) l4[j] = __fadd_rn(acc[j], acc[j + 4]);
+    l4[0] = __fadd_rn(l4[0], l4[2]);
+    l4[1] = __fadd_rn(l4[1], l4[3]);
+    return __fadd_rn(l4[0], l4[1]);
+}
+
+/* xform.c specd_cdf_draw: block sums in chunks of CB (the total in block order), the block where
+ * the running sum first passes u * total, then the token inside it; -1 when every weight is 0. */
+static __device__ int32_t cdf_draw(smem &m, const weights &w, int32_t n, float u) {
+    const int tid = threadIdx.x;
+    const int32_t nb = (n + 63) / 64;
+    if (tid == 0) m.f[1] = 0.0f;
+    for (int32_t c0 = 0; c0 < nb; c0 += CB) {
+        const int32_t c1 = c0 + CB < nb ? c0 + CB : nb;
+        for (int32_t b = c0 + tid; b < c1; b += VT) m.sb[b - c0] = block_sum(w, b, n);
+        __syncthreads();
+        if (tid == 0) {
+            float total = m.f[1];
+            for (int32_t b = c0; b < c1; b++) total = __fadd_rn(total, m.sb[b - c0]);
+            m.f[1] = total;
+        }
+        __syncthreads();
+    }
+    const float total = m.f[1];
+    __syncthreads();
+    if (!(total > 0.0f)) return -1;
+    const float target = __fmul_rn(u, total);
+    if (tid == 0) {
+        m.f[2] = 0.0f; /* cum */
+        m.sel[3] = -1; /* the block found */
+    }
+    for (int32_t c0 = 0; c0 < nb; c0 += CB) {
+        const int32_t c1 = c0 + CB < nb ? c0 + CB : nb;
+        if (nb > CB) { /* one chunk: its sums are still there */
+            __syncthreads();
+            for (int32_t b = c0 + tid; b < c1; b += VT) m.sb[b - c0] = block_sum(w, b, n);
+        }
+        __syncthreads();
+        if (tid == 0) {
+            float cum = m.f[2];
+            for (int32_t b = c0; b < c1; b++) {
+                const float next = __fadd_rn(cum, m.sb[b - c0]);
+                if (!(next > target)) {
+                    cum = next;
+                    continue;
+                }
+                m.sel[3] = b;
+                break;
+            }
+            m.f[2] = cum;
+        }
+        __syncthreads();
+        if (m.sel[3] >= 0) break;
+    }
+    const int32_t found = m.sel[3];
+    __syncthreads();
+    if (found >= 0) {
+        if (tid == 0) {
+            const int32_t x0 = found * 64, x1 = x0 + 64 < n ? x0 + 64 : n;
+            const float rest = __fsub_rn(target, m.f[2]);
+            float s = 0.0f;
+            int32_t last = -1, tok = -2;
+            for (int32_t x = x0; x < x1 && tok == -2; x++) {
+                const float wx = w.at(x);
+                if (!(wx > 0.0f)) continue;
+                s = __fadd_rn(s, wx);
+                last = x;
+                if (s > rest) tok = x;
+            }
+            m.sel[2] = tok == -2 ? last : tok;
+        }
+        __syncthreads();
+        const int32_t tok = m.sel[2];
+        __syncthreads();
+        return tok;
+    }
+    /* u * total rounded up to total: the last token of positive weight */
+    int32_t hi = -1;
+    for (int32_t x = tid; x < n; x += VT)
+        if (w.at(x) > 0.0f) hi = x;
+    m.si[tid] = hi;
+    __syncthreads();
+    for (int st = VT / 2; st > 0; st /= 2) {
+        if (tid < st && m.si[tid + st] > m.si[tid]) m.si[tid] = m.si[tid + st];
+        __syncthreads();
+    }
+    const int32_t tok = m.si[0];
+    __syncthreads();
+    return tok;
+}
+
+/* accept.c check_q on q row c: entries in [0, 1] summing (256 lanes) to 1 within 1e-3, and the
+ * drafted token's q above 0. */
+static __device__ int q_row_bad(smem &m, const specd_cuda_verify_seq *sq, int32_t c, int32_t n) {
+    const float *q = sq->draft_probs + (size_t)c * (size_t)sq->q_stride;
+    float acc = 0.0f;
+    int bad = 0;
+    for (int32_t x = threadIdx.x; x < n; x += VT) {
+        const float v = q[x];
+        bad |= !(v >= 0.0f && v <= 1.0f);
+        acc = __fadd_rn(acc, v);
+    }
+    const float sum = lane_sum(m, acc);
+    const int32_t n_bad = block_count(m, bad);
+    return n_bad > 0 || !(fabsf(__fsub_rn(sum, 1.0f)) <= 1e-3f) || !(q[sq->draft[c]] > 0.0f);
+}
+
+static __device__ __forceinline__ int32_t parent_of(const specd_cuda_verify_seq *sq, int32_t c) {
+    return sq->tree ? sq->parent[c] : c - 1;
+}
+
+/* The first child of node v (-1: the root) at or after index from, or -1. */
+static __device__ __forceinline__ int32_t next_child(const specd_cuda_verify_seq *sq, int32_t v,
+                                                     int32_t from) {
+    for (int32_t c = from; c < sq->k; c++)
+        if (parent_of(sq, c) == v) return c;
+    return -1;
+}
+
+static __device__ prepared slot_prepared(const volatile int32_t *w) {
+    prepared p;
+    p.zmax = __uint_as_float((uint32_t)w[W_ZMAX]);
+    p.thresh = w[W_THRESH];
+    p.thr_z = __uint_as_float((uint32_t)w[W_THR_Z]);
+    p.thr_i = w[W_THR_I];
+    p.sum = __uint_as_float((uint32_t)w[W_SUM]);
+    return p;
+}
+
+/* REJECTION's walk (accept.c verify_walk) by the whole block: at each node the children are
+ * tested in index order with min(1, r(x) / q(x)) against the keyed ACCEPT uniform of the child's
+ * index; after the last rejection the correction is drawn from the residual (RESIDUAL, or p by
+ * BONUS when the residual is empty), at a leaf the bonus token from p (BONUS). */
+static __device__ void rejection_walk(smem &m, const specd_cuda_verify_seq *sq,
+                                      const volatile int32_t *vs, const char *logits,
+                                      int32_t dtype, int64_t stride, int32_t n, float mask_at,
+                                      specd_cuda_verify_out *o) {
+    const int tid = threadIdx.x;
+    const size_t es = dtype == SPECD_CUDA_LOGITS_F32 ? 4 : 2;
+    const float t = sq->temperature, tau1 = __fadd_rn(1.0f, sq->relaxed_tau);
+    int32_t v = -1, na = 0;
+    for (;;) {
+        const int32_t s = v + 1;
+        if (sq->row[s] < 0) break; /* a chain without a bonus slot ends here */
+        const volatile int32_t *sw = vs + (size_t)s * SPECD_CUDA_VERIFY_SLOT_WORDS;
+        if (sw[W_FLAGS] & F_PREP) {
+            if (tid == 0) {
+                o->status = SPECD_CUDA_VERIFY_BAD_PREPARE;
+                o->bad_row = sq->row[s];
+            }
+            return;
+        }
+        const row_view rv = {logits + (size_t)sq->row[s] * (size_t)stride * es, dtype, mask_at,
+                             sq->bias};
+        weights w = {rv, slot_prepared(sw), t, sq->min_p, 0, sq, &m};
+        const uint32_t pos = sq->pos[s];
+        int32_t c = next_child(sq, v, 0), next_v = -1;
+        if (c < 0) { /* a leaf: the bonus token from p */
+            const int32_t y = cdf_draw(m, w, n, keyed_uniform(sq, pos, RNG_BONUS, 0));
+            if (tid == 0) o->tokens[na] = y;
+            break;
+        }
+        for (; c >= 0; c = next_child(sq, v, c + 1)) {
+            const int32_t x = sq->draft[c];
+            const float rx = w.m ? __fdiv_rn(w.at(x), m.rsum[w.m - 1]) : __fdiv_rn(w.at(x), w.pr.sum);
+            const float qx = sq->draft_probs ? sq->draft_probs[(size_t)c * (size_t)sq->q_stride + (size_t)x]
+                                             : 1.0f;
+            const float num = sq->relaxed_tau > 0.0f ? __fmul_rn(rx, tau1) : rx;
+            const float ratio = __fdiv_rn(num, qx);
+            const float pr = ratio < 1.0f ? ratio : 1.0f;
+            if (keyed_uniform(sq, pos, RNG_ACCEPT, (uint32_t)c) < pr) {
+                next_v = c;
+                break;
+            }
+            /* the residual after this rejection, and its lane sum */
+            if (tid == 0) m.sib[w.m] = c;
+            __syncthreads();
+            w.m++;
+            float acc = 0.0f;
+            for (int32_t y = tid; y < n; y += VT) acc = __fadd_rn(acc, w.at(y));
+            const float rs = lane_sum(m, acc);
+            if (tid == 0) m.rsum[w.m - 1] = rs;
+            __syncthreads();
+        }
+        if (next_v < 0) {
+            int32_t y = cdf_draw(m, w, n, keyed_uniform(sq, pos, RNG_RESIDUAL, 0));
+            if (y < 0) { /* empty residual: p by the BONUS uniform */
+                w.m = 0;
+                y = cdf_draw(m, w, n, keyed_uniform(sq, pos, RNG_BONUS, 0));
+            }
+            if (tid == 0) o->tokens[na] = y;
+            break;
+        }
+        if (tid == 0) {
+            o->path[na] = next_v;
+            o->tokens[na] = sq->draft[next_v];
+        }
+        na++;
+        v = next_v;
+    }
+    if (tid == 0) {
+        o->n_accepted = na;
+        o->n_emitted = na + (sq->row[v + 1] >= 0 ? 1 : 0);
+    }
+}
+
 static __global__ void verify_kernel(const char *logits, int32_t dtype, int64_t stride,
                                      int32_t n, float mask_at,
                                      const specd_cuda_verify_seq *seqs, int32_t *slots,
                                      uint32_t *counts, specd_cuda_verify_out *out) {
-    __shared__ float sv[VT];
-    __shared__ int32_t si[VT];
-    __shared__ uint32_t hist[VT];
-    __shared__ int32_t sel[2];
-    __shared__ float cut_z;
-    __shared__ int32_t cut_i;
-    __shared__ int32_t last;
+    __shared__ smem m;
     const int32_t q = (int32_t)blockIdx.y, s = (int32_t)blockIdx.x;
     const specd_cuda_verify_seq *sq = &seqs[q];
     const int32_t k = sq->k;
@@ -211,16 +714,19 @@ static __global__ void verify_kernel(const char *logits, int32_t dtype, int64_t 
     const size_t es = dtype == SPECD_CUDA_LOGITS_F32 ? 4 : 2;
     const row_view rv = {logits + (size_t)row * (size_t)stride * es, dtype, mask_at, sq->bias};
     const int greedy = sq->rule == SPECD_CUDA_VERIFY_GREEDY || sq->temperature == 0.0f;
+    /* a plain step (no draft) is the keyed sample under every rule, as the host's is */
+    const int rejection = sq->rule == SPECD_CUDA_VERIFY_REJECTION && !greedy && k > 0;
     const float t = sq->temperature;
 
     /* Pass 1: the engine's row check and preparation (xform.c specd_row_check, prepare), in
-     * groups of four tokens (one Philox block). Without top-k and min-p the keyed sample is the
-     * argmax of z + G over every finite z whatever zmax is, so the race runs in this same pass
-     * from -inf (the CPU starts it at the maximum's score: the same winner) and the row is read
-     * once. */
+     * groups of four tokens (one Philox block). Without top-k, top-p and min-p the keyed sample
+     * is the argmax of z + G over every finite z whatever zmax is, so the race runs in this same
+     * pass from -inf (the CPU starts it at the maximum's score: the same winner) and the row is
+     * read once. */
     const float min_p = sq->min_p;
     const int cut_k = sq->top_k > 0 && sq->top_k < n;
-    const int race_now = !greedy && !cut_k && !(min_p > 0.0f);
+    const int cut_p = sq->top_p < 1.0f;
+    const int race_now = !greedy && !rejection && !cut_k && !cut_p && !(min_p > 0.0f);
     const uint32_t pos = sq->pos[s];
     int bad = 0, ovf = 0;
     int32_t nfin = 0;
@@ -250,32 +756,25 @@ static __global__ void verify_kernel(const char *logits, int32_t dtype, int64_t 
         }
         if (race_now) race4(sq, pos, g, z, 0, 0.0f, 0, 0.0f, 0.0f, &rs);
     }
-    reduce_best(sv, si, zbest, ibest);
-    const float zmax = sv[0];
-    const int32_t imax = si[0];
+    reduce_best(m.sv, m.si, zbest, ibest);
+    const float zmax = m.sv[0];
+    const int32_t imax = m.si[0];
     __syncthreads();
-    reduce_best(sv, si, rawmax, 0);
-    const float rmax = sv[0];
+    reduce_best(m.sv, m.si, rawmax, 0);
+    const float rmax = m.sv[0];
     __syncthreads();
-    hist[tid] = (uint32_t)(bad | (ovf << 1));
-    __syncthreads();
-    for (int st = VT / 2; st > 0; st /= 2) {
-        if (tid < st) hist[tid] |= hist[tid + st];
-        __syncthreads();
-    }
-    const uint32_t bits = hist[0];
-    __syncthreads();
-    reduce_best(sv, si, -lmin, 0);
-    const float row_lmin = -sv[0];
-    __syncthreads();
-    si[tid] = nfin;
+    m.hist[tid] = (uint32_t)(bad | (ovf << 1));
     __syncthreads();
     for (int st = VT / 2; st > 0; st /= 2) {
-        if (tid < st) si[tid] += si[tid + st];
+        if (tid < st) m.hist[tid] |= m.hist[tid + st];
         __syncthreads();
     }
-    const int32_t n_fin = si[0];
+    const uint32_t bits = m.hist[0];
     __syncthreads();
+    reduce_best(m.sv, m.si, -lmin, 0);
+    const float row_lmin = -m.sv[0];
+    __syncthreads();
+    const int32_t n_fin = block_count(m, nfin);
     int32_t flags = 0;
     if (bits & 1u)
         flags = F_BAD;
@@ -287,76 +786,111 @@ static __global__ void verify_kernel(const char *logits, int32_t dtype, int64_t 
         flags = F_PREP;
 
     int32_t token = imax;
+    prepared pr = {zmax, 0, 0.0f, 0, 1.0f};
     if (race_now) {
-        reduce_best(sv, si, rs.best, rs.best_i);
-        token = si[0];
+        reduce_best(m.sv, m.si, rs.best, rs.best_i);
+        token = m.si[0];
         __syncthreads();
     } else if (flags == 0 && !greedy) {
-        /* Pass 2 (top-k, min-p): the cut needs the whole row, then the race over the kept
-         * tokens starts at the maximum's score as the CPU's does. */
-        const int thresh = cut_k && n_fin >= sq->top_k;
-        if (thresh) top_k_cut(rv, n, t, sq->top_k, hist, sel, &cut_z, &cut_i);
-        const float thr_z = thresh ? cut_z : 0.0f;
-        const int32_t thr_i = thresh ? cut_i : 0;
-        uint32_t w[4];
-        sample_words(sq, pos, (uint32_t)imax >> 2, w);
-        rs.best = __fadd_rn(zmax, specd_dev_gumbel(specd_dev_uniform(w[imax & 3])));
-        rs.best_i = imax;
-        for (int32_t g = tid; 4 * g < n; g += VT) {
-            float z[4];
-            for (int j = 0; j < 4; j++) {
-                const int32_t x = 4 * g + j;
-                z[j] = x < n ? zval(biased(rv, raw_logit(rv, x), x), t, 0) : -INFINITY;
+        /* Pass 2 (top-k, top-p, min-p, REJECTION): the cuts need the whole row; then the race
+         * over the kept tokens starts at the maximum's score as the CPU's does, or (REJECTION)
+         * the row's softmax sum Z in the engine's lane order. */
+        if (cut_k && n_fin >= sq->top_k) top_k_cut(m, rv, n, t, sq->top_k, &pr);
+        if (cut_p) top_p_cut(m, rv, n, t, sq->top_p, &pr);
+        if (rejection) {
+            float acc = 0.0f;
+            for (int32_t x = tid; x < n; x += VT) acc = __fadd_rn(acc, e_at(rv, pr, t, min_p, x));
+            pr.sum = lane_sum(m, acc);
+        } else {
+            uint32_t w[4];
+            sample_words(sq, pos, (uint32_t)imax >> 2, w);
+            rs.best = __fadd_rn(zmax, specd_dev_gumbel(specd_dev_uniform(w[imax & 3])));
+            rs.best_i = imax;
+            for (int32_t g = tid; 4 * g < n; g += VT) {
+                float z[4];
+                for (int j = 0; j < 4; j++) {
+                    const int32_t x = 4 * g + j;
+                    z[j] = x < n ? zval(biased(rv, raw_logit(rv, x), x), t, 0) : -INFINITY;
+                }
+                race4(sq, pos, g, z, pr.thresh, pr.thr_z, pr.thr_i, min_p, zmax, &rs);
             }
-            race4(sq, pos, g, z, thresh, thr_z, thr_i, min_p, zmax, &rs);
+            reduce_best(m.sv, m.si, rs.best, rs.best_i);
+            token = m.si[0];
+            __syncthreads();
         }
-        reduce_best(sv, si, rs.best, rs.best_i);
-        token = si[0];
-        __syncthreads();
     }
+    /* REJECTION: the engine checks every q row before it decides anything; slot s checks the q
+     * row of draft (node) s. */
+    if (sq->rule == SPECD_CUDA_VERIFY_REJECTION && sq->draft_probs && s < k &&
+        q_row_bad(m, sq, s, n))
+        flags |= F_BADQ;
 
     /* Publish the slot; the sequence's last slot to arrive walks the chain. */
-    int32_t *slot = slots + ((size_t)q * SLOTS + (size_t)s) * 2;
+    int32_t *slot = slots + ((size_t)q * SLOTS + (size_t)s) * SPECD_CUDA_VERIFY_SLOT_WORDS;
     if (tid == 0) {
-        slot[0] = token;
-        slot[1] = flags;
+        slot[W_TOKEN] = token;
+        slot[W_FLAGS] = flags;
+        slot[W_ZMAX] = (int32_t)__float_as_uint(pr.zmax);
+        slot[W_THRESH] = pr.thresh;
+        slot[W_THR_Z] = (int32_t)__float_as_uint(pr.thr_z);
+        slot[W_THR_I] = pr.thr_i;
+        slot[W_SUM] = (int32_t)__float_as_uint(pr.sum);
         __threadfence();
         const uint32_t n_part = (uint32_t)k + (sq->row[k] >= 0 ? 1u : 0u);
-        last = atomicAdd(&counts[q], 1u) == n_part - 1;
+        m.last = atomicAdd(&counts[q], 1u) == n_part - 1;
     }
     __syncthreads();
-    if (!last || tid != 0) return;
+    if (!m.last) return;
     __threadfence();
-    const volatile int32_t *vs = slots + (size_t)q * SLOTS * 2;
+    const volatile int32_t *vs = slots + (size_t)q * SLOTS * SPECD_CUDA_VERIFY_SLOT_WORDS;
     specd_cuda_verify_out *o = &out[q];
-    o->status = SPECD_CUDA_VERIFY_OK;
-    o->bad_row = -1;
-    for (int32_t j = 0; j <= k; j++) {
+    /* the engine's checks before any decision: every row read, then every q row */
+    int32_t status = SPECD_CUDA_VERIFY_OK, bad_row = -1;
+    for (int32_t j = 0; j <= k && status == SPECD_CUDA_VERIFY_OK; j++) {
         if (sq->row[j] < 0) continue;
-        if (vs[2 * j + 1] & (F_BAD | F_MASKED)) {
-            o->status = SPECD_CUDA_VERIFY_BAD_ROW;
-            o->bad_row = sq->row[j];
-            return;
+        if (vs[(size_t)j * SPECD_CUDA_VERIFY_SLOT_WORDS + W_FLAGS] & (F_BAD | F_MASKED)) {
+            status = SPECD_CUDA_VERIFY_BAD_ROW;
+            bad_row = sq->row[j];
         }
     }
-    int32_t na = 0;
-    for (int32_t j = 0; j <= k; j++) {
+    for (int32_t j = 0; j < k && status == SPECD_CUDA_VERIFY_OK; j++) {
+        if (vs[(size_t)j * SPECD_CUDA_VERIFY_SLOT_WORDS + W_FLAGS] & F_BADQ) {
+            status = SPECD_CUDA_VERIFY_BAD_Q;
+            bad_row = j;
+        }
+    }
+    if (tid == 0) {
+        o->status = status;
+        o->bad_row = bad_row;
+    }
+    if (status != SPECD_CUDA_VERIFY_OK) return;
+    if (rejection) {
+        rejection_walk(m, sq, vs, logits, dtype, stride, n, mask_at, o);
+        return;
+    }
+    if (tid != 0) return;
+    int32_t v = -1, na = 0;
+    for (;;) {
+        const int32_t j = v + 1;
         if (sq->row[j] < 0) break; /* no bonus slot: the walk ends at its last accepted draft */
-        if (vs[2 * j + 1] & F_PREP) {
+        const volatile int32_t *sw = vs + (size_t)j * SPECD_CUDA_VERIFY_SLOT_WORDS;
+        if (sw[W_FLAGS] & F_PREP) {
             o->status = SPECD_CUDA_VERIFY_BAD_PREPARE;
             o->bad_row = sq->row[j];
             return;
         }
-        const int32_t tok = vs[2 * j];
+        const int32_t tok = sw[W_TOKEN];
         o->tokens[na] = tok;
-        if (j < k && sq->draft[j] == tok) {
-            na++;
-            continue;
-        }
-        break;
+        int32_t next_v = -1;
+        for (int32_t c = next_child(sq, v, 0); c >= 0 && next_v < 0; c = next_child(sq, v, c + 1))
+            if (sq->draft[c] == tok) next_v = c;
+        if (next_v < 0) break;
+        o->path[na] = next_v;
+        na++;
+        v = next_v;
     }
     o->n_accepted = na;
-    o->n_emitted = na + (na < k || sq->row[k] >= 0 ? 1 : 0);
+    o->n_emitted = na + (sq->row[v + 1] >= 0 ? 1 : 0);
 }
 
 extern "C" int specd_cuda_verify(const specd_cuda_verify_args *a, void *stream) {

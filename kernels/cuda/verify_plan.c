@@ -6,8 +6,7 @@
 
 #include "kernels/cuda/cuda_plan.h"
 
-/* Per (sequence, slot): the slot's token and its flags. */
-enum { SLOT_WORDS = 2 };
+enum { SLOT_WORDS = SPECD_CUDA_VERIFY_SLOT_WORDS };
 
 static size_t align256(size_t n) { return (n + 255) / 256 * 256; }
 
@@ -44,25 +43,44 @@ int32_t specd_cuda_verify_grid_slots(const specd_cuda_verify_args *a) {
 
 static int check_seq(const specd_cuda_verify_args *a, int32_t i, char *why, size_t why_size) {
     const specd_cuda_verify_seq *s = &a->seqs[i];
-    if (s->rule != SPECD_CUDA_VERIFY_COUPLED && s->rule != SPECD_CUDA_VERIFY_GREEDY)
-        REFUSE("verify: sequence %d: rule %d is not on the device (GREEDY or COUPLED only)",
-               (int)i, (int)s->rule);
+    if (s->rule != SPECD_CUDA_VERIFY_COUPLED && s->rule != SPECD_CUDA_VERIFY_GREEDY &&
+        s->rule != SPECD_CUDA_VERIFY_REJECTION)
+        REFUSE("verify: sequence %d: rule %d is not GREEDY, COUPLED or REJECTION", (int)i,
+               (int)s->rule);
     if (!(s->temperature >= 0.0f) || !isfinite(s->temperature))
         REFUSE("verify: sequence %d: temperature %g must be finite and >= 0", (int)i,
                (double)s->temperature);
     if (s->top_k < 0) REFUSE("verify: sequence %d: top_k %d < 0", (int)i, (int)s->top_k);
-    if (s->top_p != 1.0f)
-        REFUSE("verify: sequence %d: top_p %g: top-p is not on the device", (int)i,
-               (double)s->top_p);
+    if (!(s->top_p > 0.0f && s->top_p <= 1.0f))
+        REFUSE("verify: sequence %d: top_p %g outside (0, 1]", (int)i, (double)s->top_p);
     if (!(s->min_p >= 0.0f && s->min_p < 1.0f))
         REFUSE("verify: sequence %d: min_p %g outside [0, 1)", (int)i, (double)s->min_p);
     if (s->bias && ((uintptr_t)s->bias & 3u))
         REFUSE("verify: sequence %d: bias is not 4-byte aligned", (int)i);
+    if (!(s->relaxed_tau >= 0.0f) || !isfinite(s->relaxed_tau))
+        REFUSE("verify: sequence %d: relaxed_tau %g must be finite and >= 0", (int)i,
+               (double)s->relaxed_tau);
+    if (s->relaxed_tau > 0.0f && s->rule != SPECD_CUDA_VERIFY_REJECTION)
+        REFUSE("verify: sequence %d: relaxed_tau applies to the REJECTION rule only", (int)i);
+    if (s->draft_probs) {
+        if (s->rule != SPECD_CUDA_VERIFY_REJECTION)
+            REFUSE("verify: sequence %d: draft_probs (q) given under a rule other than "
+                   "REJECTION", (int)i);
+        if ((uintptr_t)s->draft_probs & 3u)
+            REFUSE("verify: sequence %d: draft_probs is not 4-byte aligned", (int)i);
+        if (s->q_stride < a->n_vocab || s->q_stride > ((int64_t)1 << 40))
+            REFUSE("verify: sequence %d: q stride %lld below n_vocab %d or absurd", (int)i,
+                   (long long)s->q_stride, (int)a->n_vocab);
+    }
+    if (s->tree != 0 && s->tree != 1)
+        REFUSE("verify: sequence %d: tree %d is neither 0 (chain) nor 1", (int)i, (int)s->tree);
     if (s->k < 0 || s->k > SPECD_CUDA_VERIFY_MAX_K)
         REFUSE("verify: sequence %d: k %d outside [0, %d]", (int)i, (int)s->k,
                SPECD_CUDA_VERIFY_MAX_K);
     if (s->k == 0 && s->row[0] < 0)
         REFUSE("verify: sequence %d: no draft and no bonus row: nothing to verify", (int)i);
+    if (s->tree && s->k < 1)
+        REFUSE("verify: sequence %d: a tree needs at least one node", (int)i);
     for (int32_t j = 0; j < s->k; j++) {
         if (s->draft[j] < 0 || s->draft[j] >= a->n_vocab)
             REFUSE("verify: sequence %d: draft %d: token %d outside [0, %d)", (int)i, (int)j,
@@ -70,10 +88,15 @@ static int check_seq(const specd_cuda_verify_args *a, int32_t i, char *why, size
         if (s->row[j] < 0 || s->row[j] >= a->n_rows)
             REFUSE("verify: sequence %d: draft %d's key row %d outside [0, %d)", (int)i, (int)j,
                    (int)s->row[j], (int)a->n_rows);
+        if (s->tree && (s->parent[j] < -1 || s->parent[j] >= j))
+            REFUSE("verify: sequence %d: tree node %d: parent %d is neither -1 nor an earlier "
+                   "node", (int)i, (int)j, (int)s->parent[j]);
     }
     if (s->row[s->k] < -1 || s->row[s->k] >= a->n_rows)
         REFUSE("verify: sequence %d: bonus row %d is neither -1 nor in [0, %d)", (int)i,
                (int)s->row[s->k], (int)a->n_rows);
+    if (s->tree && s->row[s->k] < 0)
+        REFUSE("verify: sequence %d: a tree scores a row after every node: bonus row -1", (int)i);
     return SPECD_CUDA_OK;
 }
 

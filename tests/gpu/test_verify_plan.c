@@ -49,7 +49,8 @@ static void test_layout(void **state) {
     size_t s1 = specd_cuda_verify_scratch_slots_offset(3);
     size_t s2 = specd_cuda_verify_scratch_counts_offset(3);
     assert_true(s1 >= 3 * sizeof(specd_cuda_verify_seq) && s1 % 256 == 0);
-    assert_true(s2 >= s1 + 3 * SPECD_CUDA_VERIFY_MAX_SLOTS * 2 * sizeof(int32_t));
+    assert_true(s2 >= s1 + 3 * SPECD_CUDA_VERIFY_MAX_SLOTS * SPECD_CUDA_VERIFY_SLOT_WORDS *
+                               sizeof(int32_t));
     assert_true(specd_cuda_verify_scratch_bytes(3) >= s2 + 3 * sizeof(uint32_t));
     specd_cuda_verify_args a = good_args();
     assert_int_equal(specd_cuda_verify_grid_slots(&a), 4);
@@ -78,11 +79,13 @@ static void test_checks(void **state) {
     a = good_args(); a.n_seqs = 0; assert_true(refused(&a, "n_seqs"));
     a = good_args(); a.scratch_bytes -= 1; assert_true(refused(&a, "scratch"));
     a = good_args(); a.scratch = DEV(0x30010); assert_true(refused(&a, "aligned"));
-    a = good_args(); seqs[1].rule = 2; assert_true(refused(&a, "rule"));
+    a = good_args(); seqs[1].rule = 3; assert_true(refused(&a, "rule"));
     a = good_args(); seqs[0].temperature = -1.0f; assert_true(refused(&a, "temperature"));
     a = good_args(); seqs[0].temperature = INFINITY; assert_true(refused(&a, "temperature"));
     a = good_args(); seqs[0].top_k = -1; assert_true(refused(&a, "top_k"));
-    a = good_args(); seqs[0].top_p = 0.9f; assert_true(refused(&a, "top-p"));
+    a = good_args(); seqs[0].top_p = 0.0f; assert_true(refused(&a, "top_p"));
+    a = good_args(); seqs[0].top_p = 1.5f; assert_true(refused(&a, "top_p"));
+    a = good_args(); seqs[0].top_p = NAN; assert_true(refused(&a, "top_p"));
     a = good_args(); seqs[0].min_p = 1.0f; assert_true(refused(&a, "min_p"));
     a = good_args(); seqs[0].bias = DEV(0x40002); assert_true(refused(&a, "bias"));
     a = good_args(); seqs[0].k = SPECD_CUDA_VERIFY_MAX_K + 1; assert_true(refused(&a, "k "));
@@ -95,10 +98,59 @@ static void test_checks(void **state) {
     a = good_args(); seqs[1].row[3] = -2; assert_true(refused(&a, "bonus row"));
 }
 
+/* The arguments of top-p, REJECTION (q rows, relaxed tau) and trees. */
+static void test_rules(void **state) {
+    (void)state;
+    specd_cuda_verify_args a = good_args();
+    char why[256];
+    seqs[0].top_p = 0.9f; /* top-p is on the device now */
+    seqs[1].rule = SPECD_CUDA_VERIFY_REJECTION;
+    assert_int_equal(specd_cuda_check_verify(&a, why, sizeof why), SPECD_CUDA_OK);
+    seqs[1].draft_probs = DEV(0x50000);
+    seqs[1].q_stride = 100;
+    seqs[1].relaxed_tau = 0.5f;
+    assert_int_equal(specd_cuda_check_verify(&a, why, sizeof why), SPECD_CUDA_OK);
+    seqs[1].k = 0; /* a plain step under REJECTION: the keyed sample */
+    assert_int_equal(specd_cuda_check_verify(&a, why, sizeof why), SPECD_CUDA_OK);
+
+    a = good_args(); seqs[0].rule = 7; assert_true(refused(&a, "rule 7"));
+    a = good_args(); seqs[0].relaxed_tau = 0.1f; assert_true(refused(&a, "REJECTION rule only"));
+    a = good_args(); seqs[0].rule = SPECD_CUDA_VERIFY_REJECTION; seqs[0].relaxed_tau = -1.0f;
+    assert_true(refused(&a, "relaxed_tau"));
+    a = good_args(); seqs[0].rule = SPECD_CUDA_VERIFY_REJECTION; seqs[0].relaxed_tau = INFINITY;
+    assert_true(refused(&a, "relaxed_tau"));
+    a = good_args(); seqs[0].draft_probs = DEV(0x50000); seqs[0].q_stride = 100;
+    assert_true(refused(&a, "other than REJECTION")); /* q under COUPLED */
+    a = good_args(); seqs[0].rule = SPECD_CUDA_VERIFY_REJECTION;
+    seqs[0].draft_probs = DEV(0x50002); seqs[0].q_stride = 100;
+    assert_true(refused(&a, "draft_probs is not 4-byte aligned"));
+    a = good_args(); seqs[0].rule = SPECD_CUDA_VERIFY_REJECTION;
+    seqs[0].draft_probs = DEV(0x50000); seqs[0].q_stride = 99;
+    assert_true(refused(&a, "q stride"));
+
+    /* trees: parents, a row after every node */
+    a = good_args();
+    seqs[0].tree = 1;
+    seqs[0].parent[0] = -1;
+    seqs[0].parent[1] = -1;
+    seqs[0].parent[2] = 0;
+    assert_int_equal(specd_cuda_check_verify(&a, why, sizeof why), SPECD_CUDA_OK);
+    seqs[0].rule = SPECD_CUDA_VERIFY_REJECTION;
+    assert_int_equal(specd_cuda_check_verify(&a, why, sizeof why), SPECD_CUDA_OK);
+    seqs[0].parent[2] = 2; assert_true(refused(&a, "node 2: parent 2"));
+    seqs[0].parent[2] = -2; assert_true(refused(&a, "node 2: parent -2"));
+    seqs[0].parent[2] = 0;
+    seqs[0].row[3] = -1; assert_true(refused(&a, "a tree scores a row after every node"));
+    seqs[0].row[3] = 3;
+    seqs[0].k = 0; seqs[0].row[0] = 0; assert_true(refused(&a, "at least one node"));
+    a = good_args(); seqs[0].tree = 2; assert_true(refused(&a, "tree 2"));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layout),
         cmocka_unit_test(test_checks),
+        cmocka_unit_test(test_rules),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

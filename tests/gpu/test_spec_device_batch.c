@@ -1,0 +1,314 @@
+/* Host API v2 batches with logits on a CUDA device (session/spec_device.c): one launch decides
+ * every eligible sequence of a batch, and each sequence's outcome equals the outcome of the same
+ * sequence fed the same rows from host memory (the CPU engine), step after step. Sequences mix
+ * rules and transforms the device takes (GREEDY, COUPLED, REJECTION with a deterministic drafter
+ * or with q rows; temperature, top-k, top-p, min-p; ngram chains and the test's own tree drafter)
+ * with ones it does not (a logit bias, q under COUPLED: the copy path). bf16 rows
+ * with a padded stride and -inf padding. The test asserts one launch per batch and that every
+ * eligible step was decided on the device where the kernel library loads. Skips without a CUDA
+ * runtime or device. */
+#include "test_main.h"
+
+#include "specd/spec_batch.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/fp16.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/cudart.h"
+#include "session/spec_device.h"
+
+enum { V = 300, STRIDE = 320, NSEQ = 6, STEPS = 8, MAX_ROWS = 128 };
+
+typedef struct seq_setting {
+    specd_accept_rule rule;
+    float temperature;
+    int32_t top_k;
+    float top_p;
+    float min_p;
+    int bias; /* a logit bias: not for the device */
+} seq_setting;
+
+static const seq_setting SET[NSEQ] = {
+    {SPECD_ACCEPT_GREEDY, 1.0f, 0, 1.0f, 0.0f, 0},
+    {SPECD_ACCEPT_COUPLED, 0.8f, 0, 0.9f, 0.0f, 0},
+    {SPECD_ACCEPT_COUPLED, 1.0f, 40, 1.0f, 0.02f, 0},
+    {SPECD_ACCEPT_REJECTION, 1.0f, 0, 1.0f, 0.0f, 0},
+    {SPECD_ACCEPT_REJECTION, 0.7f, 0, 0.8f, 0.0f, 0},
+    {SPECD_ACCEPT_COUPLED, 1.0f, 0, 1.0f, 0.0f, 1},
+};
+
+
+/* A drafter policy of the test's own that proposes trees: two siblings under the pending token
+ * and a child of the first, each drawn from its own q by the policy's generator (option "q=0": a
+ * deterministic drafter, no q). */
+typedef struct tree_drafter {
+    int32_t n_vocab;
+    int with_q;
+    uint64_t h;
+} tree_drafter;
+
+static specd_status td_create(const specd_policy_env *env, const char *options, void **state,
+                              specd_error *err) {
+    (void)err;
+    tree_drafter *t = calloc(1, sizeof *t);
+    if (!t) return SPECD_E_NOMEM;
+    t->n_vocab = env->n_vocab;
+    t->with_q = !(options && strcmp(options, "q=0") == 0);
+    t->h = 0x9e3779b97f4a7c15ull ^ env->seq_key;
+    *state = t;
+    return SPECD_OK;
+}
+
+static void td_destroy(void *state) { free(state); }
+
+static uint64_t td_next(tree_drafter *t) {
+    t->h ^= t->h << 13;
+    t->h ^= t->h >> 7;
+    t->h ^= t->h << 17;
+    return t->h;
+}
+
+/* q over the first 20 tokens, most of it on the prompt's cycle token after last. */
+static void td_q(const tree_drafter *t, int32_t last, float *q) {
+    double sum = 0.0;
+    for (int32_t x = 0; x < t->n_vocab; x++) sum += q[x] = x < 20 ? (x == last % 3 + 1 ? 40.0f : 1.0f) : 0.0f;
+    for (int32_t x = 0; x < t->n_vocab; x++) q[x] = (float)(q[x] / sum);
+}
+
+static int32_t td_draw(tree_drafter *t, const float *q) {
+    const double u = (double)(td_next(t) >> 11) * 0x1p-53;
+    double c = 0.0;
+    int32_t x = 0;
+    for (; x < t->n_vocab - 1; x++) {
+        c += q[x];
+        if (u < c && q[x] > 0.0f) break;
+    }
+    return x;
+}
+
+static specd_status td_tree(void *state, const int32_t *history, int64_t n_history,
+                            int32_t max_nodes, int32_t max_depth, int32_t *parent, int32_t *token,
+                            int32_t *n_nodes, float *q, int *has_q, specd_error *err) {
+    (void)err;
+    tree_drafter *t = state;
+    *n_nodes = 0;
+    if (max_nodes < 3 || max_depth < 2) return SPECD_OK;
+    const int32_t last = history[n_history - 1];
+    static const int32_t par[3] = {-1, -1, 0};
+    for (int32_t i = 0; i < 3; i++) {
+        parent[i] = par[i];
+        const int32_t before = par[i] < 0 ? last : token[par[i]];
+        if (t->with_q && q) {
+            td_q(t, before, q + (size_t)i * (size_t)t->n_vocab);
+            token[i] = td_draw(t, q + (size_t)i * (size_t)t->n_vocab);
+        } else {
+            token[i] = (before + (i == 1 ? 1 : 0)) % 3 + 1;
+        }
+    }
+    *has_q = t->with_q && q != NULL;
+    *n_nodes = 3;
+    return SPECD_OK;
+}
+
+static specd_status td_propose(void *state, const int32_t *history, int64_t n_history,
+                               int32_t max_draft, int32_t *draft, int32_t *n_draft, float *q,
+                               int *has_q, specd_error *err) {
+    (void)state, (void)history, (void)n_history, (void)max_draft, (void)draft, (void)q,
+        (void)has_q, (void)err;
+    *n_draft = 0; /* never called: propose_tree is */
+    return SPECD_OK;
+}
+
+static specd_policy_ops tree_ops(void) {
+    specd_policy_ops o;
+    memset(&o, 0, sizeof o);
+    o.abi_version = SPECD_POLICY_ABI_VERSION;
+    o.name = "test-tree";
+    o.create = td_create;
+    o.destroy = td_destroy;
+    o.propose = td_propose;
+    o.flags = SPECD_POLICY_NEEDS_Q;
+    o.propose_tree = td_tree;
+    return o;
+}
+
+static specd_policy_ops TREE_OPS;
+
+/* The trees' sequences: REJECTION with q (plain, top-p), REJECTION and GREEDY without q, and
+ * COUPLED with q (q under COUPLED: the copy path). */
+static const seq_setting TREE_SET[NSEQ] = {
+    {SPECD_ACCEPT_REJECTION, 1.0f, 0, 1.0f, 0.0f, 0},
+    {SPECD_ACCEPT_REJECTION, 0.9f, 0, 0.9f, 0.0f, 0},
+    {SPECD_ACCEPT_REJECTION, 1.0f, 30, 1.0f, 0.01f, 0},
+    {SPECD_ACCEPT_GREEDY, 1.0f, 0, 1.0f, 0.0f, 0},
+    {SPECD_ACCEPT_COUPLED, 0.8f, 0, 1.0f, 0.0f, 0},
+    {SPECD_ACCEPT_COUPLED, 1.0f, 0, 0.8f, 0.0f, 0},
+};
+static const char *const TREE_OPTS[NSEQ] = {"", "", "q=0", "q=0", "", "q=0"};
+
+static specd_spec *open_spec(int trees) {
+    specd_spec_params sp = specd_spec_default_params();
+    sp.n_vocab = V;
+    sp.max_seqs = NSEQ;
+    specd_spec *spec;
+    specd_error err;
+    if (specd_spec_create(&sp, &spec, &err) != SPECD_OK) {
+        printf("FAIL: spec_create: %s\n", err.message);
+        exit(1);
+    }
+    static const specd_logit_bias bias[1] = {{7, -2.5f}};
+    const seq_setting *set = trees ? TREE_SET : SET;
+    for (int i = 0; i < NSEQ; i++) {
+        specd_seq_params p = specd_seq_default_params();
+        p.policy = "ngram";
+        if (trees) {
+            p.policy_ops = &TREE_OPS;
+            p.policy_options = TREE_OPTS[i];
+        }
+        p.adaptive = 0;
+        p.rule = set[i].rule;
+        p.sampling.temperature = set[i].temperature;
+        p.sampling.top_k = set[i].top_k;
+        p.sampling.top_p = set[i].top_p;
+        p.sampling.min_p = set[i].min_p;
+        if (set[i].bias) {
+            p.sampling.bias = bias;
+            p.sampling.n_bias = 1;
+        }
+        p.stream_key = 1000u + (uint64_t)i;
+        const int32_t prompt[] = {1, 2, 3, 1, 2, 3, 1, 2};
+        if (specd_spec_seq_open(spec, i, prompt, 8, &p, &err) != SPECD_OK) {
+            printf("FAIL: seq_open %d: %s\n", i, err.message);
+            exit(1);
+        }
+    }
+    return spec;
+}
+
+/* A step's rows: random bf16 logits with -inf padding past V; most rows peak at the draft they
+ * check or, past the drafts, at the prompt's cycle (so ngram keeps drafting and drafts are
+ * accepted), the others do not. */
+static void fill_rows(uint16_t *rows, const specd_batch *b, int trees, uint32_t *h) {
+    for (int r = 0; r < b->n_rows; r++)
+        for (int x = 0; x < STRIDE; x++) {
+            *h = *h * 1664525u + 1013904223u;
+            rows[r * STRIDE + x] =
+                x < V ? specd_fp32_to_bf16((float)(*h >> 8) / (float)(1u << 24) * 6.0f - 3.0f)
+                      : 0xff80u;
+        }
+    for (int i = 0; i < b->n_seqs; i++) {
+        const specd_batch_seq *q = &b->seqs[i];
+        for (int j = 0; j < q->layout.n_rows; j++) {
+            const int32_t next = q->layout.rows[j] + 1;
+            *h = *h * 1664525u + 1013904223u;
+            if ((*h >> 28) % 4 == 0) continue;
+            /* the draft, or past the drafts the prompt's cycle 1, 2, 3 (which ngram proposes) */
+            const int32_t want = next < q->layout.n_tokens && !trees
+                                     ? q->layout.tokens[next]
+                                     : q->layout.tokens[next - 1] % 3 + 1;
+            rows[(q->row_offset + j) * STRIDE + want] = specd_fp32_to_bf16(9.0f);
+        }
+    }
+}
+
+/* Steps a spec fed host logits and one fed the same rows on the device in lockstep; 0 when
+ * every outcome agrees and each batch took one launch for its eligible sequences. */
+static int run(const specd_cudart *rt, void *dev, int kernel, int trees, int eligible) {
+    const char *what = trees ? "trees" : "chains";
+    specd_spec *sh = open_spec(trees), *sd = open_spec(trees);
+    static uint16_t rows[MAX_ROWS * STRIDE];
+    const int32_t ids[NSEQ] = {0, 1, 2, 3, 4, 5};
+    uint32_t h = 11;
+    int total = 0, emitted = 0, accepted = 0, drafted = 0;
+    uint64_t on_device = 0, launches = 0;
+    for (int step = 0; step < STEPS; step++) {
+        specd_batch bh, bd;
+        specd_error err;
+        if (specd_spec_batch_layout(sh, ids, NSEQ, &bh, &err) != SPECD_OK ||
+            specd_spec_batch_layout(sd, ids, NSEQ, &bd, &err) != SPECD_OK) {
+            printf("FAIL: layout: %s\n", err.message);
+            return 1;
+        }
+        if (bh.n_rows != bd.n_rows || bh.n_rows > MAX_ROWS) {
+            printf("FAIL: layouts differ or exceed %d rows\n", MAX_ROWS);
+            return 1;
+        }
+        fill_rows(rows, &bh, trees, &h);
+        rt->memcpy(dev, rows, (size_t)bh.n_rows * STRIDE * sizeof(uint16_t),
+                   SPECD_CUDA_MEMCPY_HOST_TO_DEVICE);
+        specd_logits lh = {rows, STRIDE, bh.n_rows, SPECD_DTYPE_BF16, SPECD_DEVICE_HOST};
+        specd_logits ld = {dev, STRIDE, bd.n_rows, SPECD_DTYPE_BF16, SPECD_DEVICE_CUDA};
+        specd_batch_result rh, rd;
+        const uint64_t c0 = specd_device_verify_count(), l0 = specd_device_verify_launches();
+        if (specd_spec_batch_verify(sh, &lh, &rh, &err) != SPECD_OK ||
+            specd_spec_batch_verify(sd, &ld, &rd, &err) != SPECD_OK) {
+            printf("FAIL: verify: %s\n", err.message);
+            return 1;
+        }
+        const uint64_t dc = specd_device_verify_count() - c0;
+        const uint64_t dl = specd_device_verify_launches() - l0;
+        on_device += dc;
+        launches += dl;
+        for (int i = 0; i < NSEQ; i++) {
+            const specd_step_outcome *a = &rh.outcome[i], *b = &rd.outcome[i];
+            if (a->n_emitted != b->n_emitted || a->n_accepted != b->n_accepted ||
+                memcmp(a->emitted, b->emitted, (size_t)a->n_emitted * sizeof(int32_t)) != 0 ||
+                a->n_keep != b->n_keep ||
+                memcmp(a->keep, b->keep, (size_t)a->n_keep * sizeof(int32_t)) != 0) {
+                printf("FAIL: %s step %d sequence %d: device logits gave %d tokens (%d "
+                       "accepted, %d rows kept), host logits %d (%d, %d)\n", what, step, i,
+                       b->n_emitted, b->n_accepted, b->n_keep, a->n_emitted, a->n_accepted,
+                       a->n_keep);
+                return 1;
+            }
+            total++;
+            emitted += a->n_emitted;
+            accepted += a->n_accepted;
+            drafted += a->n_drafted;
+        }
+        /* every eligible sequence on the device, in one launch */
+        if (kernel && (dc != (uint64_t)eligible || dl != 1)) {
+            printf("FAIL: %s step %d: %llu steps decided on the device in %llu launches (want %d "
+                   "in 1)\n", what, step, (unsigned long long)dc, (unsigned long long)dl,
+                   eligible);
+            return 1;
+        }
+    }
+    printf("%s: %d sequence steps from device logits equal the host's (%d tokens emitted, %d of %d "
+           "drafts accepted); %llu decided on the device in %llu launches%s\n", what, total, emitted,
+           accepted, drafted, (unsigned long long)on_device, (unsigned long long)launches,
+           kernel ? "" : " (no verify kernel: the copy path)");
+    specd_spec_destroy(sh);
+    specd_spec_destroy(sd);
+    return 0;
+}
+
+int main(void) {
+    const specd_cudart *rt = specd_cudart_get(NULL);
+    if (!rt) {
+        printf("skipped: no CUDA runtime\n");
+        return SPECD_TEST_SKIP;
+    }
+    if (specd_cuda_device_count() == 0) {
+        printf("skipped: no CUDA device\n");
+        return SPECD_TEST_SKIP;
+    }
+    const specd_cuda_kernels *k = specd_cuda_kernels_get(NULL);
+    const int kernel = k && k->struct_size >= offsetof(specd_cuda_kernels, verify) +
+                                                  sizeof k->verify && k->verify;
+    TREE_OPS = tree_ops();
+    void *dev = NULL;
+    if (rt->malloc(&dev, MAX_ROWS * STRIDE * sizeof(uint16_t)) != SPECD_CUDA_SUCCESS) {
+        printf("FAIL: cuda malloc\n");
+        return 1;
+    }
+    /* chains (ngram: every rule, one sequence with a bias on the copy path), then trees (the
+     * test's drafter: REJECTION with q rows, GREEDY; COUPLED with q on the copy path) */
+    if (run(rt, dev, kernel, 0, NSEQ - 1) || run(rt, dev, kernel, 1, NSEQ - 1)) return 1;
+    rt->free(dev);
+    printf("ok\n");
+    return 0;
+}

@@ -8,7 +8,11 @@
  *   batch    B = 1, 8, 64 sequences each a 16-token prompt, then STEPS extends of one new token
  *            per sequence with logits for every row: new tokens per second over all sequences
  *   memory   the device memory the context holds (weights, KV caches, scratch)
- * launches the kernels one decode step enqueues (specd_context_device_launches), and per layer
+ *   graphs   the decode above again on a second context with SPECD_CUDA_GRAPHS=0 (its kernels
+ *            launched one by one; the first context replays one CUDA graph per step shape), in
+ *            the same runs, and the ratio
+ * launches the kernels one decode step runs (specd_context_device_launches), per layer, and the
+ * launch calls the host makes for them with graphs on and off (specd_context_device_graph_stats)
  * Without a CUDA device, a CUDA build or the model, it says why, prints "skipped" and exits 0.
  * The last lines, "FIGURE name value", are what scripts/gpu-check copies into its report.
  *   usage: bench_decode [--device cpu|cuda] [MODEL] [RUNS] [D]
@@ -17,6 +21,7 @@
  *   without a GPU (bench/runtime measures the CPU). */
 #include "specd/runtime.h"
 
+#include "bench/bench_median.h"
 #include "common/clock.h"
 
 #include <stdio.h>
@@ -27,14 +32,6 @@ enum { PROMPT = 16, PREFIX = 64, K_MAX = 16, EXTEND_REPS = 10, STEPS = 32, MAX_R
 static const int batch_sizes[] = {1, 8, 64};
 enum { N_BATCH_SIZES = 3, MAX_SEQ = 64 };
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 static double seconds_since(uint64_t t0) { return (double)(specd_now_ns() - t0) * 1e-9; }
 
 #define CHECK(call)                                                                                \
@@ -105,12 +102,22 @@ int main(int argc, char **argv) {
     cp.n_seq = MAX_SEQ;
     cp.n_ctx = PROMPT + D + PREFIX + K_MAX + STEPS + 8;
     cp.n_batch = MAX_SEQ;
-    specd_context *c;
+    specd_context *c, *c_off;
     if (specd_context_create(m, &cp, &c, &err) != SPECD_OK) {
         printf("bench_decode: skipped: no %s context (%s)\n", specd_device_name(device),
                err.message);
         specd_model_destroy(m);
         return 0;
+    }
+    /* the graphs-off twin: one sequence is all its decode needs (the weights are shared) */
+    specd_context_params cp_off = cp;
+    cp_off.n_seq = 1;
+    setenv("SPECD_CUDA_GRAPHS", "0", 1);
+    const specd_status st_off = specd_context_create(m, &cp_off, &c_off, &err);
+    unsetenv("SPECD_CUDA_GRAPHS");
+    if (st_off != SPECD_OK) {
+        fprintf(stderr, "bench_decode: the graphs-off context: %s\n", err.message);
+        return 1;
     }
     if (specd_context_device(c) != device) {
         fprintf(stderr, "bench_decode: asked for a %s context and got %s\n",
@@ -130,18 +137,30 @@ int main(int argc, char **argv) {
            info->n_layer, info->n_embd, V, specd_device_name(device), runs);
 
     /* Warm-up: the first calls pay for lazy module loads and allocator growth. */
+    specd_device_graph_stats gs_on, gs_off;
     CHECK(prefill(c, 0, toks, PROMPT, &err));
-    for (int i = 0; i < 8; i++)
+    CHECK(prefill(c_off, 0, toks, PROMPT, &err));
+    for (int i = 0; i < 8; i++) {
         CHECK(specd_context_decode(c, 0, toks[PROMPT + i], logits, &err));
+        CHECK(specd_context_decode(c_off, 0, toks[PROMPT + i], logits, &err));
+    }
     const int32_t launches = specd_context_device_launches(c);
+    const int32_t launches_off = specd_context_device_launches(c_off);
+    specd_context_device_graph_stats(c, &gs_on);
+    specd_context_device_graph_stats(c_off, &gs_off);
 
-    double dec[MAX_RUNS], ext[K_MAX + 1][MAX_RUNS], bat[N_BATCH_SIZES][MAX_RUNS];
+    double dec[MAX_RUNS], dec_off[MAX_RUNS], ext[K_MAX + 1][MAX_RUNS], bat[N_BATCH_SIZES][MAX_RUNS];
     for (int r = 0; r < runs; r++) {
         CHECK(prefill(c, 0, toks, PROMPT, &err));
         uint64_t t0 = specd_now_ns();
         for (int i = 0; i < D; i++)
             CHECK(specd_context_decode(c, 0, toks[PROMPT + i], logits, &err));
         dec[r] = D / seconds_since(t0);
+        CHECK(prefill(c_off, 0, toks, PROMPT, &err));
+        t0 = specd_now_ns();
+        for (int i = 0; i < D; i++)
+            CHECK(specd_context_decode(c_off, 0, toks[PROMPT + i], logits, &err));
+        dec_off[r] = D / seconds_since(t0);
 
         CHECK(prefill(c, 0, toks, PREFIX, &err));
         for (int k = 1; k <= K_MAX; k++) {
@@ -154,7 +173,7 @@ int main(int argc, char **argv) {
                 reps[i] = seconds_since(t0);
                 CHECK(specd_context_kv_truncate(c, 0, PREFIX, &err));
             }
-            ext[k][r] = median(reps, EXTEND_REPS);
+            ext[k][r] = bench_median(reps, EXTEND_REPS);
         }
 
         for (int b = 0; b < N_BATCH_SIZES; b++) {
@@ -174,19 +193,34 @@ int main(int argc, char **argv) {
         }
     }
 
-    const double decode = median(dec, runs);
+    const double decode = bench_median(dec, runs), decode_off = bench_median(dec_off, runs);
+    specd_device_graph_stats gs;
+    specd_context_device_graph_stats(c, &gs);
     double ext_ms[K_MAX + 1];
     for (int k = 1; k <= K_MAX; k++)
-        ext_ms[k] = median(ext[k], runs) * 1e3;
+        ext_ms[k] = bench_median(ext[k], runs) * 1e3;
     double batch[N_BATCH_SIZES];
     for (int b = 0; b < N_BATCH_SIZES; b++)
-        batch[b] = median(bat[b], runs);
+        batch[b] = bench_median(bat[b], runs);
     size_t w = 0, kv = 0, scratch = 0;
     specd_context_device_memory(c, &w, &kv, &scratch);
 
     printf("\ndecode, one sequence (%d-token prompt, %d tokens, logits to host): %.1f tok/s "
            "(%.3f ms/token)\n",
            PROMPT, D, decode, 1e3 / decode);
+    if (device != SPECD_DEVICE_CUDA)
+        printf("  no CUDA graphs on this backend; the same decode on the second context: %.1f "
+               "tok/s\n",
+               decode_off);
+    else
+        printf("  with CUDA graphs %s: %.1f tok/s; SPECD_CUDA_GRAPHS=0 (kernels launched one by "
+               "one): %.1f tok/s (%.3f ms/token); graphs / no graphs %.2fx\n",
+               gs.enabled ? "on" : "OFF (unavailable or a capture failed)", decode, decode_off,
+               1e3 / decode_off, decode / decode_off);
+    printf("  graphs over the whole run: %lld captures, %lld graph steps, %lld evictions, %d "
+           "cached (of %d), %lld failed captures\n",
+           (long long)gs.captures, (long long)gs.replays, (long long)gs.evictions, gs.cached,
+           gs.capacity, (long long)gs.fallbacks);
     printf("\nextend of k rows after a %d-token prefix, logits for every row:\n", PREFIX);
     printf("%4s %10s %14s %12s\n", "k", "ms", "ms / extend(1)", "rows/s");
     for (int k = 1; k <= K_MAX; k++)
@@ -203,23 +237,35 @@ int main(int argc, char **argv) {
            "scratch %.1f MiB, total %.1f MiB\n",
            (double)w / mib, (double)kv / mib, cp.n_seq, cp.n_ctx, (double)scratch / mib,
            (double)(w + kv + scratch) / mib);
-    if (launches > 0)
-        printf("kernel launches per decode step: %d, %.1f per layer (%d layers; embed, output norm "
+    if (launches > 0) {
+        printf("kernels per decode step: %d, %.1f per layer (%d layers; embed, output norm "
                "and head included)\n",
                launches, (double)launches / info->n_layer, info->n_layer);
-    else
+        printf("host launch calls per decode step: %d with graphs (%s), %d without (%.1f per "
+               "layer)\n",
+               gs_on.last_host_launches,
+               gs_on.last_graphed ? "one graph launch" : "NOT run as a graph", launches_off,
+               (double)launches_off / info->n_layer);
+    } else
         printf("kernel launches: not counted on this backend\n");
 
     printf("\nFIGURE decode_tok_s %.1f\n", decode);
     printf("FIGURE decode_ms_per_token %.4f\n", 1e3 / decode);
+    printf("FIGURE decode_tok_s_graphs_off %.1f\n", decode_off);
+    printf("FIGURE decode_graphs_speedup %.3f\n", decode / decode_off);
+    printf("FIGURE graphs_enabled %d\n", gs.enabled);
     for (int k = 1; k <= K_MAX; k++)
         printf("FIGURE extend_ms_k%d %.4f\nFIGURE extend_ratio_k%d %.3f\n", k, ext_ms[k], k,
                ext_ms[k] / ext_ms[1]);
     for (int b = 0; b < N_BATCH_SIZES; b++)
         printf("FIGURE batch%d_tok_s %.1f\n", batch_sizes[b], batch[b]);
     if (launches > 0)
-        printf("FIGURE launches_per_step %d\nFIGURE launches_per_layer %.1f\n", launches,
-               (double)launches / info->n_layer);
+        printf("FIGURE launches_per_step %d\nFIGURE launches_per_layer %.1f\n"
+               "FIGURE host_launches_per_step_graphs %d\n"
+               "FIGURE host_launches_per_step_no_graphs %d\n"
+               "FIGURE host_launches_per_layer_no_graphs %.1f\n",
+               launches, (double)launches / info->n_layer, gs_on.last_host_launches, launches_off,
+               (double)launches_off / info->n_layer);
     printf("FIGURE device_weights_mib %.1f\nFIGURE device_kv_mib %.1f\n"
            "FIGURE device_scratch_mib %.1f\n",
            (double)w / mib, (double)kv / mib, (double)scratch / mib);
@@ -227,6 +273,7 @@ int main(int argc, char **argv) {
     free(toks);
     free(logits);
     specd_context_destroy(c);
+    specd_context_destroy(c_off);
     specd_model_destroy(m);
     return 0;
 }

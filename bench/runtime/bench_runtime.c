@@ -8,6 +8,7 @@
  * usage: bench_runtime MODEL THREADS [RUNS] [P] [D] */
 #include "specd/runtime.h"
 
+#include "bench/bench_median.h"
 #include "common/clock.h"
 
 #include <stdio.h>
@@ -16,14 +17,6 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 #define CHECK(call)                                                                                \
     do {                                                                                           \
@@ -83,11 +76,11 @@ int main(int argc, char **argv) {
             CHECK(specd_context_kv_truncate(c, 0, 256, &err));
         }
     }
-    printf("specd: prefill %.1f tok/s\n", median(pre, runs));
-    printf("specd: decode %.1f tok/s\n", median(dec, runs));
+    printf("specd: prefill %.1f tok/s\n", bench_median(pre, runs));
+    printf("specd: decode %.1f tok/s\n", bench_median(dec, runs));
     printf("specd: extend_ms");
     for (int k = 0; k < 16; k++)
-        printf(" %.3f", median(ext[k], runs));
+        printf(" %.3f", bench_median(ext[k], runs));
     printf("\n");
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);

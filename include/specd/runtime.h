@@ -190,6 +190,15 @@ typedef struct specd_extend_out {
         *rows;     /* n_rows distinct indices; NULL = every row (n_rows must equal the total) */
     float *logits; /* n_rows x n_vocab, or NULL */
     float *hidden; /* n_rows x n_embd final hidden states (after the output norm), or NULL */
+    /* Logits left on the device (SPECD_DEVICE_CUDA only; SPECD_E_INVALID_ARG on the CPU): when
+     * non-NULL, receives the device address of the n_rows x n_vocab logits (row j is rows[j]'s,
+     * n_vocab floats after row j - 1), which are then not copied to the host unless logits is
+     * also given (the two hold the same bits). NULL is written when n_rows is 0 or the extend
+     * fails. The rows live in the context's device scratch: owned by the context, valid until
+     * the next call on that context (any extend, decode, KV, adapter or destroy call), readable
+     * on the context's device (specd_context_params.device_index) once the extend has returned
+     * (it synchronised), and never to be freed or written by the caller. */
+    const float **device_logits;
 } specd_extend_out;
 
 /* Runs the forward for the new tokens. out may be NULL (fill the caches only). */
@@ -223,6 +232,24 @@ SPECD_API void specd_context_device_memory(const specd_context *ctx, size_t *wei
 /* Kernels the last successful extend or decode of a CUDA context enqueued (its launch count,
  * what CUDA graphs would cut); 0 on the CPU or before the first step. */
 SPECD_API int32_t specd_context_device_launches(const specd_context *ctx);
+
+/* A CUDA context runs each step's kernels as one CUDA graph per step shape (docs/gpu.md),
+ * captured the first time the shape runs and replayed after, with the same bits as launching
+ * them one by one. SPECD_CUDA_GRAPHS=0 (also off, false, no) in the environment at context
+ * create turns them off; a capture failure turns them off for that context, with a one-time
+ * warning through specd_log_set. All zero on the CPU. */
+typedef struct specd_device_graph_stats {
+    int32_t enabled;            /* graphs in use by this context */
+    int32_t cached, capacity;   /* executable graphs held, and the most it keeps */
+    int64_t captures;           /* shapes captured (a new shape, or one evicted) */
+    int64_t replays;            /* steps that ran as a graph */
+    int64_t evictions;          /* graphs dropped to make room, least recently used first */
+    int64_t fallbacks;          /* captures that failed (graphs then off) */
+    int32_t last_graphed;       /* the last successful step ran as a graph */
+    int32_t last_host_launches; /* launch calls its kernels took: 1 as a graph, else its kernels */
+} specd_device_graph_stats;
+SPECD_API void specd_context_device_graph_stats(const specd_context *ctx,
+                                                specd_device_graph_stats *out);
 
 #ifdef __cplusplus
 }

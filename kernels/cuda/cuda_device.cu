@@ -22,6 +22,11 @@ static_assert(cudaEventDisableTiming == SPECD_CUDA_EVENT_DISABLE_TIMING, "event 
 static_assert(cudaEventInterprocess == SPECD_CUDA_EVENT_INTERPROCESS, "event flag");
 static_assert(cudaIpcMemLazyEnablePeerAccess == SPECD_CUDA_IPC_LAZY_PEER_ACCESS, "ipc flag");
 static_assert(sizeof(cudaError_t) == sizeof(int), "cudaError_t returned as int");
+static_assert((int)cudaStreamCaptureModeThreadLocal == SPECD_CUDA_CAPTURE_THREAD_LOCAL, "capture mode");
+static_assert(sizeof(cudaStreamCaptureMode) == sizeof(int), "capture mode passed as int");
+static_assert(sizeof(cudaGraph_t) == sizeof(void *), "graphs are opaque pointers");
+static_assert(cudaStreamNonBlocking == SPECD_CUDA_STREAM_NON_BLOCKING, "stream flag");
+static_assert(sizeof(cudaGraphExec_t) == sizeof(void *), "executable graphs are opaque pointers");
 
 static __global__ void scale_by_two(const float *in, float *out, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;

@@ -41,7 +41,6 @@ static int resolve(void *h) {
         S(free_host, "cudaFreeHost"),
         S(driver_get_version, "cudaDriverGetVersion"),
         S(runtime_get_version, "cudaRuntimeGetVersion"),
-#undef S
     };
     specd_cudart t;
     for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
@@ -50,6 +49,26 @@ static int resolve(void *h) {
         /* POSIX guarantees a data pointer from dlsym converts to a function pointer */
         *(void **)((char *)&t + syms[i].offset) = f;
     }
+    /* optional: the step graphs (all or none) */
+    static const struct { size_t offset; const char *name; } graph_syms[] = {
+        S(stream_begin_capture, "cudaStreamBeginCapture"),
+        S(stream_end_capture, "cudaStreamEndCapture"),
+        S(graph_instantiate_with_flags, "cudaGraphInstantiateWithFlags"),
+        S(graph_launch, "cudaGraphLaunch"),
+        S(graph_exec_destroy, "cudaGraphExecDestroy"),
+        S(graph_destroy, "cudaGraphDestroy"),
+        S(stream_create_with_flags, "cudaStreamCreateWithFlags"),
+    };
+    size_t found = 0;
+    for (size_t i = 0; i < sizeof graph_syms / sizeof graph_syms[0]; i++) {
+        void *f = dlsym(h, graph_syms[i].name);
+        found += f != NULL;
+        *(void **)((char *)&t + graph_syms[i].offset) = f;
+    }
+    if (found != sizeof graph_syms / sizeof graph_syms[0])
+        for (size_t i = 0; i < sizeof graph_syms / sizeof graph_syms[0]; i++)
+            *(void **)((char *)&t + graph_syms[i].offset) = NULL;
+#undef S
     rt = t;
     return 1;
 }

@@ -58,7 +58,24 @@ typedef struct specd_cudart {
     int (*free_host)(void *p);
     int (*driver_get_version)(int *version);
     int (*runtime_get_version)(int *version);
+    /* CUDA graphs (the runtime's step graphs, model/runtime/cuda_graph.h): NULL together when
+     * the runtime lacks one of them (then steps launch their kernels directly). Graphs and
+     * executable graphs are opaque pointers. */
+    int (*stream_begin_capture)(void *stream, int mode);
+    int (*stream_end_capture)(void *stream, void **graph);
+    int (*graph_instantiate_with_flags)(void **exec, void *graph, unsigned long long flags);
+    int (*graph_launch)(void *exec, void *stream);
+    int (*graph_exec_destroy)(void *exec);
+    int (*graph_destroy)(void *graph);
+    /* a stream of the graphs' context: non-blocking, so another thread's work on the legacy
+     * default stream never joins (and so invalidates) its capture */
+    int (*stream_create_with_flags)(void **stream, unsigned flags);
 } specd_cudart;
+
+#define SPECD_CUDA_STREAM_NON_BLOCKING 0x01
+
+/* cudaStreamCaptureModeThreadLocal: another thread's calls never break this thread's capture. */
+#define SPECD_CUDA_CAPTURE_THREAD_LOCAL 1
 
 /* The runtime, loaded once per process (thread-safe); NULL with SPECD_E_UNSUPPORTED when no
  * libcudart can be opened. Borrowed for the life of the process. */

@@ -319,3 +319,19 @@ void specd_context_device_memory(const specd_context *c, size_t *weights, size_t
 int32_t specd_context_device_launches(const specd_context *c) {
     return c && c->cuda ? c->cuda->last_launches : 0;
 }
+
+void specd_context_device_graph_stats(const specd_context *c, specd_device_graph_stats *out) {
+    if (!out) return;
+    memset(out, 0, sizeof *out);
+    const rt_cuda *g = c ? c->cuda : NULL;
+    if (!g) return;
+    out->enabled = g->graphs_on;
+    out->cached = g->graphs.n;
+    out->capacity = g->graphs.cap;
+    out->captures = g->graph_captures;
+    out->replays = g->graph_replays;
+    out->evictions = g->graphs.evictions;
+    out->fallbacks = g->graph_fallbacks;
+    out->last_graphed = g->last_graphed;
+    out->last_host_launches = g->last_host_launches;
+}

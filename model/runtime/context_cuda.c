@@ -13,6 +13,7 @@
 
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 specd_status rt_cuda_fail(const rt_cuda *g, specd_error *err, const char *what, int rc) {
@@ -340,7 +341,11 @@ static specd_status setup_locked(specd_context *c, rt_cuda *g, specd_error *err)
                           g->in_bytes, g->rt->get_error_string(rc));
     }
     memset(g->in_host, 0, g->in_bytes);
-    rc = g->rt->stream_create(&g->stream);
+    /* with graphs, a non-blocking stream: a capture on a blocking one is invalidated (and the
+     * other call fails) when another thread uses the legacy default stream meanwhile; every call
+     * synchronises its own stream before returning, so nothing relies on the implicit join */
+    rc = g->graphs_on ? g->rt->stream_create_with_flags(&g->stream, SPECD_CUDA_STREAM_NON_BLOCKING)
+                      : g->rt->stream_create(&g->stream);
     if (rc) {
         g->stream = NULL;
         return rt_cuda_fail(g, err, "cudaStreamCreate", rc);
@@ -369,6 +374,24 @@ static specd_status setup_locked(specd_context *c, rt_cuda *g, specd_error *err)
     return SPECD_OK;
 }
 
+static void destroy_exec(void *exec, void *user) {
+    const rt_cuda *g = user;
+    (void)g->rt->graph_exec_destroy(exec);
+}
+
+/* The step graphs: on unless SPECD_CUDA_GRAPHS says off or the runtime has no graphs. */
+static specd_status setup_graphs(rt_cuda *g, const specd_context_params *p, specd_error *err) {
+    g->graphs_on = rt_graph_enabled_by(getenv("SPECD_CUDA_GRAPHS")) && g->rt->graph_launch;
+    if (!g->graphs_on) return SPECD_OK;
+    const size_t cap = rt_graph_key_capacity(p->n_batch);
+    g->graph_key = specd_alloc_array(cap, sizeof(int32_t));
+    if (!g->graph_key ||
+        rt_graph_cache_init(&g->graphs, RT_GRAPH_CACHE_CAPACITY, destroy_exec, g) != 0)
+        return specd_fail(err, SPECD_E_NOMEM, "context: out of memory");
+    g->graph_key_cap = (int32_t)cap;
+    return SPECD_OK;
+}
+
 static specd_status setup(specd_context *c, rt_cuda *g, specd_error *err) {
     const specd_model *m = c->model;
     const specd_context_params *p = &c->p;
@@ -382,6 +405,7 @@ static specd_status setup(specd_context *c, rt_cuda *g, specd_error *err) {
         return specd_fail(err, SPECD_E_INVALID_ARG,
                           "context: n_seq x n_ctx = %zu KV rows exceed the CUDA backend's 2^31",
                           kv_rows);
+    SPECD_TRY(setup_graphs(g, p, err));
     SPECD_TRY(open_device(g, p->device_index, err));
     pthread_mutex_lock(&weights_lock);
     const specd_status st = setup_locked(c, g, err);
@@ -452,6 +476,8 @@ void rt_cuda_context_destroy(specd_context *c) {
         (void)g->rt->stream_synchronize(g->stream);
         (void)g->rt->stream_destroy(g->stream);
     }
+    rt_graph_cache_free(&g->graphs);
+    specd_free(g->graph_key);
     free_lora(g);
     if (g->shared) {
         pthread_mutex_lock(&weights_lock);
@@ -470,6 +496,7 @@ void rt_cuda_context_destroy(specd_context *c) {
 
 specd_status rt_cuda_set_lora(specd_context *c, const specd_lora *lo, specd_error *err) {
     rt_cuda *g = c->cuda;
+    rt_graph_cache_clear(&g->graphs); /* the graphs hold the old adapter's addresses */
     free_lora(g);
     if (!lo) return SPECD_OK;
     const int32_t nl = g->n_layers;

@@ -6,6 +6,7 @@
 #ifndef SPECD_MODEL_RUNTIME_CUDA_BACKEND_H
 #define SPECD_MODEL_RUNTIME_CUDA_BACKEND_H
 
+#include "model/runtime/cuda_graph.h"
 #include "model/runtime/runtime_internal.h"
 
 #include "kernels/cuda/cuda_kernels.h"
@@ -71,6 +72,16 @@ typedef struct rt_cuda {
     int32_t lora_rank;
     float lora_scale;
     int32_t last_launches; /* kernels the last successful extend enqueued */
+
+    /* Step graphs (model/runtime/cuda_graph.h): one executable graph per step key, replayed
+     * instead of launching the step's kernels one by one. */
+    int graphs_on; /* SPECD_CUDA_GRAPHS not 0, the runtime has graphs, no capture failed */
+    rt_graph_cache graphs;
+    int32_t *graph_key; /* key buffer, rt_graph_key_capacity(n_batch) ints */
+    int32_t graph_key_cap;
+    int64_t graph_captures, graph_replays, graph_fallbacks;
+    int32_t last_host_launches; /* launch calls the last step's kernels took: 1 as a graph */
+    int last_graphed;           /* the last step ran as a graph */
 } rt_cuda;
 
 /* After the shared validation of specd_context_create. */
@@ -82,10 +93,11 @@ void rt_cuda_context_destroy(specd_context *c);
 specd_status rt_cuda_set_lora(specd_context *c, const specd_lora *lora, specd_error *err);
 /* The validated extend (c->tok filled): runs it on the device and copies the requested rows
  * back; the caller then commits (kv_len and commit flags). On a device failure kv_len is
- * unchanged. */
+ * unchanged. device_logits (may be NULL) receives the device address of the n_out logits rows
+ * (the context's scratch: valid until its next call). */
 specd_status rt_cuda_extend(specd_context *c, const specd_seq_batch *seqs, int32_t n_seqs,
                             int32_t n_tok, int32_t n_out, const int32_t *out_rows, float *logits,
-                            float *hidden, specd_error *err);
+                            float *hidden, const float **device_logits, specd_error *err);
 /* rt_kv_compact's device twin (validated arguments). */
 specd_status rt_cuda_kv_compact(specd_context *c, int32_t seq, int32_t from, int32_t n_rows,
                                 const int32_t *rows, specd_error *err);

@@ -400,6 +400,9 @@ static specd_status validate(specd_context *c, const specd_seq_batch *seqs, int3
     if (out->n_rows < 0 || out->n_rows > total)
         return specd_fail(err, SPECD_E_INVALID_ARG, "extend: n_rows %d not in 0..%lld", out->n_rows,
                           (long long)total);
+    if (out->device_logits && !c->cuda)
+        return specd_fail(err, SPECD_E_INVALID_ARG,
+                          "extend: device_logits needs a CUDA context (this one runs on the CPU)");
     if (!out->rows && out->n_rows != total)
         return specd_fail(err, SPECD_E_INVALID_ARG,
                           "extend: rows is NULL but n_rows %d != %lld new tokens", out->n_rows,
@@ -471,7 +474,7 @@ specd_status specd_context_extend(specd_context *c, const specd_seq_batch *seqs,
         }
     }
     fwd_job job = {.c = c, .n_tok = n_tok};
-    if (out && out->n_rows > 0 && (out->logits || out->hidden)) {
+    if (out && out->n_rows > 0 && (out->logits || out->hidden || out->device_logits)) {
         for (int32_t j = 0; j < out->n_rows; j++)
             c->out_rows[j] = out->rows ? out->rows[j] : j;
         job.n_out = out->n_rows;
@@ -481,7 +484,7 @@ specd_status specd_context_extend(specd_context *c, const specd_seq_batch *seqs,
     }
     if (c->cuda) {
         SPECD_TRY(rt_cuda_extend(c, seqs, n_seqs, n_tok, job.n_out, job.out_rows, job.logits,
-                                 job.hidden, err));
+                                 job.hidden, out ? out->device_logits : NULL, err));
         return commit(c, seqs, n_seqs, err);
     }
     if (c->prof) c->prof->t_dispatch = specd_now_ns();

@@ -3,13 +3,17 @@
  * stream. The step's token ids, positions, gates, KV destinations, output rows, visibility masks
  * and input vectors are written into a pinned staging buffer and go up in at most three copies;
  * the requested logits and hidden rows come back, then one synchronisation reports any failure.
- * Nothing is allocated per step. Every kernel reduces an element in an order fixed by the model's
+ * The kernels between the upload and the copies back run as one CUDA graph per step shape when
+ * graphs are on (model/runtime/cuda_graph.h): captured the first time a shape runs, replayed
+ * after. Nothing is allocated per step except a new shape's graph. Every kernel reduces an element in an order fixed by the model's
  * sizes, never by the batch, so a row's bits do not depend on the rows beside it. */
 #include "model/runtime/cuda_backend.h"
 
+#include "common/log_internal.h"
 #include "common/status_internal.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 typedef struct step {
@@ -19,6 +23,7 @@ typedef struct step {
     int any_gate; /* a token has a non-zero LoRA gate */
     int have;     /* what xq holds: -1 nothing, else enum rt_cuda_vec of the rows last quantized */
     int32_t launches; /* kernels enqueued so far */
+    int bucket_kv;    /* attention reads each sequence's length rounded up (a graph's shape) */
     const char *op;   /* the failing operation */
     int rc;         /* and its status */
 } step;
@@ -91,6 +96,7 @@ static int attention(step *st, int32_t l, float scale) {
         int32_t n_kv = c->tok[t0].n_pos;
         for (t1 = t0 + 1; t1 < st->n && c->tok[t1].seq == c->tok[t0].seq; t1++)
             if (c->tok[t1].n_pos > n_kv) n_kv = c->tok[t1].n_pos;
+        if (st->bucket_kv) n_kv = rt_graph_kv_bucket(n_kv, SPECD_CUDA_ATTN_SPLIT, c->p.n_ctx);
         const size_t base = ((size_t)l * (size_t)c->p.n_seq + (size_t)c->tok[t0].seq) *
                             (size_t)c->p.n_ctx * c->kv_dim;
         const specd_cuda_attention_args a = {
@@ -238,46 +244,165 @@ static int stage(step *st, int32_t n_out, const int32_t *out_rows, int *any_embd
     return 0;
 }
 
-static int forward(step *st, int32_t n_out, const int32_t *out_rows, float *logits, float *hidden) {
+/* The step's kernels, from the embedding to the output head: what a step graph holds. */
+static int kernels(step *st, int32_t n_out, unsigned flags) {
     specd_context *c = st->c;
     rt_cuda *g = st->g;
     const specd_model_info *in = &c->model->info;
     const int32_t E = in->n_embd;
-    int any_embd = 0;
-    if (stage(st, n_out, out_rows, &any_embd)) return -1;
     RUN(st, "embed",
         g->k->embed(g->tok_embd.type, g->tok_embd.data, in->n_vocab, E,
-                    IN(g, off_ids, const int32_t), any_embd ? IN(g, off_embd, const float) : NULL,
-                    E, g->x, E, st->n, g->stream));
+                    IN(g, off_ids, const int32_t),
+                    flags & RT_GRAPH_EMBD ? IN(g, off_embd, const float) : NULL, E, g->x, E,
+                    st->n, g->stream));
     for (int32_t l = 0; l < g->n_layers; l++)
         if (layer(st, l)) return -1;
-    if (n_out == 0 || (!logits && !hidden)) return 0;
+    if (!(flags & RT_GRAPH_OUTPUT)) return 0;
     RUN(st, "gather",
         g->k->gather(g->x, E, IN(g, off_out, const int32_t), n_out, E, g->tmp, E, g->stream));
     RUN(st, "rmsnorm (output)",
         g->k->rmsnorm(g->tmp, E, g->output_norm, g->xn, E, n_out, E, in->rms_eps, g->stream));
-    if (hidden)
-        COPY(st, "cudaMemcpyAsync (hidden)",
-            g->rt->memcpy_async(hidden, g->xn, (size_t)n_out * (size_t)E * sizeof(float),
-                                SPECD_CUDA_MEMCPY_DEVICE_TO_HOST, g->stream));
-    if (!logits) return 0;
+    if (!(flags & RT_GRAPH_LOGITS)) return 0;
     st->have = -1;
-    if (matmul(st, &g->output, g->xn, E, n_out, g->logits, in->n_vocab)) return -1;
-    COPY(st, "cudaMemcpyAsync (logits)",
-        g->rt->memcpy_async(logits, g->logits, (size_t)n_out * (size_t)in->n_vocab * sizeof(float),
-                            SPECD_CUDA_MEMCPY_DEVICE_TO_HOST, g->stream));
+    return matmul(st, &g->output, g->xn, E, n_out, g->logits, in->n_vocab);
+}
+
+/* The requested rows back to the host (the output head left xn as it was). */
+static int copy_back(step *st, int32_t n_out, float *logits, float *hidden) {
+    rt_cuda *g = st->g;
+    const specd_model_info *in = &st->c->model->info;
+    if (n_out > 0 && hidden)
+        COPY(st, "cudaMemcpyAsync (hidden)",
+             g->rt->memcpy_async(hidden, g->xn, (size_t)n_out * (size_t)in->n_embd * sizeof(float),
+                                 SPECD_CUDA_MEMCPY_DEVICE_TO_HOST, g->stream));
+    if (n_out > 0 && logits)
+        COPY(st, "cudaMemcpyAsync (logits)",
+             g->rt->memcpy_async(logits, g->logits,
+                                 (size_t)n_out * (size_t)in->n_vocab * sizeof(float),
+                                 SPECD_CUDA_MEMCPY_DEVICE_TO_HOST, g->stream));
     return 0;
+}
+
+/* The step's graph key: its shape, and each sequence's rows and rounded attention length. */
+static int graph_key(const step *st, int32_t n_out, unsigned flags, rt_graph_key *k) {
+    const specd_context *c = st->c;
+    const rt_cuda *g = st->g;
+    rt_graph_key_begin(k, g->graph_key, g->graph_key_cap, st->n, n_out, g->n_layers, flags);
+    for (int32_t t0 = 0, t1; t0 < st->n; t0 = t1) {
+        int32_t n_kv = c->tok[t0].n_pos;
+        for (t1 = t0 + 1; t1 < st->n && c->tok[t1].seq == c->tok[t0].seq; t1++)
+            if (c->tok[t1].n_pos > n_kv) n_kv = c->tok[t1].n_pos;
+        if (rt_graph_key_add_seq(k, c->tok[t0].seq, t1 - t0,
+                                 rt_graph_kv_bucket(n_kv, SPECD_CUDA_ATTN_SPLIT, c->p.n_ctx)))
+            return -1;
+    }
+    return 0;
+}
+
+/* Gives up on graphs for this context after a capture failed (the step then launches its
+ * kernels directly); the first time in the process, says so. */
+static void graphs_fail(rt_cuda *g, const char *what, int rc) {
+    static atomic_int warned;
+    g->graphs_on = 0;
+    g->graph_fallbacks++;
+    rt_graph_cache_clear(&g->graphs);
+    (void)g->rt->get_last_error(); /* a failed capture may leave its error behind */
+    if (atomic_exchange(&warned, 1) == 0)
+        specd_log(SPECD_LOG_WARN,
+                  "cuda: %s failed (CUDA error %d, %s): steps launch their kernels directly "
+                  "(CUDA graphs off for this context; SPECD_CUDA_GRAPHS=0 turns them off)",
+                  what, rc, g->rt->get_error_string(rc));
+}
+
+/* Captures the step's kernels into a new graph and caches it; NULL when the capture failed
+ * (graphs are then off, nothing was launched). */
+static rt_graph_entry *capture(step *st, int32_t n_out, unsigned flags, const rt_graph_key *k) {
+    rt_cuda *g = st->g;
+    const specd_cudart *rt = g->rt;
+    int rc = rt->stream_begin_capture(g->stream, SPECD_CUDA_CAPTURE_THREAD_LOCAL);
+    if (rc) {
+        graphs_fail(g, "cudaStreamBeginCapture", rc);
+        return NULL;
+    }
+    const int32_t before = st->launches;
+    const int failed = kernels(st, n_out, flags);
+    void *graph = NULL, *exec = NULL;
+    rc = rt->stream_end_capture(g->stream, &graph);
+    if (failed || rc || !graph) {
+        if (graph) (void)rt->graph_destroy(graph);
+        graphs_fail(g, failed ? st->op : "cudaStreamEndCapture", failed ? st->rc : rc ? rc : -1);
+        st->launches = before;
+        st->op = NULL;
+        st->rc = 0;
+        return NULL;
+    }
+    rc = rt->graph_instantiate_with_flags(&exec, graph, 0);
+    (void)rt->graph_destroy(graph);
+    if (rc) {
+        graphs_fail(g, "cudaGraphInstantiateWithFlags", rc);
+        st->launches = before;
+        return NULL;
+    }
+    g->graph_captures++;
+    rt_graph_entry *e = rt_graph_cache_put(&g->graphs, k, exec, st->launches - before);
+    st->launches = before;
+    return e;
+}
+
+/* The step's kernels as a graph: 1 when they were enqueued so, 0 to launch them directly (no
+ * graph for this step), -1 when the graph's launch failed (st->op, st->rc). */
+static int run_graph(step *st, int32_t n_out, unsigned flags) {
+    rt_cuda *g = st->g;
+    rt_graph_key k;
+    if (!g->graphs_on || graph_key(st, n_out, flags, &k)) return 0;
+    st->bucket_kv = 1;
+    rt_graph_entry *e = rt_graph_cache_find(&g->graphs, &k);
+    if (!e) e = capture(st, n_out, flags, &k);
+    st->bucket_kv = 0;
+    if (!e) return 0; /* out of memory caching it, or graphs just turned off */
+    const int rc = g->rt->graph_launch(e->exec, g->stream);
+    if (rc) {
+        rt_graph_cache_remove(&g->graphs, e);
+        st->op = "cudaGraphLaunch";
+        st->rc = rc;
+        return -1;
+    }
+    st->launches += e->kernels;
+    g->graph_replays++;
+    return 1;
+}
+
+static int forward(step *st, int32_t n_out, const int32_t *out_rows, float *logits, float *hidden,
+                   int want_device_logits, int *graphed) {
+    int any_embd = 0;
+    *graphed = 0;
+    if (stage(st, n_out, out_rows, &any_embd)) return -1;
+    unsigned flags = 0;
+    if (n_out > 0 && (logits || hidden || want_device_logits)) flags |= RT_GRAPH_OUTPUT;
+    if (n_out > 0 && (logits || want_device_logits)) flags |= RT_GRAPH_LOGITS;
+    if (st->any_gate && st->g->lora_pairs) flags |= RT_GRAPH_LORA;
+    if (any_embd) flags |= RT_GRAPH_EMBD;
+    if (!(flags & RT_GRAPH_OUTPUT)) n_out = 0;
+    const int r = run_graph(st, n_out, flags);
+    if (r < 0) return -1;
+    *graphed = r;
+    if (!r && kernels(st, n_out, flags)) return -1;
+    return copy_back(st, n_out, logits, hidden);
 }
 
 specd_status rt_cuda_extend(specd_context *c, const specd_seq_batch *seqs, int32_t n_seqs,
                             int32_t n_tok, int32_t n_out, const int32_t *out_rows, float *logits,
-                            float *hidden, specd_error *err) {
+                            float *hidden, const float **device_logits, specd_error *err) {
+    (void)seqs;
+    (void)n_seqs;
     rt_cuda *g = c->cuda;
     step st = {.c = c, .g = g, .n = n_tok, .have = -1, .op = "cudaSetDevice"};
+    int graphed = 0;
+    if (device_logits) *device_logits = NULL;
     int rc = g->rt->set_device(g->device);
     if (rc)
         st.rc = rc;
-    else if (forward(&st, n_out, out_rows, logits, hidden))
+    else if (forward(&st, n_out, out_rows, logits, hidden, device_logits != NULL, &graphed))
         rc = st.rc;
     if (rc) {
         /* drain what was enqueued: the staging buffer may not be rewritten under a copy */
@@ -285,8 +410,15 @@ specd_status rt_cuda_extend(specd_context *c, const specd_seq_batch *seqs, int32
         return rt_cuda_fail(g, err, st.op, st.rc);
     }
     rc = g->rt->stream_synchronize(g->stream);
-    if (rc) return rt_cuda_fail(g, err, "the step (a kernel failed while running)", rc);
+    if (rc) {
+        /* a graph that failed while running is not trusted again: the shape is captured anew */
+        if (graphed) rt_graph_cache_clear(&g->graphs);
+        return rt_cuda_fail(g, err, "the step (a kernel failed while running)", rc);
+    }
     g->last_launches = st.launches;
+    g->last_host_launches = graphed ? 1 : st.launches;
+    g->last_graphed = graphed;
+    if (device_logits && n_out > 0) *device_logits = g->logits;
     return SPECD_OK;
 }
 

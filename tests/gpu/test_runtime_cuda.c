@@ -9,7 +9,13 @@
  *     beside another sequence's causal rows, against the same rows extended one at a time;
  *     logits and hidden states;
  *  3. the cache: committed rows of a verify step, and kv_truncate, then re-extending, give the
- *     bits of a fresh prefill; kv_keep with row moves gives the CPU's logits (normalised error).
+ *     bits of a fresh prefill; kv_keep with row moves gives the CPU's logits (normalised error);
+ *  4. CUDA graphs: the same prefill, decode steps, tree verify steps (LoRA gates, float-vector
+ *     rows, two sequences) on a context with graphs and one with SPECD_CUDA_GRAPHS=0 give the
+ *     same bits, with graphs replayed; logits left on the device (specd_extend_out.device_logits)
+ *     equal the host copy's bits; under the emulation (SPECD_EMU=1) also a graph that fails
+ *     mid-step (the KV cache and the context stay usable) and a capture that fails (direct
+ *     launches, same bits).
  * Skipped (exit 77) without a CUDA device. SPECD_TEST_LAYERS cuts the models to their first
  * layers and SPECD_TEST_ROWS caps the verify steps (the CPU emulation, tests/gpu/emu/run, runs
  * it so). Needs SPECD_SOURCE_DIR (ctest sets it). */
@@ -431,6 +437,216 @@ static int cache_ops(specd_context *gc, specd_context *cc, const specd_model *m,
     return ok && commit_ok && trunc_ok && keep_ok;
 }
 
+/* Part 4: CUDA graphs on and off, and logits left on the device. */
+typedef struct pair {
+    specd_context *on, *off;
+    float *l_on, *l_off, *h_on, *h_off;
+    int32_t V, E;
+    int rows, equal;
+} pair;
+
+static specd_context *make_graphs(const specd_model *m, const char *graphs) {
+    setenv("SPECD_CUDA_GRAPHS", graphs, 1);
+    specd_context *c = make(m, SPECD_DEVICE_CUDA, 4);
+    unsetenv("SPECD_CUDA_GRAPHS");
+    return c;
+}
+
+/* The same extend on both contexts, every row's logits and hidden state compared bitwise. */
+static void both(pair *p, const specd_seq_batch *s, int32_t n_seqs) {
+    int32_t total = 0;
+    for (int32_t k = 0; k < n_seqs; k++)
+        total += s[k].n_tokens;
+    specd_extend_out o = {.n_rows = total, .logits = p->l_on, .hidden = p->h_on};
+    extend(p->on, s, n_seqs, &o);
+    o = (specd_extend_out){.n_rows = total, .logits = p->l_off, .hidden = p->h_off};
+    extend(p->off, s, n_seqs, &o);
+    for (int32_t r = 0; r < total; r++) {
+        const int same =
+            memcmp(p->l_on + (size_t)r * p->V, p->l_off + (size_t)r * p->V, (size_t)p->V * 4) == 0 &&
+            memcmp(p->h_on + (size_t)r * p->E, p->h_off + (size_t)r * p->E, (size_t)p->E * 4) == 0;
+        if (!same && p->equal == p->rows)
+            printf("  first differing row: row %d of a step of %d rows\n", r, total);
+        p->rows++;
+        p->equal += same;
+    }
+}
+
+static void decode_both(pair *p, int32_t seq, int32_t tok) {
+    specd_seq_batch s = {.seq = seq, .n_tokens = 1, .tokens = &tok};
+    both(p, &s, 1);
+}
+
+/* Logits left on the device against the host copy of the other context's same step. */
+static int device_logits(pair *p, const int32_t *toks, int32_t n) {
+    const specd_cudart *rt = specd_cudart_get(NULL);
+    specd_error err;
+    int ok = 1;
+    for (int x = 0; x < 2; x++) {
+        specd_context *c = x ? p->off : p->on, *other = x ? p->on : p->off;
+        if (specd_context_kv_truncate(c, 0, PREFIX, &err) != SPECD_OK) die("kv_truncate", &err);
+        if (specd_context_kv_truncate(other, 0, PREFIX, &err) != SPECD_OK) die("kv_truncate", &err);
+        const float *dev = NULL;
+        int32_t rows[3] = {n - 1, 0, n / 2};
+        specd_seq_batch s = {.seq = 0, .n_tokens = n, .tokens = toks};
+        specd_extend_out o = {.n_rows = 3, .rows = rows, .device_logits = &dev};
+        extend(c, &s, 1, &o);
+        o = (specd_extend_out){.n_rows = 3, .rows = rows, .logits = p->l_off};
+        extend(other, &s, 1, &o);
+        if (!dev || rt->memcpy(p->l_on, dev, (size_t)3 * p->V * 4, SPECD_CUDA_MEMCPY_DEVICE_TO_HOST)) {
+            printf("  device logits: no device pointer or its copy failed  FAIL\n");
+            return 0;
+        }
+        ok &= memcmp(p->l_on, p->l_off, (size_t)3 * p->V * 4) == 0;
+        /* no rows: NULL */
+        dev = p->l_on;
+        o = (specd_extend_out){.n_rows = 0, .rows = rows, .device_logits = &dev};
+        if (specd_context_kv_truncate(c, 0, PREFIX, &err) != SPECD_OK) die("kv_truncate", &err);
+        extend(c, &s, 1, &o);
+        ok &= dev == NULL;
+    }
+    return ok;
+}
+
+static int graphs(const specd_model *m, specd_context *cpu, const int32_t *prefix,
+                  const int32_t *chain_prefix, specd_lora *lo) {
+    const specd_model_info *in = specd_model_get_info(m);
+    pair p = {.V = in->n_vocab, .E = in->n_embd};
+    p.on = make_graphs(m, "1");
+    p.off = make_graphs(m, "0");
+    p.l_on = xalloc((size_t)N_BATCH * p.V * 4), p.l_off = xalloc((size_t)N_BATCH * p.V * 4);
+    p.h_on = xalloc((size_t)N_BATCH * p.E * 4), p.h_off = xalloc((size_t)N_BATCH * p.E * 4);
+    specd_device_graph_stats gs, gs_off;
+    specd_context_device_graph_stats(p.off, &gs_off);
+    specd_error err;
+    /* prefill, then greedy decode steps (one shape: captured once, replayed after) */
+    specd_seq_batch s = {.seq = 0, .n_tokens = PREFIX, .tokens = prefix};
+    both(&p, &s, 1);
+    int32_t tok = argmax(p.l_off + (size_t)(PREFIX - 1) * p.V, p.V);
+    const int n_dec = 6;
+    for (int i = 0; i < n_dec; i++) {
+        decode_both(&p, 0, tok);
+        tok = argmax(p.l_off, p.V);
+    }
+    specd_context_device_graph_stats(p.on, &gs);
+    const int decode_replayed = gs.last_graphed && gs.last_host_launches == 1 &&
+                                gs.replays >= n_dec && gs.captures <= 2;
+    const int32_t kernels = specd_context_device_launches(p.on);
+    const int32_t kernels_off = specd_context_device_launches(p.off);
+    const int same_kernels = kernels == kernels_off;
+    /* tree verify steps with LoRA gates and float-vector rows, beside a second sequence's rows */
+    if (specd_context_set_lora(p.on, lo, &err) != SPECD_OK) die("set_lora", &err);
+    if (specd_context_set_lora(p.off, lo, &err) != SPECD_OK) die("set_lora", &err);
+    const int32_t K = max_rows < 8 ? max_rows : 8;
+    int32_t toks[8], pos[8];
+    float gate[8], *embd = xalloc((size_t)8 * p.E * 4);
+    uint8_t embd_rows[8], vis[8 * 128]; /* k rows of l0 + k <= 128 */
+    for (int32_t i = 0; i < K; i++) {
+        toks[i] = (int32_t)((uint32_t)(i * 7919 + 13) % (uint32_t)p.V);
+        gate[i] = i % 2 ? 1.0f : 0.0f;
+        embd_rows[i] = i == 1;
+        for (int32_t x = 0; x < p.E; x++)
+            embd[(size_t)i * p.E + x] = frand(0.05f);
+    }
+    s = (specd_seq_batch){.seq = 1, .n_tokens = PREFIX, .tokens = chain_prefix};
+    both(&p, &s, 1);
+    /* rounds 0 and 1 have the same shapes (round 1 replays round 0's graphs over a longer
+     * cache, other positions and masks); round 2 adds the second sequence's rows */
+    specd_device_graph_stats r1;
+    int verify_replayed = 0;
+    for (int round = 0; round < 3; round++) {
+        if (round == 1) specd_context_device_graph_stats(p.on, &r1);
+        if (round == 2) {
+            specd_context_device_graph_stats(p.on, &gs);
+            verify_replayed = gs.captures == r1.captures && gs.replays > r1.replays;
+        }
+        for (int32_t k = 1; k <= K; k += k < 3 ? 1 : K - 3 > 0 ? K - 3 : 1) {
+            const int32_t l0 = specd_context_kv_len(p.on, 0);
+            for (int32_t i = 0; i < k; i++) {
+                pos[i] = l0 + depth(i);
+                for (int32_t j = 0; j < l0 + k; j++)
+                    vis[(size_t)i * (l0 + k) + j] = j < l0 || sees(i, j - l0);
+            }
+            uint8_t commit[8] = {0};
+            commit[0] = 1; /* the root is kept: the next round sees a longer cache */
+            specd_seq_batch v[2] = {{.seq = 0,
+                                     .n_tokens = k,
+                                     .tokens = toks,
+                                     .pos = pos,
+                                     .visible = vis,
+                                     .lora_gate = gate,
+                                     .commit = commit,
+                                     .embd = embd,
+                                     .embd_rows = embd_rows},
+                                    {.seq = 1, .n_tokens = 2, .tokens = toks, .commit = commit}};
+            both(&p, v, round == 2 ? 2 : 1);
+        }
+    }
+    if (specd_context_set_lora(p.on, NULL, &err) != SPECD_OK) die("set_lora", &err);
+    if (specd_context_set_lora(p.off, NULL, &err) != SPECD_OK) die("set_lora", &err);
+    decode_both(&p, 0, tok);
+    specd_context_device_graph_stats(p.on, &gs);
+    const int dev_ok = device_logits(&p, prefix, PREFIX);
+    const float *dev = NULL;
+    specd_extend_out o = {.n_rows = 1, .device_logits = &dev};
+    s = (specd_seq_batch){.seq = 0, .n_tokens = 1, .tokens = &tok};
+    const int cpu_refuses = specd_context_extend(cpu, &s, 1, &o, &err) == SPECD_E_INVALID_ARG;
+    const int ok = p.rows > 0 && p.equal == p.rows && gs.enabled && !gs_off.enabled &&
+                   decode_replayed && verify_replayed && same_kernels && dev_ok && cpu_refuses;
+    printf("  graphs: %d/%d rows bitwise with graphs on and off (prefill, %d decode steps, 3 "
+           "rounds of verify steps of 1..%d tree rows with LoRA gates and vectors, the last "
+           "beside a second sequence); %lld captures, %lld graph steps; decode %s as a graph (%d "
+           "kernels in 1 launch, %d launched one by one without graphs), verify steps %s; device "
+           "logits %s the host copy's bits, the CPU %s them%s\n",
+           p.equal, p.rows, n_dec, K, (long long)gs.captures, (long long)gs.replays,
+           decode_replayed ? "replayed" : "NOT replayed", kernels, kernels_off,
+           verify_replayed ? "replayed" : "NOT replayed", dev_ok ? "have" : "DO NOT have",
+           cpu_refuses ? "refuses" : "DOES NOT refuse", ok ? "" : "  FAIL");
+    int faults_ok = 1;
+    if (getenv("SPECD_EMU") && gs.enabled) {
+        /* a graph that fails mid-step: an error, the cache as it was, the context usable */
+        if (specd_context_kv_truncate(p.on, 0, PREFIX, &err) != SPECD_OK) die("kv_truncate", &err);
+        if (specd_context_kv_truncate(p.off, 0, PREFIX, &err) != SPECD_OK) die("kv_truncate", &err);
+        decode_both(&p, 0, tok);
+        setenv("SPECD_EMU_GRAPH_FAIL", "1", 1);
+        const int32_t next = (tok + 1) % p.V;
+        const int failed = specd_context_decode(p.on, 0, next, p.l_on, &err) != SPECD_OK;
+        unsetenv("SPECD_EMU_GRAPH_FAIL");
+        const int kept = specd_context_kv_len(p.on, 0) == PREFIX + 1;
+        const int before = p.equal;
+        decode_both(&p, 0, next);
+        decode_both(&p, 0, tok);
+        const int usable = p.equal == before + 2;
+        /* a capture that fails: direct launches, a warning, the same bits */
+        setenv("SPECD_EMU_CAPTURE_FAIL", "1", 1);
+        specd_context *cf = make_graphs(m, "1");
+        float *l = xalloc((size_t)p.V * 4);
+        s = (specd_seq_batch){.seq = 0, .n_tokens = PREFIX, .tokens = prefix};
+        extend(cf, &s, 1, NULL);
+        if (specd_context_decode(cf, 0, tok, l, &err) != SPECD_OK) die("decode", &err);
+        unsetenv("SPECD_EMU_CAPTURE_FAIL");
+        specd_device_graph_stats fs;
+        specd_context_device_graph_stats(cf, &fs);
+        if (specd_context_kv_truncate(p.off, 0, PREFIX, &err) != SPECD_OK) die("kv_truncate", &err);
+        if (specd_context_decode(p.off, 0, tok, p.l_off, &err) != SPECD_OK) die("decode", &err);
+        const int fell_back = !fs.enabled && fs.fallbacks == 1 && fs.captures == 0 &&
+                              memcmp(l, p.l_off, (size_t)p.V * 4) == 0;
+        specd_context_destroy(cf);
+        free(l);
+        faults_ok = failed && kept && usable && fell_back;
+        printf("  graph faults (emulated): a graph failing mid-step %s, KV length %s, the next "
+               "steps %s; a failed capture %s%s\n",
+               failed ? "is an error" : "IS NOT an error", kept ? "unchanged" : "CHANGED",
+               usable ? "bitwise as without graphs" : "DIFFER",
+               fell_back ? "falls back to direct launches (same bits)" : "DOES NOT fall back",
+               faults_ok ? "" : "  FAIL");
+    }
+    specd_context_destroy(p.on);
+    specd_context_destroy(p.off);
+    free(p.l_on), free(p.l_off), free(p.h_on), free(p.h_off), free(embd);
+    return ok && faults_ok;
+}
+
 static double now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -516,6 +732,7 @@ static int run_model(const char *path, int real, const int32_t *ids, const int64
     specd_context_device_memory(gc, &w, NULL, NULL);
     ok &= invariance(gc, m, prefix, chain_prefix, 1);
     if (specd_context_set_lora(gc, NULL, &err) != SPECD_OK) die("set_lora", &err);
+    ok &= graphs(m, cc, prefix, chain_prefix, lo);
     ok &= cache_ops(gc, cc, m, prefix);
     timings(gc, m, prefix);
     ok &= second_context(m, prefix);

@@ -113,7 +113,8 @@ class SeqBatch(Structure):
 
 class ExtendOut(Structure):
     _fields_ = [("n_rows", c_int32), ("rows", POINTER(c_int32)), ("logits", POINTER(c_float)),
-                ("hidden", POINTER(c_float))]
+                ("hidden", POINTER(c_float)),
+                ("device_logits", c_void_p)]  # const float **, NULL: logits to the host only
 
 
 class RunStats(Structure):

@@ -87,7 +87,7 @@ static void emu_entry() {
     emu_cur->state = EMU_DONE;
     swapcontext(&emu_cur->ctx, &emu_sched);
 }
-static inline void emu_launch(dim3 grid, dim3 block, std::function<void()> body) {
+static inline void emu_launch_now(dim3 grid, dim3 block, std::function<void()> body) {
     if (block.y != 1 || block.z != 1 || block.x > 1024) { fprintf(stderr, "emu: 1-D blocks only\n"); abort(); }
     gridDim = grid;
     blockDim = block;
@@ -155,6 +155,33 @@ static inline void emu_launch(dim3 grid, dim3 block, std::function<void()> body)
                 }
             }
 }
+
+/* Stream capture (host_cudart.c): a launch on a capturing stream is recorded, not run; the
+ * recording keeps the launch's shape and its arguments' values (launches.py binds them at the
+ * launch), and a graph launch runs it through emu_launch_now as a direct launch would. */
+extern "C" int emuCaptureRecord(const void *stream, void (*run)(void *), void (*drop)(void *),
+                                void *ctx);
+struct emu_recorded {
+    dim3 grid, block;
+    std::function<void()> body;
+};
+static void emu_recorded_run(void *p) {
+    emu_recorded *r = (emu_recorded *)p;
+    emu_launch_now(r->grid, r->block, r->body);
+}
+static void emu_recorded_drop(void *p) { delete (emu_recorded *)p; }
+static inline void emu_launch(dim3 grid, dim3 block, std::function<void()> body,
+                              const void *stream = nullptr) {
+    emu_recorded *r = new emu_recorded{grid, block, body};
+    if (emuCaptureRecord(stream, emu_recorded_run, emu_recorded_drop, r)) return;
+    delete r;
+    emu_launch_now(grid, block, body);
+}
+#define cudaStreamNonBlocking 0x01
+typedef void *cudaGraph_t;
+typedef void *cudaGraphExec_t;
+enum cudaStreamCaptureMode { cudaStreamCaptureModeGlobal = 0, cudaStreamCaptureModeThreadLocal = 1,
+                             cudaStreamCaptureModeRelaxed = 2 };
 
 static inline float __fmul_rn(float a, float b) { return a * b; }
 static inline float __fadd_rn(float a, float b) { return a + b; }

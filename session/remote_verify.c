@@ -153,8 +153,8 @@ specd_status specd_rverify_open(specd_rverify *r, int32_t seq, const int32_t *pr
     rs->sampler = NULL;
     rs->distrusted = 0;
     rs->seed = p->seed;
-    rs->device_ok = (p->rule == SPECD_ACCEPT_GREEDY || p->rule == SPECD_ACCEPT_COUPLED) &&
-                    p->sampling.top_p == 1.0f;
+    /* the device kernel takes top-p since it reproduces the engine's sorted running sum */
+    rs->device_ok = p->rule == SPECD_ACCEPT_GREEDY || p->rule == SPECD_ACCEPT_COUPLED;
     specd_sampling_params check = p->sampling;
     if (p->rule == SPECD_ACCEPT_GREEDY) check.temperature = 0.0f;
     SPECD_TRY(specd_sampler_create(&check, r->n_vocab, &rs->sampler, err));

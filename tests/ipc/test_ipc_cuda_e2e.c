@@ -198,6 +198,7 @@ static void run(int remote, float temperature, specd_dtype dtype, int kill, int 
     p.policy_ops = &toy_ops;
     p.sampling.temperature = temperature;
     p.sampling.top_k = 50;
+    p.sampling.top_p = temperature > 0.0f ? 0.9f : 1.0f; /* sampled runs take top-p's path */
     p.seed = 7;
     p.max_tokens = N_TOKENS;
     p.adaptive = 0;

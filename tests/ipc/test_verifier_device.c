@@ -51,11 +51,9 @@ static void test_refusals(void **state) {
     specd_seq q = seq(SPECD_ACCEPT_COUPLED);
     specd_ipc_view v = view(4, SPECD_IPC_BF16);
     refused(&q, &v, draft, 4, 1, 0, "trees");
-    refused(&q, &v, draft, 4, 0, 1, "rejection");
-    specd_seq rej = seq(SPECD_ACCEPT_REJECTION);
-    refused(&rej, &v, draft, 4, 0, 0, "rejection");
+    refused(&q, &v, draft, 4, 0, 1, "(q)");
     specd_seq topp = seq(SPECD_ACCEPT_COUPLED);
-    topp.top_p = 0.9f;
+    topp.top_p = 0.0f;
     refused(&topp, &v, draft, 4, 0, 0, "top-p");
     specd_ipc_view many = view(33, SPECD_IPC_F32);
     refused(&q, &many, draft, 33, 0, 0, "drafts");
@@ -94,6 +92,12 @@ static void test_plan_keys_like_the_engine(void **state) {
         assert_int_equal(s.row[i], i);
         assert_int_equal(s.pos[i], 17 + i);
     }
+    /* REJECTION without q (a deterministic drafter) and top-p go to the device as they are */
+    specd_seq r = seq(SPECD_ACCEPT_REJECTION);
+    r.top_p = 0.9f;
+    assert_int_equal(specd_verifier_device_plan(&r, 1, &v, V, draft, 3, 0, 0, &s, &err), SPECD_OK);
+    assert_int_equal(s.rule, SPECD_CUDA_VERIFY_REJECTION);
+    assert_true(s.top_p == 0.9f && s.draft_probs == NULL && s.tree == 0);
     specd_seq c = seq(SPECD_ACCEPT_COUPLED);
     assert_int_equal(specd_verifier_device_plan(&c, 1, &v, V, draft, 3, 0, 0, &s, &err), SPECD_OK);
     assert_int_equal(s.rule, SPECD_CUDA_VERIFY_COUPLED);

@@ -77,12 +77,13 @@ specd_status specd_verifier_device_plan(const specd_seq *q, uint64_t seq_id,
     const char *no = NULL;
     if (tree)
         no = "draft trees";
-    else if (has_q || q->rule == SPECD_ACCEPT_REJECTION)
-        no = "rejection sampling (draft distributions)";
-    else if (q->rule != SPECD_ACCEPT_GREEDY && q->rule != SPECD_ACCEPT_COUPLED)
+    else if (has_q)
+        no = "draft distributions (q) in this message";
+    else if (q->rule != SPECD_ACCEPT_GREEDY && q->rule != SPECD_ACCEPT_COUPLED &&
+             q->rule != SPECD_ACCEPT_REJECTION)
         no = "this acceptance rule";
-    else if (q->top_p != 1.0f)
-        no = "top-p";
+    else if (!(q->top_p > 0.0f && q->top_p <= 1.0f))
+        no = "this top-p";
     else if (k == 0 || k > SPECD_CUDA_VERIFY_MAX_K)
         no = "this many drafts (1..32 are)";
     else if (logits->dtype != SPECD_IPC_F32 && logits->dtype != SPECD_IPC_F16 &&
@@ -102,10 +103,13 @@ specd_status specd_verifier_device_plan(const specd_seq *q, uint64_t seq_id,
                           "this step in-process",
                           no);
     memset(s, 0, sizeof *s);
-    s->rule = q->rule == SPECD_ACCEPT_GREEDY ? SPECD_CUDA_VERIFY_GREEDY : SPECD_CUDA_VERIFY_COUPLED;
+    /* REJECTION without q: a deterministic drafter, as the CPU engine reads a NULL q */
+    s->rule = q->rule == SPECD_ACCEPT_GREEDY      ? SPECD_CUDA_VERIFY_GREEDY
+              : q->rule == SPECD_ACCEPT_REJECTION ? SPECD_CUDA_VERIFY_REJECTION
+                                                  : SPECD_CUDA_VERIFY_COUPLED;
     s->temperature = q->temperature;
     s->top_k = (int32_t)q->top_k;
-    s->top_p = 1.0f;
+    s->top_p = q->top_p;
     s->min_p = q->min_p;
     s->seed = q->seed;
     s->sequence = (uint32_t)seq_id;

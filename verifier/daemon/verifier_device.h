@@ -1,8 +1,8 @@
 /* specd-verifier --device cuda[:N]: a Verify whose target logits lie in a CUDA IPC buffer is
  * decided where they lie, by the device acceptance kernel (kernels/cuda/verify.cu), which makes
- * the CPU engine's decisions bit for bit. Only the steps that kernel decides: a chain (no tree),
- * GREEDY or COUPLED, no top-p, no draft distributions, at most SPECD_CUDA_VERIFY_MAX_K drafts,
- * f32/f16/bf16 rows. Anything else is refused with a readable SPECD_E_UNSUPPORTED before any CUDA
+ * the CPU engine's decisions bit for bit. The steps taken there: a chain (no tree), GREEDY,
+ * COUPLED, or REJECTION without draft distributions in the message (a deterministic drafter), any
+ * temperature / top-k / top-p / min-p, at most SPECD_CUDA_VERIFY_MAX_K drafts, f32/f16/bf16 rows. Anything else is refused with a readable SPECD_E_UNSUPPORTED before any CUDA
  * call (specd_verifier_device_plan, plain C): the host then verifies the step itself. */
 #ifndef SPECD_VERIFIER_DAEMON_DEVICE_H
 #define SPECD_VERIFIER_DAEMON_DEVICE_H

@@ -55,13 +55,14 @@ static inline uint64_t daemon_now_ms(void) {
  * wait that ends early fails a correct build. */
 #define DAEMON_WAIT_MS 30000
 
-/* Waits until a daemon answers a ping on ep (a throwaway client), up to DAEMON_WAIT_MS. */
-static inline int daemon_wait_ready(const char *ep, specd_ipc_role role) {
+/* Waits until a daemon answers a ping on ep from a throwaway client with fingerprint
+ * (vocab, TEST_TOKHASH), up to DAEMON_WAIT_MS. */
+static inline int daemon_wait_ready_vocab(const char *ep, specd_ipc_role role, uint32_t vocab) {
     specd_ipc_params p = specd_ipc_default_params();
     p.endpoint = ep;
     p.timeout_ms = 500;
     p.retry_ms = 0;
-    specd_ipc_fingerprint m = {TEST_VOCAB, TEST_TOKHASH};
+    specd_ipc_fingerprint m = {vocab, TEST_TOKHASH};
     specd_ipc_client *c = NULL;
     if (specd_ipc_client_create(&p, role, &m, &c, NULL) != SPECD_OK) return 0;
     int ok = 0;
@@ -71,6 +72,11 @@ static inline int daemon_wait_ready(const char *ep, specd_ipc_role role) {
     }
     specd_ipc_client_destroy(c);
     return ok;
+}
+
+/* The same for a daemon of the tests' usual vocabulary. */
+static inline int daemon_wait_ready(const char *ep, specd_ipc_role role) {
+    return daemon_wait_ready_vocab(ep, role, TEST_VOCAB);
 }
 
 /* Waits up to timeout_ms for pid to exit: its exit code (128 + signal when killed by one), or -1

@@ -68,20 +68,7 @@ static pid_t start_verifier(int device) {
 
 /* Until the daemon answers a ping under our fingerprint (up to DAEMON_WAIT_MS). */
 static int wait_ready(void) {
-    specd_ipc_params p = specd_ipc_default_params();
-    p.endpoint = ep;
-    p.timeout_ms = 500;
-    p.retry_ms = 0;
-    specd_ipc_fingerprint m = {V, TEST_TOKHASH};
-    specd_ipc_client *c = NULL;
-    if (specd_ipc_client_create(&p, SPECD_IPC_ROLE_VERIFIER, &m, &c, NULL) != SPECD_OK) return 0;
-    int ok = 0;
-    for (uint64_t end = daemon_now_ms() + DAEMON_WAIT_MS; !ok && daemon_now_ms() < end;) {
-        ok = specd_ipc_client_ping(c, NULL) == SPECD_OK;
-        if (!ok) sleep_ms(20);
-    }
-    specd_ipc_client_destroy(c);
-    return ok;
+    return daemon_wait_ready_vocab(ep, SPECD_IPC_ROLE_VERIFIER, V);
 }
 
 /* The toy target's logits for the token after `token` at position `pos`. */

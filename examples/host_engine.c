@@ -12,6 +12,11 @@
  *   cc host_engine.c $(pkg-config --cflags --libs specd) -o host_engine
  *   ./host_engine MODEL.gguf [policy [OPTIONS]]   (policy: ngram by default)
  *
+ * With SPECD_DEVICE=cuda in the environment the engine's context runs on the GPU, the forward
+ * leaves the logits on the device (specd_extend_out.device_logits) and the block handed to specd
+ * says so (specd_logits.device = CUDA): specd then decides on the device where its acceptance
+ * kernel can, without copying the block to host memory. Exits 77 when that device is not there.
+ *
  * Self-speculative policies with an adapter (e.g. risd adapter=DIR) gate some rows onto a LoRA:
  * the layout names it (lora_path) and marks the rows (lora_gate); this engine loads the adapter
  * itself from that path, as a foreign engine would, and applies it to exactly those rows.
@@ -82,7 +87,14 @@ static long run_engine(specd_model *model, specd_tokenizer *tok, const char *pol
     cp.n_ctx = 512;
     cp.n_batch = max_rows;
     specd_context *ctx;
-    CHECK(specd_context_create(model, &cp, &ctx, &err));
+    if (specd_context_create(model, &cp, &ctx, &err) != SPECD_OK) {
+        if (cp.device == SPECD_DEVICE_CUDA && err.status == SPECD_E_UNSUPPORTED) {
+            printf("skipped: no CUDA context here: %s\n", err.message);
+            exit(77);
+        }
+        CHECK(err.status);
+    }
+    const int on_device = specd_context_device(ctx) == SPECD_DEVICE_CUDA;
     float *logits = malloc(sizeof(float) * (size_t)max_rows * (size_t)n_vocab);
     int32_t *rows = malloc(sizeof(int32_t) * (size_t)max_rows);
     adapters ad = {{0}, NULL};
@@ -137,12 +149,17 @@ static long run_engine(specd_model *model, specd_tokenizer *tok, const char *pol
             kv_before[i] = specd_context_kv_len(ctx, b->seq);
         }
         CHECK(specd_context_set_lora(ctx, lora, &err));
-        specd_extend_out out = {.n_rows = batch.n_rows, .rows = rows, .logits = logits};
+        const float *device_logits = NULL; /* the context's, valid until its next call */
+        specd_extend_out out = {.n_rows = batch.n_rows, .rows = rows,
+                                .logits = on_device ? NULL : logits,
+                                .device_logits = on_device ? &device_logits : NULL};
         CHECK(specd_context_extend(ctx, sb, batch.n_seqs, &out, &err));
         (*forwards)++;
-        /* 3. specd verifies every sequence from the one logits block */
-        specd_logits lg = {.data = logits, .row_stride = n_vocab, .n_rows = batch.n_rows,
-                           .dtype = SPECD_DTYPE_F32, .device = SPECD_DEVICE_HOST};
+        /* 3. specd verifies every sequence from the one logits block, where it lies */
+        specd_logits lg = {.data = on_device ? (const void *)device_logits : logits,
+                           .row_stride = n_vocab, .n_rows = batch.n_rows,
+                           .dtype = SPECD_DTYPE_F32,
+                           .device = on_device ? SPECD_DEVICE_CUDA : SPECD_DEVICE_HOST};
         specd_batch_result res;
         CHECK(specd_spec_batch_verify(spec, &lg, &res, &err));
         /* 4. the engine keeps the KV rows specd says were accepted */

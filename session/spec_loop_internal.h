@@ -81,6 +81,9 @@ struct specd_loop {
     int32_t *rows;      /* per batch row: its token index within its extend */
     float *logits;      /* rows_cap x n_vocab */
     float *hidden;      /* rows_cap x n_embd */
+    /* this step's logits left on a CUDA context's device (one extend, no hidden rows), valid
+     * until the context's next call; NULL: they are in logits */
+    const float *device_logits;
     int32_t rows_cap;
     specd_seq_batch *sb; /* max_seqs entries: steps then prompt chunks, per extend in order */
     int32_t *sb_slot;    /* which slot each sb entry belongs to */

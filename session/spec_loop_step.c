@@ -177,6 +177,12 @@ static specd_status run_forward(specd_loop *loop, const specd_batch *batch, int3
     int32_t pf = 0;
     specd_status st = SPECD_OK;
     specd_error e = {0};
+    /* A CUDA context's logits stay on the device when one extend scores them all (a later
+     * extend would reuse the device rows of an earlier one) and no policy reads hidden rows:
+     * the batch is then verified there (session/spec_device.h). */
+    const int on_device = n_ext == 1 && !batch->needs_hidden &&
+                          specd_context_device(loop->ctx) == SPECD_DEVICE_CUDA;
+    loop->device_logits = NULL;
     for (int32_t x = 0; x < n_ext && st == SPECD_OK; x++) {
         const loop_extend *ext = &loop->ext[x];
         int32_t n = extend_batches(loop, batch, ext, pf);
@@ -184,8 +190,9 @@ static specd_status run_forward(specd_loop *loop, const specd_batch *batch, int3
         specd_extend_out out = {
             .n_rows = ext->n_rows,
             .rows = loop->rows + r0,
-            .logits = loop->logits + r0 * (size_t)loop->n_vocab,
-            .hidden = batch->needs_hidden ? loop->hidden + r0 * (size_t)loop->n_embd : NULL};
+            .logits = on_device ? NULL : loop->logits + r0 * (size_t)loop->n_vocab,
+            .hidden = batch->needs_hidden ? loop->hidden + r0 * (size_t)loop->n_embd : NULL,
+            .device_logits = on_device ? &loop->device_logits : NULL};
         st = specd_context_set_lora(loop->ctx, ext->lora, &e);
         if (st == SPECD_OK)
             st = specd_context_extend(loop->ctx, loop->sb, n, ext->n_rows > 0 ? &out : NULL, &e);
@@ -207,11 +214,12 @@ static specd_status run_forward(specd_loop *loop, const specd_batch *batch, int3
 /* Verifies the batch from the forward's rows; trims each request's KV to what it keeps, queues
  * its tokens and retires it when done or failed. Returns tokens emitted. */
 static int32_t verify_batch(specd_loop *loop, const specd_batch *batch) {
-    specd_logits lg = {.data = loop->logits,
+    specd_logits lg = {.data = loop->device_logits ? (const void *)loop->device_logits
+                                                   : (const void *)loop->logits,
                        .row_stride = loop->n_vocab,
                        .n_rows = batch->n_rows,
                        .dtype = SPECD_DTYPE_F32,
-                       .device = SPECD_DEVICE_HOST};
+                       .device = loop->device_logits ? SPECD_DEVICE_CUDA : SPECD_DEVICE_HOST};
     specd_logits hd = {.data = loop->hidden,
                        .row_stride = loop->n_embd,
                        .n_rows = batch->n_rows,

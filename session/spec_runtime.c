@@ -1,4 +1,4 @@
-/* specd's CPU runtime as the host engine of a spec session (specd/spec_runtime.h). */
+/* specd's runtime (CPU or CUDA) as the host engine of a spec session (specd/spec_runtime.h). */
 #include "specd/spec_runtime.h"
 
 #include "common/alloc.h"
@@ -63,6 +63,10 @@ specd_status specd_spec_run(specd_spec *spec, int32_t seq, specd_context *ctx, i
                           q->ops->name, spec->params.n_embd, n_embd);
     memset(stats, 0, sizeof *stats);
     stats->n_prompt = n_prompt;
+    /* A CUDA target's logits stay on the device and the step is verified there (the session
+     * copies them to the host only for what its device path does not take). A policy that reads
+     * hidden states gets host rows of both. */
+    const int on_device = specd_context_device(ctx) == SPECD_DEVICE_CUDA && !wants_hidden;
 
     float *logits = specd_alloc_array((size_t)max_rows * (size_t)n_vocab, sizeof(float));
     int32_t *keep = specd_alloc_array((size_t)max_rows, sizeof(int32_t));
@@ -91,21 +95,28 @@ specd_status specd_spec_run(specd_spec *spec, int32_t seq, specd_context *ctx, i
         stats->prepare_ns += specd_now_ns() - p0;
         int32_t kv_before = specd_context_kv_len(ctx, kv_seq);
         specd_seq_batch b = specd_step_seq_batch(&lay, kv_seq);
-        /* a remote verifier reads the logits from its shared buffer: write them there */
-        float *shared = specd_spec_verifier_logits(spec);
+        /* a remote verifier reads host logits from its shared buffer: write them there */
+        float *shared = on_device ? NULL : specd_spec_verifier_logits(spec);
         float *step_logits =
             shared && lay.n_rows <= specd_spec_max_draft(spec) + 1 ? shared : logits;
-        specd_extend_out out = {.n_rows = lay.n_rows, .rows = lay.rows, .logits = step_logits,
-                                .hidden = hidden};
+        const float *device_logits = NULL;
+        specd_extend_out out = {.n_rows = lay.n_rows, .rows = lay.rows,
+                                .logits = on_device ? NULL : step_logits, .hidden = hidden,
+                                .device_logits = on_device ? &device_logits : NULL};
         uint64_t f0 = specd_now_ns();
         st = specd_context_extend(ctx, &b, 1, lay.n_rows > 0 ? &out : NULL, err);
         stats->forward_ns += specd_now_ns() - f0;
         if (st != SPECD_OK) break;
         specd_step_outcome o;
         uint64_t v0 = specd_now_ns();
-        st = wants_hidden ? verify_with_hidden(spec, seq, step_logits, hidden, lay.n_rows,
-                                               n_vocab, &o, err)
-                          : specd_spec_seq_verify(spec, seq, step_logits, &o, err);
+        specd_logits dev = {.data = device_logits, .row_stride = n_vocab, .n_rows = lay.n_rows,
+                            .dtype = SPECD_DTYPE_F32, .device = SPECD_DEVICE_CUDA};
+        if (on_device && lay.n_rows > 0)
+            st = specd_spec_seq_verify_logits(spec, seq, &dev, &o, err);
+        else
+            st = wants_hidden ? verify_with_hidden(spec, seq, step_logits, hidden, lay.n_rows,
+                                                   n_vocab, &o, err)
+                              : specd_spec_seq_verify(spec, seq, step_logits, &o, err);
         if (st != SPECD_OK) break;
         uint64_t v1 = specd_now_ns();
         stats->verify_ns += v1 - v0;

@@ -19,6 +19,7 @@
 #include "specd/ipc.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +38,11 @@ typedef struct remote_state {
     int q_cuda_device; /* the host's CUDA device: a drafter's q there is read in place */
     const float *q_dev; /* the last proposal's q rows on that device, or NULL */
 } remote_state;
+
+static atomic_uint_fast64_t n_q_device, n_q_fetched;
+
+uint64_t specd_remote_q_device_count(void) { return (uint64_t)atomic_load(&n_q_device); }
+uint64_t specd_remote_q_fetch_count(void) { return (uint64_t)atomic_load(&n_q_fetched); }
 
 /* The daemon is unusable for now (gone, silent, or refusing our Hello): decode plainly. */
 static int peer_unusable(specd_status st) {
@@ -188,6 +194,7 @@ static specd_status remote_propose(void *state, const int32_t *history, int64_t 
     *n_draft = (int32_t)(got < (size_t)max_draft ? got : (size_t)max_draft);
     *has_q = got_q && *n_draft > 0; /* row i of q is draft[i]'s, so truncation keeps it */
     s->q_dev = *has_q ? q_dev : NULL;
+    if (s->q_dev) atomic_fetch_add(&n_q_device, 1);
     return SPECD_OK;
 }
 
@@ -202,6 +209,7 @@ specd_status specd_remote_q_fetch(const specd_policy_ops *ops, void *state, floa
         return specd_fail(err, SPECD_E_STATE, "policy remote: no draft distributions on the device");
     remote_state *s = state;
     specd_status st = specd_ipc_client_fetch_q(s->client, q, err);
+    atomic_fetch_add(&n_q_fetched, 1);
     if (st == SPECD_OK) s->q_dev = NULL; /* on the host now */
     return st;
 }

@@ -4,6 +4,8 @@
 #ifndef SPECD_POLICY_AR_REMOTE_Q_H
 #define SPECD_POLICY_AR_REMOTE_Q_H
 
+#include <stdint.h>
+
 #include "specd/policy.h"
 #include "specd/status.h"
 
@@ -16,5 +18,10 @@ const float *specd_remote_q_device(const specd_policy_ops *ops, const void *stat
  * checked (specd_ipc_client_fetch_q): an error means q is unusable and the drafts must go. */
 specd_status specd_remote_q_fetch(const specd_policy_ops *ops, void *state, float *q,
                                   specd_error *err);
+
+/* In this process so far: proposals whose q stayed on the device, and fetches of such rows to
+ * the host (tests show which path ran). */
+uint64_t specd_remote_q_device_count(void);
+uint64_t specd_remote_q_fetch_count(void);
 
 #endif

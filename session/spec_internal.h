@@ -44,7 +44,7 @@ typedef struct spec_seq {
     int has_q;
     /* has_q with the rows on the CUDA device instead (the `remote` policy's drafter keeps them
      * there: policy/ar/remote_q.h), n_draft rows of n_vocab floats, until the next layout; q is
-     * then not written: a host reader fetches first (spec_session.c, q_to_host) */
+     * then not written: a host reader fetches first (specd_spec_seq_q_to_host) */
     const float *q_dev;
     int32_t *step_tokens, *step_pos, *step_rows; /* max_step_rows */
     /* per scored row: 1 when the layout gated it to the policy's LoRA (a mask row whose
@@ -132,6 +132,12 @@ specd_status specd_spec_seq_layout_step(specd_spec *spec, spec_seq *q, specd_ste
 specd_status specd_spec_seq_verify_step(specd_spec *spec, spec_seq *q, const specd_logits *logits,
                                         const specd_logits *hidden, int32_t row0,
                                         specd_step_outcome *out, specd_error *err);
+/* Every host reader of q->q calls this first: when q's rows are on the device only (q->q_dev),
+ * copies them into q->q and checks them as the drafter's host rows are checked. Rows that fail
+ * (or cannot be copied) are unusable q, as host rows failing the client's checks are: the drafts
+ * are dropped (n_draft 0, has_q 0; said once per sequence) and the step becomes a plain one
+ * decided on its first row. */
+void specd_spec_seq_q_to_host(spec_seq *q);
 specd_status specd_spec_find_seq(const specd_spec *spec, int32_t seq, spec_seq **out,
                                  specd_error *err);
 

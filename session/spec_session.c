@@ -676,12 +676,10 @@ static void chain_outcome(spec_seq *q, int32_t n_emitted, int32_t n_accepted, in
                                 .lossy = lossy};
 }
 
-/* q's rows into q->q when they are on the device only (before any host reader), checked there
- * as the drafter's host rows are. Rows that fail (or cannot be copied) are unusable q, as when
- * the host rows fail the client's checks: the drafts are dropped and the step is a plain one
- * decided on its first row (said once per sequence). The device kernel's own check of such
- * rows (BAD_Q) sends the step here too. */
-static void q_to_host(spec_seq *q) {
+/* (spec_internal.h) The device kernel's own check of unusable rows (BAD_Q) sends the step to the
+ * copy path, whose verify_chain calls this first: the same rows fail here, so the step is the
+ * plain one the host path makes of unusable q. */
+void specd_spec_seq_q_to_host(spec_seq *q) {
     if (!q->has_q || !q->q_dev) return;
     specd_error e;
     specd_status st = specd_remote_q_fetch(q->ops, q->policy, q->q, &e);
@@ -701,7 +699,7 @@ static void q_to_host(spec_seq *q) {
 static specd_status verify_chain(specd_spec *spec, spec_seq *q, const float *logits,
                                  specd_step_outcome *out, specd_error *err) {
     int32_t n_vocab = spec->params.n_vocab;
-    q_to_host(q);
+    specd_spec_seq_q_to_host(q);
     specd_sample_key key = q->key;
     key.position = (uint32_t)q->n_history;
     int32_t n_emitted, n_accepted = 0;

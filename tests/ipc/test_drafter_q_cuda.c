@@ -9,25 +9,36 @@
  *     (SPECD_CUDA_VERIFY=host: the session fetches the rows and checks them first);
  *   - with device q, every sampled draft's q stayed on the device (no fetch to the host) and
  *     every step was decided by the device kernel (specd_device_verify_count);
- *   - device memory (cudaMemGetInfo, printed) is the same after the drafter is gone as before it
- *     started: nothing left mapped or allocated.
+ *   - q rows on the device that are not distributions (a drafter of this test's own, this binary
+ *     run as --bad-q-drafter): the kernel's BAD_Q sends each step to the host path, which fetches
+ *     the rows, refuses them, drops the drafts with a warning: plain steps, plain decoding's
+ *     output, no step lost;
+ *   - device memory (cudaMemGetInfo, printed) is the same after the drafters are gone as before
+ *     they started: nothing left mapped or allocated.
  * Skipped (77) without a CUDA runtime or device, or without the model (SPECD_TEST_MODEL).
  * usage: test_drafter_q_cuda SPECD_DRAFTER */
 #include "test_main.h"
 
+#include "ipc/buffer.h"
 #include "ipc/daemon_util.h"
+#include "ipc/frame.h"
+#include "ipc/schema_hash.h"
+#include "ipc/transport.h"
 #include "kernels/cuda/cudart.h"
 #include "policy/ar/remote_q.h"
 #include "session/spec_device.h"
+#include "specd/log.h"
 #include "specd/runtime.h"
 #include "specd/spec.h"
 #include "specd/spec_batch.h"
 #include "specd/spec_runtime.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <zmq.h>
 
-enum { K = 4, N_GEN = 32, N_WARM = 4, MAX_ROWS = K + 1 };
+enum { K = 4, N_GEN = 32, N_WARM = 4, N_BAD = 6, MAX_ROWS = K + 1 };
 
 #define CHECK(c, ...)                                                                              \
     do {                                                                                           \
@@ -97,7 +108,7 @@ static void perturb(float *row, int32_t pos) {
 
 /* n_gen tokens under REJECTION at T 0.8 with the remote policy on the drafter running now; the
  * target's rows computed on ctx (CPU), uploaded to the device, verified from there. */
-static void run(specd_context *ctx, int32_t n_gen, run_out *r) {
+static void run_policy(specd_context *ctx, int32_t n_gen, const char *policy, run_out *r) {
     memset(r, 0, sizeof *r);
     uint64_t dev0 = specd_device_verify_count(), qd0 = specd_remote_q_device_count(),
              qf0 = specd_remote_q_fetch_count();
@@ -115,8 +126,8 @@ static void run(specd_context *ctx, int32_t n_gen, run_out *r) {
              "endpoint=%s,policy=s,tokenizer_hash=" TEST_TOKHASH_ARG ",timeout_ms=30000",
              drafter.ep);
     specd_seq_params p = specd_seq_default_params();
-    p.policy = "remote";
-    p.policy_options = opts;
+    p.policy = policy;
+    p.policy_options = strcmp(policy, "remote") == 0 ? opts : NULL;
     p.rule = SPECD_ACCEPT_REJECTION;
     p.sampling.temperature = 0.8f;
     p.seed = 1234;
@@ -173,6 +184,10 @@ static void run(specd_context *ctx, int32_t n_gen, run_out *r) {
     r->q_fetched = specd_remote_q_fetch_count() - qf0;
 }
 
+static void run(specd_context *ctx, int32_t n_gen, run_out *r) {
+    run_policy(ctx, n_gen, "remote", r);
+}
+
 static int same(const run_out *a, const run_out *b) {
     return a->ok && b->ok && a->n == b->n &&
            memcmp(a->tokens, b->tokens, (size_t)a->n * sizeof *a->tokens) == 0;
@@ -187,13 +202,134 @@ static void report(const char *what, const run_out *r) {
            (unsigned long long)r->q_fetched);
 }
 
+/* ---- a drafter whose q rows on the device are not distributions --------------------------- */
+
+static volatile sig_atomic_t bad_q_stop;
+static void on_term(int sig) {
+    (void)sig;
+    bad_q_stop = 1;
+}
+
+enum { BAD_A = 11, BAD_B = 12 };
+
+/* This binary run as `--bad-q-drafter EP` (a process of its own, as CUDA IPC needs): answers
+ * every Propose with drafts BAD_A, BAD_B whose q rows, in a CUDA IPC buffer on device 0, give the
+ * drafted token 0.5 and nothing else (rows summing to 0.5: the kernel's BAD_Q, and the host's
+ * checks refuse them too). Exits 0 on SIGTERM. */
+static int bad_q_drafter(const char *ep) {
+    signal(SIGTERM, on_term);
+    const size_t v = TEST_VOCAB, bytes = 2 * v * sizeof(float);
+    specd_ipc_buffer *b = NULL;
+    specd_error err;
+    if (specd_ipc_buffer_create(SPECD_IPC_BUFFER_CUDA, bytes, 0, &b, &err) != SPECD_OK) {
+        fprintf(stderr, "bad-q drafter: %s\n", err.message);
+        return 1;
+    }
+    float *rows = calloc(2 * v, sizeof *rows);
+    if (!rows) return 1;
+    rows[BAD_A] = 0.5f;
+    rows[v + BAD_B] = 0.5f;
+    if (rt->memcpy(specd_ipc_buffer_data(b), rows, bytes, SPECD_CUDA_MEMCPY_HOST_TO_DEVICE) != 0)
+        return 1;
+    free(rows);
+    void *zctx = zmq_ctx_new(), *sock = zmq_socket(zctx, ZMQ_ROUTER);
+    specd_ipc_decoder *dec = NULL;
+    if (zmq_bind(sock, ep) != 0 || specd_ipc_decoder_create(0, &dec, NULL) != SPECD_OK) return 1;
+    static const uint32_t tokens[] = {BAD_A, BAD_B};
+    while (!bad_q_stop) {
+        zmq_pollitem_t it = {.socket = sock, .events = ZMQ_POLLIN};
+        if (zmq_poll(&it, 1, 20) != 1) continue;
+        zmq_msg_t rid, body;
+        zmq_msg_init(&rid);
+        zmq_msg_init(&body);
+        const SpecdWire__Envelope *q = NULL;
+        if (zmq_msg_recv(&rid, sock, 0) >= 0 && zmq_msg_recv(&body, sock, 0) >= 0 &&
+            specd_ipc_frame_decode(dec, zmq_msg_data(&body), zmq_msg_size(&body), &q, NULL) ==
+                SPECD_OK) {
+            SpecdWire__Envelope e = SPECD_WIRE__ENVELOPE__INIT;
+            e.request_id = q->request_id;
+            SpecdWire__HelloOk ok = SPECD_WIRE__HELLO_OK__INIT;
+            SpecdWire__Pong pong = SPECD_WIRE__PONG__INIT;
+            SpecdWire__Ack ack = SPECD_WIRE__ACK__INIT;
+            SpecdWire__Draft draft = SPECD_WIRE__DRAFT__INIT;
+            SpecdWire__BufferRef ref = SPECD_WIRE__BUFFER_REF__INIT;
+            SpecdWire__BufferDesc desc;
+            uint64_t shape[2] = {2, v}, seq = 0;
+            if (q->body_case == SPECD_WIRE__ENVELOPE__BODY_HELLO) {
+                ok.major = SPECD_IPC_MAJOR;
+                ok.schema_hash = SPECD_IPC_SCHEMA_HASH;
+                ok.role = SPECD_WIRE__ROLE__ROLE_DRAFTER;
+                ok.instance = 5;
+                e.body_case = SPECD_WIRE__ENVELOPE__BODY_HELLO_OK;
+                e.hello_ok = &ok;
+            } else if (q->body_case == SPECD_WIRE__ENVELOPE__BODY_PING) {
+                e.body_case = SPECD_WIRE__ENVELOPE__BODY_PONG;
+                e.pong = &pong;
+            } else if (q->body_case == SPECD_WIRE__ENVELOPE__BODY_PROPOSE &&
+                       specd_ipc_buffer_publish(b, NULL, &seq, NULL) == SPECD_OK) {
+                specd_ipc_buffer_describe(b, &desc);
+                ref.buffer_id = desc.buffer_id;
+                ref.n_shape = 2;
+                ref.shape = shape;
+                ref.dtype = SPECD_WIRE__DTYPE__DTYPE_F32;
+                ref.seq = seq;
+                draft.seq_id = q->propose->seq_id;
+                draft.step = q->propose->step;
+                draft.n_tokens = 2;
+                draft.tokens = (uint32_t *)tokens;
+                draft.q = &ref;
+                draft.q_buffer = &desc;
+                e.body_case = SPECD_WIRE__ENVELOPE__BODY_DRAFT;
+                e.draft = &draft;
+            } else {
+                e.body_case = SPECD_WIRE__ENVELOPE__BODY_ACK;
+                e.ack = &ack;
+            }
+            specd_ipc_send(sock, zmq_msg_data(&rid), zmq_msg_size(&rid), &e, 1 << 20, NULL);
+        }
+        zmq_msg_close(&rid);
+        zmq_msg_close(&body);
+    }
+    int zero = 0;
+    zmq_setsockopt(sock, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_close(sock);
+    zmq_ctx_term(zctx);
+    specd_ipc_decoder_destroy(dec);
+    specd_ipc_buffer_destroy(b);
+    return 0;
+}
+
+static const char *self_path;
+
+/* The bad-q drafter on drafter's endpoint; 1 when it answers. */
+static int start_bad_q_drafter(void) {
+    if (!daemon_temp_endpoint(&drafter)) return 0;
+    drafter.pid = fork();
+    if (drafter.pid == 0) {
+        execl(self_path, self_path, "--bad-q-drafter", drafter.ep, (char *)NULL);
+        _exit(127);
+    }
+    return drafter.pid > 0 && daemon_wait_ready(drafter.ep, SPECD_IPC_ROLE_DRAFTER);
+}
+
+/* Warnings logged, kept for the checks. */
+static char warnings[2048];
+static void keep_warning(specd_log_level level, const char *message, void *user) {
+    (void)user;
+    size_t n = strlen(warnings);
+    if (level >= SPECD_LOG_WARN) snprintf(warnings + n, sizeof warnings - n, "%s\n", message);
+}
+
 int main(int argc, char **argv) {
+    rt = specd_cudart_get(NULL);
+    if (argc == 3 && strcmp(argv[1], "--bad-q-drafter") == 0)
+        return rt ? bad_q_drafter(argv[2]) : 1;
+    self_path = argv[0];
     if (argc < 2) {
         printf("usage: test_drafter_q_cuda SPECD_DRAFTER\n");
         return 2;
     }
     drafter_bin = argv[1];
-    rt = specd_cudart_get(NULL);
     if (!rt || specd_cuda_device_count() == 0) {
         printf("skipped: %s\n", rt ? "no CUDA device" : "no CUDA runtime");
         return SPECD_TEST_SKIP;
@@ -258,7 +394,30 @@ int main(int argc, char **argv) {
     CHECK(host.device_steps == 0 && host.q_fetched == (uint64_t)host.stats.n_drafts,
           "the host-verify run did not fetch every draft's q");
 
-    /* 3. nothing left on the device once the drafter is gone: the driver frees a process's
+    /* 3. q rows that are not distributions, on the device: the kernel's BAD_Q sends each step to
+     * the host path, whose checks of the fetched rows drop the drafts: plain steps, the output
+     * plain decoding's */
+    static run_out plain, bad;
+    run_policy(ctx, N_BAD, "none", &plain);
+    CHECK(plain.ok, "the plain run failed");
+    CHECK(start_bad_q_drafter(), "the bad-q drafter did not answer on %s", drafter.ep);
+    warnings[0] = '\0';
+    specd_log_set(keep_warning, NULL, SPECD_LOG_WARN);
+    run_policy(ctx, N_BAD, "remote", &bad);
+    specd_log_set(NULL, NULL, SPECD_LOG_WARN);
+    CHECK(stop_drafter() == 0, "bad-q drafter exit");
+    report("q rows summing to 0.5 on the device", &bad);
+    printf("its warning: %s", warnings);
+    CHECK(bad.ok && bad.n == plain.n &&
+              memcmp(bad.tokens, plain.tokens, (size_t)bad.n * sizeof *bad.tokens) == 0,
+          "bad device q: output differs from plain decoding");
+    CHECK(bad.q_device > 0 && bad.q_fetched == bad.q_device && bad.stats.n_drafts == 0,
+          "bad device q: not every proposal fetched and dropped");
+    CHECK(bad.device_steps + bad.q_fetched == (uint64_t)bad.stats.n_steps,
+          "bad device q: a step neither decided on the device nor by the host path");
+    CHECK(strstr(warnings, "drafts dropped") != NULL, "bad device q: no warning");
+
+    /* 4. nothing left on the device once the drafter is gone: the driver frees a process's
      * memory on its own time, so wait (bounded) for the figure to come back */
     size_t free1 = 0;
     for (uint64_t end = daemon_now_ms() + 10000;;) {

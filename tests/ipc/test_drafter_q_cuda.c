@@ -12,7 +12,8 @@
  *   - q rows on the device that are not distributions (a drafter of this test's own, this binary
  *     run as --bad-q-drafter): the kernel's BAD_Q sends each step to the host path, which fetches
  *     the rows, refuses them, drops the drafts with a warning: plain steps, plain decoding's
- *     output, no step lost;
+ *     output, no step lost; and rows referenced past the buffer's end are refused on arrival
+ *     (drafts dropped by the client, plain steps);
  *   - device memory (cudaMemGetInfo, printed) is the same after the drafters are gone as before
  *     they started: nothing left mapped or allocated.
  * Skipped (77) without a CUDA runtime or device, or without the model (SPECD_TEST_MODEL).
@@ -212,11 +213,13 @@ static void on_term(int sig) {
 
 enum { BAD_A = 11, BAD_B = 12 };
 
-/* This binary run as `--bad-q-drafter EP` (a process of its own, as CUDA IPC needs): answers
- * every Propose with drafts BAD_A, BAD_B whose q rows, in a CUDA IPC buffer on device 0, give the
- * drafted token 0.5 and nothing else (rows summing to 0.5: the kernel's BAD_Q, and the host's
- * checks refuse them too). Exits 0 on SIGTERM. */
-static int bad_q_drafter(const char *ep) {
+/* This binary run as `--bad-q-drafter EP MODE` (a process of its own, as CUDA IPC needs):
+ * answers every Propose with drafts BAD_A, BAD_B whose q rows, in a CUDA IPC buffer on device 0,
+ * give the drafted token 0.5 and nothing else (rows summing to 0.5: the kernel's BAD_Q, and the
+ * host's checks refuse them too); MODE "offset" references them one row past the buffer's end
+ * instead. Exits 0 on SIGTERM. */
+static int bad_q_drafter(const char *ep, const char *mode) {
+    const int past_end = strcmp(mode, "offset") == 0;
     signal(SIGTERM, on_term);
     const size_t v = TEST_VOCAB, bytes = 2 * v * sizeof(float);
     specd_ipc_buffer *b = NULL;
@@ -273,6 +276,7 @@ static int bad_q_drafter(const char *ep) {
                 ref.shape = shape;
                 ref.dtype = SPECD_WIRE__DTYPE__DTYPE_F32;
                 ref.seq = seq;
+                ref.offset = past_end ? v * sizeof(float) : 0;
                 draft.seq_id = q->propose->seq_id;
                 draft.step = q->propose->step;
                 draft.n_tokens = 2;
@@ -302,11 +306,11 @@ static int bad_q_drafter(const char *ep) {
 static const char *self_path;
 
 /* The bad-q drafter on drafter's endpoint; 1 when it answers. */
-static int start_bad_q_drafter(void) {
+static int start_bad_q_drafter(const char *mode) {
     if (!daemon_temp_endpoint(&drafter)) return 0;
     drafter.pid = fork();
     if (drafter.pid == 0) {
-        execl(self_path, self_path, "--bad-q-drafter", drafter.ep, (char *)NULL);
+        execl(self_path, self_path, "--bad-q-drafter", drafter.ep, mode, (char *)NULL);
         _exit(127);
     }
     return drafter.pid > 0 && daemon_wait_ready(drafter.ep, SPECD_IPC_ROLE_DRAFTER);
@@ -322,8 +326,8 @@ static void keep_warning(specd_log_level level, const char *message, void *user)
 
 int main(int argc, char **argv) {
     rt = specd_cudart_get(NULL);
-    if (argc == 3 && strcmp(argv[1], "--bad-q-drafter") == 0)
-        return rt ? bad_q_drafter(argv[2]) : 1;
+    if (argc == 4 && strcmp(argv[1], "--bad-q-drafter") == 0)
+        return rt ? bad_q_drafter(argv[2], argv[3]) : 1;
     self_path = argv[0];
     if (argc < 2) {
         printf("usage: test_drafter_q_cuda SPECD_DRAFTER\n");
@@ -400,7 +404,7 @@ int main(int argc, char **argv) {
     static run_out plain, bad;
     run_policy(ctx, N_BAD, "none", &plain);
     CHECK(plain.ok, "the plain run failed");
-    CHECK(start_bad_q_drafter(), "the bad-q drafter did not answer on %s", drafter.ep);
+    CHECK(start_bad_q_drafter("sum"), "the bad-q drafter did not answer on %s", drafter.ep);
     warnings[0] = '\0';
     specd_log_set(keep_warning, NULL, SPECD_LOG_WARN);
     run_policy(ctx, N_BAD, "remote", &bad);
@@ -416,6 +420,25 @@ int main(int argc, char **argv) {
     CHECK(bad.device_steps + bad.q_fetched == (uint64_t)bad.stats.n_steps,
           "bad device q: a step neither decided on the device nor by the host path");
     CHECK(strstr(warnings, "drafts dropped") != NULL, "bad device q: no warning");
+
+    /* ... and a reference past the buffer's end: refused when the draft arrives, before any
+     * device work (drafts dropped by the client), plain steps decided on the device */
+    static run_out past;
+    CHECK(start_bad_q_drafter("offset"), "the bad-q drafter did not answer on %s", drafter.ep);
+    warnings[0] = '\0';
+    specd_log_set(keep_warning, NULL, SPECD_LOG_WARN);
+    run_policy(ctx, N_BAD, "remote", &past);
+    specd_log_set(NULL, NULL, SPECD_LOG_WARN);
+    CHECK(stop_drafter() == 0, "bad-q drafter exit");
+    report("q referenced past its buffer's end", &past);
+    printf("its warning: %s", warnings);
+    CHECK(past.ok && past.n == plain.n &&
+              memcmp(past.tokens, plain.tokens, (size_t)past.n * sizeof *past.tokens) == 0,
+          "q past the end: output differs from plain decoding");
+    CHECK(past.q_device == 0 && past.stats.n_drafts == 0 &&
+              past.device_steps == (uint64_t)past.stats.n_steps,
+          "q past the end: drafts not dropped, or steps not decided on the device");
+    CHECK(strstr(warnings, "exceed") != NULL, "q past the end: the warning does not say why");
 
     /* 4. nothing left on the device once the drafter is gone: the driver frees a process's
      * memory on its own time, so wait (bounded) for the figure to come back */

@@ -11,7 +11,12 @@
  * replaced when a larger one is needed, released when the peer leaves); the Draft then carries a
  * reference to the rows and the buffer's descriptor, and the host copies the rows out before its
  * next request (requests on one connection are answered one at a time, so one buffer per peer
- * suffices). A deterministic draft carries no q. */
+ * suffices). A deterministic draft carries no q.
+ * With --q-device cuda[:N] the peers' buffers are CUDA IPC buffers on device N instead: the
+ * policy writes q into a host staging area, the rows are copied to the peer's buffer and its
+ * interprocess event recorded after the copy, so a host on that device reads q there without a
+ * copy of its own (the buffer is rewritten only by that peer's next Propose, which it sends once
+ * it is done reading). */
 #include "drafter/drafter_service.h"
 
 #include <stdio.h>
@@ -20,10 +25,12 @@
 #include "common/alloc.h"
 #include "common/log_internal.h"
 #include "common/status_internal.h"
+#include "ipc/cuda_buffer.h"
 #include "ipc/frame.h"
 #include "ipc/seq_store.h"
 #include "specd/policy.h"
 #include "specd/runtime.h"
+#include "kernels/cuda/cudart.h"
 
 #define DEFAULT_MAX_DRAFT 8
 
@@ -55,6 +62,10 @@ typedef struct drafter {
     int32_t draft[SPECD_IPC_MAX_DRAFT];
     q_slot *qs;
     size_t n_qs, cap_qs;
+    int q_cuda;          /* --q-device cuda[:N]: the q buffers are CUDA IPC buffers */
+    int32_t q_device;    /* ... of this device */
+    float *q_stage;      /* where the policy writes q before the copy to the device */
+    size_t q_stage_floats;
 } drafter;
 
 static void policy_free(void *p) {
@@ -164,7 +175,8 @@ static specd_status q_buffer_for(drafter *d, uint64_t owner, int32_t rows, specd
         return SPECD_OK;
     }
     specd_ipc_buffer *b = NULL;
-    SPECD_TRY(specd_ipc_buffer_create(SPECD_IPC_BUFFER_SHM, bytes, 0, &b, err));
+    SPECD_TRY(specd_ipc_buffer_create(d->q_cuda ? SPECD_IPC_BUFFER_CUDA : SPECD_IPC_BUFFER_SHM,
+                                      bytes, d->q_device, &b, err));
     if (!slot) {
         if (d->n_qs == d->cap_qs) {
             size_t cap = d->cap_qs ? 2 * d->cap_qs : 4;
@@ -185,6 +197,36 @@ static specd_status q_buffer_for(drafter *d, uint64_t owner, int32_t rows, specd
     }
     slot->buf = b;
     *out = b;
+    return SPECD_OK;
+}
+
+/* Where the policy writes q for a CUDA buffer: room for rows x vocab floats on the host. */
+static specd_status q_stage_for(drafter *d, int32_t rows, float **out, specd_error *err) {
+    size_t floats = (size_t)rows * (size_t)d->vocab;
+    if (floats > d->q_stage_floats) {
+        float *n = specd_alloc_array(floats, sizeof *n);
+        if (!n) return specd_fail(err, SPECD_E_NOMEM, "propose: out of memory for q");
+        specd_free(d->q_stage);
+        d->q_stage = n;
+        d->q_stage_floats = floats;
+    }
+    *out = d->q_stage;
+    return SPECD_OK;
+}
+
+/* The staged rows into the peer's CUDA buffer; publishing then records its event after them. */
+static specd_status q_upload(drafter *d, specd_ipc_buffer *qb, int32_t rows, specd_error *err) {
+    const specd_cudart *rt = specd_cudart_get(NULL); /* loaded: checked at start */
+    size_t bytes = (size_t)rows * (size_t)d->vocab * sizeof(float);
+    int rc = rt->set_device(d->q_device);
+    if (rc == SPECD_CUDA_SUCCESS)
+        rc = rt->memcpy(specd_ipc_buffer_data(qb), d->q_stage, bytes,
+                        SPECD_CUDA_MEMCPY_HOST_TO_DEVICE);
+    if (rc != SPECD_CUDA_SUCCESS) {
+        (void)rt->get_last_error();
+        return specd_fail(err, SPECD_E_IO, "propose: copying q to CUDA device %d: %s",
+                          d->q_device, rt->get_error_string(rc));
+    }
     return SPECD_OK;
 }
 
@@ -218,10 +260,17 @@ static specd_status on_propose(void *user, uint64_t owner, const SpecdWire__Prop
     int32_t nd = 0;
     int has_q = 0;
     specd_ipc_buffer *qb = NULL;
-    if (inst->needs_q) SPECD_TRY(q_buffer_for(d, owner, max_draft, &qb, err));
-    /* the policy writes q where the host will read it: no copy */
+    float *qw = NULL;
+    if (inst->needs_q) {
+        SPECD_TRY(q_buffer_for(d, owner, max_draft, &qb, err));
+        /* SHM: the policy writes q where the host will read it, no copy */
+        if (d->q_cuda)
+            SPECD_TRY(q_stage_for(d, max_draft, &qw, err));
+        else
+            qw = specd_ipc_buffer_data(qb);
+    }
     SPECD_TRY(inst->ops->propose(inst->state, history_of(q), (int64_t)q->n, max_draft, d->draft, &nd,
-                                 qb ? specd_ipc_buffer_data(qb) : NULL, &has_q, err));
+                                 qw, &has_q, err));
     if (nd < 0 || nd > max_draft)
         return specd_fail(err, SPECD_E_INTERNAL, "policy %s proposed %d tokens (max %d)",
                           inst->ops->name, nd, max_draft);
@@ -233,6 +282,7 @@ static specd_status on_propose(void *user, uint64_t owner, const SpecdWire__Prop
     }
     out->n = (size_t)nd;
     if (qb && has_q && nd > 0) {
+        if (d->q_cuda) SPECD_TRY(q_upload(d, qb, nd, err));
         SPECD_TRY(specd_ipc_buffer_publish(qb, NULL, &out->q_seq, err));
         out->q_buffer = qb;
     }
@@ -311,11 +361,17 @@ specd_status specd_drafter_handlers_create(const specd_ipc_service_params *p,
     drafter *d = specd_alloc_array(1, sizeof *d);
     if (!d) return specd_fail(err, SPECD_E_NOMEM, "drafter: out of memory");
     d->vocab = (int32_t)p->model.vocab_size;
+    specd_status st = SPECD_OK;
     if (c) {
         d->device = c->device;
         d->device_index = c->device_index;
+        d->q_cuda = c->q_device == SPECD_DEVICE_CUDA;
+        d->q_device = c->q_device_index;
+        char what[48];
+        snprintf(what, sizeof what, "--q-device cuda:%d", d->q_device);
+        /* refused now, not at the first sampled draft: the operator asked for device q */
+        if (d->q_cuda) st = specd_ipc_cuda_check(d->q_device, what, err);
     }
-    specd_status st = SPECD_OK;
     for (size_t i = 0; st == SPECD_OK && i < (c ? c->n_policies : 0); i++)
         st = add_served(d, c->policies[i], err);
     if (st == SPECD_OK && d->n_policies == 0) st = add_served(d, "ngram=ngram", err);
@@ -329,6 +385,9 @@ specd_status specd_drafter_handlers_create(const specd_ipc_service_params *p,
         specd_log(SPECD_LOG_INFO, "serving policy %s = %s%s%s (device %s)", d->policies[i].name,
                   d->policies[i].ops->name, d->policies[i].options[0] ? ":" : "",
                   d->policies[i].options, device);
+    if (d->q_cuda)
+        specd_log(SPECD_LOG_INFO, "draft distributions go to hosts in CUDA IPC buffers of device %d",
+                  d->q_device);
     st = specd_seq_store_create(4096, (size_t)1 << 20, &d->seqs, err);
     if (st != SPECD_OK) {
         specd_free(d);
@@ -354,6 +413,7 @@ void specd_drafter_handlers_destroy(specd_ipc_handlers *h) {
     specd_seq_store_destroy(d->seqs);
     for (size_t i = 0; i < d->n_qs; i++) specd_ipc_buffer_destroy(d->qs[i].buf);
     specd_free(d->qs);
+    specd_free(d->q_stage);
     specd_free(d);
     h->user = NULL;
 }

@@ -16,6 +16,7 @@
 #include "ipc/buffer.h"
 #include "ipc/schema_hash.h"
 #include "ipc/transport.h"
+#include "kernels/cuda/cudart.h"
 
 #define MAX_BUFFERS 16
 #define KEY_LEN 41
@@ -59,6 +60,13 @@ struct specd_ipc_client {
     specd_ipc_buffer_table *peer_bufs;
     uint64_t q_buffer_id;
     int q_warned;
+    /* The last proposal's q left on the device (specd_ipc_client_propose_q_device): its rows in
+     * the mapping of the drafter's CUDA buffer, and their drafted tokens for the checks of a
+     * later fetch; q_dev NULL = none. Dropped by the next request. */
+    const float *q_dev;
+    int q_dev_device;
+    size_t q_dev_rows;
+    uint32_t q_dev_tokens[SPECD_IPC_MAX_DRAFT];
 };
 
 specd_ipc_params specd_ipc_default_params(void) {
@@ -172,6 +180,7 @@ static specd_status exchange(specd_ipc_client *c, SpecdWire__Envelope *q,
                              SpecdWire__Envelope__BodyCase expect, const SpecdWire__Envelope **out,
                              specd_error *err) {
     c->refused = SPECD_WIRE__ERROR_REASON__REASON_NONE;
+    c->q_dev = NULL; /* the drafter may rewrite its q buffer once it has this request */
     if (!c->sock) return specd_fail(err, SPECD_E_PEER, "not connected");
     q->request_id = ++c->next_id;
     specd_status st = specd_ipc_send(c->sock, NULL, 0, q, c->p.max_frame, err);
@@ -331,6 +340,7 @@ static specd_status connect_now(specd_ipc_client *c, specd_error *err) {
     drop(c);
     if (c->peer_bufs) specd_ipc_buffer_table_detach_owner(c->peer_bufs, 0); /* the old daemon's */
     c->q_buffer_id = 0;
+    c->q_dev = NULL;
     c->last_attempt_ns = specd_now_ns();
     c->attempted = 1;
     if (strncmp(c->endpoint, "ipc://", 6) == 0 && !listening(c->endpoint + 6))
@@ -546,31 +556,11 @@ specd_status specd_ipc_client_commit(specd_ipc_client *c, uint64_t seq_id, const
     return request(c, &e, SPECD_WIRE__ENVELOPE__BODY_ACK, THEN_DONE, NULL, NULL, err);
 }
 
-/* Copies a Draft's q rows out of the drafter's buffer (mapped on first sight of its id) into q,
- * then checks them: each row a distribution (finite, >= 0, summing to 1 within 1e-3) under which
- * its drafted token is possible. The bytes come from another process: nothing is trusted. */
-static specd_status read_q(specd_ipc_client *c, const SpecdWire__Draft *d, float *q,
-                           specd_error *err) {
-    if (strncmp(c->endpoint, "tcp://", 6) == 0)
-        return specd_fail(err, SPECD_E_UNSUPPORTED,
-                          "a drafter across tcp:// cannot share its draft distributions");
-    if (!c->peer_bufs) SPECD_TRY(specd_ipc_buffer_table_create(2, &c->peer_bufs, err));
-    if (d->q_buffer->buffer_id != c->q_buffer_id) {
-        /* the drafter replaced its buffer (a larger max_draft): one is mapped at a time */
-        if (c->q_buffer_id) specd_ipc_buffer_table_detach(c->peer_bufs, 0, c->q_buffer_id, NULL);
-        c->q_buffer_id = 0;
-        SPECD_TRY(specd_ipc_buffer_table_attach(c->peer_bufs, 0, d->q_buffer, err));
-        c->q_buffer_id = d->q_buffer->buffer_id;
-    }
-    specd_ipc_view v;
-    SPECD_TRY(specd_ipc_buffer_table_resolve(c->peer_bufs, 0, d->q, &v, err));
-    size_t vocab = c->model.vocab_size, n = d->n_tokens;
-    if (v.on_device || v.rank != 2 || v.shape[0] != n || v.shape[1] != vocab)
-        return specd_fail(err, SPECD_E_PROTOCOL, "draft distributions of shape [%llu, %llu], want "
-                          "[%zu, %zu]", (unsigned long long)v.shape[0],
-                          (unsigned long long)v.shape[1], n, vocab);
-    memcpy(q, v.data, n * vocab * sizeof(float));
-    SPECD_TRY(specd_ipc_view_recheck(&v, err)); /* not rewritten while we copied */
+/* Checks q rows on the host: each row a distribution (finite, >= 0, summing to 1 within 1e-3)
+ * under which its drafted token is possible. The bytes come from another process: nothing is
+ * trusted. */
+static specd_status check_q_rows(const float *q, size_t n, size_t vocab, const uint32_t *tokens,
+                                 specd_error *err) {
     for (size_t i = 0; i < n; i++) {
         const float *row = q + i * vocab;
         double sum = 0.0;
@@ -580,18 +570,103 @@ static specd_status read_q(specd_ipc_client *c, const SpecdWire__Draft *d, float
                                   i, x, (double)row[x]);
             sum += row[x];
         }
-        if (!(sum > 1.0 - 1e-3 && sum < 1.0 + 1e-3) || !(row[d->tokens[i]] > 0.0f))
+        if (!(sum > 1.0 - 1e-3 && sum < 1.0 + 1e-3) || !(row[tokens[i]] > 0.0f))
             return specd_fail(err, SPECD_E_PROTOCOL,
                               "draft distribution %zu sums to %g, drafted token %u has %g", i,
-                              sum, d->tokens[i], (double)row[d->tokens[i]]);
+                              sum, tokens[i], (double)row[tokens[i]]);
     }
     return SPECD_OK;
 }
 
+/* Copies n rows of q from the device (device dev) to the host q. */
+static specd_status download_q(int dev, const float *q_dev, size_t n, size_t vocab, float *q,
+                               specd_error *err) {
+    const specd_cudart *rt = specd_cudart_get(NULL); /* loaded: the buffer was opened with it */
+    int rc = rt->set_device(dev);
+    if (rc == SPECD_CUDA_SUCCESS)
+        rc = rt->memcpy(q, q_dev, n * vocab * sizeof(float), SPECD_CUDA_MEMCPY_DEVICE_TO_HOST);
+    if (rc != SPECD_CUDA_SUCCESS) {
+        (void)rt->get_last_error();
+        return specd_fail(err, SPECD_E_IO, "copying draft distributions from CUDA device %d: %s",
+                          dev, rt->get_error_string(rc));
+    }
+    return SPECD_OK;
+}
+
+/* A Draft's q rows in the drafter's buffer (mapped on first sight of its id), as a view; a CUDA
+ * buffer opens only on want_device when that is >= 0. */
+static specd_status map_q(specd_ipc_client *c, const SpecdWire__Draft *d, int want_device,
+                          specd_ipc_view *v, specd_error *err) {
+    if (strncmp(c->endpoint, "tcp://", 6) == 0)
+        return specd_fail(err, SPECD_E_UNSUPPORTED,
+                          "a drafter across tcp:// cannot share its draft distributions");
+    const SpecdWire__BufferDesc *desc = d->q_buffer;
+    if (desc->kind == SPECD_WIRE__BUFFER_KIND__BUFFER_CUDA && want_device >= 0) {
+        int dev = desc->has_cuda_device ? desc->cuda_device : 0;
+        if (dev != want_device)
+            return specd_fail(err, SPECD_E_MISMATCH,
+                              "the drafter's q buffer lives on CUDA device %d; this host works on "
+                              "device %d", dev, want_device);
+    }
+    if (!c->peer_bufs) SPECD_TRY(specd_ipc_buffer_table_create(2, &c->peer_bufs, err));
+    if (desc->buffer_id != c->q_buffer_id) {
+        /* the drafter replaced its buffer (a larger max_draft): one is mapped at a time */
+        if (c->q_buffer_id) specd_ipc_buffer_table_detach(c->peer_bufs, 0, c->q_buffer_id, NULL);
+        c->q_buffer_id = 0;
+        SPECD_TRY(specd_ipc_buffer_table_attach(c->peer_bufs, 0, desc, err));
+        c->q_buffer_id = desc->buffer_id;
+    }
+    /* a CUDA view: the default stream has waited on the drafter's event */
+    SPECD_TRY(specd_ipc_buffer_table_resolve(c->peer_bufs, 0, d->q, v, err));
+    size_t vocab = c->model.vocab_size, n = d->n_tokens;
+    if (v->rank != 2 || v->shape[0] != n || v->shape[1] != vocab || v->dtype != SPECD_IPC_F32)
+        return specd_fail(err, SPECD_E_PROTOCOL, "draft distributions of shape [%llu, %llu], want "
+                          "[%zu, %zu] f32", (unsigned long long)v->shape[0],
+                          (unsigned long long)v->shape[1], n, vocab);
+    return SPECD_OK;
+}
+
+/* A Draft's q rows: copied to q on the host and checked, or, from a CUDA buffer when q_dev is
+ * not NULL, left there (*q_dev points at them; the checks wait for specd_ipc_client_fetch_q,
+ * and the device kernel makes its own). */
+static specd_status read_q(specd_ipc_client *c, const SpecdWire__Draft *d, float *q,
+                           int want_device, const float **q_dev, specd_error *err) {
+    specd_ipc_view v;
+    SPECD_TRY(map_q(c, d, want_device, &v, err));
+    size_t vocab = c->model.vocab_size, n = d->n_tokens;
+    if (v.on_device) {
+        int dev = d->q_buffer->has_cuda_device ? d->q_buffer->cuda_device : 0;
+        if (q_dev) {
+            *q_dev = c->q_dev = v.data;
+            c->q_dev_device = dev;
+            c->q_dev_rows = n;
+            memcpy(c->q_dev_tokens, d->tokens, n * sizeof *d->tokens);
+            return SPECD_OK;
+        }
+        SPECD_TRY(download_q(dev, v.data, n, vocab, q, err));
+    } else {
+        memcpy(q, v.data, n * vocab * sizeof(float));
+        SPECD_TRY(specd_ipc_view_recheck(&v, err)); /* not rewritten while we copied */
+    }
+    return check_q_rows(q, n, vocab, d->tokens, err);
+}
+
+specd_status specd_ipc_client_fetch_q(specd_ipc_client *c, float *q, specd_error *err) {
+    if (!c || !q) return specd_fail(err, SPECD_E_INVALID_ARG, "fetch_q: NULL argument");
+    if (!c->q_dev)
+        return specd_fail(err, SPECD_E_STATE,
+                          "fetch_q: the last proposal left no draft distributions on the device");
+    size_t vocab = c->model.vocab_size;
+    SPECD_TRY(download_q(c->q_dev_device, c->q_dev, c->q_dev_rows, vocab, q, err));
+    return check_q_rows(q, c->q_dev_rows, vocab, c->q_dev_tokens, err);
+}
+
 static specd_status propose(specd_ipc_client *c, uint64_t seq_id, uint64_t step,
                             const uint32_t *commit, size_t n_commit, uint32_t *draft, size_t cap,
-                            size_t *n_draft, float *q, int *has_q, specd_error *err) {
+                            size_t *n_draft, float *q, int *has_q, int want_device,
+                            const float **q_dev, specd_error *err) {
     if (has_q) *has_q = 0;
+    if (q_dev) *q_dev = NULL;
     if (!c || !n_draft || (cap && !draft))
         return specd_fail(err, SPECD_E_INVALID_ARG, "propose: NULL argument");
     seq_rec *s = find_seq(c, seq_id);
@@ -629,7 +704,9 @@ static specd_status propose(specd_ipc_client *c, uint64_t seq_id, uint64_t step,
     SPECD_TRY(check_tokens(c, d->tokens, d->n_tokens, "draft", err));
     if (q && d->q && d->n_tokens) {
         specd_error qe;
-        if (read_q(c, d, q, &qe) != SPECD_OK) {
+        specd_status qs = d->q_buffer ? read_q(c, d, q, want_device, q_dev, &qe)
+                                      : specd_fail(&qe, SPECD_E_PROTOCOL, "q without its buffer");
+        if (qs != SPECD_OK) {
             /* a sampled draft without its q would be judged as deterministic: a plain step */
             if (!c->q_warned)
                 specd_log(SPECD_LOG_WARN,
@@ -649,14 +726,28 @@ static specd_status propose(specd_ipc_client *c, uint64_t seq_id, uint64_t step,
 specd_status specd_ipc_client_propose(specd_ipc_client *c, uint64_t seq_id, uint64_t step,
                                       const uint32_t *commit, size_t n_commit, uint32_t *draft,
                                       size_t cap, size_t *n_draft, specd_error *err) {
-    return propose(c, seq_id, step, commit, n_commit, draft, cap, n_draft, NULL, NULL, err);
+    return propose(c, seq_id, step, commit, n_commit, draft, cap, n_draft, NULL, NULL, -1, NULL,
+                   err);
 }
 
 specd_status specd_ipc_client_propose_q(specd_ipc_client *c, uint64_t seq_id, uint64_t step,
                                         const uint32_t *commit, size_t n_commit, uint32_t *draft,
                                         size_t cap, size_t *n_draft, float *q, int *has_q,
                                         specd_error *err) {
-    return propose(c, seq_id, step, commit, n_commit, draft, cap, n_draft, q, has_q, err);
+    return propose(c, seq_id, step, commit, n_commit, draft, cap, n_draft, q, has_q, -1, NULL,
+                   err);
+}
+
+specd_status specd_ipc_client_propose_q_device(specd_ipc_client *c, uint64_t seq_id,
+                                               uint64_t step, const uint32_t *commit,
+                                               size_t n_commit, uint32_t *draft, size_t cap,
+                                               size_t *n_draft, float *q, int *has_q,
+                                               int cuda_device, const float **q_device,
+                                               specd_error *err) {
+    if (cuda_device < 0)
+        return specd_fail(err, SPECD_E_INVALID_ARG, "propose: CUDA device %d", cuda_device);
+    return propose(c, seq_id, step, commit, n_commit, draft, cap, n_draft, q, has_q, cuda_device,
+                   q_device, err);
 }
 
 specd_status specd_ipc_client_seq_info(specd_ipc_client *c, uint64_t seq_id, uint64_t *length,

@@ -256,12 +256,10 @@ specd_status specd_ipc_envelope_validate(const SpecdWire__Envelope *e, specd_err
         SPECD_TRY(
             check_draft(e->draft->n_tokens, e->draft->n_parents, e->draft->parents, "draft", err));
         SPECD_TRY(check_ref(e->draft->q, "draft.q", err));
-        if (e->draft->q_buffer) {
-            SPECD_TRY(check_desc(e->draft->q_buffer, err));
-            /* q is read on the host: a peer must not make us open a device's IPC handle */
-            if (e->draft->q_buffer->kind != SPECD_WIRE__BUFFER_KIND__BUFFER_SHM)
-                return specd_fail(err, SPECD_E_FORMAT, "draft.q_buffer: not shared host memory");
-        }
+        /* host memory, or a CUDA IPC buffer (specd-drafter --q-device), which the client opens
+         * after the buffer table's descriptor checks, and only on its caller's device where the
+         * caller names one (ipc/client.c, ipc/buffer_table.c) */
+        if (e->draft->q_buffer) SPECD_TRY(check_desc(e->draft->q_buffer, err));
         if (e->draft->q) {
             const SpecdWire__BufferRef *q = e->draft->q;
             /* q lies in the buffer that comes with it, one f32 row per token */

@@ -188,13 +188,14 @@ static int describe(const spec_seq *q, int32_t n_vocab, const specd_logits *lg, 
         s->pos[i] = (uint32_t)q->n_history + depth;
     }
     if (q->has_q && q->n_draft > 0) {
-        s->draft_probs = qdev;
+        s->draft_probs = q->q_dev ? q->q_dev : qdev; /* the drafter's rows in place */
         s->q_stride = n_vocab;
     }
     return 1;
 }
 
-static int q_rows(const spec_seq *q) { return q->has_q ? q->n_draft : 0; }
+/* q rows to copy to the device: none when they are there already */
+static int q_rows(const spec_seq *q) { return q->has_q && !q->q_dev ? q->n_draft : 0; }
 
 /* Launches the described sequences; SPECD_CUDA_OK with their outcomes in d->host_out. */
 static int launch(specd_device_verify *d, const specd_logits *lg, int32_t n_vocab, int32_t n) {

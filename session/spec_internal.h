@@ -42,6 +42,10 @@ typedef struct spec_seq {
     int32_t *draft;         /* max_draft */
     float *q;               /* max_draft x n_vocab, drafter shape only */
     int has_q;
+    /* has_q with the rows on the CUDA device instead (the `remote` policy's drafter keeps them
+     * there: policy/ar/remote_q.h), n_draft rows of n_vocab floats, until the next layout; q is
+     * then not written: a host reader fetches first (specd_spec_seq_q_to_host) */
+    const float *q_dev;
     int32_t *step_tokens, *step_pos, *step_rows; /* max_step_rows */
     /* per scored row: 1 when the layout gated it to the policy's LoRA (a mask row whose
      * logits only seed proposals), so an adapter that yields NaN there costs proposals, not the
@@ -49,6 +53,7 @@ typedef struct spec_seq {
     uint8_t *step_gated;   /* max_step_rows */
     int warned_gated_nan;  /* said once per sequence */
     int warned_catch_up;   /* the policy refused a plain step's row: said once per sequence */
+    int warned_bad_q;      /* the drafter's device q failed its checks: said once per sequence */
     int32_t *emitted, *keep;                     /* max_step_rows */
     float *accept_prob;                          /* max_draft */
     /* tree proposals (policy ABI 2 propose_tree): max_step_rows - 1 nodes */
@@ -127,6 +132,12 @@ specd_status specd_spec_seq_layout_step(specd_spec *spec, spec_seq *q, specd_ste
 specd_status specd_spec_seq_verify_step(specd_spec *spec, spec_seq *q, const specd_logits *logits,
                                         const specd_logits *hidden, int32_t row0,
                                         specd_step_outcome *out, specd_error *err);
+/* Every host reader of q->q calls this first: when q's rows are on the device only (q->q_dev),
+ * copies them into q->q and checks them as the drafter's host rows are checked. Rows that fail
+ * (or cannot be copied) are unusable q, as host rows failing the client's checks are: the drafts
+ * are dropped (n_draft 0, has_q 0; said once per sequence) and the step becomes a plain one
+ * decided on its first row. */
+void specd_spec_seq_q_to_host(spec_seq *q);
 specd_status specd_spec_find_seq(const specd_spec *spec, int32_t seq, spec_seq **out,
                                  specd_error *err);
 

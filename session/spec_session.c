@@ -7,6 +7,7 @@
 #include "common/clock.h"
 #include "common/log_internal.h"
 #include "common/status_internal.h"
+#include "policy/ar/remote_q.h"
 #include "policy/builtin.h"
 #include "session/spec_internal.h"
 #include "specd/runtime.h"
@@ -547,6 +548,7 @@ static specd_status layout_chain(const specd_spec *spec, spec_seq *q, int32_t k,
     if (k > remaining - 1) k = (int32_t)(remaining - 1);
     q->n_draft = 0;
     q->has_q = 0;
+    q->q_dev = NULL;
     q->tree = 0;
     if (k > 0 && specd_policy_has_tree(q->ops)) return layout_tree(spec, q, k, out, err);
     if (k > 0) {
@@ -554,6 +556,7 @@ static specd_status layout_chain(const specd_spec *spec, spec_seq *q, int32_t k,
         SPECD_TRY(q->ops->propose(q->policy, q->history, q->n_history, k, q->draft, &q->n_draft,
                                   q->q, &q->has_q, err));
         q->stats.propose_ns += specd_now_ns() - t0;
+        if (q->has_q) q->q_dev = specd_remote_q_device(q->ops, q->policy);
         if (q->n_draft < 0 || q->n_draft > k)
             return specd_fail(err, SPECD_E_INTERNAL, "policy %s proposed %d tokens (max %d)",
                               q->ops->name, q->n_draft, k);
@@ -673,10 +676,30 @@ static void chain_outcome(spec_seq *q, int32_t n_emitted, int32_t n_accepted, in
                                 .lossy = lossy};
 }
 
+/* (spec_internal.h) The device kernel's own check of unusable rows (BAD_Q) sends the step to the
+ * copy path, whose verify_chain calls this first: the same rows fail here, so the step is the
+ * plain one the host path makes of unusable q. */
+void specd_spec_seq_q_to_host(spec_seq *q) {
+    if (!q->has_q || !q->q_dev) return;
+    specd_error e;
+    specd_status st = specd_remote_q_fetch(q->ops, q->policy, q->q, &e);
+    q->q_dev = NULL;
+    if (st == SPECD_OK) return;
+    if (!q->warned_bad_q)
+        specd_log(SPECD_LOG_WARN, "spec: sequence %d: the drafter's draft distributions are "
+                  "unusable, its drafts dropped: %s (said once per sequence)", (int)q->id,
+                  e.message);
+    q->warned_bad_q = 1;
+    q->n_draft = 0;
+    q->has_q = 0;
+    q->tree = 0;
+}
+
 /* Drafter shape: verify [pending | drafts] rows; keep the pending row and accepted drafts. */
 static specd_status verify_chain(specd_spec *spec, spec_seq *q, const float *logits,
                                  specd_step_outcome *out, specd_error *err) {
     int32_t n_vocab = spec->params.n_vocab;
+    specd_spec_seq_q_to_host(q);
     specd_sample_key key = q->key;
     key.position = (uint32_t)q->n_history;
     int32_t n_emitted, n_accepted = 0;

@@ -138,16 +138,44 @@ SPECD_API specd_status specd_ipc_client_propose(specd_ipc_client *client, uint64
 /* As specd_ipc_client_propose, and when the drafter's policy sampled the draft (which rejection
  * sampling must know), its draft distributions: row i of q (room for cap rows of the model's
  * vocab_size floats) is the distribution token i was drawn from, read from the drafter's shared
- * buffer (a sealed memfd it owns, mapped here once), and *has_q is 1; a deterministic draft sets
- * *has_q to 0 and leaves q alone. q may be NULL (then only tokens are returned). A draft whose q
- * was announced but cannot be used (a drafter across tcp://, which cannot share memory with us,
- * rows that are not distributions, content replaced meanwhile) comes back empty, with a warning
- * logged once: a sampled draft is never passed off as a deterministic one. */
+ * buffer (a sealed memfd it owns, mapped here once; or, from a specd-drafter --q-device cuda, a
+ * CUDA IPC buffer opened here once, whose rows are copied device to host), and *has_q is 1; a
+ * deterministic draft sets *has_q to 0 and leaves q alone. q may be NULL (then only tokens are
+ * returned). A draft whose q was announced but cannot be used (a drafter across tcp://, which
+ * cannot share memory with us, rows that are not distributions, content replaced meanwhile, a
+ * CUDA buffer that cannot be opened here) comes back empty, with a warning logged once: a sampled
+ * draft is never passed off as a deterministic one. */
 SPECD_API specd_status specd_ipc_client_propose_q(specd_ipc_client *client, uint64_t seq_id,
                                                   uint64_t step, const uint32_t *commit,
                                                   size_t n_commit, uint32_t *draft, size_t cap,
                                                   size_t *n_draft, float *q, int *has_q,
                                                   specd_error *err);
+
+/* As specd_ipc_client_propose_q for a caller that works on CUDA device cuda_device (>= 0): when
+ * the drafter keeps q in a CUDA IPC buffer on that device (specd-drafter --q-device cuda:N) and
+ * q_device is not NULL, the rows stay there: *q_device points at them (n_draft rows of vocab_size
+ * floats, row-major, in this process's mapping of the drafter's buffer; the legacy default stream
+ * has waited on the drafter's event, so work queued on it after this call sees the rows), *has_q
+ * is 1 and q is left alone. These rows are not checked here (a device kernel checks its own; a
+ * host reader calls specd_ipc_client_fetch_q). They stay valid until the next call on this client
+ * that talks to the drafter (which may rewrite or unmap them) or its destruction: work reading
+ * them must be finished before. Otherwise *q_device is NULL and q is filled as
+ * specd_ipc_client_propose_q fills it. A CUDA buffer of another device than cuda_device, or one
+ * that cannot be opened here (no CUDA runtime or device, a stale handle, a shape past its
+ * allocation), is an unusable q: drafts dropped, a warning logged once. */
+SPECD_API specd_status specd_ipc_client_propose_q_device(specd_ipc_client *client, uint64_t seq_id,
+                                                         uint64_t step, const uint32_t *commit,
+                                                         size_t n_commit, uint32_t *draft,
+                                                         size_t cap, size_t *n_draft, float *q,
+                                                         int *has_q, int cuda_device,
+                                                         const float **q_device, specd_error *err);
+/* The last proposal's rows left on the device (specd_ipc_client_propose_q_device's *q_device),
+ * copied to q on the host (n_draft rows of vocab_size floats) and checked as
+ * specd_ipc_client_propose_q checks host rows: SPECD_E_PROTOCOL when they are not distributions
+ * (the caller then drops the drafts), SPECD_E_STATE when there are none (no such proposal, or a
+ * request since). */
+SPECD_API specd_status specd_ipc_client_fetch_q(specd_ipc_client *client, float *q,
+                                                specd_error *err);
 
 /* Length and FNV-1a hash (over little-endian u32 ids) of what the daemon holds for a sequence. */
 SPECD_API specd_status specd_ipc_client_seq_info(specd_ipc_client *client, uint64_t seq_id, uint64_t *length,

@@ -47,6 +47,11 @@ static void usage(FILE *f, const char *program, const char *description, const c
             "                         CUDA IPC logits buffers of that device and verifies them\n"
             "                         there with the device kernel [default: cpu, host memory\n"
             "                         only]\n"
+            "  --q-device D           (drafter) cpu | cuda | cuda:N: where the draft distributions\n"
+            "                         of sampled drafts are handed to hosts: cuda[:N] a CUDA IPC\n"
+            "                         buffer on device N (the host reads q on its device without\n"
+            "                         a copy); refused at start without a CUDA runtime or device\n"
+            "                         [default: cpu, a sealed host memory buffer]\n"
             "  --verbose              log debug lines too\n"
             "  --help                 this text\n\n"
             "Logs go to stderr. SIGTERM or SIGINT: answer what has been received, then exit 0.\n",
@@ -77,7 +82,7 @@ int specd_daemon_main(int argc, char **argv, const char *program, specd_ipc_role
     const char *client_ptrs[MAX_CLIENT_KEYS];
     size_t n_clients = 0;
     int verbose = 0;
-    specd_daemon_config cfg = {{0}, 0, SPECD_DEVICE_CPU, 0};
+    specd_daemon_config cfg = {{0}, 0, SPECD_DEVICE_CPU, 0, SPECD_DEVICE_CPU, 0};
     const char *device = NULL;
     const char *model_path = NULL;
     int typed_fingerprint = 0, typed_hash = 0;
@@ -93,6 +98,7 @@ int specd_daemon_main(int argc, char **argv, const char *program, specd_ipc_role
                                          {"policy", required_argument, 0, 'P'},
                                          {"model", required_argument, 0, 'M'},
                                          {"device", required_argument, 0, 'D'},
+                                         {"q-device", required_argument, 0, 'Q'},
                                          {"verbose", no_argument, 0, 'V'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
@@ -180,6 +186,17 @@ int specd_daemon_main(int argc, char **argv, const char *program, specd_ipc_role
                 return 2;
             }
             device = optarg;
+            break;
+        case 'Q':
+            if (role != SPECD_IPC_ROLE_DRAFTER) {
+                fprintf(stderr, "%s: --q-device is a drafter option\n", program);
+                return 2;
+            }
+            if (specd_device_parse(optarg, &cfg.q_device, &cfg.q_device_index, &err) != SPECD_OK) {
+                fprintf(stderr, "%s: --q-device: %s%s\n", program, err.message,
+                        strstr(err.message, "cuda:N") ? "" : " (accepted: cpu, cuda, cuda:N)");
+                return 2;
+            }
             break;
         case 'V': verbose = 1; break;
         case 'h':

@@ -17,6 +17,11 @@ typedef struct specd_daemon_config {
      * the flag SPECD_DEVICE's choice */
     int32_t device;
     int32_t device_index;
+    /* (drafter) --q-device: where the draft distributions go to hosts: SPECD_DEVICE_CPU (zero,
+     * the default) sealed host memory buffers, SPECD_DEVICE_CUDA IPC buffers of device
+     * q_device_index */
+    int32_t q_device;
+    int32_t q_device_index;
 } specd_daemon_config;
 
 /* make_handlers is called once the options are parsed; it fills *h (and may allocate state it

@@ -3,17 +3,23 @@
  * refusal is a dead peer too): a failed propose is a plain step, and the ipc client replays the
  * sequence's history when a matching daemon is back, so the output never depends on it.
  * Under rejection sampling the drafter's draft distributions q come back with a sampled draft
- * (through its shared buffer; specd_ipc_client_propose_q), so the session verifies it against
- * the q it was drawn from. */
+ * (through its shared buffer; specd_ipc_client_propose_q_device), so the session verifies it
+ * against the q it was drawn from. A drafter that keeps q on the host's CUDA device
+ * (--q-device cuda[:N]) leaves the rows there: the session reads them on the device
+ * (policy/ar/remote_q.h) and fetches them only for a host reader. One client per sequence, so the
+ * drafter's buffer for this sequence changes only at this sequence's next propose. */
 #include "policy/builtin.h"
+#include "policy/ar/remote_q.h"
 
 #include "common/alloc.h"
 #include "common/log_internal.h"
 #include "common/status_internal.h"
 #include "policy/options.h"
+#include "specd/device.h"
 #include "specd/ipc.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +35,14 @@ typedef struct remote_state {
     uint32_t *scratch; /* max_draft + 1 history ids, then the draft */
     int32_t max_draft;
     int want_q; /* rejection sampling: a sampled draft must come with its q */
+    int q_cuda_device; /* the host's CUDA device: a drafter's q there is read in place */
+    const float *q_dev; /* the last proposal's q rows on that device, or NULL */
 } remote_state;
+
+static atomic_uint_fast64_t n_q_device, n_q_fetched;
+
+uint64_t specd_remote_q_device_count(void) { return (uint64_t)atomic_load(&n_q_device); }
+uint64_t specd_remote_q_fetch_count(void) { return (uint64_t)atomic_load(&n_q_fetched); }
 
 /* The daemon is unusable for now (gone, silent, or refusing our Hello): decode plainly. */
 static int peer_unusable(specd_status st) {
@@ -83,6 +96,9 @@ static specd_status remote_create(const specd_policy_env *env, const char *optio
     if (!s) return specd_fail(err, SPECD_E_NOMEM, "policy remote: out of memory");
     s->max_draft = env->max_draft;
     s->want_q = env->rule == SPECD_ACCEPT_REJECTION;
+    /* the device the session verifies on (as the remote verifier's pool: index 0 for a CPU
+     * spec, whose CUDA logits' device is not named) */
+    s->q_cuda_device = env->device_set && env->device == SPECD_DEVICE_CUDA ? env->device_index : 0;
     s->scratch = specd_alloc_array((size_t)env->max_draft * 2 + 2, sizeof(uint32_t));
     memcpy(s->drafter_policy, policy, sizeof o.policy);
     specd_ipc_params p = specd_ipc_default_params();
@@ -128,6 +144,7 @@ static specd_status remote_propose(void *state, const int32_t *history, int64_t 
     remote_state *s = state;
     *n_draft = 0;
     *has_q = 0;
+    s->q_dev = NULL;
     specd_error e;
     if (!s->opened) {
         /* the client keeps the prompt even when the daemon is down, and opens it there later */
@@ -162,9 +179,10 @@ static specd_status remote_propose(void *state, const int32_t *history, int64_t 
     size_t got = 0;
     int got_q = 0;
     /* q has room for max_draft rows (the session sizes it so: SPECD_POLICY_NEEDS_Q) */
-    specd_status st = specd_ipc_client_propose_q(s->client, s->seq.seq_id, s->step++, s->scratch,
-                                                 n_commit, out, (size_t)s->max_draft, &got,
-                                                 s->want_q ? q : NULL, &got_q, &e);
+    const float *q_dev = NULL;
+    specd_status st = specd_ipc_client_propose_q_device(
+        s->client, s->seq.seq_id, s->step++, s->scratch, n_commit, out, (size_t)s->max_draft,
+        &got, s->want_q ? q : NULL, &got_q, s->q_cuda_device, &q_dev, &e);
     s->n_sent = n; /* the client appended the commit to its history, reachable or not */
     if (st != SPECD_OK) {
         went_down(s, &e);
@@ -175,7 +193,25 @@ static specd_status remote_propose(void *state, const int32_t *history, int64_t 
     for (size_t i = 0; i < got && i < (size_t)max_draft; i++) draft[i] = (int32_t)out[i];
     *n_draft = (int32_t)(got < (size_t)max_draft ? got : (size_t)max_draft);
     *has_q = got_q && *n_draft > 0; /* row i of q is draft[i]'s, so truncation keeps it */
+    s->q_dev = *has_q ? q_dev : NULL;
+    if (s->q_dev) atomic_fetch_add(&n_q_device, 1);
     return SPECD_OK;
+}
+
+const float *specd_remote_q_device(const specd_policy_ops *ops, const void *state) {
+    if (ops != &specd_policy_remote || !state) return NULL;
+    return ((const remote_state *)state)->q_dev;
+}
+
+specd_status specd_remote_q_fetch(const specd_policy_ops *ops, void *state, float *q,
+                                  specd_error *err) {
+    if (ops != &specd_policy_remote || !state || !((remote_state *)state)->q_dev)
+        return specd_fail(err, SPECD_E_STATE, "policy remote: no draft distributions on the device");
+    remote_state *s = state;
+    specd_status st = specd_ipc_client_fetch_q(s->client, q, err);
+    atomic_fetch_add(&n_q_fetched, 1);
+    if (st == SPECD_OK) s->q_dev = NULL; /* on the host now */
+    return st;
 }
 
 const specd_policy_ops specd_policy_remote = {

@@ -49,11 +49,14 @@ struct seq_bias {
     size_t n;
 };
 
-static atomic_uint_fast64_t n_device_steps, n_device_launches;
+static atomic_uint_fast64_t n_device_steps, n_device_launches, n_bias_uploads;
 static atomic_int warned_unavailable;
 
 uint64_t specd_device_verify_count(void) { return (uint64_t)atomic_load(&n_device_steps); }
 uint64_t specd_device_verify_launches(void) { return (uint64_t)atomic_load(&n_device_launches); }
+uint64_t specd_device_verify_bias_uploads(void) {
+    return (uint64_t)atomic_load(&n_bias_uploads);
+}
 
 static void free_buffers(specd_device_verify *d) {
     if (d->rt) {
@@ -223,6 +226,7 @@ static int bias_of(specd_device_verify *d, const spec_seq *q, int32_t n_vocab, c
     }
     memcpy(b->list, list, n * sizeof *list);
     b->n = n;
+    atomic_fetch_add(&n_bias_uploads, 1);
     *out = b->dev;
     return 1;
 }

@@ -47,5 +47,8 @@ void specd_spec_device_verify_batch_end(specd_spec *spec);
  * launches that decided them (a batch's steps share one). */
 uint64_t specd_device_verify_count(void);
 uint64_t specd_device_verify_launches(void);
+/* Dense logit biases uploaded so far (one per biased sequence, again only when it reopens with
+ * another list): tests assert it is not per step. */
+uint64_t specd_device_verify_bias_uploads(void);
 
 #endif

@@ -6,10 +6,11 @@
  * COUPLED, REJECTION with a deterministic drafter or with q rows, relaxed REJECTION (tau > 0,
  * lossy); temperature, top-k, top-p, min-p, a logit bias with a -inf ban; q rows under GREEDY and
  * COUPLED too (checked, as the engine checks them); ngram chains and the test's own tree drafter.
- * bf16 rows with a padded stride and -inf padding. The test asserts one launch per batch and that
- * every step was decided on the device where the kernel library loads; a bad q row under COUPLED
- * and GREEDY is refused by the kernel and fails with the host path's error, and a bias naming a
- * token twice is refused when the sequence opens. Skips without a CUDA runtime or device. */
+ * bf16 rows with a padded stride and -inf padding. Where the kernel library loads, the test
+ * asserts one launch per batch, one bias upload per biased sequence (not per step) and that every
+ * step was decided on the device; a bad q row under COUPLED and GREEDY is refused by the kernel
+ * and fails with the host path's error, and a bias naming a token twice is refused when the
+ * sequence opens. Skips without a CUDA runtime or device. */
 #include "test_main.h"
 
 #include "specd/spec_batch.h"
@@ -271,6 +272,9 @@ static int run(const specd_cudart *rt, void *dev, int kernel, int trees) {
     uint32_t h = 11;
     int total = 0, emitted = 0, accepted = 0, drafted = 0, lossy = 0;
     uint64_t on_device = 0, launches = 0;
+    const uint64_t u0 = specd_device_verify_bias_uploads();
+    int n_biased = 0;
+    for (int i = 0; i < NSEQ; i++) n_biased += set[i].bias != 0;
     for (int step = 0; step < STEPS; step++) {
         specd_batch bh, bd, bc;
         specd_error err;
@@ -341,10 +345,18 @@ static int run(const specd_cudart *rt, void *dev, int kernel, int trees) {
         printf("FAIL: %s: no relaxed (lossy) step was drafted\n", what);
         return 1;
     }
+    /* each biased sequence's dense bias went to the device once, not per step */
+    const uint64_t uploads = specd_device_verify_bias_uploads() - u0;
+    if (kernel && uploads != (uint64_t)n_biased) {
+        printf("FAIL: %s: %llu bias uploads for %d biased sequences over %d steps\n", what,
+               (unsigned long long)uploads, n_biased, STEPS);
+        return 1;
+    }
     printf("%s: %d sequence steps from device logits equal the host's and the copy path's (%d "
            "tokens emitted, %d of %d drafts accepted, %d lossy steps); %llu decided on the device "
-           "in %llu launches%s\n", what, total, emitted, accepted, drafted, lossy,
-           (unsigned long long)on_device, (unsigned long long)launches,
+           "in %llu launches, %llu bias uploads for %d biased sequences%s\n", what, total,
+           emitted, accepted, drafted, lossy, (unsigned long long)on_device,
+           (unsigned long long)launches, (unsigned long long)uploads, n_biased,
            kernel ? "" : " (no verify kernel: the copy path)");
     specd_spec_destroy(sh);
     specd_spec_destroy(sd);

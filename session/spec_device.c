@@ -10,6 +10,7 @@
 #include "common/status_internal.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/cudart.h"
+#include "verifier/accept/accept_bias.h"
 
 /* A step the batch's launch decided, until its sequence takes it. */
 typedef struct pending_step {
@@ -32,13 +33,30 @@ struct specd_device_verify {
     pending_step *pending;            /* host: cap_seqs */
     int32_t n_pending;
     int unavailable;
+    /* the dense logit bias of each biased sequence, by sequence id (session/spec_device.h) */
+    struct seq_bias *bias;
+    int32_t cap_bias;
+    float *bias_stage; /* host: n_vocab floats, the dense row being built */
+    int32_t stage_vocab;
 };
 
-static atomic_uint_fast64_t n_device_steps, n_device_launches;
+/* A sequence's dense bias on the device, and the sparse list it was built from: rebuilt and
+ * uploaded only when the sequence's list differs (a sequence opened again under the same id). */
+struct seq_bias {
+    float *dev;                  /* device: n_vocab floats */
+    int32_t n_vocab;
+    specd_logit_bias *list;      /* host copy of the engine's list */
+    size_t n;
+};
+
+static atomic_uint_fast64_t n_device_steps, n_device_launches, n_bias_uploads;
 static atomic_int warned_unavailable;
 
 uint64_t specd_device_verify_count(void) { return (uint64_t)atomic_load(&n_device_steps); }
 uint64_t specd_device_verify_launches(void) { return (uint64_t)atomic_load(&n_device_launches); }
+uint64_t specd_device_verify_bias_uploads(void) {
+    return (uint64_t)atomic_load(&n_bias_uploads);
+}
 
 static void free_buffers(specd_device_verify *d) {
     if (d->rt) {
@@ -59,9 +77,22 @@ static void free_buffers(specd_device_verify *d) {
     d->n_pending = 0;
 }
 
+static void free_bias(specd_device_verify *d) {
+    for (int32_t i = 0; i < d->cap_bias; i++) {
+        if (d->bias[i].dev && d->rt) d->rt->free(d->bias[i].dev);
+        specd_free(d->bias[i].list);
+    }
+    specd_free(d->bias);
+    specd_free(d->bias_stage);
+    d->bias = NULL;
+    d->bias_stage = NULL;
+    d->cap_bias = d->stage_vocab = 0;
+}
+
 void specd_device_verify_free(specd_device_verify *d) {
     if (!d) return;
     free_buffers(d);
+    free_bias(d);
     specd_free(d);
 }
 
@@ -133,16 +164,80 @@ static specd_device_verify *device_of(specd_device_verify **dev, specd_error *er
     return *dev;
 }
 
+/* q's dense bias on the device (*out; NULL when q has none), built from the engine's own list
+ * (verifier/accept/accept_bias.h) as verifier/accept/xform.c applies it: the kernel adds bias[x]
+ * to the masked logit of every token, the engine adds the value of each listed token (no token
+ * twice: the engine refuses duplicates when the sequence opens), -inf banning. Tokens without a
+ * value get -0.0f, not 0.0f: l + -0.0f is l for every float l, while l + 0.0f would turn a -0.0
+ * logit into +0.0. Uploaded when the sequence's list first differs from the one on the device,
+ * not per step. 0 when memory or the upload fails (the copy path decides). */
+static int bias_of(specd_device_verify *d, const spec_seq *q, int32_t n_vocab, const float **out) {
+    const specd_logit_bias *list;
+    size_t n;
+    *out = NULL;
+    specd_accept_bias(q->accept, &list, &n);
+    if (n == 0) return 1;
+    if (q->id < 0) return 0;
+    if (q->id >= d->cap_bias) {
+        struct seq_bias *grown = specd_alloc_array((size_t)q->id + 1, sizeof *grown);
+        if (!grown) return 0;
+        if (d->cap_bias) memcpy(grown, d->bias, (size_t)d->cap_bias * sizeof *grown);
+        specd_free(d->bias);
+        d->bias = grown;
+        d->cap_bias = q->id + 1;
+    }
+    struct seq_bias *b = &d->bias[q->id];
+    if (b->dev && b->n_vocab == n_vocab && b->n == n &&
+        memcmp(b->list, list, n * sizeof *list) == 0) {
+        *out = b->dev;
+        return 1;
+    }
+    b->n = 0; /* rebuilt below: nothing matches until it is uploaded */
+    if (b->dev && b->n_vocab != n_vocab) {
+        d->rt->free(b->dev);
+        b->dev = NULL;
+    }
+    if (!b->dev) {
+        void *p = NULL;
+        if (d->rt->malloc(&p, (size_t)n_vocab * sizeof(float)) != SPECD_CUDA_SUCCESS) {
+            (void)d->rt->get_last_error();
+            return 0;
+        }
+        b->dev = p;
+        b->n_vocab = n_vocab;
+    }
+    specd_free(b->list);
+    b->list = specd_alloc_array(n, sizeof *list);
+    if (d->stage_vocab < n_vocab) {
+        specd_free(d->bias_stage);
+        d->bias_stage = specd_alloc_array((size_t)n_vocab, sizeof(float));
+        d->stage_vocab = d->bias_stage ? n_vocab : 0;
+    }
+    if (!b->list || !d->bias_stage) return 0;
+    for (int32_t x = 0; x < n_vocab; x++) d->bias_stage[x] = -0.0f;
+    for (size_t i = 0; i < n; i++) {
+        if (list[i].token < 0 || list[i].token >= n_vocab) return 0; /* the engine refuses it */
+        d->bias_stage[list[i].token] = list[i].bias;
+    }
+    if (d->rt->memcpy(b->dev, d->bias_stage, (size_t)n_vocab * sizeof(float),
+                      SPECD_CUDA_MEMCPY_HOST_TO_DEVICE) != SPECD_CUDA_SUCCESS) {
+        (void)d->rt->get_last_error();
+        return 0;
+    }
+    memcpy(b->list, list, n * sizeof *list);
+    b->n = n;
+    atomic_fetch_add(&n_bias_uploads, 1);
+    *out = b->dev;
+    return 1;
+}
+
 static int eligible(const spec_seq *q, const specd_logits *lg) {
     if (lg->device != SPECD_DEVICE_CUDA) return 0;
     if (!(q->ops->propose || q->plain_step)) return 0;
     if (q->rule != SPECD_ACCEPT_GREEDY && q->rule != SPECD_ACCEPT_COUPLED &&
         q->rule != SPECD_ACCEPT_REJECTION)
         return 0;
-    /* the device path reports no lossy steps; the engine checks q under every rule, the
-     * kernel only under REJECTION (q is not needed elsewhere) */
-    if (q->tau != 0.0f || (q->has_q && q->rule != SPECD_ACCEPT_REJECTION)) return 0;
-    if (q->sampling.n_bias != 0) return 0;
+    if (q->tau != 0.0f && q->rule != SPECD_ACCEPT_REJECTION) return 0; /* the engine refuses it */
     if (q->n_draft > SPECD_CUDA_VERIFY_MAX_K || q->n_step_rows != q->n_draft + 1) return 0;
     if (q->tree && q->n_draft < 1) return 0;
     for (int32_t r = 0; r < q->n_step_rows; r++)
@@ -169,6 +264,7 @@ static int describe(const spec_seq *q, int32_t n_vocab, const specd_logits *lg, 
     s->top_k = q->sampling.top_k;
     s->top_p = q->sampling.top_p;
     s->min_p = q->sampling.min_p;
+    s->relaxed_tau = q->tau;
     s->seed = q->key.seed;
     s->sequence = q->key.sequence;
     s->k = q->n_draft;
@@ -256,6 +352,7 @@ void specd_spec_device_verify_batch(specd_spec *spec, const specd_logits *lg) {
             continue;
         float *qdev = d->q ? d->q + q_at : NULL;
         if (!describe(q, n_vocab, lg, b->row_offset, qdev, &d->seqs[n])) continue;
+        if (!bias_of(d, q, n_vocab, &d->seqs[n].bias)) continue;
         if (put_q(d, q, n_vocab, qdev) != SPECD_CUDA_OK) {
             (void)d->rt->get_last_error();
             return;
@@ -296,6 +393,7 @@ specd_status specd_spec_device_verify(specd_device_verify **dev, spec_seq *q, in
     if (!(d = device_of(dev, err))) return SPECD_E_NOMEM;
     if (d->unavailable) return SPECD_OK;
     d->n_pending = 0; /* the batch's buffers are reused below */
+    if (!bias_of(d, q, n_vocab, &s.bias)) return SPECD_OK; /* the copy path decides */
     int rc = SPECD_CUDA_OK;
     if (q_rows(q)) {
         if (!reserve_q(d, (size_t)q_rows(q) * (size_t)n_vocab))

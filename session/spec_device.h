@@ -1,12 +1,17 @@
 /* Verification of sequences' steps on the CUDA device their logits live on
  * (kernels/cuda/verify.cu through the kernel library's table), without copying the logits block to
- * the host. Only steps whose decisions the kernel makes bit for bit as the host path would take
- * them: a drafter chain or tree or a plain step (no remote verifier), rule GREEDY, COUPLED or
- * REJECTION (exact: tau 0; q rows, when the drafter gives them, are copied to the device), top-k,
- * top-p and min-p, no logit bias, no LoRA-gated rows, at most SPECD_CUDA_VERIFY_MAX_K drafts.
- * Everything else, a machine whose kernel library does not load (said once per process), and a
- * step with a bad row or q (whose readable error the host path gives) go through the copy path
- * (session/spec_logits.c). SPECD_CUDA_VERIFY=host in the environment forces the copy path.
+ * the host. It takes every step the acceptance engine takes for a drafter chain or tree or a
+ * plain step (no remote verifier): rule GREEDY, COUPLED or REJECTION, exact or relaxed (tau > 0:
+ * the outcome says lossy, as the engine's result does); temperature, top-k, top-p, min-p and the
+ * logit bias (the engine's own list, verifier/accept/accept_bias.h, as a dense device row built and
+ * uploaded once per sequence, -inf bans included; a token listed twice is refused when the
+ * sequence opens); the drafter's q rows under every rule (copied to the device and checked there
+ * as the engine checks them; read by REJECTION only). Left to the copy path
+ * (session/spec_logits.c): LoRA-gated rows, more than SPECD_CUDA_VERIFY_MAX_K drafts, a
+ * self-speculative policy's own verify, a machine whose kernel library does not load (said once
+ * per process), and a step the kernel finds bad (a bad row or q, a row that overflows or bans
+ * every token): the copy path then gives the engine's readable error. SPECD_CUDA_VERIFY=host in
+ * the environment forces the copy path.
  *
  * A batch (specd/spec_batch.h) is decided in one launch: specd_spec_device_verify_batch, before
  * the batch's sequences are verified one by one, verifies every eligible one together, and each
@@ -42,5 +47,8 @@ void specd_spec_device_verify_batch_end(specd_spec *spec);
  * launches that decided them (a batch's steps share one). */
 uint64_t specd_device_verify_count(void);
 uint64_t specd_device_verify_launches(void);
+/* Dense logit biases uploaded so far (one per biased sequence, again only when it reopens with
+ * another list): tests assert it is not per step. */
+uint64_t specd_device_verify_bias_uploads(void);
 
 #endif

@@ -861,8 +861,8 @@ specd_status specd_spec_seq_verify_step(specd_spec *spec, spec_seq *q, const spe
     }
     specd_step_outcome o;
     uint64_t p0 = specd_now_ns();
-    if (on_device)
-        chain_outcome(q, dev_emitted, dev_accepted, 0, &o);
+    if (on_device) /* lossy as the engine says of a drafted step under relaxed tau */
+        chain_outcome(q, dev_emitted, dev_accepted, q->n_draft > 0 && q->tau > 0.0f, &o);
     else if (q->ops->propose || q->plain_step)
         SPECD_TRY(verify_chain(spec, q, logits, &o, err));
     else if (q->n_chain > 0)

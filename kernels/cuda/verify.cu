@@ -21,7 +21,7 @@
 
 enum { VT = SPECD_CUDA_VERIFY_THREADS, SLOTS = SPECD_CUDA_VERIFY_MAX_SLOTS };
 /* Slot flags: the row fails the engine's check (before any decision), or its preparation, or
- * (REJECTION) the q row of the draft / node with the slot's index fails the engine's q check. */
+ * the q row of the draft / node with the slot's index fails the engine's q check. */
 enum { F_BAD = 1, F_MASKED = 2, F_PREP = 4, F_BADQ = 8 };
 /* Top-p orders its candidates in chunks of at most CAP tokens; the inverse CDF sums blocks of
  * 64 tokens CB blocks at a time. */
@@ -819,10 +819,9 @@ static __global__ void verify_kernel(const char *logits, int32_t dtype, int64_t 
             __syncthreads();
         }
     }
-    /* REJECTION: the engine checks every q row before it decides anything; slot s checks the q
-     * row of draft (node) s. */
-    if (sq->rule == SPECD_CUDA_VERIFY_REJECTION && sq->draft_probs && s < k &&
-        q_row_bad(m, sq, s, n))
+    /* The engine checks every q row it is given before it decides anything, under every rule
+     * (only REJECTION reads them); slot s checks the q row of draft (node) s. */
+    if (sq->draft_probs && s < k && q_row_bad(m, sq, s, n))
         flags |= F_BADQ;
 
     /* Publish the slot; the sequence's last slot to arrive walks the chain. */

@@ -62,10 +62,7 @@ static int check_seq(const specd_cuda_verify_args *a, int32_t i, char *why, size
                (double)s->relaxed_tau);
     if (s->relaxed_tau > 0.0f && s->rule != SPECD_CUDA_VERIFY_REJECTION)
         REFUSE("verify: sequence %d: relaxed_tau applies to the REJECTION rule only", (int)i);
-    if (s->draft_probs) {
-        if (s->rule != SPECD_CUDA_VERIFY_REJECTION)
-            REFUSE("verify: sequence %d: draft_probs (q) given under a rule other than "
-                   "REJECTION", (int)i);
+    if (s->draft_probs) { /* checked under every rule (the engine's), read by REJECTION */
         if ((uintptr_t)s->draft_probs & 3u)
             REFUSE("verify: sequence %d: draft_probs is not 4-byte aligned", (int)i);
         if (s->q_stride < a->n_vocab || s->q_stride > ((int64_t)1 << 40))

@@ -7,8 +7,8 @@
  * rows, bit for bit: specd_accept_chain_keyed for chains of k drafts (each draft i checked against
  * its key row at its key position, then the correction or the bonus token) and specd_accept_tree
  * for trees (tree = 1: draft[i] is node i, parent[i] its parent, row[s] the row after node s - 1),
- * under GREEDY, COUPLED and REJECTION (q rows in device memory, or none: a deterministic
- * drafter; relaxed_tau as the engine's). Transform: temperature, dense logit bias, top-k, top-p,
+ * under GREEDY, COUPLED and REJECTION (q rows in device memory, checked under every rule as the
+ * engine checks them, or none: a deterministic drafter; relaxed_tau as the engine's). Transform: temperature, dense logit bias, top-k, top-p,
  * min-p. Fields added after the first version (draft_probs .. parent) keep the first version's
  * behaviour at zero. */
 #ifndef SPECD_KERNELS_CUDA_VERIFY_PLAN_H
@@ -55,8 +55,9 @@ typedef struct specd_cuda_verify_seq {
     int32_t row[SPECD_CUDA_VERIFY_MAX_SLOTS];
     uint32_t pos[SPECD_CUDA_VERIFY_MAX_SLOTS];
     /* ---- added with REJECTION and trees; all zero = the first version's behaviour ---- */
-    const float *draft_probs; /* device, REJECTION: q, one row of q_stride floats per draft (per
-                               * node), or NULL: a deterministic drafter (q one-hot at the draft) */
+    const float *draft_probs; /* device: q, one row of q_stride floats per draft (per node), or
+                               * NULL: a deterministic drafter (q one-hot at the draft). Checked
+                               * under every rule, as the engine checks it; read by REJECTION */
     int64_t q_stride;         /* floats between q rows, >= n_vocab when draft_probs is set */
     float relaxed_tau;        /* REJECTION only: 0 exact, > 0 the engine's lossy relaxed test */
     int32_t tree;             /* 0: a chain; 1: a tree with parent[] */
@@ -65,8 +66,8 @@ typedef struct specd_cuda_verify_seq {
 
 /* Per sequence, written by the kernel in device memory. status: SPECD_CUDA_VERIFY_OK, or
  * BAD_ROW (a key row holds NaN or +inf, or masks every token: the engine's check before any
- * decision), BAD_Q (REJECTION: a q row is not a probability row summing to 1 within 1e-3, or gives
- * its draft q = 0; bad_row names the draft / node) or BAD_PREPARE (a row the walk reached has a
+ * decision), BAD_Q (draft_probs set, under any rule: a q row is not a probability row summing to 1
+ * within 1e-3, or gives its draft q = 0; bad_row names the draft / node) or BAD_PREPARE (a row the walk reached has a
  * biased logit overflowing, every token banned after the bias, or logits / T overflowing);
  * bad_row names the logits row, and the other fields are then undefined (the caller asks the CPU
  * engine for the readable message). */

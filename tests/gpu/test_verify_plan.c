@@ -98,7 +98,7 @@ static void test_checks(void **state) {
     a = good_args(); seqs[1].row[3] = -2; assert_true(refused(&a, "bonus row"));
 }
 
-/* The arguments of top-p, REJECTION (q rows, relaxed tau) and trees. */
+/* The arguments of top-p, q rows (every rule), REJECTION's relaxed tau and trees. */
 static void test_rules(void **state) {
     (void)state;
     specd_cuda_verify_args a = good_args();
@@ -119,8 +119,14 @@ static void test_rules(void **state) {
     assert_true(refused(&a, "relaxed_tau"));
     a = good_args(); seqs[0].rule = SPECD_CUDA_VERIFY_REJECTION; seqs[0].relaxed_tau = INFINITY;
     assert_true(refused(&a, "relaxed_tau"));
+    /* q under COUPLED and GREEDY: checked as the engine checks it (BAD_Q), its layout too */
     a = good_args(); seqs[0].draft_probs = DEV(0x50000); seqs[0].q_stride = 100;
-    assert_true(refused(&a, "other than REJECTION")); /* q under COUPLED */
+    assert_int_equal(specd_cuda_check_verify(&a, why, sizeof why), SPECD_CUDA_OK);
+    seqs[0].rule = SPECD_CUDA_VERIFY_GREEDY;
+    assert_int_equal(specd_cuda_check_verify(&a, why, sizeof why), SPECD_CUDA_OK);
+    seqs[0].q_stride = 99; assert_true(refused(&a, "q stride"));
+    a = good_args(); seqs[0].draft_probs = DEV(0x50002); seqs[0].q_stride = 100;
+    assert_true(refused(&a, "draft_probs is not 4-byte aligned"));
     a = good_args(); seqs[0].rule = SPECD_CUDA_VERIFY_REJECTION;
     seqs[0].draft_probs = DEV(0x50002); seqs[0].q_stride = 100;
     assert_true(refused(&a, "draft_probs is not 4-byte aligned"));

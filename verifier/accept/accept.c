@@ -10,6 +10,7 @@
 #include "common/fastmath.h"
 #include "common/philox.h"
 #include "common/status_internal.h"
+#include "verifier/accept/accept_bias.h"
 #include "verifier/accept/accept_internal.h"
 #include "verifier/accept/xform.h"
 
@@ -38,6 +39,11 @@ struct specd_accept {
 };
 
 void specd_accept_debug_mutate(specd_accept *a, specd_accept_mutant mutant) { a->mutant = mutant; }
+
+void specd_accept_bias(const specd_accept *a, const specd_logit_bias **bias, size_t *n) {
+    *n = a->xf.n_bias;
+    *bias = a->xf.n_bias ? a->xf.bias : NULL;
+}
 
 specd_accept_params specd_accept_default_params(void) {
     specd_accept_params p;

@@ -17,14 +17,16 @@
  * launch. Then a fault the comparison must see: the CPU engine with another seed has to disagree
  * with the device on some COUPLED / REJECTION sequences.
  *
- * SPECD_VERIFY_MODEL_BLOCKS=n runs each rule setting on n blocks only (the CPU emulation,
- * tests/gpu/emu/run, uses 1); unset: every block. Prints the counts by setting, rule and dtype.
+ * Each setting runs on every block of its shape (SPECD_VERIFY_MODEL_BLOCKS=n: on n of them), in
+ * SPECD_VERIFY_MODEL_SEEDS rounds (default 4; the CPU emulation, tests/gpu/emu/run, runs 1) of
+ * fresh seeds, stream words and layouts. Prints the counts by setting, rule and dtype.
  * Skips (77) without the kernel library, a device or the model (SPECD_TEST_MODEL). */
 #include "gpu_harness.h"
 
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "fixture_model.h"
 #include "kernels/cpu/fp16.h"
@@ -114,6 +116,12 @@ typedef struct model_rows {
     int32_t n_rows;
     block blocks[N_BLOCKS];
 } model_rows;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 static void die(const char *what, const specd_error *err) {
     printf("FAIL: %s: %s\n", what, err ? err->message : "");
@@ -513,8 +521,9 @@ static int same_out(const specd_cuda_verify_out *dev, const specd_cuda_verify_ou
 typedef struct tally {
     int total[N_SETTINGS][2], ok[N_SETTINGS][2];
     int rule_total[3][2], rule_ok[3][2];
-    int drafts[BLOCKS_PER_PROMPT], accepted[BLOCKS_PER_PROMPT], emitted, cpu_errors;
+    int drafts[3][BLOCKS_PER_PROMPT], accepted[3][BLOCKS_PER_PROMPT], emitted, cpu_errors;
     int faults, fault_seen; /* the perturbed-seed check: sequences tried, decisions changed */
+    double device_s, cpu_s; /* wall time in the launches (upload to results back), in the engine */
 } tally;
 
 /* One launch: every case of a layout in one dtype, each against the CPU engine. */
@@ -528,6 +537,7 @@ static void run_launch(const gpu_ctx *g, const model_rows *mr, vcase *cs, int n,
     void *hrows = host_alloc((size_t)mr->n_rows * (size_t)stride * es);
     float *dense = host_alloc((size_t)mr->n_rows * (size_t)nv * sizeof(float));
     encode(mr->rows, mr->n_rows, V, layout, bf16, hrows, dense);
+    const double t0 = now_s();
     void *drows = gpu_put(g, hrows, (size_t)mr->n_rows * (size_t)stride * es);
     free(hrows);
     /* per case: a dense bias row, and q rows (QPAD apart on the device, NaN between) */
@@ -573,6 +583,8 @@ static void run_launch(const gpu_ctx *g, const model_rows *mr, vcase *cs, int n,
     gpu_check(g, "verify", g->k->verify(&a, NULL));
     specd_cuda_verify_out *dev = host_alloc((size_t)n * sizeof *dev);
     gpu_get(g, dev, dout, (size_t)n * sizeof *dev);
+    const double t1 = now_s();
+    ty->device_s += t1 - t0;
     for (int i = 0; i < n; i++) {
         const vcase *c = &cs[i];
         const int si = (int)(c->st - SETTINGS);
@@ -590,8 +602,8 @@ static void run_launch(const gpu_ctx *g, const model_rows *mr, vcase *cs, int n,
         ty->rule_total[c->st->rule][bf16]++;
         ty->rule_ok[c->st->rule][bf16] += ok;
         if (cpu.status == 0) {
-            ty->drafts[c->b->drafter] += c->b->k;
-            ty->accepted[c->b->drafter] += cpu.n_accepted;
+            ty->drafts[c->st->rule][c->b->drafter] += c->b->k;
+            ty->accepted[c->st->rule][c->b->drafter] += cpu.n_accepted;
             ty->emitted += cpu.n_emitted;
         } else {
             ty->cpu_errors++;
@@ -605,6 +617,7 @@ static void run_launch(const gpu_ctx *g, const model_rows *mr, vcase *cs, int n,
         }
         free(qcpu[i]);
     }
+    ty->cpu_s += now_s() - t1;
     gpu_free(g, drows);
     gpu_free(g, dbias);
     gpu_free(g, dq);
@@ -627,6 +640,8 @@ int main(void) {
     }
     const char *env = getenv("SPECD_VERIFY_MODEL_BLOCKS");
     const int per_setting = env && *env ? atoi(env) : 0; /* 0: every block */
+    env = getenv("SPECD_VERIFY_MODEL_SEEDS");
+    const int n_seeds = env && *env && atoi(env) > 0 ? atoi(env) : 4;
     model_rows mr;
     memset(&mr, 0, sizeof mr);
     mr.m = fixture_model_open();
@@ -636,36 +651,41 @@ int main(void) {
         die("tokenizer", &err);
     mr.V = specd_model_get_info(mr.m)->n_vocab;
     mr.rows = host_alloc((size_t)MAX_ROWS * (size_t)mr.V * sizeof(float));
+    const double t_model = now_s();
     make_blocks(&mr);
-    printf("model rows: %d prompts, %d blocks (%d rows of %d tokens) from the CPU runtime\n",
-           N_PROMPTS, N_BLOCKS, mr.n_rows, mr.V);
+    printf("model rows: %d prompts, %d blocks (%d rows of %d tokens) from the CPU runtime in "
+           "%.1f s\n",
+           N_PROMPTS, N_BLOCKS, mr.n_rows, mr.V, now_s() - t_model);
 
     /* The cases: each setting on the blocks of its shape (every block, or per_setting of them,
-     * a different one per setting), the layout turning with block and setting. */
+     * a different one per setting), the layout turning with block and setting; n_seeds rounds
+     * of them with fresh seeds and stream words. */
     vcase *cs = host_alloc((size_t)N_SETTINGS * N_BLOCKS * sizeof *cs);
-    int n = 0;
-    for (int s = 0; s < N_SETTINGS; s++) {
-        int used = 0;
-        for (int i = 0; i < N_BLOCKS && (!per_setting || used < per_setting); i++) {
-            const int bi = (i + s * 7) % N_BLOCKS;
-            const block *b = &mr.blocks[bi];
-            if (b->tree != SETTINGS[s].tree) continue;
-            make_case(&cs[n], &SETTINGS[s], b, (bi + s) % N_LAYOUTS, mr.rows, mr.V,
-                      (uint32_t)(bi * 31 + s));
-            n++;
-            used++;
-        }
-    }
+    vcase *group = host_alloc((size_t)N_SETTINGS * N_BLOCKS * sizeof *group);
     tally ty;
     memset(&ty, 0, sizeof ty);
-    vcase *group = host_alloc((size_t)n * sizeof *group);
-    for (int bf16 = 0; bf16 < 2; bf16++)
-        for (int layout = 0; layout < N_LAYOUTS; layout++) {
-            int m = 0;
-            for (int i = 0; i < n; i++)
-                if (cs[i].layout == layout) group[m++] = cs[i];
-            if (m) run_launch(&g, &mr, group, m, layout, bf16, &ty);
+    for (int round = 0; round < n_seeds; round++) {
+        int n = 0;
+        for (int s = 0; s < N_SETTINGS; s++) {
+            int used = 0;
+            for (int i = 0; i < N_BLOCKS && (!per_setting || used < per_setting); i++) {
+                const int bi = (i + s * 7 + round) % N_BLOCKS;
+                const block *b = &mr.blocks[bi];
+                if (b->tree != SETTINGS[s].tree) continue;
+                make_case(&cs[n], &SETTINGS[s], b, (bi + s + round) % N_LAYOUTS, mr.rows, mr.V,
+                          (uint32_t)(bi * 31 + s + round * 977));
+                n++;
+                used++;
+            }
         }
+        for (int bf16 = 0; bf16 < 2; bf16++)
+            for (int layout = 0; layout < N_LAYOUTS; layout++) {
+                int m = 0;
+                for (int i = 0; i < n; i++)
+                    if (cs[i].layout == layout) group[m++] = cs[i];
+                if (m) run_launch(&g, &mr, group, m, layout, bf16, &ty);
+            }
+    }
     int fails = 0, total = 0;
     for (int s = 0; s < N_SETTINGS; s++) {
         printf("%-48s f32 %d/%d  bf16 %d/%d%s\n", SETTINGS[s].name, ty.ok[s][0], ty.total[s][0],
@@ -681,11 +701,15 @@ int main(void) {
                    bf16 ? "bf16" : "f32", rule_name[r], ty.rule_ok[r][bf16],
                    ty.rule_total[r][bf16]);
     for (int d = 0; d < BLOCKS_PER_PROMPT; d++)
-        printf("drafter %-24s: %d of %d drafts accepted (CPU engine, all rules)\n",
-               DRAFTER_NAME[d], ty.accepted[d], ty.drafts[d]);
+        printf("drafter %-24s: drafts accepted: greedy %d/%d, coupled %d/%d, rejection %d/%d\n",
+               DRAFTER_NAME[d], ty.accepted[1][d], ty.drafts[1][d], ty.accepted[0][d],
+               ty.drafts[0][d], ty.accepted[2][d], ty.drafts[2][d]);
     printf("identity: %d/%d sequences on real logits bit for bit (%d tokens emitted, %d "
            "sequences refused by both engines)\n",
            total - fails, total, ty.emitted, ty.cpu_errors);
+    printf("time: device launches %.2f s (uploads included), CPU engine %.2f s (with the fault "
+           "check)\n",
+           ty.device_s, ty.cpu_s);
     const int fault_ok = ty.fault_seen > 0;
     printf("fault check: the CPU engine with another seed disagrees with the device on %d of %d "
            "coupled / rejection sequences%s\n",

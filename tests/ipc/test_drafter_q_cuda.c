@@ -14,8 +14,10 @@
  *     the rows, refuses them, drops the drafts with a warning: plain steps, plain decoding's
  *     output, no step lost; and rows referenced past the buffer's end are refused on arrival
  *     (drafts dropped by the client, plain steps);
- *   - device memory (cudaMemGetInfo, printed) is the same after the drafters are gone as before
- *     they started: nothing left mapped or allocated.
+ *   - kill -9 of the drafter mid-generation: the host goes on plainly, every step still decided
+ *     on the device, output identical to the same schedule with q through shared memory;
+ *   - device memory (cudaMemGetInfo, printed) is the same after the drafters are gone (one of
+ *     them killed) as before they started: nothing left mapped or allocated.
  * Skipped (77) without a CUDA runtime or device, or without the model (SPECD_TEST_MODEL).
  * usage: test_drafter_q_cuda SPECD_DRAFTER */
 #include "test_main.h"
@@ -39,7 +41,7 @@
 #include <string.h>
 #include <zmq.h>
 
-enum { K = 4, N_GEN = 32, N_WARM = 4, N_BAD = 6, MAX_ROWS = K + 1 };
+enum { K = 4, N_GEN = 32, N_WARM = 4, N_BAD = 6, MAX_ROWS = K + 1, KILL_AT = 3 };
 
 #define CHECK(c, ...)                                                                              \
     do {                                                                                           \
@@ -97,6 +99,11 @@ typedef struct run_out {
 } run_out;
 
 static float host_rows[MAX_ROWS * (size_t)TEST_VOCAB];
+/* run_policy kills the drafter (kill -9) before this step's proposal when >= 0 */
+static int kill_at = -1;
+/* the remote policy's wait for an answer: long enough for any drafter that is up; a run that
+ * kills its drafter waits this long once, for the proposal the dead drafter never answers */
+static int remote_timeout_ms = 30000;
 
 /* The target is the draft model with noise on its logits (a function of position and token), so
  * p differs from q and rejection sampling both accepts and rejects. */
@@ -124,8 +131,8 @@ static void run_policy(specd_context *ctx, int32_t n_gen, const char *policy, ru
     }
     char opts[400];
     snprintf(opts, sizeof opts,
-             "endpoint=%s,policy=s,tokenizer_hash=" TEST_TOKHASH_ARG ",timeout_ms=30000",
-             drafter.ep);
+             "endpoint=%s,policy=s,tokenizer_hash=" TEST_TOKHASH_ARG ",timeout_ms=%d",
+             drafter.ep, remote_timeout_ms);
     specd_seq_params p = specd_seq_default_params();
     p.policy = policy;
     p.policy_options = strcmp(policy, "remote") == 0 ? opts : NULL;
@@ -141,7 +148,12 @@ static void run_policy(specd_context *ctx, int32_t n_gen, const char *policy, ru
     if (st == SPECD_OK) st = specd_context_kv_truncate(ctx, 0, 0, &err);
     specd_seq_batch pre = {.seq = 0, .n_tokens = (int32_t)n_prompt - 1, .tokens = prompt};
     if (st == SPECD_OK) st = specd_context_extend(ctx, &pre, 1, NULL, &err);
-    while (st == SPECD_OK && !specd_spec_seq_done(spec, 0)) {
+    for (int step = 0; st == SPECD_OK && !specd_spec_seq_done(spec, 0); step++) {
+        if (step == kill_at && drafter.pid > 0) {
+            daemon_stop(drafter.pid, SIGKILL);
+            drafter.pid = 0;
+            daemon_fixture_clean(&drafter);
+        }
         specd_step_layout lay;
         st = specd_spec_seq_layout(spec, 0, &lay, &err);
         if (st != SPECD_OK) break;
@@ -397,6 +409,30 @@ int main(int argc, char **argv) {
           "not every step was decided on the device (the kernel library did not load?)");
     CHECK(host.device_steps == 0 && host.q_fetched == (uint64_t)host.stats.n_drafts,
           "the host-verify run did not fetch every draft's q");
+
+    /* kill -9 of the drafter mid-generation (before step KILL_AT's proposal): the host goes on
+     * with plain steps, still decided on the device; the same schedule with q through shared
+     * memory gives the same tokens (the steps that drafted drew from the same q) */
+    static run_out kill_shm, kill_dev;
+    kill_at = KILL_AT;
+    remote_timeout_ms = 5000;
+    CHECK(start_drafter(0), "specd-drafter did not answer on %s", drafter.ep);
+    run(ctx, N_GEN, &kill_shm);
+    CHECK(drafter.pid == 0, "the drafter was not killed");
+    CHECK(start_drafter(1), "specd-drafter --q-device cuda:0 did not answer on %s", drafter.ep);
+    run(ctx, N_GEN, &kill_dev);
+    CHECK(drafter.pid == 0, "the drafter was not killed");
+    kill_at = -1;
+    remote_timeout_ms = 30000;
+    report("drafter killed (-9) before step 3, q by shared memory", &kill_shm);
+    report("drafter killed (-9) before step 3, q by CUDA IPC", &kill_dev);
+    CHECK(same(&kill_dev, &kill_shm), "after the kill: output differs from shared-memory q's");
+    CHECK(kill_dev.stats.n_drafts > 0 && kill_dev.stats.n_drafts <= KILL_AT &&
+              kill_dev.q_device == (uint64_t)kill_dev.stats.n_drafts &&
+              kill_dev.stats.n_steps > KILL_AT,
+          "after the kill: drafting did not stop at step %d", KILL_AT);
+    CHECK(kill_dev.device_steps == (uint64_t)kill_dev.stats.n_steps,
+          "after the kill: not every step decided on the device");
 
     /* 3. q rows that are not distributions, on the device: the kernel's BAD_Q sends each step to
      * the host path, whose checks of the fetched rows drop the drafts: plain steps, the output

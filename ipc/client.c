@@ -847,28 +847,43 @@ specd_status specd_ipc_client_verify(specd_ipc_client *c, uint64_t seq_id, uint6
                                      const uint32_t *draft, size_t n_draft,
                                      const specd_ipc_ref *ref, specd_ipc_verify_result *out,
                                      specd_error *err) {
+    return specd_ipc_client_verify_q(c, seq_id, step, draft, n_draft, ref, NULL, out, err);
+}
+
+static void wire_ref(const specd_ipc_ref *ref, uint64_t *shape, SpecdWire__BufferRef *br) {
+    memcpy(shape, ref->shape, SPECD_IPC_REF_MAX_RANK * sizeof *shape);
+    br->buffer_id = ref->buffer_id;
+    br->offset = ref->offset;
+    br->n_shape = ref->rank;
+    br->shape = shape;
+    br->dtype = (SpecdWire__DType)ref->dtype;
+    br->seq = ref->seq;
+}
+
+specd_status specd_ipc_client_verify_q(specd_ipc_client *c, uint64_t seq_id, uint64_t step,
+                                       const uint32_t *draft, size_t n_draft,
+                                       const specd_ipc_ref *ref, const specd_ipc_ref *q,
+                                       specd_ipc_verify_result *out, specd_error *err) {
     if (!c || !ref || !out || (n_draft && !draft))
         return specd_fail(err, SPECD_E_INVALID_ARG, "verify: NULL argument");
     if (n_draft > SPECD_IPC_MAX_DRAFT)
         return specd_fail(err, SPECD_E_INVALID_ARG, "verify: %zu draft tokens", n_draft);
     if (ref->rank == 0 || ref->rank > SPECD_IPC_REF_MAX_RANK)
         return specd_fail(err, SPECD_E_INVALID_ARG, "verify: reference rank %u", ref->rank);
+    if (q && (q->rank == 0 || q->rank > SPECD_IPC_REF_MAX_RANK))
+        return specd_fail(err, SPECD_E_INVALID_ARG, "verify: q reference rank %u", q->rank);
     SPECD_TRY(check_tokens(c, draft, n_draft, "verify", err));
-    SpecdWire__BufferRef br = SPECD_WIRE__BUFFER_REF__INIT;
-    uint64_t shape[SPECD_IPC_REF_MAX_RANK];
-    memcpy(shape, ref->shape, sizeof shape);
-    br.buffer_id = ref->buffer_id;
-    br.offset = ref->offset;
-    br.n_shape = ref->rank;
-    br.shape = shape;
-    br.dtype = (SpecdWire__DType)ref->dtype;
-    br.seq = ref->seq;
+    SpecdWire__BufferRef br = SPECD_WIRE__BUFFER_REF__INIT, bq = SPECD_WIRE__BUFFER_REF__INIT;
+    uint64_t shape[SPECD_IPC_REF_MAX_RANK], qshape[SPECD_IPC_REF_MAX_RANK];
+    wire_ref(ref, shape, &br);
+    if (q) wire_ref(q, qshape, &bq);
     SpecdWire__Verify m = SPECD_WIRE__VERIFY__INIT;
     m.seq_id = seq_id;
     m.step = step;
     m.n_draft_tokens = n_draft;
     m.draft_tokens = (uint32_t *)draft;
     m.target_logits = &br;
+    m.q = q ? &bq : NULL;
     SpecdWire__Envelope e;
     init_env(&e, SPECD_WIRE__ENVELOPE__BODY_VERIFY);
     e.verify = &m;

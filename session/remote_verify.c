@@ -20,19 +20,22 @@ typedef struct rseq {
     specd_sampler *sampler;
     int distrusted; /* the daemon answered inconsistently: decided here from then on */
     int device_ok;  /* rule and transform the daemon's device kernel decides */
+    int sampled_check; /* its answers are checked against the keyed sample (not REJECTION at
+                        * T > 0, whose tokens come from the residual or the bonus draw) */
 } rseq;
 
 struct specd_rverify {
     specd_ipc_client *client;
     rseq *seqs;
     size_t n_seqs, cap_seqs;
-    specd_ipc_buffer *buf;
+    specd_ipc_buffer *buf; /* max_rows logits rows, then max_rows - 1 q rows, f32 */
     int32_t n_vocab, max_rows;
     int was_down;
     uint32_t ids[SPECD_MAX_DRAFT + 1];
     specd_ipc_verify_result res;
-    /* CUDA logits: the IPC pool (max_rows rows of n_vocab 4-byte elements), made and attached
-     * on first use; pool_off once it cannot be used with this daemon (said once) */
+    /* CUDA logits: the IPC pool (the layout of buf: max_rows rows of n_vocab 4-byte elements,
+     * then the q rows), made and attached on first use; pool_off once it cannot be used with
+     * this daemon (said once) */
     specd_ipc_buffer *pool;
     int pool_device, pool_off;
     specd_logits_scratch check; /* the keyed check's row, read from the device */
@@ -41,6 +44,15 @@ struct specd_rverify {
 static atomic_uint_fast64_t n_cuda_steps;
 
 uint64_t specd_rverify_cuda_steps(void) { return (uint64_t)atomic_load(&n_cuda_steps); }
+
+/* Both buffers: the logits rows, then (at q_offset) room for max_draft q rows, f32. One
+ * allocation, so one handle and one mapping on the daemon's side. */
+static size_t q_offset(const specd_rverify *r) {
+    return (size_t)r->max_rows * (size_t)r->n_vocab * sizeof(float);
+}
+static size_t buffer_bytes(const specd_rverify *r) {
+    return q_offset(r) + (size_t)(r->max_rows - 1) * (size_t)r->n_vocab * sizeof(float);
+}
 
 static void went_down(specd_rverify *r, const specd_error *e) {
     if (!r->was_down)
@@ -79,7 +91,7 @@ specd_status specd_rverify_create(const specd_spec_params *sp, specd_rverify **o
     p.name = "verifier";
     p.timeout_ms = sp->verifier_timeout_ms;
     p.retry_ms = 500;
-    size_t bytes = (size_t)r->max_rows * (size_t)sp->n_vocab * sizeof(float);
+    size_t bytes = buffer_bytes(r);
     if (bytes + 4096 > p.max_frame) p.max_frame = bytes + 4096;
     specd_ipc_fingerprint fp = {.vocab_size = (uint32_t)sp->n_vocab,
                                 .tokenizer_hash = sp->verifier_tokenizer_hash};
@@ -115,11 +127,10 @@ static rseq *find_rseq(specd_rverify *r, int32_t seq) {
 
 specd_status specd_rverify_open(specd_rverify *r, int32_t seq, const int32_t *prompt,
                                 int64_t n_prompt, const specd_seq_params *p, specd_error *err) {
-    if (p->rule == SPECD_ACCEPT_REJECTION || p->tau != 0.0f)
+    if (p->tau != 0.0f)
         return specd_fail(err, SPECD_E_UNSUPPORTED,
-                          "spec: a remote verifier decides under the greedy and coupled rules "
-                          "only (rejection sampling needs the draft distributions, which the "
-                          "verify request does not carry)");
+                          "spec: a remote verifier decides exact rules only (relaxed rejection, "
+                          "tau %g, is not sent)", (double)p->tau);
     if (p->sampling.n_bias > 0)
         return specd_fail(err, SPECD_E_UNSUPPORTED,
                           "spec: a remote verifier cannot apply a logit bias");
@@ -134,7 +145,7 @@ specd_status specd_rverify_open(specd_rverify *r, int32_t seq, const int32_t *pr
                      .min_p = p->sampling.min_p},
         .seed = p->seed,
         .max_draft = (uint32_t)(r->max_rows - 1),
-        .rule = p->rule}; /* rejection was refused above */
+        .rule = p->rule};
     rseq *rs = find_rseq(r, seq);
     if (!rs) {
         if (r->n_seqs == r->cap_seqs) {
@@ -153,8 +164,11 @@ specd_status specd_rverify_open(specd_rverify *r, int32_t seq, const int32_t *pr
     rs->sampler = NULL;
     rs->distrusted = 0;
     rs->seed = p->seed;
-    /* the device kernel takes top-p since it reproduces the engine's sorted running sum */
-    rs->device_ok = p->rule == SPECD_ACCEPT_GREEDY || p->rule == SPECD_ACCEPT_COUPLED;
+    /* the device kernel takes top-p since it reproduces the engine's sorted running sum, and
+     * REJECTION with or without q */
+    rs->device_ok = p->rule == SPECD_ACCEPT_GREEDY || p->rule == SPECD_ACCEPT_COUPLED ||
+                    p->rule == SPECD_ACCEPT_REJECTION;
+    rs->sampled_check = p->rule != SPECD_ACCEPT_REJECTION || p->sampling.temperature == 0.0f;
     specd_sampling_params check = p->sampling;
     if (p->rule == SPECD_ACCEPT_GREEDY) check.temperature = 0.0f;
     SPECD_TRY(specd_sampler_create(&check, r->n_vocab, &rs->sampler, err));
@@ -227,16 +241,23 @@ static specd_status check_answer(specd_rverify *r, rseq *rs, int32_t k, uint64_t
         return specd_fail(err, SPECD_E_PROTOCOL, "spec: verifier answered an impossible outcome "
                           "(%u of %d drafts accepted, %zu tokens)", v->accepted, k, v->n_emitted);
     }
-    int32_t keyed;
-    specd_error e;
-    const float *row = NULL;
-    specd_sample_key key = {.seed = rs->seed, .sequence = (uint32_t)rs->seq,
-                            .position = (uint32_t)(n_hist + v->accepted)};
-    specd_status cst = row_of(r, ctx, v->accepted, &row, &e);
-    if (cst == SPECD_OK) cst = specd_sampler_sample(rs->sampler, row, r->n_vocab, key, &keyed, &e);
-    if (cst != SPECD_OK || (uint32_t)keyed != v->emitted[v->accepted]) {
-        distrust(r, rs, "its token disagrees with the keyed sample");
-        return specd_fail(err, SPECD_E_PROTOCOL, "spec: verifier's answer fails the keyed check");
+    /* REJECTION at T > 0 draws its last token from the residual of p and q (or p's bonus draw),
+     * which the host could only check by deciding the step itself: its answers get the checks
+     * above */
+    if (rs->sampled_check) {
+        int32_t keyed;
+        specd_error e;
+        const float *row = NULL;
+        specd_sample_key key = {.seed = rs->seed, .sequence = (uint32_t)rs->seq,
+                                .position = (uint32_t)(n_hist + v->accepted)};
+        specd_status cst = row_of(r, ctx, v->accepted, &row, &e);
+        if (cst == SPECD_OK)
+            cst = specd_sampler_sample(rs->sampler, row, r->n_vocab, key, &keyed, &e);
+        if (cst != SPECD_OK || (uint32_t)keyed != v->emitted[v->accepted]) {
+            distrust(r, rs, "its token disagrees with the keyed sample");
+            return specd_fail(err, SPECD_E_PROTOCOL,
+                              "spec: verifier's answer fails the keyed check");
+        }
     }
     if (r->was_down) specd_log(SPECD_LOG_WARN, "spec: verifier is back; verifying remotely");
     r->was_down = 0;
@@ -244,6 +265,21 @@ static specd_status check_answer(specd_rverify *r, rseq *rs, int32_t k, uint64_t
     *n_emitted = (int32_t)v->n_emitted;
     *n_accepted = (int32_t)v->accepted;
     return SPECD_OK;
+}
+
+/* Verify(logits rows at 0, q rows at q_offset when has_q) from buf, published as pub. */
+static specd_status send_verify(specd_rverify *r, specd_ipc_buffer *buf, int32_t seq,
+                                uint64_t step, int32_t k, specd_ipc_dtype dtype, int has_q,
+                                uint64_t pub, specd_error *err) {
+    specd_ipc_ref ref, qref;
+    uint64_t shape[2] = {(uint64_t)k + 1, (uint64_t)r->n_vocab};
+    uint64_t qshape[2] = {(uint64_t)k, (uint64_t)r->n_vocab};
+    SPECD_TRY(specd_ipc_buffer_ref(buf, 0, 2, shape, dtype, pub, &ref, err));
+    if (has_q)
+        SPECD_TRY(specd_ipc_buffer_ref(buf, q_offset(r), 2, qshape, SPECD_IPC_F32, pub, &qref,
+                                       err));
+    return specd_ipc_client_verify_q(r->client, (uint64_t)seq, step, r->ids, (size_t)k, &ref,
+                                     has_q ? &qref : NULL, &r->res, err);
 }
 
 static specd_status host_row(specd_rverify *r, const void *ctx, uint32_t row, const float **out,
@@ -255,8 +291,8 @@ static specd_status host_row(specd_rverify *r, const void *ctx, uint32_t row, co
 
 specd_status specd_rverify_chain(specd_rverify *r, int32_t seq, uint64_t step,
                                  const int32_t *draft, int32_t k, const float *logits,
-                                 int32_t *emitted, int32_t *n_emitted, int32_t *n_accepted,
-                                 int *fatal, specd_error *err) {
+                                 const float *q, int32_t *emitted, int32_t *n_emitted,
+                                 int32_t *n_accepted, int *fatal, specd_error *err) {
     *fatal = 0;
     rseq *rs = NULL;
     uint64_t n_hist = 0;
@@ -264,15 +300,12 @@ specd_status specd_rverify_chain(specd_rverify *r, int32_t seq, uint64_t step,
     float *data = specd_ipc_buffer_data(r->buf);
     size_t row_bytes = (size_t)r->n_vocab * sizeof(float);
     if (logits != data) memcpy(data, logits, (size_t)(k + 1) * row_bytes);
+    if (q) memcpy((char *)data + q_offset(r), q, (size_t)k * row_bytes);
     specd_error e;
     uint64_t pub;
-    specd_ipc_ref ref;
-    uint64_t shape[2] = {(uint64_t)k + 1, (uint64_t)r->n_vocab};
     specd_status st = specd_ipc_buffer_publish(r->buf, NULL, &pub, &e);
-    if (st == SPECD_OK) st = specd_ipc_buffer_ref(r->buf, 0, 2, shape, SPECD_IPC_F32, pub, &ref, &e);
     if (st == SPECD_OK)
-        st = specd_ipc_client_verify(r->client, (uint64_t)seq, step, r->ids, (size_t)k, &ref,
-                                     &r->res, &e);
+        st = send_verify(r, r->buf, seq, step, k, SPECD_IPC_F32, q != NULL, pub, &e);
     if (st != SPECD_OK) {
         went_down(r, &e);
         return specd_fail(err, st, "spec: verifier: %s", e.message);
@@ -304,7 +337,7 @@ static void pool_unusable(specd_rverify *r, const char *why) {
 /* The pool, made and shared on first use. */
 static specd_status pool_ready(specd_rverify *r, specd_error *err) {
     if (r->pool) return SPECD_OK;
-    size_t bytes = (size_t)r->max_rows * (size_t)r->n_vocab * sizeof(float);
+    size_t bytes = buffer_bytes(r);
     specd_error e;
     specd_status st =
         specd_ipc_buffer_create(SPECD_IPC_BUFFER_CUDA, bytes, r->pool_device, &r->pool, &e);
@@ -324,8 +357,9 @@ static specd_status pool_ready(specd_rverify *r, specd_error *err) {
 specd_status specd_rverify_chain_device(specd_rverify *r, int32_t seq, uint64_t step,
                                         const int32_t *draft, int32_t k, const specd_logits *lg,
                                         int32_t row0, const specd_mask_rule *mask,
-                                        int32_t *emitted, int32_t *n_emitted,
-                                        int32_t *n_accepted, specd_error *err) {
+                                        const float *q, int q_on_device, int32_t *emitted,
+                                        int32_t *n_emitted, int32_t *n_accepted,
+                                        specd_error *err) {
     if (r->pool_off)
         return specd_fail(err, SPECD_E_UNSUPPORTED, "spec: the verifier's CUDA pool is off");
     if (!lg || lg->device != SPECD_DEVICE_CUDA || !lg->data ||
@@ -350,26 +384,28 @@ specd_status specd_rverify_chain_device(specd_rverify *r, int32_t seq, uint64_t 
     int rc = rt->memcpy_2d(specd_ipc_buffer_data(r->pool), width, src,
                            (size_t)lg->row_stride * es, width, (size_t)k + 1,
                            SPECD_CUDA_MEMCPY_DEVICE_TO_DEVICE);
+    /* q beside them, from the host (pageable: the copy is done when the call returns) or from
+     * a CUDA drafter's rows on this device */
+    if (rc == SPECD_CUDA_SUCCESS && q)
+        rc = rt->memcpy((char *)specd_ipc_buffer_data(r->pool) + q_offset(r), q,
+                        (size_t)k * (size_t)r->n_vocab * sizeof(float),
+                        q_on_device ? SPECD_CUDA_MEMCPY_DEVICE_TO_DEVICE
+                                    : SPECD_CUDA_MEMCPY_HOST_TO_DEVICE);
     if (rc != SPECD_CUDA_SUCCESS) {
         (void)rt->get_last_error();
-        return specd_fail(err, SPECD_E_IO, "spec: copying logits into the CUDA pool: %s",
-                          rt->get_error_string(rc));
+        return specd_fail(err, SPECD_E_IO, "spec: copying %s into the CUDA pool: %s",
+                          q ? "logits and q" : "logits", rt->get_error_string(rc));
     }
     specd_error e;
     uint64_t pub;
-    specd_ipc_ref ref;
-    uint64_t shape[2] = {(uint64_t)k + 1, (uint64_t)r->n_vocab};
     specd_ipc_dtype dt = lg->dtype == SPECD_DTYPE_F32   ? SPECD_IPC_F32
                          : lg->dtype == SPECD_DTYPE_F16 ? SPECD_IPC_F16
                                                         : SPECD_IPC_BF16;
     specd_status st = specd_ipc_buffer_publish(r->pool, NULL, &pub, &e);
-    if (st == SPECD_OK) st = specd_ipc_buffer_ref(r->pool, 0, 2, shape, dt, pub, &ref, &e);
-    if (st == SPECD_OK)
-        st = specd_ipc_client_verify(r->client, (uint64_t)seq, step, r->ids, (size_t)k, &ref,
-                                     &r->res, &e);
+    if (st == SPECD_OK) st = send_verify(r, r->pool, seq, step, k, dt, q != NULL, pub, &e);
     if (st != SPECD_OK) {
-        /* answered and refused: this daemon cannot verify from the pool (a bad row is the
-         * step's own, and the host path says what is wrong with it) */
+        /* answered and refused: this daemon cannot verify from the pool (a bad row, of logits
+         * or of q, is the step's own, and the host path says what is wrong with it) */
         if (specd_ipc_client_connected(r->client) && st != SPECD_E_NUMERIC)
             pool_unusable(r, e.message);
         else if (!specd_ipc_client_connected(r->client))

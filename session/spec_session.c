@@ -709,8 +709,9 @@ static specd_status verify_chain(specd_spec *spec, spec_seq *q, const float *log
         int fatal;
         specd_error e;
         specd_status st = specd_rverify_chain(spec->rv, q->id, (uint64_t)q->stats.n_steps + 1,
-                                              q->draft, q->n_draft, logits, q->emitted,
-                                              &n_emitted, &n_accepted, &fatal, &e);
+                                              q->draft, q->n_draft, logits,
+                                              q->has_q ? q->q : NULL, q->emitted, &n_emitted,
+                                              &n_accepted, &fatal, &e);
         if (fatal) return specd_fail(err, st, "%s", e.message);
         remote = st == SPECD_OK;
         q->stats.n_remote_verified += remote;
@@ -823,8 +824,8 @@ specd_status specd_spec_seq_verify_step(specd_spec *spec, spec_seq *q, const spe
     if (lg && lg->device == SPECD_DEVICE_CUDA && spec->rv && q->ops->propose && !q->tree &&
         q->n_draft > 0 && q->n_chain == 0 && q->n_step_rows == q->n_draft + 1 &&
         specd_rverify_chain_device(spec->rv, q->id, (uint64_t)q->stats.n_steps + 1, q->draft,
-                                   q->n_draft, lg, row0, &q->mask, q->emitted, &dev_emitted,
-                                   &dev_accepted, NULL) == SPECD_OK) {
+                                   q->n_draft, lg, row0, &q->mask, q->has_q ? q->q : NULL, 0,
+                                   q->emitted, &dev_emitted, &dev_accepted, NULL) == SPECD_OK) {
         on_device = 1;
         q->stats.n_remote_verified++;
     }

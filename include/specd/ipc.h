@@ -270,6 +270,16 @@ SPECD_API specd_status specd_ipc_client_verify(specd_ipc_client *client, uint64_
                                      const uint32_t *draft, size_t n_draft,
                                      const specd_ipc_ref *target_logits,
                                      specd_ipc_verify_result *out, specd_error *err);
+/* As specd_ipc_client_verify, with the draft distributions by reference when q is not NULL
+ * (f32, shape [n_draft, vocab]: row i is the distribution draft i was sampled from; the
+ * REJECTION rule reads them; in host memory for the CPU engine, or a CUDA IPC buffer next to
+ * CUDA logits for a verifier started with --device cuda). */
+SPECD_API specd_status specd_ipc_client_verify_q(specd_ipc_client *client, uint64_t seq_id,
+                                                 uint64_t step, const uint32_t *draft,
+                                                 size_t n_draft,
+                                                 const specd_ipc_ref *target_logits,
+                                                 const specd_ipc_ref *q,
+                                                 specd_ipc_verify_result *out, specd_error *err);
 
 #ifdef __cplusplus
 }

@@ -5,6 +5,10 @@
  * (session/remote_verify.h, verifier/daemon/verifier_device.h). Shown here:
  *   - output token-identical to in-process verification, greedy (f32 rows) and at T 0.8 (bf16
  *     rows, padded stride), every drafting step before the kill decided through the pool;
+ *   - REJECTION with a sampling drafter's q at T 0.8: q rows travel in the pool beside the
+ *     logits (Verify.q), every drafting step decided there, output identical; a corrupted q row
+ *     is refused by the daemon's kernel (BAD_Q), and the host decides that step in-process,
+ *     failing it as the in-process run does, with the same output before it;
  *   - kill -9 of the daemon mid-generation: the host goes on in-process, output identical; the
  *     daemon restarted under the host opens the pool again and verifies again;
  *   - a daemon without --device refuses the pool with a reason: the host goes on through host
@@ -71,54 +75,10 @@ static int wait_ready(void) {
     return daemon_wait_ready_vocab(ep, SPECD_IPC_ROLE_VERIFIER, V);
 }
 
-/* The toy target's logits for the token after `token` at position `pos`. */
-static void target_row(int32_t pos, int32_t token, float *row) {
-    uint32_t h = (uint32_t)pos * 2654435761u ^ (uint32_t)token * 40503u;
-    for (int32_t x = 0; x < V; x++) {
-        uint32_t y = (h ^ (uint32_t)x * 2246822519u) * 3266489917u;
-        row[x] = (float)(y >> 22) * 0.01f;
-    }
-    row[h % (uint32_t)V] += 8.0f;
-}
+#define TOY_V V
+#include "toy_drafter.h"
 
-static int32_t argmax(const float *row) {
-    int32_t best = 0;
-    for (int32_t x = 1; x < V; x++)
-        if (row[x] > row[best]) best = x;
-    return best;
-}
-
-/* The toy target's argmax chain, every third proposal wrong: steps accept and reject. */
-static float scratch_row[V];
-static specd_status toy_create(const specd_policy_env *env, const char *o, void **st,
-                               specd_error *err) {
-    (void)env, (void)o, (void)err;
-    *st = NULL;
-    return SPECD_OK;
-}
-static void toy_destroy(void *st) {
-    (void)st;
-}
-static specd_status toy_propose(void *st, const int32_t *history, int64_t n, int32_t max_draft,
-                                int32_t *draft, int32_t *n_draft, float *q, int *has_q,
-                                specd_error *err) {
-    (void)st, (void)q, (void)err;
-    int32_t tok = history[n - 1];
-    for (int32_t i = 0; i < max_draft; i++) {
-        target_row((int32_t)(n - 1 + i), tok, scratch_row);
-        tok = argmax(scratch_row);
-        if ((n + i) % 3 == 0) tok = (tok + 1) % V;
-        draft[i] = tok;
-    }
-    *n_draft = max_draft;
-    *has_q = 0;
-    return SPECD_OK;
-}
-static const specd_policy_ops toy_ops = {.abi_version = SPECD_POLICY_ABI_VERSION,
-                                         .name = "toy",
-                                         .create = toy_create,
-                                         .destroy = toy_destroy,
-                                         .propose = toy_propose};
+static int with_q; /* run() drafts with the sampling toy (it reports q) under REJECTION */
 
 static float host_f32[(MAX_DRAFT + 1) * (size_t)STRIDE];
 static uint16_t host_bf16[(MAX_DRAFT + 1) * (size_t)STRIDE];
@@ -171,6 +131,9 @@ typedef struct run_out {
     specd_seq_stats stats;
     uint64_t cuda_steps_at_kill, cuda_steps_at_restart, cuda_steps_end;
     int ok;
+    int failed_step;       /* the step that returned an error, or -1 */
+    specd_status failed;   /* its status */
+    char why[256];         /* its message */
 } run_out;
 
 /* Generates N_TOKENS; kill >= 0: kill -9 the daemon before step KILL_AT and restart it before
@@ -178,11 +141,13 @@ typedef struct run_out {
 static void run(int remote, float temperature, specd_dtype dtype, int kill, int device,
                 run_out *r) {
     memset(r, 0, sizeof *r);
+    r->failed_step = -1;
     specd_spec *spec = make_spec(remote);
     if (!spec) return;
     specd_error err;
     specd_seq_params p = specd_seq_default_params();
-    p.policy_ops = &toy_ops;
+    p.policy_ops = with_q ? &toy_q_ops : &toy_ops;
+    if (with_q) p.rule = SPECD_ACCEPT_REJECTION;
     p.sampling.temperature = temperature;
     p.sampling.top_k = 50;
     p.sampling.top_p = temperature > 0.0f ? 0.9f : 1.0f; /* sampled runs take top-p's path */
@@ -212,8 +177,10 @@ static void run(int remote, float temperature, specd_dtype dtype, int kill, int 
             sleep_ms(600);
             r->cuda_steps_at_restart = specd_rverify_cuda_steps();
         }
-        if (host_step(spec, dtype, &o, &err) != SPECD_OK) {
+        if ((r->failed = host_step(spec, dtype, &o, &err)) != SPECD_OK) {
             printf("step %d: %s\n", step, err.message);
+            r->failed_step = step;
+            snprintf(r->why, sizeof r->why, "%s", err.message);
             break;
         }
     }
@@ -296,6 +263,49 @@ int main(int argc, char **argv) {
           "not every drafting step went through the CUDA pool");
     CHECK(g.stats.n_accepted > 0 && g.stats.n_accepted < g.stats.n_draft_tokens,
           "no mix of acceptances and rejections");
+
+    /* 1b. REJECTION with the sampling drafter's q at T 0.8: q travels in the pool beside the
+     * logits (Verify.q) and the daemon's kernel reads it there; every drafting step through the
+     * pool, output identical to in-process */
+    static run_out lq, rq;
+    with_q = 1;
+    run(0, 0.8f, SPECD_DTYPE_F32, 0, 0, &lq);
+    uint64_t q0 = specd_rverify_cuda_steps();
+    run(1, 0.8f, SPECD_DTYPE_F32, 0, 1, &rq);
+    uint64_t q1 = specd_rverify_cuda_steps();
+    printf("REJECTION with q, T 0.8 f32: %lld tokens, %lld drafting steps, %llu through the CUDA "
+           "pool, %lld accepted of %lld drafted\n",
+           (long long)rq.n, (long long)rq.stats.n_drafts, (unsigned long long)(q1 - q0),
+           (long long)rq.stats.n_accepted, (long long)rq.stats.n_draft_tokens);
+    CHECK(lq.ok, "in-process REJECTION with q");
+    CHECK(same(&rq, &lq), "REJECTION with q: output differs from in-process");
+    CHECK(q1 - q0 == (uint64_t)rq.stats.n_drafts,
+          "REJECTION with q: not every drafting step went through the CUDA pool");
+    CHECK(rq.stats.n_accepted > 0 && rq.stats.n_accepted < rq.stats.n_draft_tokens,
+          "REJECTION with q: no mix of acceptances and rejections");
+    /* a q row that is not a distribution: the daemon's kernel refuses it (BAD_Q, the row named),
+     * the host decides the step in-process and fails it as the in-process run does */
+    static run_out lb, rb;
+    toy_q_corrupt_at = 12;
+    run(0, 0.8f, SPECD_DTYPE_F32, 0, 0, &lb);
+    toy_q_corrupt_at = 12;
+    uint64_t q2 = specd_rverify_cuda_steps();
+    run(1, 0.8f, SPECD_DTYPE_F32, 0, 1, &rb);
+    uint64_t q3 = specd_rverify_cuda_steps();
+    toy_q_corrupt_at = -1;
+    with_q = 0;
+    printf("corrupted q row: in-process status %d at step %d (%s); remote status %d at step %d "
+           "(%s), %llu steps through the pool before it\n",
+           (int)lb.failed, lb.failed_step, lb.why, (int)rb.failed, rb.failed_step, rb.why,
+           (unsigned long long)(q3 - q2));
+    CHECK(lb.failed_step >= 0 && lb.failed != SPECD_OK, "the corrupted q row was not refused");
+    CHECK(rb.failed_step == lb.failed_step && rb.failed == lb.failed,
+          "corrupted q: the remote run did not fail as the in-process one");
+    CHECK(rb.n == lb.n && memcmp(rb.tokens, lb.tokens, (size_t)lb.n * sizeof *lb.tokens) == 0,
+          "corrupted q: output before the bad step differs from in-process");
+    CHECK(q3 - q2 >= 1, "corrupted q: no step before it went through the pool");
+
+    c2 = specd_rverify_cuda_steps(); /* section 2 counts from here */
 
     /* 2. kill -9 mid-generation, restart under the host */
     static run_out k;

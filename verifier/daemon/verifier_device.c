@@ -72,13 +72,23 @@ specd_status specd_verifier_device_open(int device, specd_verifier_device **out,
 
 specd_status specd_verifier_device_plan(const specd_seq *q, uint64_t seq_id,
                                         const specd_ipc_view *logits, uint32_t vocab,
-                                        const uint32_t *draft, size_t k, int tree, int has_q,
-                                        specd_cuda_verify_seq *s, specd_error *err) {
+                                        const uint32_t *draft, size_t k, int tree,
+                                        const specd_ipc_view *qv, specd_cuda_verify_seq *s,
+                                        specd_error *err) {
+    /* q is the drafter's: a reference that cannot be its k rows is a malformed request */
+    if (qv && (qv->rank != 2 || qv->shape[0] != k || qv->shape[1] != vocab))
+        return specd_fail(err, SPECD_E_PROTOCOL,
+                          "verify on the device: q has shape [%llu, %llu], not [%zu draft(s), "
+                          "vocab %u]",
+                          (unsigned long long)(qv->rank > 0 ? qv->shape[0] : 0),
+                          (unsigned long long)(qv->rank > 1 ? qv->shape[1] : 0), k, vocab);
     const char *no = NULL;
     if (tree)
         no = "draft trees";
-    else if (has_q)
-        no = "draft distributions (q) in this message";
+    else if (qv && qv->dtype != SPECD_IPC_F32)
+        no = "draft distributions (q) of this dtype (f32 is)";
+    else if (qv && !qv->on_device)
+        no = "draft distributions (q) in host memory beside logits on the device";
     else if (q->rule != SPECD_ACCEPT_GREEDY && q->rule != SPECD_ACCEPT_COUPLED &&
              q->rule != SPECD_ACCEPT_REJECTION)
         no = "this acceptance rule";
@@ -103,7 +113,13 @@ specd_status specd_verifier_device_plan(const specd_seq *q, uint64_t seq_id,
                           "this step in-process",
                           no);
     memset(s, 0, sizeof *s);
-    /* REJECTION without q: a deterministic drafter, as the CPU engine reads a NULL q */
+    /* REJECTION without q: a deterministic drafter, as the CPU engine reads a NULL q; with q,
+     * the kernel reads the drafter's rows where the view lies (GREEDY and COUPLED ignore q, as
+     * the engine does) */
+    if (qv && q->rule == SPECD_ACCEPT_REJECTION) {
+        s->draft_probs = qv->data;
+        s->q_stride = (int64_t)vocab;
+    }
     s->rule = q->rule == SPECD_ACCEPT_GREEDY      ? SPECD_CUDA_VERIFY_GREEDY
               : q->rule == SPECD_ACCEPT_REJECTION ? SPECD_CUDA_VERIFY_REJECTION
                                                   : SPECD_CUDA_VERIFY_COUPLED;
@@ -170,6 +186,13 @@ specd_status specd_verifier_device_chain(specd_verifier_device *d, const specd_c
         return specd_fail(err, SPECD_E_IO, "verify on CUDA device %d failed: %s", d->device,
                           d->rt->get_error_string(rc));
     }
+    if (o.status == SPECD_CUDA_VERIFY_BAD_Q)
+        return specd_fail(err, SPECD_E_NUMERIC,
+                          "verify on the device: q row %d (draft token %d) is not a "
+                          "probability distribution (entries in [0, 1] summing to 1 within "
+                          "1e-3) or gives its draft token probability 0",
+                          (int)o.bad_row,
+                          o.bad_row >= 0 && o.bad_row < s->k ? (int)s->draft[o.bad_row] : -1);
     if (o.status != SPECD_CUDA_VERIFY_OK)
         return specd_fail(err, SPECD_E_NUMERIC,
                           "verify on the device: logits row %d holds NaN or +inf, masks every "

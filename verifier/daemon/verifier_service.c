@@ -95,12 +95,13 @@ static specd_status verify_on_device(verifier *v, uint64_t owner, const SpecdWir
                           "without --device cuda");
     specd_cuda_verify_seq s;
     SPECD_TRY(specd_verifier_device_plan(q, m->seq_id, logits, v->vocab, m->draft_tokens,
-                                         m->n_draft_tokens, m->n_parents != 0, qv != NULL, &s,
+                                         m->n_draft_tokens, m->n_parents != 0, qv, &s,
                                          err));
     int32_t n_emitted, n_accepted;
     SPECD_TRY(specd_verifier_device_chain(v->device, &s, logits, v->vocab, v->tokens, &n_emitted,
                                           &n_accepted, err));
-    /* GREEDY and COUPLED decide with certainty: a position examined is accepted or not */
+    /* GREEDY and COUPLED decide with certainty: a position examined is accepted or not (the
+     * kernel does not return REJECTION's acceptance probabilities: its stats are the outcome) */
     size_t k = m->n_draft_tokens;
     size_t examined = (size_t)n_accepted < k ? (size_t)n_accepted + 1 : k;
     for (size_t i = 0; i < examined; i++) {

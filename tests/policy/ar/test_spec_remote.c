@@ -29,57 +29,19 @@ static int teardown(void **s) {
     return 0;
 }
 
-/* The toy target's logits for the token after `token` at position `pos`. */
-static void target_row(int32_t pos, int32_t token, float *row) {
-    uint32_t h = (uint32_t)pos * 2654435761u ^ (uint32_t)token * 40503u;
-    for (int32_t x = 0; x < V; x++) {
-        uint32_t y = (h ^ (uint32_t)x * 2246822519u) * 3266489917u;
-        row[x] = (float)(y >> 22) * 0.01f; /* [0, 10.24) */
-    }
-    row[h % (uint32_t)V] += 8.0f; /* a likely token, so sampled steps accept some drafts too */
-}
+#define TOY_V V
+#include "toy_drafter.h"
 
-static int32_t argmax(const float *row) {
-    int32_t best = 0;
-    for (int32_t x = 1; x < V; x++)
-        if (row[x] > row[best]) best = x;
-    return best;
-}
-
-/* A host drafter: the toy target's argmax chain, with every third proposal made wrong, so steps
- * see both acceptances and rejections. */
-static float scratch_row[V];
-static specd_status toy_create(const specd_policy_env *env, const char *o, void **st,
-                               specd_error *err) {
-    (void)env, (void)o, (void)err;
-    *st = NULL;
-    return SPECD_OK;
-}
-static void toy_destroy(void *st) { (void)st; }
-static specd_status toy_propose(void *st, const int32_t *history, int64_t n, int32_t max_draft,
-                                int32_t *draft, int32_t *n_draft, float *q, int *has_q,
-                                specd_error *err) {
-    (void)st, (void)q, (void)err;
-    int32_t tok = history[n - 1];
-    for (int32_t i = 0; i < max_draft; i++) {
-        target_row((int32_t)(n - 1 + i), tok, scratch_row);
-        tok = argmax(scratch_row);
-        if ((n + i) % 3 == 0) tok = (tok + 1) % V;
-        draft[i] = tok;
-    }
-    *n_draft = max_draft;
-    *has_q = 0;
-    return SPECD_OK;
-}
-static const specd_policy_ops toy_ops = {.abi_version = SPECD_POLICY_ABI_VERSION,
-                                         .name = "toy", .create = toy_create,
-                                         .destroy = toy_destroy, .propose = toy_propose};
+/* The drafter and rule run() uses: the deterministic toy under the default rule, or the
+ * sampling toy (it reports q) under REJECTION. */
+static int with_q;
 
 static float logits_local[(MAX_DRAFT + 1) * (size_t)V];
 
 static specd_seq_params seq_params(float temperature) {
     specd_seq_params p = specd_seq_default_params();
-    p.policy_ops = &toy_ops;
+    p.policy_ops = with_q ? &toy_q_ops : &toy_ops;
+    if (with_q) p.rule = SPECD_ACCEPT_REJECTION;
     p.sampling.temperature = temperature;
     p.sampling.top_k = 50;
     p.seed = 7;
@@ -177,6 +139,69 @@ static void test_identical_to_in_process(void **s) {
     d = 0;
 }
 
+/* REJECTION with a sampling drafter's q: the rows go with the logits in the shared buffer
+ * (Verify.q) and the daemon's CPU engine decides every drafting step, output identical. A q row
+ * that is not a distribution: the daemon refuses the step, the host decides it in-process and
+ * reports the same error at the same step as the in-process run. */
+static void test_rejection_with_q(void **s) {
+    (void)s;
+    d = daemon_start(verifier_bin, ep, NULL);
+    assert_true(daemon_wait_ready(ep, SPECD_IPC_ROLE_VERIFIER));
+    specd_spec *local = make_spec(NULL, 0, SPECD_OK);
+    specd_spec *remote = make_spec(ep, TEST_TOKHASH, SPECD_OK);
+    static int32_t a[N_TOKENS], b[N_TOKENS];
+    specd_seq_stats sa, sb;
+    with_q = 1;
+    int64_t na = run(local, 0.8f, -1, NULL, a, &sa);
+    int64_t nb = run(remote, 0.8f, -1, &d, b, &sb);
+    assert_int_equal(na, N_TOKENS);
+    assert_int_equal(nb, na);
+    assert_memory_equal(a, b, (size_t)na * sizeof *a);
+    assert_int_equal(sb.n_remote_verified, sb.n_drafts);
+    assert_int_equal(sb.n_remote_fallback, 0);
+    assert_int_equal(sb.n_accepted, sa.n_accepted);
+    assert_true(sb.n_accepted > 0 && sb.n_accepted < sb.n_draft_tokens);
+    printf("rejection with q through host memory: %lld tokens, %lld/%lld steps remote, "
+           "%lld/%lld drafts accepted\n", (long long)nb, (long long)sb.n_remote_verified,
+           (long long)sb.n_drafts, (long long)sb.n_accepted, (long long)sb.n_draft_tokens);
+
+    /* a corrupted q row at the 4th drafting step (history 4 + 3 steps' tokens at least) */
+    specd_spec *specs[2] = {local, remote};
+    specd_status got[2];
+    int steps[2];
+    char msg[2][256];
+    static int32_t outs[2][N_TOKENS];
+    int64_t n_out[2];
+    for (int i = 0; i < 2; i++) {
+        specd_error err;
+        specd_seq_params p = seq_params(0.8f);
+        toy_q_corrupt_at = 10;
+        assert_int_equal(specd_spec_seq_open(specs[i], 0, prompt, 4, &p, &err), SPECD_OK);
+        specd_step_outcome o;
+        got[i] = SPECD_OK;
+        for (steps[i] = 0; got[i] == SPECD_OK && !specd_spec_seq_done(specs[i], 0); steps[i]++)
+            got[i] = host_step(specs[i], &o, &err);
+        snprintf(msg[i], sizeof msg[i], "%s", got[i] == SPECD_OK ? "" : err.message);
+        const int32_t *toks = specd_spec_seq_output(specs[i], 0, &n_out[i]);
+        memcpy(outs[i], toks, (size_t)n_out[i] * sizeof *toks);
+        specd_spec_seq_close(specs[i], 0);
+    }
+    toy_q_corrupt_at = -1;
+    with_q = 0;
+    printf("corrupted q: in-process %d at step %d (%s); remote %d at step %d (%s)\n", got[0],
+           steps[0], msg[0], got[1], steps[1], msg[1]);
+    assert_int_not_equal(got[0], SPECD_OK); /* the corruption was reached */
+    assert_int_equal(got[1], got[0]);
+    assert_int_equal(steps[1], steps[0]);
+    assert_string_equal(msg[1], msg[0]);
+    assert_int_equal(n_out[1], n_out[0]);
+    assert_memory_equal(outs[0], outs[1], (size_t)n_out[0] * sizeof **outs);
+    specd_spec_destroy(local);
+    specd_spec_destroy(remote);
+    assert_int_equal(daemon_stop(d, SIGTERM), 0);
+    d = 0;
+}
+
 static void test_daemon_killed_and_restarted(void **s) {
     (void)s;
     d = daemon_start(verifier_bin, ep, NULL);
@@ -215,9 +240,10 @@ static void test_bad_setups_are_refused(void **s) {
     assert_true(daemon_wait_ready(ep, SPECD_IPC_ROLE_VERIFIER));
     spec = make_spec(ep, TEST_TOKHASH, SPECD_OK);
     specd_seq_params p = seq_params(0.8f);
-    p.rule = SPECD_ACCEPT_REJECTION;
+    p.rule = SPECD_ACCEPT_REJECTION; /* exact rejection is sent (with q), relaxed is not */
+    p.tau = 0.5f;
     assert_int_equal(specd_spec_seq_open(spec, 0, prompt, 4, &p, &err), SPECD_E_UNSUPPORTED);
-    assert_non_null(strstr(err.message, "rule"));
+    assert_non_null(strstr(err.message, "relaxed"));
     p = seq_params(0.8f);
     p.policy_ops = NULL;
     p.policy = "isd";
@@ -353,6 +379,7 @@ int main(int argc, char **argv) {
     snprintf(ep, sizeof ep, "ipc://%s/verifier.sock", dir);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_identical_to_in_process, teardown),
+        cmocka_unit_test_teardown(test_rejection_with_q, teardown),
         cmocka_unit_test_teardown(test_daemon_killed_and_restarted, teardown),
         cmocka_unit_test_teardown(test_bad_setups_are_refused, teardown),
         cmocka_unit_test_teardown(test_refusing_daemon_is_a_dead_peer, teardown),

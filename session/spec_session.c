@@ -824,7 +824,9 @@ specd_status specd_spec_seq_verify_step(specd_spec *spec, spec_seq *q, const spe
     if (lg && lg->device == SPECD_DEVICE_CUDA && spec->rv && q->ops->propose && !q->tree &&
         q->n_draft > 0 && q->n_chain == 0 && q->n_step_rows == q->n_draft + 1 &&
         specd_rverify_chain_device(spec->rv, q->id, (uint64_t)q->stats.n_steps + 1, q->draft,
-                                   q->n_draft, lg, row0, &q->mask, q->has_q ? q->q : NULL, 0,
+                                   q->n_draft, lg, row0, &q->mask,
+                                   !q->has_q ? NULL : q->q_dev ? q->q_dev : q->q,
+                                   q->has_q && q->q_dev, /* a CUDA drafter's rows, in place */
                                    q->emitted, &dev_emitted, &dev_accepted, NULL) == SPECD_OK) {
         on_device = 1;
         q->stats.n_remote_verified++;

@@ -18,6 +18,7 @@
  *     they started: nothing left mapped or allocated.
  * Skipped (77) without a CUDA runtime or device, or without the model (SPECD_TEST_MODEL).
  * usage: test_drafter_q_cuda SPECD_DRAFTER */
+#include "test_check.h"
 #include "test_main.h"
 
 #include "ipc/buffer.h"
@@ -41,16 +42,7 @@
 
 enum { K = 4, N_GEN = 32, N_WARM = 4, N_BAD = 6, MAX_ROWS = K + 1 };
 
-#define CHECK(c, ...)                                                                              \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                            \
-            printf(__VA_ARGS__);                                                                   \
-            printf("\n");                                                                          \
-            cleanup();                                                                             \
-            return 1;                                                                              \
-        }                                                                                          \
-    } while (0)
+#define CHECK(c, ...) CHECK_OR(c, cleanup(); return 1, __VA_ARGS__)
 
 static const char *drafter_bin, *model_path;
 static daemon_fixture drafter;

@@ -157,4 +157,17 @@ static inline int daemon_fixture_stop(daemon_fixture *f) {
     return code;
 }
 
+/* The daemon tests' command line: DRAFTER VERIFIER, the binaries under test. 0 (after a usage
+ * line) when it is not that. */
+static inline int daemon_test_binaries(int argc, char **argv, const char **drafter,
+                                       const char **verifier) {
+    if (argc != 3) {
+        fprintf(stderr, "usage: %s DRAFTER VERIFIER\n", argv[0]);
+        return 0;
+    }
+    *drafter = argv[1];
+    *verifier = argv[2];
+    return 1;
+}
+
 #endif

@@ -462,12 +462,7 @@ static void test_sigterm_drains(void **state) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 3) {
-        fprintf(stderr, "usage: %s DRAFTER VERIFIER\n", argv[0]);
-        return 2;
-    }
-    drafter_bin = argv[1];
-    verifier_bin = argv[2];
+    if (!daemon_test_binaries(argc, argv, &drafter_bin, &verifier_bin)) return 2;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_help_and_bad_options),
         cmocka_unit_test(test_no_fingerprint_no_start),

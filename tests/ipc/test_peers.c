@@ -435,12 +435,7 @@ static void test_shrunk_segment_cannot_kill_the_verifier(void **state) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 3) {
-        fprintf(stderr, "usage: %s DRAFTER VERIFIER\n", argv[0]);
-        return 2;
-    }
-    drafter_bin = argv[1];
-    verifier_bin = argv[2];
+    if (!daemon_test_binaries(argc, argv, &drafter_bin, &verifier_bin)) return 2;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_sequences_belong_to_their_peer, teardown),
         cmocka_unit_test_teardown(test_a_peer_that_leaves_is_reclaimed, teardown),

@@ -23,6 +23,7 @@
 
 #include "ipc/buffer.h"
 #include "ipc/daemon_util.h"
+#include "ipc/peer_reply.h"
 #include "ipc/frame.h"
 #include "ipc/schema_hash.h"
 #include "ipc/transport.h"
@@ -241,47 +242,17 @@ static int bad_q_drafter(const char *ep, const char *mode) {
         if (zmq_msg_recv(&rid, sock, 0) >= 0 && zmq_msg_recv(&body, sock, 0) >= 0 &&
             specd_ipc_frame_decode(dec, zmq_msg_data(&body), zmq_msg_size(&body), &q, NULL) ==
                 SPECD_OK) {
-            SpecdWire__Envelope e = SPECD_WIRE__ENVELOPE__INIT;
-            e.request_id = q->request_id;
-            SpecdWire__HelloOk ok = SPECD_WIRE__HELLO_OK__INIT;
-            SpecdWire__Pong pong = SPECD_WIRE__PONG__INIT;
-            SpecdWire__Ack ack = SPECD_WIRE__ACK__INIT;
-            SpecdWire__Draft draft = SPECD_WIRE__DRAFT__INIT;
-            SpecdWire__BufferRef ref = SPECD_WIRE__BUFFER_REF__INIT;
+            peer_reply r;
+            peer_reply_init(&r, q, 5);
             SpecdWire__BufferDesc desc;
-            uint64_t shape[2] = {2, v}, seq = 0;
-            if (q->body_case == SPECD_WIRE__ENVELOPE__BODY_HELLO) {
-                ok.major = SPECD_IPC_MAJOR;
-                ok.schema_hash = SPECD_IPC_SCHEMA_HASH;
-                ok.role = SPECD_WIRE__ROLE__ROLE_DRAFTER;
-                ok.instance = 5;
-                e.body_case = SPECD_WIRE__ENVELOPE__BODY_HELLO_OK;
-                e.hello_ok = &ok;
-            } else if (q->body_case == SPECD_WIRE__ENVELOPE__BODY_PING) {
-                e.body_case = SPECD_WIRE__ENVELOPE__BODY_PONG;
-                e.pong = &pong;
-            } else if (q->body_case == SPECD_WIRE__ENVELOPE__BODY_PROPOSE &&
-                       specd_ipc_buffer_publish(b, NULL, &seq, NULL) == SPECD_OK) {
+            uint64_t seq = 0;
+            if (q->body_case == SPECD_WIRE__ENVELOPE__BODY_PROPOSE &&
+                specd_ipc_buffer_publish(b, NULL, &seq, NULL) == SPECD_OK) {
                 specd_ipc_buffer_describe(b, &desc);
-                ref.buffer_id = desc.buffer_id;
-                ref.n_shape = 2;
-                ref.shape = shape;
-                ref.dtype = SPECD_WIRE__DTYPE__DTYPE_F32;
-                ref.seq = seq;
-                ref.offset = past_end ? v * sizeof(float) : 0;
-                draft.seq_id = q->propose->seq_id;
-                draft.step = q->propose->step;
-                draft.n_tokens = 2;
-                draft.tokens = (uint32_t *)tokens;
-                draft.q = &ref;
-                draft.q_buffer = &desc;
-                e.body_case = SPECD_WIRE__ENVELOPE__BODY_DRAFT;
-                e.draft = &draft;
-            } else {
-                e.body_case = SPECD_WIRE__ENVELOPE__BODY_ACK;
-                e.ack = &ack;
+                peer_reply_draft_q(&r, q->propose, 2, tokens, &desc, v, seq,
+                                   past_end ? v * sizeof(float) : 0);
             }
-            specd_ipc_send(sock, zmq_msg_data(&rid), zmq_msg_size(&rid), &e, 1 << 20, NULL);
+            specd_ipc_send(sock, zmq_msg_data(&rid), zmq_msg_size(&rid), &r.e, 1 << 20, NULL);
         }
         zmq_msg_close(&rid);
         zmq_msg_close(&body);

@@ -19,14 +19,9 @@ static const specd_ipc_fingerprint model = {TEST_VOCAB, TEST_TOKHASH};
 
 static specd_ipc_client *client(const char *ep, specd_ipc_role role,
                                 const specd_ipc_fingerprint *m) {
-    specd_ipc_params p = specd_ipc_default_params();
-    p.endpoint = ep;
-    p.timeout_ms = 2000;
-    p.retry_ms = 0;
-    specd_ipc_client *c = NULL;
     specd_error err;
-    if (specd_ipc_client_create(&p, role, m, &c, &err) != SPECD_OK)
-        fail_msg("client_create: %s", err.message);
+    specd_ipc_client *c = daemon_client(ep, role, m, 2000, 0, &err);
+    if (!c) fail_msg("client_create: %s", err.message);
     return c;
 }
 

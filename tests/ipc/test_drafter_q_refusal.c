@@ -201,13 +201,9 @@ static uint32_t gone_pid(void) {
 static void expect_dropped(int32_t q_device, uint32_t owner, int host_device, const char *why) {
     fake_drafter f;
     fake_start(&f, q_device, owner);
-    specd_ipc_params p = specd_ipc_default_params();
-    p.endpoint = f.ep;
-    p.timeout_ms = 5000;
-    p.retry_ms = 0;
-    specd_ipc_client *c = NULL;
     specd_error err;
-    assert_int_equal(specd_ipc_client_create(&p, SPECD_IPC_ROLE_DRAFTER, &fp, &c, &err), SPECD_OK);
+    specd_ipc_client *c = daemon_client(f.ep, SPECD_IPC_ROLE_DRAFTER, &fp, 5000, 0, &err);
+    assert_non_null(c);
     uint32_t prompt[] = {1, 2, 3};
     specd_ipc_seq_params sq = {.seq_id = 1, .prompt = prompt, .n_prompt = 3,
                                .sampling = {.temperature = 0.8f, .top_p = 1.0f}, .seed = 1,

@@ -44,14 +44,9 @@ static void finish(daemon_fixture *f) {
 }
 
 static specd_ipc_client *client(const char *ep, specd_ipc_role role) {
-    specd_ipc_params p = specd_ipc_default_params();
-    p.endpoint = ep;
-    p.timeout_ms = 3000;
-    p.retry_ms = 0;
-    specd_ipc_client *c = NULL;
     specd_error err;
-    if (specd_ipc_client_create(&p, role, &model, &c, &err) != SPECD_OK)
-        fail_msg("client_create: %s", err.message);
+    specd_ipc_client *c = daemon_client(ep, role, &model, 3000, 0, &err);
+    if (!c) fail_msg("client_create: %s", err.message);
     return c;
 }
 

@@ -23,6 +23,7 @@
 
 #include "ipc/buffer.h"
 #include "ipc/daemon_util.h"
+#include "ipc/drafter_q_seq.h"
 #include "ipc/peer_reply.h"
 #include "ipc/frame.h"
 #include "ipc/schema_hash.h"
@@ -119,16 +120,10 @@ static void run_policy(specd_context *ctx, int32_t n_gen, const char *policy, ru
     snprintf(opts, sizeof opts,
              "endpoint=%s,policy=s,tokenizer_hash=" TEST_TOKHASH_ARG ",timeout_ms=30000",
              drafter.ep);
-    specd_seq_params p = specd_seq_default_params();
-    p.policy = policy;
-    p.policy_options = strcmp(policy, "remote") == 0 ? opts : NULL;
-    p.rule = SPECD_ACCEPT_REJECTION;
-    p.sampling.temperature = 0.8f;
-    p.seed = 1234;
-    p.max_tokens = n_gen;
-    p.adaptive = 0;
-    const int32_t prompt[] = {1, 9690, 198, 2683, 314, 260, 1431, 28, 2, 198};
-    const int64_t n_prompt = 10;
+    const specd_seq_params p =
+        drafter_q_seq_params(policy, strcmp(policy, "remote") == 0 ? opts : NULL, n_gen);
+    const int32_t *prompt = DRAFTER_Q_PROMPT;
+    const int64_t n_prompt = DRAFTER_Q_N_PROMPT;
     specd_status st = specd_spec_seq_open(spec, 0, prompt, n_prompt, &p, &err);
     /* the cache holds the history but its last token: each step starts with that one */
     if (st == SPECD_OK) st = specd_context_kv_truncate(ctx, 0, 0, &err);

@@ -8,6 +8,7 @@
  * specd_spec_run's contexts keep SPECD_TEST_LAYERS layers when it is set (the CPU emulation runs
  * 2); the loop makes its own context of all layers, so it runs only where that variable is unset
  * (on a device). Skipped (77) without the model or a CUDA device. */
+#include "test_check.h"
 #include "test_main.h"
 
 #include "session/spec_device.h"
@@ -22,15 +23,7 @@ enum { N_GEN = 24, LOOP_GEN = 16 };
 static const char *const prompt_text =
     "The cat sat on the mat. The cat sat on the mat. The cat sat on the mat. The cat";
 
-#define CHECK(c, ...)                                                                              \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                            \
-            printf(__VA_ARGS__);                                                                   \
-            printf("\n");                                                                          \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
+#define CHECK(c, ...) CHECK_OR(c, exit(1), __VA_ARGS__)
 
 static specd_model *model;
 static int32_t prompt[128];

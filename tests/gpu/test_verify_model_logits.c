@@ -22,6 +22,7 @@
  * fresh seeds, stream words and layouts. Prints the counts by setting, rule and dtype.
  * Skips (77) without the kernel library, a device or the model (SPECD_TEST_MODEL). */
 #include "gpu_harness.h"
+#include "verify_compare.h"
 
 #include <float.h>
 #include <math.h>
@@ -264,15 +265,6 @@ static void chain_block(model_rows *mr, block *b, const int32_t *s, int32_t t, i
     free(tmp);
 }
 
-static int32_t depth_of(const int32_t *parent, int32_t i) {
-    int32_t n = 0;
-    while (parent[i] >= 0) {
-        i = parent[i];
-        n++;
-    }
-    return n;
-}
-
 /* A tree block at t: the greedy branch s[t+1..t+4] and, as siblings, second choices under the
  * root, node 0 and node 1, and the root's third choice. Its rows come from one extend under a
  * visibility mask (each node sees the cache, s[t] and its own path). */
@@ -309,7 +301,7 @@ static void tree_block(model_rows *mr, block *b, const int32_t *s, int32_t t) {
     for (int r = 0; r <= k; r++) {
         uint8_t *row = vis + (size_t)r * (size_t)width;
         memset(row, 1, (size_t)t + 1); /* the cache and s[t] */
-        pos[r] = r == 0 ? t : t + 1 + depth_of(b->parent, r - 1);
+        pos[r] = r == 0 ? t : t + 1 + verify_depth_of(b->parent, r - 1);
         if (r > 0) tokens[r] = b->draft[r - 1];
         for (int32_t v = r - 1; v >= 0 && r > 0; v = b->parent[v]) row[t + 1 + v] = 1;
     }
@@ -357,14 +349,7 @@ typedef struct vcase {
 } vcase;
 
 static specd_sampling_params sampling_of(const vcase *c) {
-    specd_sampling_params sp = specd_sampling_default_params();
-    sp.temperature = c->st->rule == SPECD_ACCEPT_GREEDY ? 0.0f : c->st->temperature;
-    sp.top_k = c->st->top_k;
-    sp.top_p = c->st->top_p;
-    sp.min_p = c->st->min_p;
-    sp.bias = c->n_bias ? c->bias : NULL;
-    sp.n_bias = (size_t)c->n_bias;
-    return sp;
+    return verify_sampling_of(&c->d, c->bias, c->n_bias);
 }
 
 /* The bias of a case: bans the first choice of one of its rows, raises the second choice of
@@ -397,11 +382,7 @@ static void make_case(vcase *c, const setting *st, const block *b, int layout, c
     c->layout = layout;
     if (st->bias) make_bias(c, rows, V, salt);
     specd_cuda_verify_seq *d = &c->d;
-    d->rule = st->rule;
-    d->temperature = st->temperature;
-    d->top_k = st->top_k;
-    d->top_p = st->top_p;
-    d->min_p = st->min_p;
+    verify_set_rule(d, st->rule, st->temperature, st->top_k, st->top_p, st->min_p);
     d->seed = gpu_rng_next();
     d->sequence = (uint32_t)gpu_rng_next();
     d->tree = b->tree;
@@ -412,7 +393,8 @@ static void make_case(vcase *c, const setting *st, const block *b, int layout, c
     }
     for (int s = 0; s <= b->k; s++) {
         d->row[s] = b->row0 + s;
-        d->pos[s] = b->n_history + (uint32_t)(b->tree && s ? depth_of(b->parent, s - 1) + 1 : s);
+        d->pos[s] =
+            b->n_history + (uint32_t)(b->tree && s ? verify_depth_of(b->parent, s - 1) + 1 : s);
     }
 }
 
@@ -454,68 +436,6 @@ static void encode(const float *rows, int32_t n_rows, int32_t V, int layout, int
             }
             if (x < nv) dense[(size_t)r * nv + x] = v;
         }
-}
-
-static specd_cuda_verify_out cpu_verify(const vcase *c, const float *dense, int32_t n_rows,
-                                        int32_t nv, const float *q, uint64_t seed) {
-    const specd_cuda_verify_seq *d = &c->d;
-    specd_accept_params p = specd_accept_default_params();
-    p.rule = (specd_accept_rule)c->st->rule;
-    p.sampling = sampling_of(c);
-    p.sampling.temperature = c->st->temperature;
-    p.max_k = MAXK;
-    p.max_vocab = nv;
-    specd_accept *a = NULL;
-    specd_error err;
-    if (specd_accept_create(&p, &a, &err) != SPECD_OK) die("accept_create", &err);
-    specd_cuda_verify_out o;
-    memset(&o, 0, sizeof o);
-    int32_t tokens[SLOTS], path[MAXK];
-    specd_status st;
-    int32_t n_acc = 0, n_emit = 0;
-    if (d->tree) { /* the engine's tree takes its rows in slot order */
-        float *rows = host_alloc((size_t)(d->k + 1) * (size_t)nv * sizeof(float));
-        for (int s = 0; s <= d->k; s++)
-            memcpy(rows + (size_t)s * nv, dense + (size_t)d->row[s] * nv, (size_t)nv * sizeof(float));
-        specd_tree_input in = {.n_nodes = d->k, .parent = d->parent, .token = d->draft,
-                               .draft_probs = q, .q_vocab = nv, .target_logits = rows,
-                               .n_vocab = nv, .key = {seed, d->sequence, d->pos[0]}};
-        specd_tree_result res = {.path = path, .tokens = tokens};
-        st = specd_accept_tree(a, &in, &res, &err);
-        n_acc = res.n_accepted;
-        n_emit = res.n_emitted;
-        free(rows);
-    } else {
-        specd_chain_input in = {.k = d->k, .draft = d->draft, .draft_probs = q, .q_vocab = nv,
-                                .target_logits = dense, .n_vocab = nv,
-                                .key = {seed, d->sequence, 0}};
-        specd_chain_keys keys = {.n_rows = n_rows, .key_row = d->row, .bonus_row = d->row[d->k],
-                                 .positions = d->pos};
-        specd_chain_result res = {.tokens = tokens};
-        st = specd_accept_chain_keyed(a, &in, &keys, &res, &err);
-        n_acc = res.n_accepted;
-        n_emit = res.n_emitted;
-        for (int i = 0; i < n_acc; i++) path[i] = i;
-    }
-    specd_accept_destroy(a);
-    if (st != SPECD_OK) {
-        o.status = -1; /* some failure: the device must report one too */
-        return o;
-    }
-    o.n_accepted = n_acc;
-    o.n_emitted = n_emit;
-    memcpy(o.tokens, tokens, (size_t)n_emit * sizeof(int32_t));
-    memcpy(o.path, path, (size_t)n_acc * sizeof(int32_t));
-    return o;
-}
-
-static int same_out(const specd_cuda_verify_out *dev, const specd_cuda_verify_out *cpu) {
-    if (cpu->status != 0) return dev->status != SPECD_CUDA_VERIFY_OK;
-    if (dev->status != SPECD_CUDA_VERIFY_OK || dev->n_accepted != cpu->n_accepted ||
-        dev->n_emitted != cpu->n_emitted)
-        return 0;
-    return memcmp(dev->tokens, cpu->tokens, (size_t)cpu->n_emitted * sizeof(int32_t)) == 0 &&
-           memcmp(dev->path, cpu->path, (size_t)cpu->n_accepted * sizeof(int32_t)) == 0;
 }
 
 typedef struct tally {
@@ -588,8 +508,9 @@ static void run_launch(const gpu_ctx *g, const model_rows *mr, vcase *cs, int n,
     for (int i = 0; i < n; i++) {
         const vcase *c = &cs[i];
         const int si = (int)(c->st - SETTINGS);
-        const specd_cuda_verify_out cpu = cpu_verify(c, dense, mr->n_rows, nv, qcpu[i], c->d.seed);
-        const int ok = same_out(&dev[i], &cpu);
+        const specd_cuda_verify_out cpu =
+            verify_cpu_decide(&c->d, sampling_of(c), dense, mr->n_rows, nv, qcpu[i], c->d.seed);
+        const int ok = verify_same_out(&dev[i], &cpu);
         if (!ok)
             printf("FAIL %s %s, %s, block of %s (k %d): cpu status %d acc %d emit %d tok0 %d | "
                    "dev status %d acc %d emit %d tok0 %d\n",
@@ -610,10 +531,10 @@ static void run_launch(const gpu_ctx *g, const model_rows *mr, vcase *cs, int n,
         }
         /* the fault: another seed must change some sampled decisions */
         if (c->st->rule != SPECD_ACCEPT_GREEDY && dev[i].status == SPECD_CUDA_VERIFY_OK) {
-            const specd_cuda_verify_out other =
-                cpu_verify(c, dense, mr->n_rows, nv, qcpu[i], c->d.seed ^ 0x5bd1e995ull);
+            const specd_cuda_verify_out other = verify_cpu_decide(
+                &c->d, sampling_of(c), dense, mr->n_rows, nv, qcpu[i], c->d.seed ^ 0x5bd1e995ull);
             ty->faults++;
-            ty->fault_seen += !same_out(&dev[i], &other);
+            ty->fault_seen += !verify_same_out(&dev[i], &other);
         }
         free(qcpu[i]);
     }

@@ -10,6 +10,7 @@
  * first token REJECTION emits for a draft drawn from q (chain, and a tree of two siblings).
  * Prints the counts. Skips (77) without the kernel library or a device. */
 #include "gpu_harness.h"
+#include "verify_compare.h"
 
 #include <float.h>
 #include <math.h>
@@ -139,104 +140,32 @@ typedef struct seq_case {
 enum { QPAD = 24 }; /* q rows on the device are V + QPAD floats apart */
 
 static specd_sampling_params sampling_of(const seq_case *c) {
-    specd_sampling_params sp = specd_sampling_default_params();
-    sp.temperature = c->st->rule == SPECD_ACCEPT_GREEDY ? 0.0f : c->st->temperature;
-    sp.top_k = c->st->top_k;
-    sp.top_p = c->st->top_p;
-    sp.min_p = c->st->min_p;
-    sp.bias = c->n_bias ? c->bias : NULL;
-    sp.n_bias = (size_t)c->n_bias;
-    return sp;
-}
-
-static specd_accept *cpu_engine(const seq_case *c) {
-    specd_accept_params p = specd_accept_default_params();
-    p.rule = (specd_accept_rule)c->st->rule;
-    p.sampling = sampling_of(c);
-    p.sampling.temperature = c->st->temperature;
-    p.relaxed_tau = c->st->tau;
-    p.max_k = SPECD_CUDA_VERIFY_MAX_K;
-    p.max_vocab = V;
-    specd_accept *a = NULL;
-    specd_error err;
-    if (specd_accept_create(&p, &a, &err) != SPECD_OK) {
-        printf("FAIL: accept_create: %s\n", err.message);
-        exit(1);
-    }
-    return a;
-}
-
-/* Depth of tree node i (children of the root: 0). */
-static int32_t depth_of(const specd_cuda_verify_seq *d, int32_t i) {
-    int32_t n = 0;
-    while (d->parent[i] >= 0) {
-        i = d->parent[i];
-        n++;
-    }
-    return n;
+    return verify_sampling_of(&c->d, c->bias, c->n_bias);
 }
 
 /* The CPU engine's decision for one sequence, in the device's output form. */
 static specd_cuda_verify_out cpu_verify(const seq_case *c, const float *dense) {
-    specd_accept *a = cpu_engine(c);
+    const specd_cuda_verify_seq *d = &c->d;
+    if (d->tree || d->k > 0)
+        return verify_cpu_decide(d, sampling_of(c), dense, NR, V, c->q_host, d->seed);
+    /* a plain step: the engine's keyed sample of the bonus row */
     specd_cuda_verify_out o;
     memset(&o, 0, sizeof o);
-    const specd_cuda_verify_seq *d = &c->d;
-    int32_t tokens[SPECD_CUDA_VERIFY_MAX_SLOTS], path[SPECD_CUDA_VERIFY_MAX_K];
+    specd_sampling_params sp = sampling_of(c);
+    specd_sampler *s = NULL;
     specd_error err;
-    specd_status st;
-    int32_t n_acc = 0, n_emit = 0;
-    if (d->tree) { /* the engine's tree takes its rows in slot order */
-        float *rows = host_alloc((size_t)(d->k + 1) * (size_t)V * sizeof(float));
-        for (int s = 0; s <= d->k; s++)
-            memcpy(rows + (size_t)s * V, dense + (size_t)d->row[s] * V, (size_t)V * sizeof(float));
-        specd_tree_input in = {.n_nodes = d->k, .parent = d->parent, .token = d->draft,
-                               .draft_probs = c->q_host, .q_vocab = V, .target_logits = rows,
-                               .n_vocab = V, .key = {d->seed, d->sequence, d->pos[0]}};
-        specd_tree_result res = {.path = path, .tokens = tokens};
-        st = specd_accept_tree(a, &in, &res, &err);
-        n_acc = res.n_accepted;
-        n_emit = res.n_emitted;
-        free(rows);
-    } else if (d->k == 0) { /* a plain step: the engine's keyed sample of the bonus row */
-        specd_sampling_params sp = sampling_of(c);
-        specd_sampler *s = NULL;
-        if (specd_sampler_create(&sp, V, &s, &err) != SPECD_OK) exit(1);
-        specd_sample_key key = {d->seed, d->sequence, d->pos[0]};
-        st = specd_sampler_sample(s, dense + (size_t)d->row[0] * V, V, key, &tokens[0], &err);
-        specd_sampler_destroy(s);
-        n_emit = 1;
-    } else {
-        specd_chain_input in = {.k = d->k, .draft = d->draft, .draft_probs = c->q_host,
-                                .q_vocab = V, .target_logits = dense, .n_vocab = V,
-                                .key = {d->seed, d->sequence, 0}};
-        specd_chain_keys keys = {.n_rows = NR, .key_row = d->row, .bonus_row = d->row[d->k],
-                                 .positions = d->pos};
-        specd_chain_result res = {.tokens = tokens};
-        st = specd_accept_chain_keyed(a, &in, &keys, &res, &err);
-        n_acc = res.n_accepted;
-        n_emit = res.n_emitted;
-        for (int i = 0; i < n_acc; i++) path[i] = i;
-    }
-    specd_accept_destroy(a);
+    if (specd_sampler_create(&sp, V, &s, &err) != SPECD_OK) exit(1);
+    specd_sample_key key = {d->seed, d->sequence, d->pos[0]};
+    const specd_status st =
+        specd_sampler_sample(s, dense + (size_t)d->row[0] * V, V, key, &o.tokens[0], &err);
+    specd_sampler_destroy(s);
     if (st != SPECD_OK) {
+        memset(&o, 0, sizeof o);
         o.status = -1; /* some failure: the device must report one too */
         return o;
     }
-    o.n_accepted = n_acc;
-    o.n_emitted = n_emit;
-    memcpy(o.tokens, tokens, (size_t)n_emit * sizeof(int32_t));
-    memcpy(o.path, path, (size_t)n_acc * sizeof(int32_t));
+    o.n_emitted = 1;
     return o;
-}
-
-static int same_out(const specd_cuda_verify_out *dev, const specd_cuda_verify_out *cpu) {
-    if (cpu->status != 0) return dev->status != SPECD_CUDA_VERIFY_OK;
-    if (dev->status != SPECD_CUDA_VERIFY_OK || dev->n_accepted != cpu->n_accepted ||
-        dev->n_emitted != cpu->n_emitted)
-        return 0;
-    return memcmp(dev->tokens, cpu->tokens, (size_t)cpu->n_emitted * sizeof(int32_t)) == 0 &&
-           memcmp(dev->path, cpu->path, (size_t)cpu->n_accepted * sizeof(int32_t)) == 0;
 }
 
 /* Two device results say the same (what the kernel defines for their status). */
@@ -278,11 +207,7 @@ static void make_case(const gpu_ctx *g, seq_case *c, const setting *st, const fl
     memset(c, 0, sizeof *c);
     c->st = st;
     specd_cuda_verify_seq *d = &c->d;
-    d->rule = st->rule;
-    d->temperature = st->temperature;
-    d->top_k = st->top_k;
-    d->top_p = st->top_p;
-    d->min_p = st->min_p;
+    verify_set_rule(d, st->rule, st->temperature, st->top_k, st->top_p, st->min_p);
     d->relaxed_tau = st->tau;
     d->seed = gpu_rng_next();
     d->sequence = (uint32_t)gpu_rng_next();
@@ -294,7 +219,8 @@ static void make_case(const gpu_ctx *g, seq_case *c, const setting *st, const fl
     for (int j = 0; j <= d->k; j++) {
         /* rows in any order; bad rows (the block's last two) only where asked */
         d->row[j] = (int32_t)rnd(bad_rows_ok ? NR : NR - 2);
-        d->pos[j] = d->tree ? base + (j ? (uint32_t)depth_of(d, j - 1) + 1 : 0) : base + (uint32_t)j;
+        d->pos[j] = d->tree ? base + (j ? (uint32_t)verify_depth_of(d->parent, j - 1) + 1 : 0)
+                            : base + (uint32_t)j;
     }
     if (!d->tree && d->k > 0 && rnd(4) == 0) d->row[d->k] = -1; /* no bonus slot */
     if (st->bias) {
@@ -430,11 +356,7 @@ static int g_test_run(const gpu_ctx *g, const char *name, specd_cuda_verify_seq 
 
 static void g_seq(specd_cuda_verify_seq *d, const setting *st, int i) {
     memset(d, 0, sizeof *d);
-    d->rule = st->rule;
-    d->temperature = st->temperature;
-    d->top_k = st->top_k;
-    d->top_p = st->top_p;
-    d->min_p = st->min_p;
+    verify_set_rule(d, st->rule, st->temperature, st->top_k, st->top_p, st->min_p);
     d->seed = 0x5eedull;
     d->sequence = (uint32_t)i; /* independent streams */
 }
@@ -527,7 +449,7 @@ static int run_round(const gpu_ctx *g, int dtype, int spread, int bad, const set
     run_device(g, drows, dtype, cs, NSEQ, b, dev);
     int fails = 0;
     for (int i = 0; i < NSEQ; i++) {
-        int ok = same_out(&dev[i], &cpu[i]);
+        int ok = verify_same_out(&dev[i], &cpu[i]);
         /* the same sequence alone: batch invariance, bitwise */
         run_device(g, drows, dtype, &cs[i], 1, b, &alone);
         ok &= same_dev(&alone, &dev[i]);

@@ -157,4 +157,30 @@ static inline int daemon_fixture_stop(daemon_fixture *f) {
     return code;
 }
 
+/* A client of the daemon at ep: timeout_ms a request, retry_ms between tries (0: none). NULL,
+ * with err set, when it cannot be made. */
+static inline specd_ipc_client *daemon_client(const char *ep, specd_ipc_role role,
+                                              const specd_ipc_fingerprint *m, int timeout_ms,
+                                              int retry_ms, specd_error *err) {
+    specd_ipc_params p = specd_ipc_default_params();
+    p.endpoint = ep;
+    p.timeout_ms = timeout_ms;
+    p.retry_ms = retry_ms;
+    specd_ipc_client *c = NULL;
+    return specd_ipc_client_create(&p, role, m, &c, err) == SPECD_OK ? c : NULL;
+}
+
+/* The daemon tests' command line: DRAFTER VERIFIER, the binaries under test. 0 (after a usage
+ * line) when it is not that. */
+static inline int daemon_test_binaries(int argc, char **argv, const char **drafter,
+                                       const char **verifier) {
+    if (argc != 3) {
+        fprintf(stderr, "usage: %s DRAFTER VERIFIER\n", argv[0]);
+        return 0;
+    }
+    *drafter = argv[1];
+    *verifier = argv[2];
+    return 1;
+}
+
 #endif

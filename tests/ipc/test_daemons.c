@@ -19,14 +19,9 @@ static const specd_ipc_fingerprint model = {TEST_VOCAB, TEST_TOKHASH};
 
 static specd_ipc_client *client(const char *ep, specd_ipc_role role,
                                 const specd_ipc_fingerprint *m) {
-    specd_ipc_params p = specd_ipc_default_params();
-    p.endpoint = ep;
-    p.timeout_ms = 2000;
-    p.retry_ms = 0;
-    specd_ipc_client *c = NULL;
     specd_error err;
-    if (specd_ipc_client_create(&p, role, m, &c, &err) != SPECD_OK)
-        fail_msg("client_create: %s", err.message);
+    specd_ipc_client *c = daemon_client(ep, role, m, 2000, 0, &err);
+    if (!c) fail_msg("client_create: %s", err.message);
     return c;
 }
 
@@ -462,12 +457,7 @@ static void test_sigterm_drains(void **state) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 3) {
-        fprintf(stderr, "usage: %s DRAFTER VERIFIER\n", argv[0]);
-        return 2;
-    }
-    drafter_bin = argv[1];
-    verifier_bin = argv[2];
+    if (!daemon_test_binaries(argc, argv, &drafter_bin, &verifier_bin)) return 2;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_help_and_bad_options),
         cmocka_unit_test(test_no_fingerprint_no_start),

@@ -13,6 +13,7 @@
 
 #include "common/alloc.h"
 #include "daemon_util.h"
+#include "drafter_q_seq.h"
 #include "specd/policy.h"
 #include "specd/runtime.h"
 #include "specd/spec_runtime.h"
@@ -154,16 +155,10 @@ static int64_t generate(specd_model *model, specd_context *ctx, const char *poli
     specd_spec *spec;
     specd_error err;
     assert_int_equal(specd_spec_create(&sp, &spec, &err), SPECD_OK);
-    specd_seq_params params = specd_seq_default_params();
-    params.policy = policy;
-    params.policy_options = options;
-    params.rule = SPECD_ACCEPT_REJECTION;
-    params.sampling.temperature = 0.8f;
-    params.seed = 1234;
-    params.max_tokens = N_GEN;
-    params.adaptive = 0;
-    const int32_t prompt[] = {1, 9690, 198, 2683, 314, 260, 1431, 28, 2, 198};
-    assert_int_equal(specd_spec_seq_open(spec, 0, prompt, 10, &params, &err), SPECD_OK);
+    const specd_seq_params params = drafter_q_seq_params(policy, options, N_GEN);
+    assert_int_equal(
+        specd_spec_seq_open(spec, 0, DRAFTER_Q_PROMPT, DRAFTER_Q_N_PROMPT, &params, &err),
+        SPECD_OK);
     specd_run_stats rs;
     if (specd_spec_run(spec, 0, ctx, 0, NULL, NULL, &rs, &err) != SPECD_OK)
         fail_msg("run (%s): %s", policy, err.message);

@@ -20,10 +20,13 @@
  *     them killed) as before they started: nothing left mapped or allocated.
  * Skipped (77) without a CUDA runtime or device, or without the model (SPECD_TEST_MODEL).
  * usage: test_drafter_q_cuda SPECD_DRAFTER */
+#include "test_check.h"
 #include "test_main.h"
 
 #include "ipc/buffer.h"
 #include "ipc/daemon_util.h"
+#include "ipc/drafter_q_seq.h"
+#include "ipc/peer_reply.h"
 #include "ipc/frame.h"
 #include "ipc/schema_hash.h"
 #include "ipc/transport.h"
@@ -43,16 +46,7 @@
 
 enum { K = 4, N_GEN = 32, N_WARM = 4, N_BAD = 6, MAX_ROWS = K + 1, KILL_AT = 3 };
 
-#define CHECK(c, ...)                                                                              \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                            \
-            printf(__VA_ARGS__);                                                                   \
-            printf("\n");                                                                          \
-            cleanup();                                                                             \
-            return 1;                                                                              \
-        }                                                                                          \
-    } while (0)
+#define CHECK(c, ...) CHECK_OR(c, cleanup(); return 1, __VA_ARGS__)
 
 static const char *drafter_bin, *model_path;
 static daemon_fixture drafter;
@@ -133,16 +127,10 @@ static void run_policy(specd_context *ctx, int32_t n_gen, const char *policy, ru
     snprintf(opts, sizeof opts,
              "endpoint=%s,policy=s,tokenizer_hash=" TEST_TOKHASH_ARG ",timeout_ms=%d",
              drafter.ep, remote_timeout_ms);
-    specd_seq_params p = specd_seq_default_params();
-    p.policy = policy;
-    p.policy_options = strcmp(policy, "remote") == 0 ? opts : NULL;
-    p.rule = SPECD_ACCEPT_REJECTION;
-    p.sampling.temperature = 0.8f;
-    p.seed = 1234;
-    p.max_tokens = n_gen;
-    p.adaptive = 0;
-    const int32_t prompt[] = {1, 9690, 198, 2683, 314, 260, 1431, 28, 2, 198};
-    const int64_t n_prompt = 10;
+    const specd_seq_params p =
+        drafter_q_seq_params(policy, strcmp(policy, "remote") == 0 ? opts : NULL, n_gen);
+    const int32_t *prompt = DRAFTER_Q_PROMPT;
+    const int64_t n_prompt = DRAFTER_Q_N_PROMPT;
     specd_status st = specd_spec_seq_open(spec, 0, prompt, n_prompt, &p, &err);
     /* the cache holds the history but its last token: each step starts with that one */
     if (st == SPECD_OK) st = specd_context_kv_truncate(ctx, 0, 0, &err);
@@ -261,47 +249,17 @@ static int bad_q_drafter(const char *ep, const char *mode) {
         if (zmq_msg_recv(&rid, sock, 0) >= 0 && zmq_msg_recv(&body, sock, 0) >= 0 &&
             specd_ipc_frame_decode(dec, zmq_msg_data(&body), zmq_msg_size(&body), &q, NULL) ==
                 SPECD_OK) {
-            SpecdWire__Envelope e = SPECD_WIRE__ENVELOPE__INIT;
-            e.request_id = q->request_id;
-            SpecdWire__HelloOk ok = SPECD_WIRE__HELLO_OK__INIT;
-            SpecdWire__Pong pong = SPECD_WIRE__PONG__INIT;
-            SpecdWire__Ack ack = SPECD_WIRE__ACK__INIT;
-            SpecdWire__Draft draft = SPECD_WIRE__DRAFT__INIT;
-            SpecdWire__BufferRef ref = SPECD_WIRE__BUFFER_REF__INIT;
+            peer_reply r;
+            peer_reply_init(&r, q, 5);
             SpecdWire__BufferDesc desc;
-            uint64_t shape[2] = {2, v}, seq = 0;
-            if (q->body_case == SPECD_WIRE__ENVELOPE__BODY_HELLO) {
-                ok.major = SPECD_IPC_MAJOR;
-                ok.schema_hash = SPECD_IPC_SCHEMA_HASH;
-                ok.role = SPECD_WIRE__ROLE__ROLE_DRAFTER;
-                ok.instance = 5;
-                e.body_case = SPECD_WIRE__ENVELOPE__BODY_HELLO_OK;
-                e.hello_ok = &ok;
-            } else if (q->body_case == SPECD_WIRE__ENVELOPE__BODY_PING) {
-                e.body_case = SPECD_WIRE__ENVELOPE__BODY_PONG;
-                e.pong = &pong;
-            } else if (q->body_case == SPECD_WIRE__ENVELOPE__BODY_PROPOSE &&
-                       specd_ipc_buffer_publish(b, NULL, &seq, NULL) == SPECD_OK) {
+            uint64_t seq = 0;
+            if (q->body_case == SPECD_WIRE__ENVELOPE__BODY_PROPOSE &&
+                specd_ipc_buffer_publish(b, NULL, &seq, NULL) == SPECD_OK) {
                 specd_ipc_buffer_describe(b, &desc);
-                ref.buffer_id = desc.buffer_id;
-                ref.n_shape = 2;
-                ref.shape = shape;
-                ref.dtype = SPECD_WIRE__DTYPE__DTYPE_F32;
-                ref.seq = seq;
-                ref.offset = past_end ? v * sizeof(float) : 0;
-                draft.seq_id = q->propose->seq_id;
-                draft.step = q->propose->step;
-                draft.n_tokens = 2;
-                draft.tokens = (uint32_t *)tokens;
-                draft.q = &ref;
-                draft.q_buffer = &desc;
-                e.body_case = SPECD_WIRE__ENVELOPE__BODY_DRAFT;
-                e.draft = &draft;
-            } else {
-                e.body_case = SPECD_WIRE__ENVELOPE__BODY_ACK;
-                e.ack = &ack;
+                peer_reply_draft_q(&r, q->propose, 2, tokens, &desc, v, seq,
+                                   past_end ? v * sizeof(float) : 0);
             }
-            specd_ipc_send(sock, zmq_msg_data(&rid), zmq_msg_size(&rid), &e, 1 << 20, NULL);
+            specd_ipc_send(sock, zmq_msg_data(&rid), zmq_msg_size(&rid), &r.e, 1 << 20, NULL);
         }
         zmq_msg_close(&rid);
         zmq_msg_close(&body);
@@ -334,6 +292,22 @@ static void keep_warning(specd_log_level level, const char *message, void *user)
     (void)user;
     size_t n = strlen(warnings);
     if (level >= SPECD_LOG_WARN) snprintf(warnings + n, sizeof warnings - n, "%s\n", message);
+}
+
+/* A remote run of N_BAD tokens against the bad-q drafter in mode (its warnings kept in
+ * warnings), reported as what: its output must be plain decoding's. 0, or 1 after a FAIL. */
+static int run_bad_q(specd_context *ctx, const char *mode, const char *what, const run_out *plain,
+                     run_out *out) {
+    CHECK(start_bad_q_drafter(mode), "the bad-q drafter did not answer on %s", drafter.ep);
+    warnings[0] = '\0';
+    specd_log_set(keep_warning, NULL, SPECD_LOG_WARN);
+    run_policy(ctx, N_BAD, "remote", out);
+    specd_log_set(NULL, NULL, SPECD_LOG_WARN);
+    CHECK(stop_drafter() == 0, "bad-q drafter exit");
+    report(what, out);
+    printf("its warning: %s", warnings);
+    CHECK(same(out, plain), "%s: output differs from plain decoding", what);
+    return 0;
 }
 
 int main(int argc, char **argv) {
@@ -440,17 +414,7 @@ int main(int argc, char **argv) {
     static run_out plain, bad;
     run_policy(ctx, N_BAD, "none", &plain);
     CHECK(plain.ok, "the plain run failed");
-    CHECK(start_bad_q_drafter("sum"), "the bad-q drafter did not answer on %s", drafter.ep);
-    warnings[0] = '\0';
-    specd_log_set(keep_warning, NULL, SPECD_LOG_WARN);
-    run_policy(ctx, N_BAD, "remote", &bad);
-    specd_log_set(NULL, NULL, SPECD_LOG_WARN);
-    CHECK(stop_drafter() == 0, "bad-q drafter exit");
-    report("q rows summing to 0.5 on the device", &bad);
-    printf("its warning: %s", warnings);
-    CHECK(bad.ok && bad.n == plain.n &&
-              memcmp(bad.tokens, plain.tokens, (size_t)bad.n * sizeof *bad.tokens) == 0,
-          "bad device q: output differs from plain decoding");
+    if (run_bad_q(ctx, "sum", "q rows summing to 0.5 on the device", &plain, &bad)) return 1;
     CHECK(bad.q_device > 0 && bad.q_fetched == bad.q_device && bad.stats.n_drafts == 0,
           "bad device q: not every proposal fetched and dropped");
     CHECK(bad.device_steps + bad.q_fetched == (uint64_t)bad.stats.n_steps,
@@ -460,17 +424,7 @@ int main(int argc, char **argv) {
     /* ... and a reference past the buffer's end: refused when the draft arrives, before any
      * device work (drafts dropped by the client), plain steps decided on the device */
     static run_out past;
-    CHECK(start_bad_q_drafter("offset"), "the bad-q drafter did not answer on %s", drafter.ep);
-    warnings[0] = '\0';
-    specd_log_set(keep_warning, NULL, SPECD_LOG_WARN);
-    run_policy(ctx, N_BAD, "remote", &past);
-    specd_log_set(NULL, NULL, SPECD_LOG_WARN);
-    CHECK(stop_drafter() == 0, "bad-q drafter exit");
-    report("q referenced past its buffer's end", &past);
-    printf("its warning: %s", warnings);
-    CHECK(past.ok && past.n == plain.n &&
-              memcmp(past.tokens, plain.tokens, (size_t)past.n * sizeof *past.tokens) == 0,
-          "q past the end: output differs from plain decoding");
+    if (run_bad_q(ctx, "offset", "q referenced past its buffer's end", &plain, &past)) return 1;
     CHECK(past.q_device == 0 && past.stats.n_drafts == 0 &&
               past.device_steps == (uint64_t)past.stats.n_steps,
           "q past the end: drafts not dropped, or steps not decided on the device");

@@ -20,6 +20,7 @@
 #include "ipc/schema_hash.h"
 #include "ipc/transport.h"
 #include "kernels/cuda/cudart.h"
+#include "peer_reply.h"
 #include "specd/log.h"
 #include "specd/spec_batch.h"
 
@@ -105,32 +106,13 @@ typedef struct fake_drafter {
 static const uint32_t draft_tokens[] = {5, 6};
 
 static void fake_reply(fake_drafter *f, const zmq_msg_t *rid, const SpecdWire__Envelope *q) {
-    SpecdWire__Envelope e = SPECD_WIRE__ENVELOPE__INIT;
-    e.request_id = q->request_id;
-    SpecdWire__HelloOk ok = SPECD_WIRE__HELLO_OK__INIT;
-    SpecdWire__Pong pong = SPECD_WIRE__PONG__INIT;
-    SpecdWire__Ack ack = SPECD_WIRE__ACK__INIT;
-    SpecdWire__Draft draft = SPECD_WIRE__DRAFT__INIT;
-    SpecdWire__BufferRef ref = SPECD_WIRE__BUFFER_REF__INIT;
+    peer_reply r;
+    peer_reply_init(&r, q, 91);
     SpecdWire__BufferDesc desc = SPECD_WIRE__BUFFER_DESC__INIT;
-    uint64_t shape[2] = {2, TEST_VOCAB};
     uint8_t mem[SPECD_IPC_CUDA_HANDLE_BYTES], ev[SPECD_IPC_CUDA_HANDLE_BYTES];
     memset(mem, 0x5a, sizeof mem);
     memset(ev, 0x3c, sizeof ev);
-    switch (q->body_case) {
-    case SPECD_WIRE__ENVELOPE__BODY_HELLO:
-        ok.major = SPECD_IPC_MAJOR;
-        ok.schema_hash = SPECD_IPC_SCHEMA_HASH;
-        ok.role = SPECD_WIRE__ROLE__ROLE_DRAFTER;
-        ok.instance = 91;
-        e.body_case = SPECD_WIRE__ENVELOPE__BODY_HELLO_OK;
-        e.hello_ok = &ok;
-        break;
-    case SPECD_WIRE__ENVELOPE__BODY_PING:
-        e.body_case = SPECD_WIRE__ENVELOPE__BODY_PONG;
-        e.pong = &pong;
-        break;
-    case SPECD_WIRE__ENVELOPE__BODY_PROPOSE:
+    if (q->body_case == SPECD_WIRE__ENVELOPE__BODY_PROPOSE) {
         f->proposes++;
         desc.buffer_id = 4242;
         desc.kind = SPECD_WIRE__BUFFER_KIND__BUFFER_CUDA;
@@ -142,26 +124,10 @@ static void fake_reply(fake_drafter *f, const zmq_msg_t *rid, const SpecdWire__E
         desc.cuda_mem_handle.data = mem;
         desc.cuda_event_handle.data = ev;
         desc.cuda_device = f->q_device;
-        ref.buffer_id = desc.buffer_id;
-        ref.n_shape = 2;
-        ref.shape = shape;
-        ref.dtype = SPECD_WIRE__DTYPE__DTYPE_F32;
-        ref.seq = (uint64_t)f->proposes;
-        draft.seq_id = q->propose->seq_id;
-        draft.step = q->propose->step;
-        draft.n_tokens = 2;
-        draft.tokens = (uint32_t *)draft_tokens;
-        draft.q = &ref;
-        draft.q_buffer = &desc;
-        e.body_case = SPECD_WIRE__ENVELOPE__BODY_DRAFT;
-        e.draft = &draft;
-        break;
-    default:
-        e.body_case = SPECD_WIRE__ENVELOPE__BODY_ACK;
-        e.ack = &ack;
-        break;
+        peer_reply_draft_q(&r, q->propose, 2, draft_tokens, &desc, TEST_VOCAB,
+                           (uint64_t)f->proposes, 0);
     }
-    specd_ipc_send(f->sock, zmq_msg_data((zmq_msg_t *)rid), zmq_msg_size((zmq_msg_t *)rid), &e,
+    specd_ipc_send(f->sock, zmq_msg_data((zmq_msg_t *)rid), zmq_msg_size((zmq_msg_t *)rid), &r.e,
                    1 << 20, NULL);
 }
 
@@ -235,13 +201,9 @@ static uint32_t gone_pid(void) {
 static void expect_dropped(int32_t q_device, uint32_t owner, int host_device, const char *why) {
     fake_drafter f;
     fake_start(&f, q_device, owner);
-    specd_ipc_params p = specd_ipc_default_params();
-    p.endpoint = f.ep;
-    p.timeout_ms = 5000;
-    p.retry_ms = 0;
-    specd_ipc_client *c = NULL;
     specd_error err;
-    assert_int_equal(specd_ipc_client_create(&p, SPECD_IPC_ROLE_DRAFTER, &fp, &c, &err), SPECD_OK);
+    specd_ipc_client *c = daemon_client(f.ep, SPECD_IPC_ROLE_DRAFTER, &fp, 5000, 0, &err);
+    assert_non_null(c);
     uint32_t prompt[] = {1, 2, 3};
     specd_ipc_seq_params sq = {.seq_id = 1, .prompt = prompt, .n_prompt = 3,
                                .sampling = {.temperature = 0.8f, .top_p = 1.0f}, .seed = 1,
@@ -340,12 +302,7 @@ static void test_session_step_goes_on_plainly(void **state) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 3) {
-        fprintf(stderr, "usage: %s DRAFTER VERIFIER\n", argv[0]);
-        return 2;
-    }
-    drafter_bin = argv[1];
-    verifier_bin = argv[2];
+    if (!daemon_test_binaries(argc, argv, &drafter_bin, &verifier_bin)) return 2;
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_drafter_refuses_without_device),
                                        cmocka_unit_test(test_client_drops_unopenable_q),
                                        cmocka_unit_test(test_session_step_goes_on_plainly)};

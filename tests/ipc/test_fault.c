@@ -64,13 +64,9 @@ static void run_with_fault(const char *bin, specd_ipc_role role) {
     daemon_fixture f;
     assert_true(daemon_fixture_start(&f, bin, role));
 
-    specd_ipc_params p = specd_ipc_default_params();
-    p.endpoint = f.ep;
-    p.timeout_ms = 300;
-    p.retry_ms = 20;
-    specd_ipc_client *c = NULL;
     specd_error err;
-    assert_int_equal(specd_ipc_client_create(&p, role, &model, &c, &err), SPECD_OK);
+    specd_ipc_client *c = daemon_client(f.ep, role, &model, 300, 20, &err);
+    assert_non_null(c);
 
     uint32_t expected[PROMPT + STEPS];
     for (size_t i = 0; i < PROMPT + STEPS; i++)
@@ -510,12 +506,7 @@ static void test_drafter_killed_generation(void **state) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 3) {
-        fprintf(stderr, "usage: %s DRAFTER VERIFIER\n", argv[0]);
-        return 2;
-    }
-    drafter_bin = argv[1];
-    verifier_bin = argv[2];
+    if (!daemon_test_binaries(argc, argv, &drafter_bin, &verifier_bin)) return 2;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_drafter_killed),
         cmocka_unit_test_teardown(test_drafter_killed_generation, gen_teardown),

@@ -17,6 +17,7 @@
  *     or allocated.
  * The "target" is a deterministic function of (position, token), so no model is needed.
  * Skipped (77) without a CUDA runtime or device. usage: test_ipc_cuda_e2e SPECD_VERIFIER */
+#include "test_check.h"
 #include "test_main.h"
 
 #include "ipc/daemon_util.h"
@@ -32,16 +33,7 @@
 
 enum { V = 4096, STRIDE = V + 64, MAX_DRAFT = 4, N_TOKENS = 64, KILL_AT = 4, RESTART_AT = 10 };
 
-#define CHECK(c, ...)                                                                              \
-    do {                                                                                           \
-        if (!(c)) {                                                                                \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                            \
-            printf(__VA_ARGS__);                                                                   \
-            printf("\n");                                                                          \
-            cleanup();                                                                             \
-            return 1;                                                                              \
-        }                                                                                          \
-    } while (0)
+#define CHECK(c, ...) CHECK_OR(c, cleanup(); return 1, __VA_ARGS__)
 
 static const char *verifier_bin;
 static char dir[64], ep[128];

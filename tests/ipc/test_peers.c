@@ -44,14 +44,9 @@ static void finish(daemon_fixture *f) {
 }
 
 static specd_ipc_client *client(const char *ep, specd_ipc_role role) {
-    specd_ipc_params p = specd_ipc_default_params();
-    p.endpoint = ep;
-    p.timeout_ms = 3000;
-    p.retry_ms = 0;
-    specd_ipc_client *c = NULL;
     specd_error err;
-    if (specd_ipc_client_create(&p, role, &model, &c, &err) != SPECD_OK)
-        fail_msg("client_create: %s", err.message);
+    specd_ipc_client *c = daemon_client(ep, role, &model, 3000, 0, &err);
+    if (!c) fail_msg("client_create: %s", err.message);
     return c;
 }
 
@@ -435,12 +430,7 @@ static void test_shrunk_segment_cannot_kill_the_verifier(void **state) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 3) {
-        fprintf(stderr, "usage: %s DRAFTER VERIFIER\n", argv[0]);
-        return 2;
-    }
-    drafter_bin = argv[1];
-    verifier_bin = argv[2];
+    if (!daemon_test_binaries(argc, argv, &drafter_bin, &verifier_bin)) return 2;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_sequences_belong_to_their_peer, teardown),
         cmocka_unit_test_teardown(test_a_peer_that_leaves_is_reclaimed, teardown),

@@ -11,6 +11,7 @@
 #include "ipc/schema_hash.h"
 #include "ipc/transport.h"
 #include "ipc_test_util.h"
+#include "peer_reply.h"
 #include "specd/ipc.h"
 
 static const specd_ipc_fingerprint model = {TEST_VOCAB, TEST_TOKHASH};
@@ -218,12 +219,8 @@ static int scripted_serve(scripted *d, specd_ipc_decoder *dec) {
             SPECD_OK ||
         q->body_case != st->expect)
         goto out;
-    SpecdWire__Envelope e = SPECD_WIRE__ENVELOPE__INIT;
-    e.request_id = q->request_id;
-    SpecdWire__HelloOk ok = SPECD_WIRE__HELLO_OK__INIT;
-    SpecdWire__Pong pong = SPECD_WIRE__PONG__INIT;
-    SpecdWire__Ack ack = SPECD_WIRE__ACK__INIT;
-    SpecdWire__Draft draft = SPECD_WIRE__DRAFT__INIT;
+    peer_reply r;
+    peer_reply_init(&r, q, 77);
     SpecdWire__Error error;
     size_t *got = &d->got[d->served];
     switch (q->body_case) {
@@ -232,28 +229,11 @@ static int scripted_serve(scripted *d, specd_ipc_decoder *dec) {
     case SPECD_WIRE__ENVELOPE__BODY_PROPOSE: *got = q->propose->n_commit_tokens; break;
     default: break;
     }
-    if (st->text) {
-        specd_ipc_error_body(&e, &error, q->request_id, SPECD_E_STATE, st->why, st->text);
-    } else if (q->body_case == SPECD_WIRE__ENVELOPE__BODY_HELLO) {
-        ok.major = SPECD_IPC_MAJOR;
-        ok.schema_hash = SPECD_IPC_SCHEMA_HASH;
-        ok.role = SPECD_WIRE__ROLE__ROLE_DRAFTER;
-        ok.instance = 77;
-        e.body_case = SPECD_WIRE__ENVELOPE__BODY_HELLO_OK;
-        e.hello_ok = &ok;
-    } else if (q->body_case == SPECD_WIRE__ENVELOPE__BODY_PING) {
-        e.body_case = SPECD_WIRE__ENVELOPE__BODY_PONG;
-        e.pong = &pong;
-    } else if (q->body_case == SPECD_WIRE__ENVELOPE__BODY_PROPOSE) {
-        draft.seq_id = q->propose->seq_id;
-        draft.step = q->propose->step;
-        e.body_case = SPECD_WIRE__ENVELOPE__BODY_DRAFT;
-        e.draft = &draft;
-    } else {
-        e.body_case = SPECD_WIRE__ENVELOPE__BODY_ACK;
-        e.ack = &ack;
-    }
-    rc = specd_ipc_send(d->sock, zmq_msg_data(&rid), zmq_msg_size(&rid), &e, 1 << 20, NULL) ==
+    if (st->text)
+        specd_ipc_error_body(&r.e, &error, q->request_id, SPECD_E_STATE, st->why, st->text);
+    else if (q->body_case == SPECD_WIRE__ENVELOPE__BODY_PROPOSE)
+        peer_reply_draft(&r, q->propose, 0, NULL);
+    rc = specd_ipc_send(d->sock, zmq_msg_data(&rid), zmq_msg_size(&rid), &r.e, 1 << 20, NULL) ==
                  SPECD_OK
              ? 0
              : -1;

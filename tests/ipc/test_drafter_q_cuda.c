@@ -14,12 +14,15 @@
  *     the rows, refuses them, drops the drafts with a warning: plain steps, plain decoding's
  *     output, no step lost; and rows referenced past the buffer's end are refused on arrival
  *     (drafts dropped by the client, plain steps);
+ *   - with a specd-verifier --device cuda (its path the optional second argument), q never
+ *     reaches the host: the rows go device to device into the host's CUDA IPC pool beside the
+ *     logits and the daemon decides there, every drafting step, output identical;
  *   - kill -9 of the drafter mid-generation: the host goes on plainly, every step still decided
  *     on the device, output identical to the same schedule with q through shared memory;
  *   - device memory (cudaMemGetInfo, printed) is the same after the drafters are gone (one of
  *     them killed) as before they started: nothing left mapped or allocated.
  * Skipped (77) without a CUDA runtime or device, or without the model (SPECD_TEST_MODEL).
- * usage: test_drafter_q_cuda SPECD_DRAFTER */
+ * usage: test_drafter_q_cuda SPECD_DRAFTER [SPECD_VERIFIER] */
 #include "test_check.h"
 #include "test_main.h"
 
@@ -32,6 +35,7 @@
 #include "ipc/transport.h"
 #include "kernels/cuda/cudart.h"
 #include "policy/ar/remote_q.h"
+#include "session/remote_verify.h"
 #include "session/spec_device.h"
 #include "specd/log.h"
 #include "specd/runtime.h"
@@ -49,7 +53,9 @@ enum { K = 4, N_GEN = 32, N_WARM = 4, N_BAD = 6, MAX_ROWS = K + 1, KILL_AT = 3 }
 #define CHECK(c, ...) CHECK_OR(c, cleanup(); return 1, __VA_ARGS__)
 
 static const char *drafter_bin, *model_path;
-static daemon_fixture drafter;
+static daemon_fixture drafter, verifier;
+static const char *verifier_bin; /* NULL: the runs with a verifier daemon are left out */
+static int use_verifier;         /* run_policy's spec verifies through `verifier` */
 static const specd_cudart *rt;
 static void *dev_rows; /* the host's logits block on the device */
 static int32_t n_vocab;
@@ -57,6 +63,21 @@ static int32_t n_vocab;
 static void cleanup(void) {
     if (drafter.pid > 0) daemon_fixture_stop(&drafter);
     drafter.pid = 0;
+    if (verifier.pid > 0) daemon_fixture_stop(&verifier);
+    verifier.pid = 0;
+}
+
+/* specd-verifier --device cuda:0, deciding on the device from the host's CUDA IPC pool. 1 when it
+ * answers. */
+static int start_verifier(void) {
+    if (!daemon_temp_endpoint(&verifier)) return 0;
+    verifier.pid = fork();
+    if (verifier.pid == 0) {
+        execl(verifier_bin, verifier_bin, "--endpoint", verifier.ep, "--vocab", "49152",
+              "--tokenizer-hash", TEST_TOKHASH_ARG, "--device", "cuda:0", (char *)NULL);
+        _exit(127);
+    }
+    return verifier.pid > 0 && daemon_wait_ready(verifier.ep, SPECD_IPC_ROLE_VERIFIER);
 }
 
 /* A drafter serving s = draft:model,sample=1 (q on cuda:0 with cuda_q). 1 when it answers. */
@@ -89,6 +110,7 @@ typedef struct run_out {
     int64_t n;
     specd_seq_stats stats;
     uint64_t device_steps, q_device, q_fetched;
+    uint64_t pool_steps; /* steps the verifier daemon decided from the CUDA IPC pool */
     int ok;
 } run_out;
 
@@ -113,10 +135,13 @@ static void perturb(float *row, int32_t pos) {
 static void run_policy(specd_context *ctx, int32_t n_gen, const char *policy, run_out *r) {
     memset(r, 0, sizeof *r);
     uint64_t dev0 = specd_device_verify_count(), qd0 = specd_remote_q_device_count(),
-             qf0 = specd_remote_q_fetch_count();
+             qf0 = specd_remote_q_fetch_count(), pool0 = specd_rverify_cuda_steps();
     specd_spec_params sp = specd_spec_default_params();
     sp.n_vocab = n_vocab;
     sp.max_draft = K;
+    sp.verifier_endpoint = use_verifier ? verifier.ep : NULL;
+    sp.verifier_timeout_ms = 30000; /* the emulated kernel is slow; a device answers at once */
+    sp.verifier_tokenizer_hash = TEST_TOKHASH;
     specd_spec *spec = NULL;
     specd_error err;
     if (specd_spec_create(&sp, &spec, &err) != SPECD_OK) {
@@ -183,6 +208,7 @@ static void run_policy(specd_context *ctx, int32_t n_gen, const char *policy, ru
     r->device_steps = specd_device_verify_count() - dev0;
     r->q_device = specd_remote_q_device_count() - qd0;
     r->q_fetched = specd_remote_q_fetch_count() - qf0;
+    r->pool_steps = specd_rverify_cuda_steps() - pool0;
 }
 
 static void run(specd_context *ctx, int32_t n_gen, run_out *r) {
@@ -316,10 +342,11 @@ int main(int argc, char **argv) {
         return rt ? bad_q_drafter(argv[2], argv[3]) : 1;
     self_path = argv[0];
     if (argc < 2) {
-        printf("usage: test_drafter_q_cuda SPECD_DRAFTER\n");
+        printf("usage: test_drafter_q_cuda SPECD_DRAFTER [SPECD_VERIFIER]\n");
         return 2;
     }
     drafter_bin = argv[1];
+    verifier_bin = argc > 2 ? argv[2] : NULL;
     if (!rt || specd_cuda_device_count() == 0) {
         printf("skipped: %s\n", rt ? "no CUDA device" : "no CUDA runtime");
         return SPECD_TEST_SKIP;
@@ -358,6 +385,14 @@ int main(int argc, char **argv) {
     run(ctx, N_WARM, &warm);
     CHECK(stop_drafter() == 0, "drafter exit");
     CHECK(warm.ok, "the warm-up run failed");
+    if (verifier_bin) { /* the same for the host's first CUDA IPC pool */
+        CHECK(start_drafter(1) && start_verifier(), "the daemons did not answer");
+        use_verifier = 1;
+        run(ctx, N_WARM, &warm);
+        use_verifier = 0;
+        CHECK(stop_drafter() == 0 && daemon_fixture_stop(&verifier) == 0, "daemon exit");
+        CHECK(warm.ok, "the warm-up run with a verifier failed");
+    }
     size_t free0 = 0, total = 0;
     CHECK(rt->mem_get_info(&free0, &total) == 0, "cudaMemGetInfo");
 
@@ -383,6 +418,29 @@ int main(int argc, char **argv) {
           "not every step was decided on the device (the kernel library did not load?)");
     CHECK(host.device_steps == 0 && host.q_fetched == (uint64_t)host.stats.n_drafts,
           "the host-verify run did not fetch every draft's q");
+
+    /* 2b. q never on the host: the drafter's CUDA rows go device to device into the host's pool
+     * beside the logits, and specd-verifier --device cuda decides there */
+    if (verifier_bin) {
+        static run_out remote;
+        CHECK(start_drafter(1) && start_verifier(), "the daemons did not answer");
+        use_verifier = 1;
+        run(ctx, N_GEN, &remote);
+        use_verifier = 0;
+        CHECK(stop_drafter() == 0 && daemon_fixture_stop(&verifier) == 0, "daemon exit");
+        report("q by CUDA IPC, decided by specd-verifier --device cuda", &remote);
+        printf("  %llu drafting steps through the CUDA IPC pool, %lld decided by the daemon\n",
+               (unsigned long long)remote.pool_steps, (long long)remote.stats.n_remote_verified);
+        CHECK(same(&remote, &shm), "verifier daemon: output differs from in-process");
+        CHECK(remote.q_fetched == 0 && remote.q_device == (uint64_t)remote.stats.n_drafts,
+              "verifier daemon: a draft's q went to the host");
+        CHECK(remote.pool_steps == (uint64_t)remote.stats.n_drafts &&
+                  remote.stats.n_remote_verified == remote.stats.n_drafts,
+              "verifier daemon: not every drafting step decided through the pool");
+    } else {
+        printf("q by CUDA IPC, decided by specd-verifier --device cuda: not run (no verifier "
+               "binary given)\n");
+    }
 
     /* kill -9 of the drafter mid-generation (before step KILL_AT's proposal): the host goes on
      * with plain steps, still decided on the device; the same schedule with q through shared

@@ -33,9 +33,9 @@ static int have_device(void) {
 
 /* Runs binary with args (NULL-terminated) and stderr into a file; its exit code and stderr. */
 static int run_capture(const char *const *argv, char *out, size_t cap) {
-    char path[] = "/tmp/specd-test-stderr-XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0);
+    FILE *f = tmpfile(); /* unnamed: removed when closed */
+    assert_non_null(f);
+    int fd = fileno(f);
     pid_t pid = fork();
     if (pid == 0) {
         dup2(fd, 2);
@@ -45,8 +45,7 @@ static int run_capture(const char *const *argv, char *out, size_t cap) {
     int code = daemon_wait_exit(pid, 20000);
     ssize_t n = pread(fd, out, cap - 1, 0);
     out[n > 0 ? n : 0] = '\0';
-    close(fd);
-    unlink(path);
+    fclose(f);
     return code;
 }
 

@@ -16,6 +16,7 @@ extern const specd_policy_ops specd_policy_mrp;
 extern const specd_policy_ops specd_policy_wedlm;
 extern const specd_policy_ops specd_policy_sdar;
 extern const specd_policy_ops specd_policy_simsd;
+extern const specd_policy_ops specd_policy_recycle;
 
 /* Their option tables. */
 extern const specd_option_table specd_none_options;
@@ -29,5 +30,6 @@ extern const specd_option_table specd_mrp_options;
 extern const specd_option_table specd_wedlm_options;
 extern const specd_option_table specd_sdar_options;
 extern const specd_option_table specd_simsd_options;
+extern const specd_option_table specd_recycle_options;
 
 #endif

@@ -14,13 +14,14 @@ static const specd_policy_ops *const builtin[] = {
     &specd_policy_wedlm,
     &specd_policy_sdar,
     &specd_policy_simsd,
+    &specd_policy_recycle,
 };
 
 /* builtin[i]'s option table */
 static const specd_option_table *const tables[] = {
     &specd_none_options,  &specd_ngram_options, &specd_draft_options, &specd_layerskip_options,
     &specd_remote_options, &specd_isd_options,  &specd_risd_options,   &specd_mrp_options,
-    &specd_wedlm_options, &specd_sdar_options,  &specd_simsd_options,
+    &specd_wedlm_options, &specd_sdar_options,  &specd_simsd_options,  &specd_recycle_options,
 };
 
 _Static_assert(sizeof tables / sizeof tables[0] == sizeof builtin / sizeof builtin[0],

@@ -101,6 +101,10 @@ static inline int specd_policy_catches_up(const specd_policy_ops *ops) {
 static inline int specd_policy_has_tree(const specd_policy_ops *ops) {
     return ops->abi_version >= 2 && ops->propose_tree != NULL;
 }
+/* A drafter that learns from the target's verified rows (ABI 3 observe_rows). */
+static inline int specd_policy_observes_rows(const specd_policy_ops *ops) {
+    return ops->abi_version >= 3 && ops->propose != NULL && ops->observe_rows != NULL;
+}
 
 struct specd_spec {
     specd_spec_params params;

@@ -370,7 +370,8 @@ specd_status specd_spec_seq_open(specd_spec *spec, int32_t seq, const int32_t *p
     specd_accept_params ap = specd_accept_default_params();
     ap.rule = params->rule;
     ap.sampling = params->sampling;
-    ap.max_k = specd_policy_has_tree(ops) ? 2 * sp->max_draft : sp->max_draft;
+    /* a tree may have as many nodes as a step has rows after the pending token's */
+    ap.max_k = specd_policy_has_tree(ops) ? sp->max_step_rows - 1 : sp->max_draft;
     ap.max_vocab = sp->n_vocab;
     ap.relaxed_tau = params->tau;
     specd_sampling_params plain = params->sampling;
@@ -802,6 +803,17 @@ static void catch_up_row(const specd_spec *spec, spec_seq *q, const float *hidde
     }
 }
 
+/* A drafter that learns from the target (policy ABI 3) sees every scored row of the step just
+ * decided, rejected drafts' rows included: a drafter-shaped step scores rows 0..n_step_rows in
+ * token order, so step_tokens are the rows' inputs. logits are the host rows verify read (a step
+ * decided on the device has none, and is not observed). */
+static void observe_rows(const specd_spec *spec, spec_seq *q, const float *logits) {
+    uint64_t t0 = specd_now_ns();
+    q->ops->observe_rows(q->policy, q->step_tokens, q->n_step_rows, logits, spec->params.n_vocab,
+                         spec->params.n_vocab);
+    q->stats.propose_ns += specd_now_ns() - t0;
+}
+
 specd_status specd_spec_seq_verify_step(specd_spec *spec, spec_seq *q, const specd_logits *lg,
                                         const specd_logits *hidden, int32_t row0,
                                         specd_step_outcome *out, specd_error *err) {
@@ -910,6 +922,7 @@ specd_status specd_spec_seq_verify_step(specd_spec *spec, spec_seq *q, const spe
     q->laid_out = 0;
     if (q->ops->advance) q->ops->advance(q->policy, q->history, q->n_history);
     if (hid && q->plain_step && n > 0) catch_up_row(spec, q, hid, q->n_history - 1 - n);
+    if (logits && specd_policy_observes_rows(q->ops)) observe_rows(spec, q, logits);
 
     specd_seq_stats *s = &q->stats;
     s->n_steps++;

@@ -15,6 +15,9 @@
  * allocates q only for policies that set it), and keyed chains the session verifies for a
  * self-speculative layout (specd_step_layout.n_chain: explicit key rows per draft, optional
  * bonus row).
+ * ABI 3 adds observe_rows: a drafter-shaped policy sees the target's logits of each verified
+ * step's rows (Token Recycling's adjacency table learns from them). Its slot is read only when
+ * abi_version >= 3, so ABI 1 and ABI 2 policies load unchanged.
  *
  * Two shapes fit:
  *  - Drafter policies (draft model, n-gram, layer-skip) implement `propose`: given the sequence so
@@ -48,7 +51,7 @@
 extern "C" {
 #endif
 
-#define SPECD_POLICY_ABI_VERSION 2u
+#define SPECD_POLICY_ABI_VERSION 3u
 
 /* specd_policy_ops.flags (ABI 2) */
 #define SPECD_POLICY_NEEDS_Q 1u /* propose may write draft distributions q (sampled drafts) */
@@ -231,6 +234,22 @@ typedef struct specd_policy_ops {
     specd_status (*prefill_hidden)(void *state, const int32_t *prompt, int64_t n_prompt,
                                    const float *hidden, int64_t row0, int32_t n_rows,
                                    int32_t n_embd, specd_error *err);
+
+    /* ---- ABI 3 (read only when abi_version >= 3) ---- */
+    /* optional, drafter shape (propose / propose_tree; a self-speculative policy already reads
+     * the logits in verify): what the target said of the rows of a step just verified, called
+     * after the step is decided and after advance. Every scored row of the step comes, in the
+     * step's row order: the pending token's row first, then the drafts' (chain order, or the
+     * tree's node order), rejected ones included: each row's logits are still the target's
+     * next-token distribution after that row's own prefix. A plain step (no drafts) hands its one
+     * row. tokens[i] is row i's input token, logits + i * row_stride its n_vocab logits: host f32,
+     * finite (masked entries raised to the session's floor, session/spec_logits.h), borrowed for
+     * the call. Not called for a step whose logits never reached the host: one decided on a CUDA
+     * device (specd_logits.device == SPECD_DEVICE_CUDA, verified there) or through a verifier
+     * daemon's CUDA pool; the host-memory path to a verifier daemon does call it. Time spent here
+     * counts as the policy's (specd_seq_stats.propose_ns). */
+    void (*observe_rows)(void *state, const int32_t *tokens, int32_t n_rows, const float *logits,
+                         int64_t row_stride, int32_t n_vocab);
 } specd_policy_ops;
 
 /* --- registry ------------------------------------------------------------------------------ */

@@ -5,12 +5,15 @@
  * spec; q is allocated only for policies that ask for it; unknown versions are refused. A block
  * policy (SPECD_POLICY_MAY_EMIT_NONE) runs steps wider than 2 * max_draft + 1 rows
  * (max_step_rows), steps that emit nothing, and commit-only steps that score no rows; the
- * statistics count them. */
+ * statistics count them. An ABI 3 drafter sees every verified row's input token and logits
+ * (observe_rows), on the per-sequence and the batched path; an ABI 2 policy's struct ends before
+ * that slot and it is never read. */
 #include "test_main.h"
 
 #include "kernels/cpu/fp16.h"
 #include "specd/spec_batch.h"
 
+#include <stddef.h>
 #include <string.h>
 
 enum { V = 32 };
@@ -152,6 +155,83 @@ static void test_v2_shared_state_and_user(void **s) {
     assert_int_equal(n_shared_destroyed, 0); /* the spec owns it */
     specd_spec_destroy(spec);
     assert_int_equal(n_shared_destroyed, 2);
+}
+
+/* observe_rows (ABI 3): counts calls and checks each row against the toy target (row i of a
+ * step prefers tokens[i] + 1). */
+static int n_observed_calls, n_observed_rows;
+static void toy_observe_rows(void *st, const int32_t *tokens, int32_t n_rows, const float *logits,
+                             int64_t row_stride, int32_t n_vocab) {
+    (void)st;
+    assert_int_equal(n_vocab, V);
+    assert_true(row_stride >= n_vocab);
+    assert_true(n_rows >= 1);
+    for (int32_t i = 0; i < n_rows; i++) {
+        const float *row = logits + (size_t)i * (size_t)row_stride;
+        int32_t best = 0;
+        for (int32_t x = 1; x < n_vocab; x++) best = row[x] > row[best] ? x : best;
+        assert_int_equal(best, (tokens[i] + 1) % V);
+    }
+    n_observed_calls++;
+    n_observed_rows += n_rows;
+}
+
+static void test_observe_rows_gated_by_version(void **s) {
+    (void)s;
+    specd_policy_ops v3 = {.abi_version = 3, .name = "toy-v3", .create = toy_create,
+                           .destroy = toy_destroy, .propose = toy_propose,
+                           .observe_rows = toy_observe_rows};
+    /* a v3 drafter sees every step: the pending row and its drafts' rows */
+    n_observed_calls = n_observed_rows = 0;
+    specd_spec *spec = make_spec();
+    specd_seq_params p = params_for(&v3);
+    const int32_t prompt[] = {1, 2};
+    assert_int_equal(specd_spec_seq_open(spec, 0, prompt, 2, &p, NULL), SPECD_OK);
+    decode(spec, 0, 4);
+    assert_int_equal(n_observed_calls, 4);
+    assert_int_equal(n_observed_rows, 4 * 3); /* [pending | 2 drafts] each step */
+    specd_spec_seq_close(spec, 0);
+
+    /* ... also through a batch */
+    n_observed_calls = n_observed_rows = 0;
+    assert_int_equal(specd_spec_seq_open(spec, 0, prompt, 2, &p, NULL), SPECD_OK);
+    for (int step = 0; step < 2; step++) {
+        specd_batch batch;
+        const int32_t seq = 0;
+        specd_error err;
+        assert_int_equal(specd_spec_batch_layout(spec, &seq, 1, &batch, &err), SPECD_OK);
+        float logits[9 * V];
+        const specd_step_layout *l = &batch.seqs[0].layout;
+        for (int32_t i = 0; i < l->n_rows; i++)
+            for (int32_t x = 0; x < V; x++)
+                logits[i * V + x] = x == (l->tokens[l->rows[i]] + 1) % V ? 1.0f : 0.0f;
+        specd_logits lg = {.data = logits, .row_stride = V, .n_rows = batch.n_rows,
+                           .dtype = SPECD_DTYPE_F32};
+        specd_batch_result res;
+        if (specd_spec_batch_verify(spec, &lg, &res, &err) != SPECD_OK)
+            fail_msg("verify: %s", err.message);
+    }
+    assert_int_equal(n_observed_calls, 2);
+    specd_spec_seq_close(spec, 0);
+
+    /* the same struct declaring ABI 2: the slot is not read */
+    v3.abi_version = 2;
+    n_observed_calls = 0;
+    assert_int_equal(specd_spec_seq_open(spec, 0, prompt, 2, &p, NULL), SPECD_OK);
+    decode(spec, 0, 3);
+    assert_int_equal(n_observed_calls, 0);
+    specd_spec_seq_close(spec, 0);
+
+    /* an ABI 2 struct allocated to exactly its size (ASan reports a read past it) loads and runs */
+    size_t v2_size = offsetof(specd_policy_ops, observe_rows);
+    specd_policy_ops *v2 = malloc(v2_size);
+    memcpy(v2, &v3, v2_size);
+    p = params_for(v2);
+    assert_int_equal(specd_spec_seq_open(spec, 1, prompt, 2, &p, NULL), SPECD_OK);
+    decode(spec, 1, 3);
+    assert_int_equal(n_observed_calls, 0);
+    specd_spec_destroy(spec);
+    free(v2);
 }
 
 static void test_bad_versions_refused(void **s) {
@@ -340,6 +420,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_v1_policy_loads),
         cmocka_unit_test(test_v2_shared_state_and_user),
+        cmocka_unit_test(test_observe_rows_gated_by_version),
         cmocka_unit_test(test_bad_versions_refused),
         cmocka_unit_test(test_block_steps),
         cmocka_unit_test(test_hidden_rows_reach_verify),

@@ -16,6 +16,11 @@
  * a CUDA host that wants the large tree sets specd_spec_params.max_step_rows >= 81 (the CLI:
  * --draft-max 40). The session's batch cost model (session/batch_cost.h) is not visible to a
  * policy, so the row cost is this fixed rule (row_cost= overrides it).
+ *
+ * Where the rows are not on the host the table does not learn: a CUDA target's steps verified on
+ * the device (observe_rows is not called; SPECD_CUDA_VERIFY=host takes the copy path, which
+ * calls it) and a drafter daemon's proposals (it never sees the target's logits). Drafts then
+ * come from the prompt's bigrams only.
  */
 #include "policy/builtin.h"
 

@@ -364,7 +364,7 @@ static void grow_tree(const specd_suffix_tree *t, int32_t start, int32_t limit, 
             }
         }
         if (g->n >= limit || n_cand == 0) return;
-        int32_t best = 0; /* ties: the earlier candidate, so the draft is deterministic */
+        int32_t best = 0; /* ties: the first in the array (deterministic) */
         for (int32_t i = 1; i < n_cand; i++)
             if (c[i].prob > c[best].prob) best = i;
         top = c[best];

@@ -353,10 +353,11 @@ static void grow_tree(const specd_suffix_tree *t, int32_t start, int32_t limit, 
     cand top = {.prob = 1.0f, .node = start, .parent = NONE, .depth = 0};
     for (;;) {
         if (top.depth < max_depth) {
-            float per = top.prob / (float)t->nodes[top.node].count;
+            float parent_count = (float)t->nodes[top.node].count;
             for (int32_t x = t->nodes[top.node].first_child; x != NONE;
                  x = t->nodes[x].next_sibling) {
-                float p = per * (float)t->nodes[x].count;
+                /* the ratio first: it is <= 1 after rounding, so a path never gains */
+                float p = top.prob * ((float)t->nodes[x].count / parent_count);
                 if (p >= min_prob)
                     cand_push(c, &n_cand, limit - g->n,
                               (cand){.prob = p, .node = x, .parent = top.parent,
@@ -383,7 +384,7 @@ static void grow_chain(const specd_suffix_tree *t, int32_t x, int32_t limit, int
         for (int32_t c = t->nodes[x].first_child; c != NONE; c = t->nodes[c].next_sibling)
             if (best == NONE || t->nodes[c].count > t->nodes[best].count) best = c;
         if (best == NONE) return;
-        float p = prob * (float)t->nodes[best].count / (float)t->nodes[x].count;
+        float p = prob * ((float)t->nodes[best].count / (float)t->nodes[x].count);
         if (p < min_prob) return;
         emit(g, g->n - 1, t->nodes[best].token, p);
         prob = p;

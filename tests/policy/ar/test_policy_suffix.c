@@ -182,13 +182,13 @@ static void test_bad_options_are_refused(void **s) {
  * its counts always those of the requests it holds. Two bounds, each the one that binds. */
 static void run_bounded(int32_t max_requests, size_t max_bytes, int32_t vocab) {
     specd_suffix_cache *c = NULL;
-    assert_int_equal(specd_suffix_cache_create(12, max_requests, max_bytes, &c, NULL), SPECD_OK);
+    assert_int_equal(specd_suffix_cache_create(8, max_requests, max_bytes, &c, NULL), SPECD_OK);
     int32_t req[400];
     uint64_t r = 88172645463325252ull;
     int64_t held_max = 0;
     for (int i = 0; i < 10000; i++) {
         r ^= r << 13, r ^= r >> 7, r ^= r << 17;
-        int64_t n = 1 + (int64_t)(r % 64);
+        int64_t n = 1 + (int64_t)(r % 48);
         if (i % 1000 == 999) n = 400; /* a long one now and then */
         for (int64_t j = 0; j < n; j++) {
             r ^= r << 13, r ^= r >> 7, r ^= r << 17;

@@ -75,9 +75,10 @@ static void suffix_shared_destroy(void *shared) { specd_suffix_cache_destroy(sha
 
 typedef struct suffix_state {
     suffix_opts o;
-    specd_suffix_tree *local; /* this sequence's tokens hist[0..n_hist) */
-    int32_t *hist;
+    int32_t *hist;            /* the sequence's tokens hist[0..n_hist) (advance records them) */
     int64_t n_hist, cap_hist;
+    specd_suffix_tree *local; /* hist[0..n_indexed) */
+    int64_t n_indexed;
     specd_suffix_cache *cache; /* borrowed (env.shared), or NULL: no global cache */
     int32_t parent[2][SPECD_SUFFIX_MAX_NODES], token[2][SPECD_SUFFIX_MAX_NODES];
     float prob[2][SPECD_SUFFIX_MAX_NODES];
@@ -125,28 +126,32 @@ static specd_status hist_reserve(suffix_state *s, int64_t n, specd_error *err) {
     return SPECD_OK;
 }
 
-/* Back to hist[0..n): popping costs O(depth) a token, so a long way back starts over. */
-static specd_status truncate_to(suffix_state *s, int64_t n, specd_error *err) {
-    if (n >= s->n_hist) return SPECD_OK;
-    if (s->n_hist - n <= 2 * (int64_t)s->o.max_tree_depth) {
-        while (s->n_hist > n) specd_suffix_tree_pop(s->local, s->hist, s->n_hist--);
+/* The trie back to hist[0..n) (n < n_indexed): popping costs O(depth) a token, so a long way back
+ * starts over. hist[0..n_indexed) must still be what was indexed. */
+static specd_status unindex_to(suffix_state *s, int64_t n, specd_error *err) {
+    if (s->n_indexed - n <= 2 * (int64_t)s->o.max_tree_depth) {
+        while (s->n_indexed > n) specd_suffix_tree_pop(s->local, s->hist, s->n_indexed--);
         return SPECD_OK;
     }
     specd_suffix_tree *t = NULL;
     SPECD_TRY(specd_suffix_tree_create(s->o.max_tree_depth, &t, err));
     specd_suffix_tree_destroy(s->local);
     s->local = t;
-    int64_t keep = n;
-    s->n_hist = 0;
-    for (; s->n_hist < keep; s->n_hist++)
-        SPECD_TRY(specd_suffix_tree_append(s->local, s->hist[s->n_hist], err));
+    s->n_indexed = 0;
+    return SPECD_OK; /* index() appends hist[0..n) again */
+}
+
+static specd_status truncate_to(suffix_state *s, int64_t n, specd_error *err) {
+    if (n < s->n_indexed) SPECD_TRY(unindex_to(s, n, err));
+    if (n < s->n_hist) s->n_hist = n;
     return SPECD_OK;
 }
 
-/* The history handed in is authoritative: what the trie indexed and the history share a prefix
- * (checked over its last max_tree_depth tokens, all the proposals read, and in full when those
- * differ); the trie goes back to it and appends the rest. */
-static specd_status sync(suffix_state *s, const int32_t *history, int64_t n, specd_error *err) {
+/* Records the history handed in, which is authoritative: what was recorded and the history share
+ * a prefix (checked over its last max_tree_depth tokens, all that proposals read, and in full when
+ * those differ); the rest is replaced. Copying only: the trie catches up in index(), inside
+ * propose, so the session's measure of the policy's time covers the indexing too. */
+static specd_status record(suffix_state *s, const int32_t *history, int64_t n, specd_error *err) {
     int64_t p = s->n_hist < n ? s->n_hist : n;
     int64_t w = p < s->o.max_tree_depth ? p : s->o.max_tree_depth;
     if (w > 0 && memcmp(s->hist + p - w, history + p - w, (size_t)w * sizeof *history) != 0) {
@@ -156,16 +161,20 @@ static specd_status sync(suffix_state *s, const int32_t *history, int64_t n, spe
     }
     SPECD_TRY(truncate_to(s, p, err));
     SPECD_TRY(hist_reserve(s, n, err));
-    for (; s->n_hist < n; s->n_hist++) {
-        SPECD_TRY(specd_suffix_tree_append(s->local, history[s->n_hist], err));
-        s->hist[s->n_hist] = history[s->n_hist];
-    }
+    if (n > p) memcpy(s->hist + p, history + p, (size_t)(n - p) * sizeof *history);
+    s->n_hist = n;
+    return SPECD_OK;
+}
+
+static specd_status index_all(suffix_state *s, specd_error *err) {
+    for (; s->n_indexed < s->n_hist; s->n_indexed++)
+        SPECD_TRY(specd_suffix_tree_append(s->local, s->hist[s->n_indexed], err));
     return SPECD_OK;
 }
 
 static void suffix_advance(void *state, const int32_t *history, int64_t n_history) {
-    /* a failure leaves the trie at a prefix of the history: the next propose retries and says */
-    (void)sync(state, history, n_history, NULL);
+    /* a failure leaves a prefix recorded: the next propose records again and says */
+    (void)record(state, history, n_history, NULL);
 }
 
 static void suffix_rollback(void *state, int64_t n_history) {
@@ -176,7 +185,8 @@ static void suffix_rollback(void *state, int64_t n_history) {
 static specd_status speculate(suffix_state *s, const int32_t *history, int64_t n,
                               int32_t max_nodes, int32_t max_depth, int use_tree,
                               specd_suffix_draft *best, specd_error *err) {
-    SPECD_TRY(sync(s, history, n, err));
+    SPECD_TRY(record(s, history, n, err));
+    SPECD_TRY(index_all(s, err));
     const specd_suffix_spec_params p = {.max_nodes = max_nodes,
                                         .max_depth = max_depth,
                                         .spec_factor = s->o.max_spec_factor,

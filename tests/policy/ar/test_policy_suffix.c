@@ -148,6 +148,7 @@ static void test_changed_history_is_followed(void **s) {
     for (size_t c = 0; c < sizeof cuts / sizeof cuts[0]; c++) {
         void *moved = make("", NULL);
         ops->advance(moved, h1, 64);
+        tree(moved, h1, 64, p1, t1); /* indexed */
         /* a rollback to cuts[c], then the other history's tokens */
         ops->rollback(moved, cuts[c]);
         int32_t n_m = tree(moved, h2, 50, p1, t1);

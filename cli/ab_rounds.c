@@ -25,9 +25,36 @@ static int median_run(const cli_result *runs, int n) {
     return m;
 }
 
-int ab_run_rounds(const cli_engine *e, const cli_options *o, ab_side *sides, int n_sides,
-                  int rounds) {
-    if (n_sides < 1 || rounds < 1 || rounds > 1000) {
+int ab_rounds_open(ab_rounds *r, const cli_engine *e, const cli_options *o, int rounds) {
+    memset(r, 0, sizeof *r);
+    if (rounds < 1 || rounds > 1000) {
+        fprintf(stderr, "specd: %d rounds: expected 1 to 1000\n", rounds);
+        return 1;
+    }
+    r->specs = calloc((size_t)rounds, sizeof *r->specs);
+    if (!r->specs) {
+        fprintf(stderr, "specd: out of memory\n");
+        return 1;
+    }
+    r->n = rounds;
+    for (int i = 1; i < rounds; i++)
+        if (cli_spec_create(e, o, &r->specs[i])) {
+            ab_rounds_close(r);
+            return 1;
+        }
+    return 0;
+}
+
+void ab_rounds_close(ab_rounds *r) {
+    for (int i = 1; i < r->n; i++) specd_spec_destroy(r->specs[i]);
+    free(r->specs);
+    memset(r, 0, sizeof *r);
+}
+
+int ab_run_rounds(const ab_rounds *rr, const cli_engine *e, const cli_options *o, ab_side *sides,
+                  int n_sides) {
+    int rounds = rr->n;
+    if (n_sides < 1 || rounds < 1) {
         fprintf(stderr, "specd: %d sides over %d rounds: nothing to run\n", n_sides, rounds);
         return 1;
     }
@@ -37,12 +64,15 @@ int ab_run_rounds(const cli_engine *e, const cli_options *o, ab_side *sides, int
         return 1;
     }
     int rc = 0;
-    for (int r = 0; r < rounds && !rc; r++)
+    for (int r = 0; r < rounds && !rc; r++) {
+        cli_engine round = *e; /* the same model and context, the round's own spec */
+        if (r) round.spec = rr->specs[r];
         for (int j = 0; j < n_sides && !rc; j++) {
             int s = (j + r) % n_sides; /* each round starts one side later */
-            rc = cli_run(e, o, sides[s].policy, sides[s].policy_opts, sides[s].ids,
+            rc = cli_run(&round, o, sides[s].policy, sides[s].policy_opts, sides[s].ids,
                          sides[s].n_ids, 0, &runs[(size_t)s * (size_t)rounds + (size_t)r]);
         }
+    }
     for (int s = 0; s < n_sides; s++) {
         cli_result *mine = &runs[(size_t)s * (size_t)rounds];
         int keep = rc ? -1 : median_run(mine, rounds);

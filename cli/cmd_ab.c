@@ -349,7 +349,8 @@ int specd_cmd_ab(int argc, char **argv) {
     }
     ab_row *rows = calloc((size_t)n, sizeof *rows);
     ab_row all = {0};
-    int rc = rows ? 0 : 1, diverged = 0;
+    ab_rounds rounds = {0};
+    int rc = rows ? ab_rounds_open(&rounds, &e, &o, repeat) : 1, diverged = 0;
     char device[32];
     fprintf(stderr, "specd ab: policy %s, %d prompts, %d tokens each, %d round%s, T=%g, rule %s, "
                     "device %s\n",
@@ -368,7 +369,7 @@ int specd_cmd_ab(int argc, char **argv) {
         ab_side sides[2] = {{.policy = "none", .ids = ids, .n_ids = n_ids},
                             {.policy = o.policy, .policy_opts = o.policy_opts, .ids = ids,
                              .n_ids = n_ids}};
-        rc = ab_run_rounds(&e, &o, sides, 2, repeat);
+        rc = ab_run_rounds(&rounds, &e, &o, sides, 2);
         if (!rc) {
             plain = sides[0].result;
             spec = sides[1].result;
@@ -488,6 +489,7 @@ int specd_cmd_ab(int argc, char **argv) {
     free(prompts);
     free(rows);
     ab_tasks_free(&tasks);
+    ab_rounds_close(&rounds);
     cli_engine_close(&e);
     if (rc) return 1;
     return diverged ? 1 : 0;

@@ -107,7 +107,8 @@ static int same(const cli_result *a, const cli_result *b) {
 }
 
 /* Runs one question's turns for every side and adds them up. */
-static int run_question(const cli_engine *e, const cli_options *o, sb_results *res, int qi) {
+static int run_question(const cli_engine *e, const cli_options *o, const ab_rounds *rounds,
+                        sb_results *res, int qi) {
     const specbench_question *q = &res->set->items[qi];
     int n_sides = 1 + res->n_policies, rc = 0;
     char *answers[1 + MAX_POLICIES][SPECBENCH_MAX_TURNS] = {{0}};
@@ -120,7 +121,7 @@ static int run_question(const cli_engine *e, const cli_options *o, sb_results *r
             rc = encode_turns(e, q, t, answers[s], &ids[s], &sides[s].n_ids);
             sides[s].ids = ids[s];
         }
-        if (!rc) rc = ab_run_rounds(e, o, sides, n_sides, res->repeat);
+        if (!rc) rc = ab_run_rounds(rounds, e, o, sides, n_sides);
         for (int s = 0; s < n_sides && !rc; s++) {
             int identical = same(&sides[0].result, &sides[s].result) && sides[s].stable &&
                             sides[0].stable;
@@ -154,12 +155,15 @@ static int run_all(const cli_options *o, sb_results *res) {
     cli_engine e;
     int rc = cli_engine_open(&e, o);
     if (rc) return rc;
+    ab_rounds rounds = {0};
+    rc = ab_rounds_open(&rounds, &e, o, res->repeat);
     for (int qi = 0; qi < res->set->n && !rc; qi++) {
         const specbench_question *q = &res->set->items[qi];
         fprintf(stderr, "[%d/%d] question %lld (%s, %d turn%s)\n", qi + 1, res->set->n, q->id,
                 q->category, q->n_turns, q->n_turns == 1 ? "" : "s");
-        rc = run_question(&e, o, res, qi);
+        rc = run_question(&e, o, &rounds, res, qi);
     }
+    ab_rounds_close(&rounds);
     cli_engine_close(&e);
     return rc;
 }

@@ -83,16 +83,6 @@ static const char *rule_name(const cli_options *o) {
                                                                                       : "coupled";
 }
 
-static const char STYLE[] =
-    "body{font-family:system-ui,sans-serif;max-width:72rem;margin:1.5rem auto;padding:0 1rem;"
-    "color:#1b1f24}h1{font-size:1.5rem}h2{font-size:1.2rem;margin-top:2rem}"
-    "table{border-collapse:collapse;font-size:.9rem}td,th{border:1px solid #d0d7de;padding:.25rem"
-    " .5rem;text-align:right}th{background:#f6f8fa}td.l,th.l{text-align:left}"
-    ".ok{color:#116329;font-weight:600}.bad{color:#a40e26;font-weight:600}"
-    ".lossy{color:#9a6700;font-weight:600}figure{display:inline-block;margin:0 1rem 1rem 0;"
-    "vertical-align:top}figcaption{font-size:.85rem;color:#57606a}"
-    "pre{white-space:pre-wrap;background:#f6f8fa;padding:.5rem;border-radius:4px}"
-    "mark.plain{background:#dafbe1}mark.spec{background:#ffebe9}";
 
 static void write_setup(FILE *f, const ab_setup *s) {
     const cli_options *o = s->options;
@@ -287,7 +277,7 @@ int ab_report_write(const char *path, const ab_setup *setup, const ab_row *rows,
           f);
     html_text(f, setup->options->policy, strlen(setup->options->policy));
     fprintf(f, "</title>\n<style>%s</style>\n</head>\n<body>\n<h1>specd A/B report: policy ",
-            STYLE);
+            html_page_style);
     html_text(f, setup->options->policy, strlen(setup->options->policy));
     fputs(" against plain decoding</h1>\n", f);
     write_setup(f, setup);

@@ -263,8 +263,29 @@ const char *cli_policy_options(const cli_options *o, const char *policy, const c
     return out;
 }
 
+int cli_spec_create(const cli_engine *e, const cli_options *o, specd_spec **out) {
+    specd_error err;
+    specd_spec_params sp = specd_spec_default_params();
+    sp.n_vocab = specd_model_get_info(e->model)->n_vocab;
+    sp.max_draft = o->max_draft;
+    sp.max_seqs = 1;
+    sp.target = e->model;
+    sp.n_embd = specd_model_get_info(e->model)->n_embd; /* policies that read hidden states */
+    sp.verifier_endpoint = o->verifier;
+    sp.verifier_timeout_ms = o->verifier_timeout_ms;
+    sp.verifier_tokenizer_hash = e->tokenizer_hash;
+    sp.device = e->device; /* the contexts the policies make go there too */
+    sp.device_index = e->device_index;
+    if (specd_spec_create(&sp, out, &err) != SPECD_OK) {
+        fprintf(stderr, "specd: %s\n", err.message);
+        return 1;
+    }
+    return 0;
+}
+
 int cli_engine_open(cli_engine *e, const cli_options *o) {
     memset(e, 0, sizeof *e);
+    int sp_rc;
     int32_t device = o->device, index = o->device_index;
     if (device == -1 && cli_parse_device("specd", NULL, &device, &index)) return 2;
     char buf[4096];
@@ -298,8 +319,8 @@ int cli_engine_open(cli_engine *e, const cli_options *o) {
     cp.n_ctx = o->n_ctx;
     e->n_ctx = cp.n_ctx;
     cp.n_batch = 256;
-    cp.device = device;
-    cp.device_index = index;
+    cp.device = e->device = device;
+    cp.device_index = e->device_index = index;
     if (specd_context_create(e->model, &cp, &e->ctx, &err) != SPECD_OK) {
         char label[32];
         fprintf(stderr, "specd: cannot run on %s: %s\n",
@@ -307,21 +328,10 @@ int cli_engine_open(cli_engine *e, const cli_options *o) {
         cli_engine_close(e);
         return 1;
     }
-    specd_spec_params sp = specd_spec_default_params();
-    sp.n_vocab = specd_model_get_info(e->model)->n_vocab;
-    sp.max_draft = o->max_draft;
-    sp.max_seqs = 1;
-    sp.target = e->model;
-    sp.n_embd = specd_model_get_info(e->model)->n_embd; /* policies that read hidden states */
-    sp.verifier_endpoint = o->verifier;
-    sp.verifier_timeout_ms = o->verifier_timeout_ms;
-    sp.verifier_tokenizer_hash = e->tokenizer_hash;
-    sp.device = e->device = device; /* the contexts the policies make go there too */
-    sp.device_index = e->device_index = index;
-    if (specd_spec_create(&sp, &e->spec, &err) != SPECD_OK) {
-        fprintf(stderr, "specd: %s\n", err.message);
+    sp_rc = cli_spec_create(e, o, &e->spec);
+    if (sp_rc) {
         cli_engine_close(e);
-        return 1;
+        return sp_rc;
     }
     return 0;
 }

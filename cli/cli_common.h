@@ -82,6 +82,10 @@ typedef struct cli_engine {
  * unparsable SPECD_DEVICE, -t past the cores), 1 otherwise (a device the library cannot run,
  * a model that cannot be read). */
 int cli_engine_open(cli_engine *e, const cli_options *o);
+/* Another spec over e's model and device, as cli_engine_open makes e->spec (caller owns: release
+ * with specd_spec_destroy): its policies' shared state (caches, tables, draft models) and the
+ * guard's priors start empty. Prints an error and returns non-zero on failure. */
+int cli_spec_create(const cli_engine *e, const cli_options *o, specd_spec **out);
 void cli_engine_close(cli_engine *e);
 
 /* Encodes text (wrapped in the chat template when chat) into a new array (free with free()). */

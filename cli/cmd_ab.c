@@ -6,6 +6,7 @@
  * decoding and, with --tasks, the pass rate on rule-checked items; it matters for lossy outcomes
  * and is computed for all (for lossless ones it must equal plain's). */
 #include "cli/ab_calibrate.h"
+#include "cli/ab_rounds.h"
 #include "cli/ab_quality_report.h"
 #include "cli/ab_report.h"
 #include "cli/cli_run.h"
@@ -24,6 +25,9 @@ static void usage(FILE *out) {
                  "  --tasks FILE         rule-checked task items, JSONL (bench/tasks/tasks.jsonl): run\n"
                  "                       their prompts and report each side's pass rate\n"
                  "  --no-quality         skip scoring the outputs under the base model (NLL)\n"
+                 "  --repeat R           run plain and speculative decoding R times per prompt,\n"
+                 "                       alternating which goes first, and report each side's\n"
+                 "                       median run (default 1)\n"
                  "  --calibrate R        no A/B: run each task item R times through plain decoding\n"
                  "                       (seeds S..S+R-1) and report its pass rate\n"
                  "  --keep-rate P        with --calibrate: keep items passing >= P (default 0.3)\n"
@@ -131,7 +135,7 @@ static void json_row(FILE *f, const ab_row *r, int lossless, int agreement, int 
 }
 
 static int write_json(const char *path, const cli_options *o, const ab_row *rows, int n,
-                      const ab_row *all, int lossless, int tasks) {
+                      const ab_row *all, int lossless, int tasks, int repeat) {
     int agreement = o->sampling.temperature == 0.0f;
     FILE *f = fopen(path, "w");
     if (!f) {
@@ -142,7 +146,8 @@ static int write_json(const char *path, const cli_options *o, const ab_row *rows
     json_string(f, o->policy, strlen(o->policy));
     fprintf(f, ", \"temperature\": ");
     json_number(f, o->sampling.temperature);
-    fprintf(f, ", \"seed\": %llu, \"n\": %d", (unsigned long long)o->seed, o->n_predict);
+    fprintf(f, ", \"seed\": %llu, \"n\": %d, \"repeat\": %d", (unsigned long long)o->seed,
+            o->n_predict, repeat);
     ab_quality_json_definitions(f);
     fputs(", \"prompts\": [\n", f);
     for (int i = 0; i < n; i++) {
@@ -238,7 +243,7 @@ int specd_cmd_ab(int argc, char **argv) {
     o.policy = NULL;
     const char *prompts_path = NULL, *json_path = NULL, *metrics_path = NULL, *report_path = NULL;
     const char *tasks_path = NULL;
-    int score = 1;
+    int score = 1, repeat = 1;
     ab_calibration cal = {.keep_rate = 0.3};
     int keep_rate_set = 0;
     for (int i = 1; i < argc; i++) {
@@ -248,6 +253,16 @@ int specd_cmd_ab(int argc, char **argv) {
         if (!strcmp(argv[i], "--prompts") && i + 1 < argc) prompts_path = argv[++i];
         else if (!strcmp(argv[i], "--tasks") && i + 1 < argc) tasks_path = argv[++i];
         else if (!strcmp(argv[i], "--no-quality")) score = 0;
+        else if (!strcmp(argv[i], "--repeat") && i + 1 < argc) {
+            char *end;
+            long r = strtol(argv[++i], &end, 10);
+            if (*end || r < 1 || r > 1000) {
+                fprintf(stderr, "specd ab: --repeat expects a round count in [1, 1000], got "
+                                "'%s'\n", argv[i]);
+                return 2;
+            }
+            repeat = (int)r;
+        }
         else if (!strcmp(argv[i], "--select-out") && i + 1 < argc) cal.select_out = argv[++i];
         else if (!strcmp(argv[i], "--calibrate") && i + 1 < argc) {
             char *end;
@@ -334,10 +349,12 @@ int specd_cmd_ab(int argc, char **argv) {
     }
     ab_row *rows = calloc((size_t)n, sizeof *rows);
     ab_row all = {0};
-    int rc = rows ? 0 : 1, diverged = 0;
+    ab_rounds rounds = {0};
+    int rc = rows ? ab_rounds_open(&rounds, &e, &o, repeat) : 1, diverged = 0;
     char device[32];
-    fprintf(stderr, "specd ab: policy %s, %d prompts, %d tokens each, T=%g, rule %s, device %s\n",
-            o.policy, n, o.n_predict, o.sampling.temperature,
+    fprintf(stderr, "specd ab: policy %s, %d prompts, %d tokens each, %d round%s, T=%g, rule %s, "
+                    "device %s\n",
+            o.policy, n, o.n_predict, repeat, repeat == 1 ? "" : "s", o.sampling.temperature,
             o.rule == SPECD_ACCEPT_GREEDY ? "greedy" : o.rule == SPECD_ACCEPT_REJECTION ? "rs"
                                                                                        : "coupled",
             cli_device_label(e.device, e.device_index, device, sizeof device));
@@ -349,10 +366,21 @@ int specd_cmd_ab(int argc, char **argv) {
         fprintf(stderr, "[%d/%d] ", i + 1, n);
         rc = cli_encode_prompt(&e, prompts[i], o.chat, &ids, &n_ids);
         if (rc) break;
-        rc = cli_run(&e, &o, "none", NULL, ids, n_ids, 0, &plain);
-        if (!rc) rc = cli_run(&e, &o, o.policy, o.policy_opts, ids, n_ids, 0, &spec);
+        ab_side sides[2] = {{.policy = "none", .ids = ids, .n_ids = n_ids},
+                            {.policy = o.policy, .policy_opts = o.policy_opts, .ids = ids,
+                             .n_ids = n_ids}};
+        rc = ab_run_rounds(&rounds, &e, &o, sides, 2);
         if (!rc) {
+            plain = sides[0].result;
+            spec = sides[1].result;
             fill_row(&rows[i], &plain, &spec);
+            if (!sides[0].stable || !sides[1].stable) {
+                /* a fixed seed gives one output: a change between rounds is a defect */
+                fprintf(stderr, "specd ab: prompt %d: the %s output changed between rounds\n",
+                        i + 1, sides[0].stable ? "speculative" : "plain");
+                rows[i].identical = 0;
+                diverged = 1;
+            }
             /* after both timed runs: the speed figures above are already taken */
             rc = ab_quality_row(&e, ids, n_ids, plain.tokens, plain.n_tokens, spec.tokens,
                                 spec.n_tokens, score, tasks_path ? &tasks.items[i] : NULL,
@@ -440,7 +468,8 @@ int specd_cmd_ab(int argc, char **argv) {
                    "token%s\n", n_identical, n, all.seq.lossy ? " (relaxed tau: LOSSY)" : "");
         ab_quality_print(stdout, rows, n, &all, o.sampling.temperature == 0.0f, tasks_path != NULL,
                          o.policy);
-        if (json_path) rc |= write_json(json_path, &o, rows, n, &all, lossless, tasks_path != NULL);
+        if (json_path) rc |= write_json(json_path, &o, rows, n, &all, lossless, tasks_path != NULL,
+                                          repeat);
         if (metrics_path) rc |= write_metrics(metrics_path, &o, &all.seq);
         if (report_path) {
             char model_buf[4096];
@@ -460,6 +489,7 @@ int specd_cmd_ab(int argc, char **argv) {
     free(prompts);
     free(rows);
     ab_tasks_free(&tasks);
+    ab_rounds_close(&rounds);
     cli_engine_close(&e);
     if (rc) return 1;
     return diverged ? 1 : 0;

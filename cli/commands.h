@@ -9,5 +9,6 @@ int specd_cmd_ab(int argc, char **argv);
 int specd_cmd_inspect(int argc, char **argv);
 int specd_cmd_serve(int argc, char **argv);
 int specd_cmd_policies(int argc, char **argv);
+int specd_cmd_bench(int argc, char **argv);
 
 #endif

@@ -13,4 +13,7 @@ void html_row_text(FILE *f, const char *name, const char *value);
 /* The same with a number shown with decimals digits after the point (< 0: printf's %g). */
 void html_row_number(FILE *f, const char *name, double value, int decimals);
 
+/* The pages' shared CSS, for a <style> element. */
+extern const char html_page_style[];
+
 #endif

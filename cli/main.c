@@ -15,6 +15,7 @@ static const command commands[] = {
     {"inspect", specd_cmd_inspect, "show a GGUF model's metadata, tokenizer and tensors"},
     {"generate", specd_cmd_generate, "generate text, plainly or with a speculative policy"},
     {"ab", specd_cmd_ab, "A/B: plain vs speculative on a prompt set, proving identical output"},
+    {"bench", specd_cmd_bench, "benchmarks users compare on: spec-bench (Spec-Bench's groups)"},
     {"serve", specd_cmd_serve, "an OpenAI-compatible HTTP server on the batch loop"},
     {"policies", specd_cmd_policies, "each policy's --policy-opts keys (--markdown: for docs)"},
 };

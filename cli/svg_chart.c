@@ -9,8 +9,9 @@ enum { BAR_PITCH = 44, BAR_WIDTH = 30, LEFT = 16, TOP = 24, PLOT_HEIGHT = 160, B
 
 static int drawable(double x) { return isfinite(x) && x >= 0; }
 
-void svg_bar_chart(FILE *f, const char *title, const char *label_prefix, const double *v, int n,
-                   double reference, int decimals, const char *suffix) {
+static void bar_chart(FILE *f, const char *title, const char *label_prefix,
+                      const char *const *labels, const double *v, int n, double reference,
+                      int decimals, const char *suffix) {
     double top = reference > 0 ? reference : 0;
     for (int i = 0; i < n; i++)
         if (drawable(v[i]) && v[i] > top) top = v[i];
@@ -40,8 +41,13 @@ void svg_bar_chart(FILE *f, const char *title, const char *label_prefix, const d
             fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">-</text>\n", cx, base - 4);
         }
         fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">", cx, base + 16);
-        html_text(f, label_prefix, strlen(label_prefix));
-        fprintf(f, "%d</text>\n", i + 1);
+        if (labels) {
+            html_text(f, labels[i], strlen(labels[i]));
+            fputs("</text>\n", f);
+        } else {
+            html_text(f, label_prefix, strlen(label_prefix));
+            fprintf(f, "%d</text>\n", i + 1);
+        }
     }
     if (reference >= 0) {
         double y = base - reference / top * PLOT_HEIGHT;
@@ -52,4 +58,14 @@ void svg_bar_chart(FILE *f, const char *title, const char *label_prefix, const d
     fputs("</svg>\n<figcaption>", f);
     html_text(f, title, strlen(title));
     fputs("</figcaption>\n</figure>\n", f);
+}
+
+void svg_bar_chart(FILE *f, const char *title, const char *label_prefix, const double *v, int n,
+                   double reference, int decimals, const char *suffix) {
+    bar_chart(f, title, label_prefix, NULL, v, n, reference, decimals, suffix);
+}
+
+void svg_bar_chart_named(FILE *f, const char *title, const char *const *labels, const double *v,
+                         int n, double reference, int decimals, const char *suffix) {
+    bar_chart(f, title, "", labels, v, n, reference, decimals, suffix);
 }

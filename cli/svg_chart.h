@@ -10,4 +10,8 @@
 void svg_bar_chart(FILE *f, const char *title, const char *label_prefix, const double *v, int n,
                    double reference, int decimals, const char *suffix);
 
+/* The same with bar i labelled labels[i] (short: a bar is 44 units wide). */
+void svg_bar_chart_named(FILE *f, const char *title, const char *const *labels, const double *v,
+                         int n, double reference, int decimals, const char *suffix);
+
 #endif

@@ -51,6 +51,9 @@ typedef struct served {
     char name[65];
     const specd_policy_ops *ops;
     char options[512];
+    /* the policy's shared state (ABI 2 shared_create), one per served name for the process: every
+     * host's sequences share it (suffix's global cache, a draft model's weights), or NULL */
+    void *shared;
 } served;
 
 typedef struct drafter {
@@ -102,6 +105,7 @@ static specd_status make_policy(const drafter *d, const SpecdWire__OpenSeq *m, p
         m->has_max_draft && m->max_draft ? (int32_t)m->max_draft : DEFAULT_MAX_DRAFT;
     specd_policy_env env = {.n_vocab = d->vocab,
                             .max_draft = max_draft,
+                            .shared = sv->shared,
                             .seed = m->seed,
                             .seq_key = (uint32_t)m->seq_id,
                             .device_set = 1,
@@ -344,13 +348,28 @@ static specd_status add_served(drafter *d, const char *item, specd_error *err) {
                             .device_set = 1, .device = d->device,
                             .device_index = d->device_index};
     env.sampling = specd_sampling_default_params();
+    const char *opts = sv->options[0] ? sv->options : NULL;
     void *state = NULL;
     specd_error e;
-    if (sv->ops->create(&env, sv->options[0] ? sv->options : NULL, &state, &e) != SPECD_OK)
+    sv->shared = NULL;
+    specd_status st = SPECD_OK;
+    if (sv->ops->shared_create) st = sv->ops->shared_create(&env, opts, &sv->shared, &e);
+    env.shared = sv->shared;
+    if (st == SPECD_OK) st = sv->ops->create(&env, opts, &state, &e);
+    if (st != SPECD_OK) {
+        if (sv->shared) sv->ops->shared_destroy(sv->shared);
+        sv->shared = NULL;
         return specd_fail(err, SPECD_E_INVALID_ARG, "--policy %s: %s", item, e.message);
+    }
     sv->ops->destroy(state);
     d->n_policies++;
     return SPECD_OK;
+}
+
+/* After the sequences that borrow them. */
+static void served_release(drafter *d) {
+    for (size_t i = 0; i < d->n_policies; i++)
+        if (d->policies[i].shared) d->policies[i].ops->shared_destroy(d->policies[i].shared);
 }
 
 specd_status specd_drafter_handlers_create(const specd_ipc_service_params *p,
@@ -376,6 +395,7 @@ specd_status specd_drafter_handlers_create(const specd_ipc_service_params *p,
         st = add_served(d, c->policies[i], err);
     if (st == SPECD_OK && d->n_policies == 0) st = add_served(d, "ngram=ngram", err);
     if (st != SPECD_OK) {
+        served_release(d);
         specd_free(d);
         return st;
     }
@@ -390,6 +410,7 @@ specd_status specd_drafter_handlers_create(const specd_ipc_service_params *p,
                   d->q_device);
     st = specd_seq_store_create(4096, (size_t)1 << 20, &d->seqs, err);
     if (st != SPECD_OK) {
+        served_release(d);
         specd_free(d);
         return st;
     }
@@ -411,6 +432,7 @@ void specd_drafter_handlers_destroy(specd_ipc_handlers *h) {
     if (!h || !h->user) return;
     drafter *d = h->user;
     specd_seq_store_destroy(d->seqs);
+    served_release(d);
     for (size_t i = 0; i < d->n_qs; i++) specd_ipc_buffer_destroy(d->qs[i].buf);
     specd_free(d->qs);
     specd_free(d->q_stage);

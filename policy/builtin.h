@@ -7,6 +7,7 @@
 
 extern const specd_policy_ops specd_policy_none;
 extern const specd_policy_ops specd_policy_ngram;
+extern const specd_policy_ops specd_policy_suffix;
 extern const specd_policy_ops specd_policy_draft;
 extern const specd_policy_ops specd_policy_layerskip;
 extern const specd_policy_ops specd_policy_remote;
@@ -21,6 +22,7 @@ extern const specd_policy_ops specd_policy_recycle;
 /* Their option tables. */
 extern const specd_option_table specd_none_options;
 extern const specd_option_table specd_ngram_options;
+extern const specd_option_table specd_suffix_options;
 extern const specd_option_table specd_draft_options;
 extern const specd_option_table specd_layerskip_options;
 extern const specd_option_table specd_remote_options;

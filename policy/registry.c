@@ -5,6 +5,7 @@
 static const specd_policy_ops *const builtin[] = {
     &specd_policy_none,
     &specd_policy_ngram,
+    &specd_policy_suffix,
     &specd_policy_draft,
     &specd_policy_layerskip,
     &specd_policy_remote,
@@ -19,7 +20,7 @@ static const specd_policy_ops *const builtin[] = {
 
 /* builtin[i]'s option table */
 static const specd_option_table *const tables[] = {
-    &specd_none_options,  &specd_ngram_options, &specd_draft_options, &specd_layerskip_options,
+    &specd_none_options,  &specd_ngram_options, &specd_suffix_options, &specd_draft_options, &specd_layerskip_options,
     &specd_remote_options, &specd_isd_options,  &specd_risd_options,   &specd_mrp_options,
     &specd_wedlm_options, &specd_sdar_options,  &specd_simsd_options,  &specd_recycle_options,
 };

@@ -26,7 +26,7 @@ grep -q 'spec|direct|remask' <("$specd" generate --policy mrp --policy-opts help
 
 # the list names every policy on a line of its own, with its keys
 "$specd" generate --policy help > "$out"
-for policy in none ngram draft layerskip remote isd risd mrp wedlm sdar simsd; do
+for policy in none ngram suffix recycle draft layerskip remote isd risd mrp wedlm sdar simsd; do
     grep -q "^$policy " "$out" || { echo "--policy help: no $policy"; cat "$out"; exit 1; }
 done
 grep -q '^ngram  *options: n, n_min, k$' "$out"

@@ -2,8 +2,6 @@
 
 #include <math.h>
 #include <stddef.h>
-#include <stdio.h>
-#include <stdlib.h>
 
 enum {
     REFRESH_EVERY = 48,   /* policy steps between plain steps that keep c0 fresh */
@@ -255,13 +253,6 @@ void specd_adaptive_observe(specd_adaptive *g, int32_t n_drafted, int32_t n_acce
     if (!g->enabled) return;
     specd_adaptive_model *m = &g->m;
     double ns = (double)step_ns;
-    FILE *tf = getenv("GUARD_TRACE") ? fopen(getenv("GUARD_TRACE"), "a") : NULL;
-    if (tf) fprintf(tf, "G %lld k=%d d=%d a=%d e=%d ms=%.1f gap=%lld c0=%.1f self=%.1f tok=%.2f w=%.2f probing=%d sp=%d catch=%.2f/%.3f gain=%.3f X=%.2f\n",
-                (long long)g->n_steps, g->step_k, n_drafted, n_accepted, n_emitted, ns / 1e6,
-                (long long)g->gap, m->ns_plain / 1e6, m->ns_self / 1e6, m->tok_self, m->w_self,
-                g->probing, g->since_probe, m->catch_up.a / 1e6, m->catch_up.b / 1e6, gain(g),
-                m->ns_plain > 0 ? probe_cost(g, g->gap) : 0.0);
-    if (tf) fclose(tf);
     int ran = g->step_k > 0; /* the policy ran: it has caught up on the text */
     int64_t gap = g->gap;
     g->gap = ran ? 0 : gap + (n_emitted > 0 ? n_emitted : 0);

@@ -161,6 +161,7 @@ static void end_probe(specd_adaptive *g) {
     specd_adaptive_model *m = &g->m;
     g->probing = 0;
     g->probe_left = 0;
+    g->probed = 1;
     if (g->first_gap <= 0) return;
     double steady;
     if (g->self_spec) {
@@ -194,6 +195,10 @@ static int32_t pays(specd_adaptive *g, int32_t k, double ratio) {
 static int32_t decide(specd_adaptive *g) {
     const specd_adaptive_model *m = &g->m;
     if (m->w_plain <= 0 || g->since_plain >= REFRESH_EVERY) return 0;
+    /* backed off, only a probe's evidence turns drafting on again: between probes the policy's
+     * figures are old and c0 drifts with the machine's load, which would say yes by chance */
+    if (g->judged && !g->drafting && !g->probing && !g->probed) return back_off(g);
+    g->probed = 0;
     double threshold = g->drafting ? STAY : ENTER;
     if (g->self_spec) {
         if (g->probe_left > 0) return g->max_draft;

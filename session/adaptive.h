@@ -61,6 +61,7 @@ typedef struct specd_adaptive {
     int32_t since_probe;  /* plain steps since the last probe (or the back-off) */
     int32_t probe_left;   /* policy steps of the probe still to run */
     int probing;          /* the steps in flight are a probe */
+    int probed;           /* a probe has just ended: the next step is judged on its evidence */
     int32_t probe_from;   /* since_probe when it started (a probe without proposals gives it back) */
     int probe_fresh;      /* ... and fresh */
     int fresh;            /* no probe has seen this sequence's text yet (seeded by a prior) */

@@ -227,6 +227,16 @@ static void test_poor_acceptance_backs_off(void **state) {
     assert_true(g.n_backoffs >= 1);
     /* the first probe's two steps, then one probe of 0.2 plain steps per 10 plain steps */
     assert_true(drafted <= 2 + 40 / 10);
+    /* right after a probe, the machine's load rises (plain steps cost 20x): with the proposals'
+     * old cost they now look cheap, but only the next probe's evidence turns drafting on */
+    while (!(g.since_probe == 0 && g.m.prop_steady && !g.probing)) step(&g, &s);
+    int32_t k = 0;
+    for (int i = 0; i < 200 && k == 0; i++) {
+        k = specd_adaptive_budget(&g);
+        if (k == 0) specd_adaptive_observe(&g, 0, 0, 1, 20000000);
+    }
+    assert_true(k > 0);
+    assert_int_equal(g.probing, 1);
 }
 
 static void test_good_drafter_keeps_drafting_with_refresh(void **state) {

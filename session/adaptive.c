@@ -225,7 +225,8 @@ static void observe_policy(specd_adaptive *g, int32_t n_drafted, int32_t n_accep
     /* the text has moved on since the policy last ran: its older evidence weighs less */
     double moved = gap > 0 ? exp(-(double)gap / TEXT_STEPS) : 1.0;
     if (g->self_spec) {
-        m->w_self *= moved;
+        /* (the EMA's floor bounds the weight that counts) */
+        if (gap > 0) m->w_self = cap(m->w_self, 1.0 / EMA_FLOOR) * moved;
         double w = m->w_self;
         if (gap == 0) {
             ema(&m->ns_self, &w, ns);

@@ -5,20 +5,36 @@
  * step, c1 = one proposal's marginal cost: proposing it, its forward row, verifying it) and is
  * expected to emit E(k) = 1 + a + ... + a^k tokens at per-position acceptance a. The guard drafts
  * the k that maximises E(k) / (c0 + c1 k) when that beats plain decoding's 1 / c0 by a margin,
- * else it steps plainly and probes with one proposal now and then (doubling the interval while
- * probes keep saying no). Self-speculative policies lay out their own steps, so their guard is
- * on/off: the policy's measured tokens per second against plain steps.
+ * else it steps plainly and probes with one proposal now and then. Self-speculative policies lay
+ * out their own steps, so their guard is on/off: the policy's measured tokens per second against
+ * plain steps, probed with a few of its steps.
+ *
+ * Catch-up: a policy's first step after plain steps first processes the text since its last step
+ * (a draft model prefills those tokens, a residual head commits the plain steps' hidden rows), so
+ * that step's cost is not a proposal's: it is fitted apart as catch-up = f + u * gap over the gap's
+ * tokens (session/batch_cost.h's fit; f takes a policy's warm-up step, u the per-token part), and
+ * only steps that follow one of the policy's own steps measure c1 or a self-speculative step's
+ * cost. A drafter whose c1 no such step has measured yet probes with two steps.
+ *
+ * Probing after a back-off: a probe's expected excess X (its wide steps beyond plain decoding
+ * when acceptance has not changed, plus the catch-up of the gap) is weighed at every plain step
+ * against what it could win: P(the text changed since the last probe) * G * L, with G what
+ * drafting won when it last paid and L the steps left; and probing may cost about 2% of the
+ * time (X <= 2% of the plain steps since the last probe). A cheap probe (a policy whose catch-up
+ * is nearly free, as ngram's or mrp's) comes every few dozen steps however long the sequence;
+ * one whose catch-up per token costs more than the 2% never comes within a sequence. A probe's
+ * evidence outweighs older evidence by how long ago that was (acceptance follows the text).
  *
  * Start: a plain step first (c0), then a one-proposal probe (c1, and acceptance from a weak
- * prior), so the first judgement comes after two steps. Re-probes wait at least twice as long
- * each time, and long enough that probing costs about 2% of the time (a probe's cost beyond
- * plain decoding is measured). A spec handle passes what one sequence
- * learned (costs, acceptance, probe interval) to the next sequence with the same policy, which
- * starts from it and keeps adapting with its own evidence (older evidence is down-weighted).
- * All decisions are deterministic functions of the observations fed in (tests feed synthetic
- * timings). */
+ * prior), so the first judgement comes after two steps. A spec handle passes what one sequence
+ * learned (costs, acceptance, catch-up, gain) to the next sequence with the same policy, which
+ * starts from it (its text is new: it probes at once if a probe fits the budget over its length)
+ * and keeps adapting with its own evidence (older evidence is down-weighted). All decisions are
+ * deterministic functions of the observations fed in (tests feed synthetic timings). */
 #ifndef SPECD_SESSION_ADAPTIVE_H
 #define SPECD_SESSION_ADAPTIVE_H
+
+#include "session/batch_cost.h"
 
 #include <stdint.h>
 
@@ -27,9 +43,10 @@ typedef struct specd_adaptive_model {
     double ns_plain, w_plain; /* plain step cost c0 */
     double ns_prop, w_prop;   /* chain: marginal cost c1 of one proposal */
     double acc_hit, acc_try;  /* chain: proposals accepted / examined (decayed counts) */
+    int prop_steady;          /* chain: c1 was measured by a step after one of the policy's own */
     double ns_self, tok_self, w_self; /* self-speculative: a policy step's cost and tokens */
-    int32_t probe_every;      /* plain steps between probes while speculation does not pay */
-    double probe_wait;        /* the least spacing the last probe's cost asks for */
+    double gain, w_gain;      /* what drafting won (rate / plain rate - 1) while it paid */
+    specd_batch_cost catch_up; /* a first step's cost beyond a steady one, over the gap's tokens */
 } specd_adaptive_model;
 
 typedef struct specd_adaptive {
@@ -41,11 +58,20 @@ typedef struct specd_adaptive {
     int drafting;      /* the current judgement: speculation pays */
     int judged;        /* a judgement has been made */
     int32_t since_plain;  /* policy steps since the last plain step */
-    int32_t since_probe;  /* plain steps since the last probe */
-    int32_t probe_left;   /* self-speculative probe: policy steps still to run */
+    int32_t since_probe;  /* plain steps since the last probe (or the back-off) */
+    int32_t probe_left;   /* policy steps of the probe still to run */
     int probing;          /* the steps in flight are a probe */
-    int probe_retry;      /* ... after a back-off (its interval doubles) */
-    double probe_excess;  /* its cost beyond plain decoding of its tokens, in plain steps */
+    int probed;           /* a probe has just ended: the next step is judged on its evidence */
+    int32_t probe_from;   /* since_probe when it started (a probe without proposals gives it back) */
+    int probe_fresh;      /* ... and fresh */
+    int fresh;            /* no probe has seen this sequence's text yet (seeded by a prior) */
+    int64_t gap;          /* tokens the policy must catch up on at its next step */
+    int64_t left;         /* tokens still allowed (max_tokens - emitted); < 0: not known */
+    int64_t n_steps;      /* steps observed */
+    /* the probe's first step, whose catch-up is told apart once its steady steps are measured */
+    double first_ns;
+    int64_t first_gap;
+    int32_t first_drafted;
     int64_t n_backoffs;   /* times the guard turned drafting off */
     int64_t n_plain_steps; /* steps the guard ran without proposals */
 } specd_adaptive;
@@ -53,6 +79,9 @@ typedef struct specd_adaptive {
 /* prior may be NULL (nothing learned yet). */
 void specd_adaptive_init(specd_adaptive *g, int enabled, int self_spec, int32_t max_draft,
                          const specd_adaptive_model *prior);
+/* The sequence's text: n_prompt tokens the policy catches up on at its first step (0 if it has
+ * them already), and at most max_tokens to generate (0: not known). Optional, after init. */
+void specd_adaptive_set_text(specd_adaptive *g, int64_t n_prompt, int64_t max_tokens);
 /* Proposals the next step may make; 0 = a plain step. For self-speculative policies any value
  * > 0 means "let the policy lay out its step". Must be followed by one observe. */
 int32_t specd_adaptive_budget(specd_adaptive *g);
@@ -65,5 +94,10 @@ void specd_adaptive_observe(specd_adaptive *g, int32_t n_drafted, int32_t n_acce
 /* The chain mode's expected tokens per second relative to plain decoding at its best k
  * (written to *best_k), from the current model; 0 when it has no estimate yet. */
 double specd_adaptive_best_ratio(const specd_adaptive *g, int32_t *best_k);
+/* While backed off: the plain steps from now until the guard probes if nothing new is observed
+ * (the gap and the steps left move on as plain steps run); -1 if it would not probe within
+ * SPECD_ADAPTIVE_HORIZON steps, 0 when not backed off. */
+#define SPECD_ADAPTIVE_HORIZON 4096
+int32_t specd_adaptive_probe_spacing(const specd_adaptive *g);
 
 #endif

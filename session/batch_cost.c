@@ -45,3 +45,8 @@ double specd_batch_cost_share(const specd_batch_cost *c, int32_t n_seqs, int32_t
     double share = c->a / (double)n_seqs + c->b * (double)rows;
     return model > 0.0 ? forward_ns * share / model : forward_ns / (double)n_seqs;
 }
+
+double specd_batch_cost_predict(const specd_batch_cost *c, double rows) {
+    if (c->fitted) return c->a + c->b * rows;
+    return c->sr > 0.0 ? c->st / c->sr * rows : 0.0;
+}

@@ -30,5 +30,9 @@ void specd_batch_cost_observe(specd_batch_cost *c, int32_t rows, double ns);
  * for a batch whose forward took forward_ns. */
 double specd_batch_cost_share(const specd_batch_cost *c, int32_t n_seqs, int32_t rows,
                               int32_t total_rows, double forward_ns);
+/* The fit's time for `rows` rows: a + b rows; before a and b are separated, the mean time per
+ * row times rows (every row costs the same: the cautious reading); 0 with nothing observed. The
+ * adaptive guard fits a policy's catch-up with it (rows: the tokens caught up on). */
+double specd_batch_cost_predict(const specd_batch_cost *c, double rows);
 
 #endif

@@ -409,6 +409,8 @@ specd_status specd_spec_seq_open(specd_spec *spec, int32_t seq, const int32_t *p
                                        (flags & SPECD_POLICY_HIDDEN_CATCH_UP));
     specd_adaptive_init(&q->guard, guarded, ops->propose == NULL, sp->max_draft,
                         prior_find(spec, q->prior_key));
+    /* the policy's first step catches up on the prompt; the guard weighs probes by steps left */
+    specd_adaptive_set_text(&q->guard, n_prompt, params->max_tokens);
     q->open = 1;
     return SPECD_OK;
 }

@@ -1,7 +1,8 @@
 /* The adaptive guard's decisions (session/adaptive.h) under synthetic step timings: it starts with
  * a plain step and a one-proposal probe, drafts when the cost model says it pays, backs off (and
- * says so) when it does not, re-probes at doubling intervals, governs self-speculative policies
- * on/off, and seeds a new sequence with what an earlier one learned. No clock is read there.
+ * says so) when it does not, probes again at a spacing its cost model sets (a probe's cost,
+ * catch-up included, against what it could win), governs self-speculative policies on/off, and
+ * seeds a new sequence with what an earlier one learned. No clock is read there.
  * Through the session: a policy that reads hidden states (a residual head) and never has a draft
  * accepted is switched off like any other, stops being run, and gets every plain step's hidden
  * row to catch up with (a verdict that needs no clock: one token per step never pays). */
@@ -13,25 +14,58 @@
 #include <string.h>
 
 /* One step: ask for the budget, then report a step of that budget. A chain step with k
- * proposals costs c0 + c1 * k ns and accepts the first `acc` of them. */
+ * proposals costs c0 + c1 * k ns and accepts the first `acc` of them. A policy step first catches
+ * up on the tokens since the policy's last step (the prompt's included) at catch_up ns each; a
+ * warm_up policy (a residual head) drafts nothing in that first step (its drafts come from it)
+ * and costs a plain step plus the catch-up there. */
 typedef struct sim {
-    double c0, c1;  /* plain step cost, marginal cost of one proposal */
-    int32_t acc;    /* proposals accepted per drafting step (chain), tokens per step (self) */
-    double c_self;  /* a self-speculative policy step's cost */
+    double c0, c1;   /* plain step cost, marginal cost of one proposal */
+    int32_t acc;     /* proposals accepted per drafting step (chain), tokens per step (self) */
+    double c_self;   /* a self-speculative policy step's cost */
+    double catch_up; /* per token the policy has not seen */
+    int warm_up;
+    int64_t gap;     /* tokens the policy has not seen */
+    double ns;       /* the time of all steps so far */
+    int64_t tokens;  /* tokens emitted so far */
+    int32_t probes;  /* policy steps after a plain one */
+    int32_t last_k;
 } sim;
 
-static int32_t step(specd_adaptive *g, const sim *s) {
+static int32_t step(specd_adaptive *g, sim *s) {
     int32_t k = specd_adaptive_budget(g);
+    double ns;
+    int32_t emitted;
     if (k == 0) {
-        specd_adaptive_observe(g, 0, 0, 1, (uint64_t)s->c0);
-    } else if (g->self_spec) {
-        specd_adaptive_observe(g, 2, s->acc - 1, s->acc, (uint64_t)s->c_self);
+        ns = s->c0;
+        emitted = 1;
+        specd_adaptive_observe(g, 0, 0, 1, (uint64_t)ns);
     } else {
-        int32_t a = s->acc < k ? s->acc : k;
-        specd_adaptive_observe(g, k, a, a + 1, (uint64_t)(s->c0 + s->c1 * k));
+        double catch_up = s->catch_up * (double)s->gap;
+        s->probes += s->last_k == 0;
+        if (s->warm_up && s->gap > 0) {
+            ns = s->c0 + catch_up;
+            emitted = 1;
+            specd_adaptive_observe(g, 0, 0, 1, (uint64_t)ns);
+        } else if (g->self_spec) {
+            ns = s->c_self + catch_up;
+            emitted = s->acc;
+            specd_adaptive_observe(g, 2, s->acc - 1, s->acc, (uint64_t)ns);
+        } else {
+            int32_t a = s->acc < k ? s->acc : k;
+            ns = s->c0 + s->c1 * k + catch_up;
+            emitted = a + 1;
+            specd_adaptive_observe(g, k, a, emitted, (uint64_t)ns);
+        }
     }
+    s->gap = k > 0 ? 0 : s->gap + emitted;
+    s->ns += ns;
+    s->tokens += emitted;
+    s->last_k = k;
     return k;
 }
+
+/* The time spent beyond plain decoding of the same tokens, as a fraction. */
+static double excess(const sim *s) { return s->ns / (s->c0 * (double)s->tokens) - 1.0; }
 
 static void test_starts_plain_then_probes_one(void **state) {
     (void)state;
@@ -54,8 +88,9 @@ static void test_expensive_drafter_backs_off_at_once(void **state) {
     sim s = {.c0 = 1e6, .c1 = 1e6, .acc = 1};
     assert_int_equal(step(&g, &s), 0);
     assert_int_equal(step(&g, &s), 1);
-    /* judged after the probe: even accepting everything, a step with k proposals costs k + 1
-     * plain steps for at most k + 1 tokens */
+    /* the probe's second step measures c1 after one of the drafter's own steps; then it is
+     * judged: even accepting everything, a step with k proposals costs k + 1 plain steps for at
+     * most k + 1 tokens, so no text could make it pay and it is not probed again */
     int32_t drafted = 0, probes = 0;
     for (int i = 0; i < 64; i++) {
         int32_t k = step(&g, &s);
@@ -64,53 +99,102 @@ static void test_expensive_drafter_backs_off_at_once(void **state) {
     }
     assert_int_equal(g.n_backoffs, 1);
     assert_int_equal(drafted, probes);
-    /* re-probes at doubling intervals (8, 16, 32 plain steps): few in 64 steps */
-    assert_true(probes >= 1 && probes <= 3);
+    assert_int_equal(probes, 1);
+    assert_int_equal(specd_adaptive_probe_spacing(&g), -1);
     assert_true(g.n_plain_steps >= 60);
 }
 
-/* A probe that costs far more than plain decoding of its tokens (a drafter catching up on the
- * text since its last proposal) is repeated rarely: probing costs about 2% of the time. */
-static void test_costly_probes_are_spaced(void **state) {
+/* A probe that costs more waits longer: probing costs about 2% of the time (a probe of x plain
+ * steps' excess waits x / 0.02 plain steps), and a policy that never pays stays near plain speed
+ * over a long sequence, with probes coming all along. */
+static void test_probes_fit_the_budget(void **state) {
     (void)state;
+    /* chain: one rejected proposal costs 0.2 / 0.6 of a plain step */
+    const double c1s[2] = {2e5, 6e5};
+    int32_t spacing[2];
+    for (int i = 0; i < 2; i++) {
+        specd_adaptive g;
+        specd_adaptive_init(&g, 1, 0, 8, NULL);
+        sim s = {.c0 = 1e6, .c1 = c1s[i], .acc = 0};
+        for (int j = 0; j < 4; j++) step(&g, &s); /* plain, the two-step probe, judged */
+        assert_int_equal(g.drafting, 0);
+        spacing[i] = specd_adaptive_probe_spacing(&g) + g.since_probe;
+        assert_true(spacing[i] >= c1s[i] / s.c0 / 0.02 - 1);
+        int32_t last = 0, probes = 0;
+        for (int j = 0; j < 3000; j++) {
+            if (step(&g, &s) > 0) {
+                if (probes++ > 0) assert_true(j - last >= spacing[i]);
+                last = j;
+            }
+        }
+        assert_true(probes >= 3000 / (2 * spacing[i])); /* probes keep coming */
+        assert_true(excess(&s) < 0.03);
+    }
+    assert_true(spacing[1] > spacing[0]);
+    /* self-speculative: a step costs 1.5 plain steps and emits one token */
     specd_adaptive g;
-    specd_adaptive_init(&g, 1, 0, 8, NULL);
-    sim s = {.c0 = 1e6, .c1 = 11e6, .acc = 1}; /* a probe: 12 plain steps' time for 2 tokens */
-    assert_int_equal(step(&g, &s), 0);
-    assert_int_equal(step(&g, &s), 1);
-    int32_t probes = 0;
-    for (int i = 0; i < 400; i++) probes += step(&g, &s) > 0;
-    assert_int_equal(probes, 0);                /* (12 - 2) / 0.02 = 500 plain steps */
-    assert_int_equal(g.m.probe_every, 500);
-    /* cheaper probes: 0.2 plain steps extra -> 10 steps to the next, then the doubling */
-    specd_adaptive_init(&g, 1, 0, 8, NULL);
-    sim cheap = {.c0 = 1e6, .c1 = 2e5, .acc = 0};
-    step(&g, &cheap);
-    step(&g, &cheap);
-    assert_int_equal(g.m.probe_every, 10);
-    for (int i = 0; i < 10; i++) assert_int_equal(step(&g, &cheap), 0);
-    assert_int_equal(step(&g, &cheap), 1);
-    assert_int_equal(g.m.probe_every, 20);
+    specd_adaptive_init(&g, 1, 1, 3, NULL);
+    sim s = {.c0 = 1e6, .c_self = 1.5e6, .acc = 1};
+    for (int j = 0; j < 3000; j++) step(&g, &s);
+    assert_int_equal(g.drafting, 0);
+    assert_true(s.probes >= 10);
+    assert_true(excess(&s) < 0.03);
+}
+
+/* A drafter whose probe first catches up on the tokens since its last proposal (a draft model
+ * prefilling them) is charged that: its probes come further apart than a policy's whose
+ * catch-up is free, the total stays within the budget, and one whose catch-up alone costs more
+ * than the budget per token is not probed again. The prompt's catch-up in the first probe is
+ * the catch-up of many tokens, not an expensive probe: later probes are not kept away by it. */
+static void test_catch_up_spaces_probes(void **state) {
+    (void)state;
+    const double per_token[3] = {0.0, 0.006e6, 0.03e6};
+    int32_t probes[3];
+    for (int i = 0; i < 3; i++) {
+        specd_adaptive g;
+        specd_adaptive_init(&g, 1, 0, 8, NULL);
+        specd_adaptive_set_text(&g, 300, 0);
+        sim s = {.c0 = 1e6, .c1 = 2e5, .acc = 0, .catch_up = per_token[i], .gap = 300};
+        for (int j = 0; j < 2000; j++) step(&g, &s);
+        probes[i] = s.probes;
+        assert_true(excess(&s) < 0.03 + 300 * per_token[i] / s.c0 / 2000);
+    }
+    assert_true(probes[0] > probes[1]);
+    assert_int_equal(probes[2], 1); /* the first probe only */
+    /* a residual head (free catch-up but for its warm-up step) after a 300-token prompt whose
+     * catch-up cost 1.2 plain steps: the next probe comes as soon as its own cost allows */
+    specd_adaptive g;
+    specd_adaptive_init(&g, 1, 1, 3, NULL);
+    specd_adaptive_set_text(&g, 300, 0);
+    sim s = {.c0 = 1e6, .c_self = 1.2e6, .acc = 1, .catch_up = 0.004e6, .warm_up = 1,
+             .gap = 300};
+    int32_t at = -1;
+    for (int j = 0; j < 200 && at < 0; j++) {
+        step(&g, &s);
+        if (j > 4 && s.probes == 2) at = j;
+    }
+    assert_true(at > 0 && at <= 40);
 }
 
 /* An n-gram drafter without a match proposes nothing: that is no probe, so the guard asks again
- * on the next step (free), and the probe interval does not grow. */
+ * on the next step (free), and the spacing is not reset. */
 static void test_probe_without_proposals_retries(void **state) {
     (void)state;
     specd_adaptive g;
     specd_adaptive_init(&g, 1, 0, 8, NULL);
     sim s = {.c0 = 1e6, .c1 = 4e5, .acc = 0};
-    for (int i = 0; i < 3; i++) step(&g, &s); /* plain, probe (rejected), judged off */
+    for (int i = 0; i < 4; i++) step(&g, &s); /* plain, probe (rejected, two steps), judged off */
     assert_int_equal(g.drafting, 0);
-    int32_t pe = g.m.probe_every;
-    for (int i = 0; i < pe - 1; i++) assert_int_equal(step(&g, &s), 0);
+    int32_t pe = specd_adaptive_probe_spacing(&g);
+    assert_true(pe > 0);
+    for (int i = 0; i < pe; i++) assert_int_equal(step(&g, &s), 0);
     for (int i = 0; i < 5; i++) {
         assert_int_equal(specd_adaptive_budget(&g), 1); /* the re-probe... */
         specd_adaptive_observe(&g, 0, 0, 1, 1000000);  /* ...found nothing to propose */
+        assert_int_equal(specd_adaptive_probe_spacing(&g), 0);
     }
-    assert_int_equal(g.m.probe_every, pe);
     assert_int_equal(step(&g, &s), 1); /* proposals at last: this one counts */
-    assert_int_equal(g.m.probe_every, 2 * pe);
+    assert_true(specd_adaptive_probe_spacing(&g) > 0);
 }
 
 /* What earlier sequences learned decides whether a new one probes at once: yes where probing is
@@ -122,6 +206,7 @@ static void test_new_sequence_probes_when_cheap(void **state) {
     sim cheap = {.c0 = 1e6, .c1 = 4e5, .acc = 0};
     for (int i = 0; i < 40; i++) step(&g, &cheap);
     specd_adaptive_init(&next, 1, 0, 8, &g.m);
+    cheap.gap = 0;
     assert_int_equal(step(&next, &cheap), 1);
     specd_adaptive_init(&g, 1, 0, 8, NULL);
     sim costly = {.c0 = 1e6, .c1 = 5e6, .acc = 0};
@@ -140,7 +225,18 @@ static void test_poor_acceptance_backs_off(void **state) {
     for (int i = 0; i < 40; i++) drafted += step(&g, &s) > 0;
     assert_int_equal(g.drafting, 0);
     assert_true(g.n_backoffs >= 1);
-    assert_true(drafted <= 3);
+    /* the first probe's two steps, then one probe of 0.2 plain steps per 10 plain steps */
+    assert_true(drafted <= 2 + 40 / 10);
+    /* right after a probe, the machine's load rises (plain steps cost 20x): with the proposals'
+     * old cost they now look cheap, but only the next probe's evidence turns drafting on */
+    while (!(g.since_probe == 0 && g.m.prop_steady && !g.probing)) step(&g, &s);
+    int32_t k = 0;
+    for (int i = 0; i < 200 && k == 0; i++) {
+        k = specd_adaptive_budget(&g);
+        if (k == 0) specd_adaptive_observe(&g, 0, 0, 1, 20000000);
+    }
+    assert_true(k > 0);
+    assert_int_equal(g.probing, 1);
 }
 
 static void test_good_drafter_keeps_drafting_with_refresh(void **state) {
@@ -175,6 +271,44 @@ static void test_recovers_when_acceptance_returns(void **state) {
     assert_int_equal(g.drafting, 1);
 }
 
+/* The must-show of a long answer: a policy pays on its first part, stops paying for a long
+ * stretch (backed off), and pays again later in the same sequence. A probe comes within the
+ * spacing the cost model names (a cheap probe: a few dozen steps, however long the back-off
+ * lasted), its evidence outweighs the old (acceptance follows the text), and the policy drafts
+ * there. For a residual head (self-speculative, warm-up step, nearly free catch-up) and an
+ * n-gram drafter. */
+static void test_probes_again_late_in_a_long_answer(void **state) {
+    (void)state;
+    for (int self = 0; self <= 1; self++) {
+        specd_adaptive g;
+        specd_adaptive_init(&g, 1, self, 3, NULL);
+        specd_adaptive_set_text(&g, 40, 2000);
+        sim s = self ? (sim){.c0 = 1e6, .c_self = 1.25e6, .acc = 2, .catch_up = 0.002e6,
+                             .warm_up = 1, .gap = 40}
+                     : (sim){.c0 = 1e6, .c1 = 1.5e5, .acc = 3, .gap = 40};
+        int32_t drafted = 0;
+        for (int i = 0; i < 200; i++) drafted += step(&g, &s) > 0;
+        assert_true(drafted > 150); /* it pays on the first part */
+        s.acc = self ? 1 : 0;      /* ... then not, for long */
+        for (int i = 0; i < 900; i++) step(&g, &s);
+        assert_int_equal(g.drafting, 0);
+        assert_true(g.n_backoffs >= 1);
+        /* it pays again: the next probe comes within the spacing, well under 64 steps */
+        s.acc = self ? 2 : 3;
+        int32_t n = specd_adaptive_probe_spacing(&g);
+        assert_true(n >= 0 && n < 64);
+        int32_t probes = s.probes, at = -1;
+        for (int i = 0; i <= n && at < 0; i++)
+            if (step(&g, &s) > 0 && s.probes > probes) at = i;
+        assert_true(at >= 0);
+        /* the probe's evidence decides: drafting resumes and lasts */
+        drafted = 0;
+        for (int i = 0; i < 200; i++) drafted += step(&g, &s) > 0;
+        assert_true(drafted > 180);
+        assert_int_equal(g.drafting, 1);
+    }
+}
+
 static void test_self_speculative_on_off(void **state) {
     (void)state;
     specd_adaptive g;
@@ -186,7 +320,7 @@ static void test_self_speculative_on_off(void **state) {
     int32_t on = 0;
     for (int i = 0; i < 40; i++) on += step(&g, &slow) > 0;
     assert_int_equal(g.n_backoffs, 1);
-    assert_true(on <= 2 * 3); /* at most two re-probes of three steps */
+    assert_int_equal(on, 0); /* a probe costs 1.2 plain steps: 60 plain steps to the next */
     /* emitting 2 tokens per 1.3 plain steps pays: always on */
     specd_adaptive_init(&g, 1, 1, 2, NULL);
     sim fast = {.c0 = 1e6, .acc = 2, .c_self = 1.3e6};
@@ -194,25 +328,26 @@ static void test_self_speculative_on_off(void **state) {
     for (int i = 0; i < 40; i++) on += step(&g, &fast) > 0;
     assert_int_equal(g.n_backoffs, 0);
     assert_int_equal(on, 39);
-    /* one token per step never pays, even when load noise makes policy steps look cheap */
+    /* one token per step never pays, even when load noise makes policy steps look cheap; such
+     * probes cost nothing measurable, so they may come every 10 plain steps (the least cost a
+     * probe is charged, 0.2 plain steps, at 2%) */
     specd_adaptive_init(&g, 1, 1, 2, NULL);
     sim noisy = {.c0 = 1e6, .acc = 1, .c_self = 0.8e6};
     on = 0;
     for (int i = 0; i < 40; i++) on += step(&g, &noisy) > 0;
     assert_int_equal(g.n_backoffs, 1);
-    assert_true(on <= 3 * 3); /* the first probe and two re-probes */
+    assert_true(on <= 3 * (1 + 40 / 10));
 }
 
 static void test_prior_seeds_next_sequence(void **state) {
     (void)state;
     specd_adaptive g;
     specd_adaptive_init(&g, 1, 0, 8, NULL);
-    /* a probe costs 4 plain steps for 2 tokens: (4 - 2) / 0.02 = 100 steps between probes */
+    /* a probe costs 4 plain steps for 2 tokens: nothing could make such proposals pay */
     sim s = {.c0 = 1e6, .c1 = 3e6, .acc = 1};
     for (int i = 0; i < 40; i++) step(&g, &s);
     specd_adaptive_model learned = g.m;
-    assert_int_equal(learned.probe_every, 100);
-    /* the next sequence starts judged: plain from its first step, no probe for a while */
+    /* the next sequence starts judged: plain from its first step, no probe */
     specd_adaptive next;
     specd_adaptive_init(&next, 1, 0, 8, &learned);
     int32_t drafted = 0;
@@ -221,14 +356,13 @@ static void test_prior_seeds_next_sequence(void **state) {
     assert_int_equal(next.n_backoffs, 1);
     /* earlier evidence is down-weighted: the new sequence's own steps dominate soon */
     assert_true(next.m.w_plain <= 4 + 12);
-    /* cheap probes: a new sequence re-probes soon, whatever the last one's doubling reached */
+    /* cheap probes: a new sequence's text gets a probe at once, however the last one ended */
     specd_adaptive_init(&g, 1, 0, 8, NULL);
     sim poor = {.c0 = 1e6, .c1 = 2e5, .acc = 0};
     for (int i = 0; i < 60; i++) step(&g, &poor);
-    assert_true(g.m.probe_every >= 20);
     learned = g.m;
     specd_adaptive_init(&next, 1, 0, 8, &learned);
-    assert_int_equal(next.m.probe_every, 10);
+    assert_int_equal(step(&next, &poor), 1);
     /* a good drafter's prior: the next sequence drafts from its first step */
     specd_adaptive_init(&g, 1, 0, 8, NULL);
     sim good = {.c0 = 1e6, .c1 = 5e4, .acc = 8};
@@ -444,10 +578,10 @@ static void test_hidden_policy_is_switched_off(void **state) {
     fprintf(stderr, "hidden policy: %lld steps, %lld of them the policy's, %lld plain rows caught "
                     "up, %lld back-offs\n", (long long)n_steps, (long long)s->n_layouts,
             (long long)s->n_catch_up_rows, (long long)st.n_backoffs);
-    /* switched off: the policy ran in the first probe and a few re-probes at doubling
-     * intervals (8, 16, 32, ... plain steps) only; its steps are one token each */
+    /* switched off: the policy ran in its probes only (three steps each, at least 8 plain steps
+     * apart); its steps are one token each */
     assert_true(st.n_backoffs >= 1);
-    assert_true(s->n_layouts <= 3 * 8);
+    assert_true(s->n_layouts * 8 <= 3 * st.n_guard_plain + 3 * 8);
     assert_int_equal(s->n_verifies, s->n_layouts);
     assert_int_equal(st.n_guard_plain + s->n_layouts, n_steps);
     /* and it saw every decided position's hidden row, in order, plain steps' included */
@@ -461,12 +595,14 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_starts_plain_then_probes_one),
         cmocka_unit_test(test_expensive_drafter_backs_off_at_once),
-        cmocka_unit_test(test_costly_probes_are_spaced),
+        cmocka_unit_test(test_probes_fit_the_budget),
+        cmocka_unit_test(test_catch_up_spaces_probes),
         cmocka_unit_test(test_probe_without_proposals_retries),
         cmocka_unit_test(test_new_sequence_probes_when_cheap),
         cmocka_unit_test(test_poor_acceptance_backs_off),
         cmocka_unit_test(test_good_drafter_keeps_drafting_with_refresh),
         cmocka_unit_test(test_recovers_when_acceptance_returns),
+        cmocka_unit_test(test_probes_again_late_in_a_long_answer),
         cmocka_unit_test(test_self_speculative_on_off),
         cmocka_unit_test(test_prior_seeds_next_sequence),
         cmocka_unit_test(test_disabled_always_full),

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # scripts/lib/gpu-deps.sh: the carried Debian packages of a GPU machine without a package registry,
 # sourced by scripts/gpu-check (on the device) and scripts/gpu-ldcheck (here, under a model of the
 # device's libraries). One rule: a carried library is used only where the machine lacks its soname,

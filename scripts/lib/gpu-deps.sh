@@ -84,12 +84,11 @@ gpu_deps_ldd_check() {
     for f; do
         [ -e "$f" ] || continue
         for so in $(ldd "$f" 2>/dev/null | sed -n 's/^[[:space:]]*\([^ ]*\) => not found$/\1/p'); do
-            why=$(awk -F'\t' -v s="$so" '$1 == s { print $2 " (" $3 ")"; exit }' "$prefix/sonames.tsv" 2>/dev/null)
-            if [ -z "$why" ]; then
-                why="in no carried package: add its Debian package to scripts/gpu-prepare's list"
-            else
-                why="carried in $why but not loadable"
-            fi
+            why=$(awk -F'\t' -v s="$so" '$1 == s {
+                if ($3 == "system") print "its package " $2 " is carried but was not unpacked: the machine seemed to have it"
+                else print "unpacked from " $2 ", yet not loadable"
+                exit }' "$prefix/sonames.tsv" 2>/dev/null)
+            [ -n "$why" ] || why="in no carried package: add its Debian package to scripts/gpu-prepare's list"
             echo "gpu-check: $(basename "$f") cannot start: $so not found ($why)"
             bad=1
         done

@@ -13,9 +13,16 @@
  * one-token decode: scores = K q16 where q16 is q rounded to F16 and each dot is ggml_vec_dot_f16
  * (four 8-lane accumulators over steps of 32, reduced as below); softmax (softmax.c) over all
  * positions with masked ones at -inf; the probabilities rounded to F16; then each output dim is
- * again ggml_vec_dot_f16 of V^T's row for that dim with the probabilities. Positions are cache
- * rows, so a masked row still holds its place in the 8- and 32-wide groupings, as in llama.cpp.
- * Every number depends only on the row's own inputs, whatever the batch. */
+ * again ggml_vec_dot_f16 of V^T's row for that dim with the probabilities. Every number depends
+ * only on the row's own inputs, whatever the batch.
+ *
+ * A row whose mask hides positions inside its span (a tree node beside its uncle, a block row)
+ * is computed over its visible positions packed together in cache order: the softmax's sums and
+ * the mix's dots then group the same keys into the same lanes as a row of a cache that holds only
+ * those keys. That is what a drafted token's row must equal: once the accepted path is committed,
+ * plain decoding sees exactly those keys, contiguous, and a masked key left holding its lane would
+ * change the sums' rounding (llama.cpp keeps the hole, so its tree rows can differ from its decode
+ * in the last bits, and a greedy token can flip). A row without holes is unchanged. */
 
 /* ggml_vec_dot_f16's reduction of four 8-lane accumulators (GGML_F32x8_REDUCE). */
 static float reduce_4x8(float acc[4][8]) {
@@ -320,6 +327,58 @@ tile_rows_avx512(const specd_attention_query *rows, int32_t R, const uint16_t *k
 }
 #endif
 
+/* 1 when the mask hides a position before n_pos */
+static int has_hole(const uint8_t *visible, int32_t n_pos) {
+    return visible && n_pos > 0 && memchr(visible, 0, (size_t)n_pos) != NULL;
+}
+
+/* specd_attention_row over the visible positions packed in cache order (see the top of the file).
+ * The scores are computed per key as for any row, then packed; the probabilities go to probs
+ * packed, and each V^T row's visible values are gathered into scores' space (free by then: n_pos
+ * floats hold 2 * n_pos halves) before the same dot. */
+static void attention_row_packed(const float *q, const uint16_t *k, size_t k_stride,
+                                 const uint16_t *vt, size_t vt_stride, const uint8_t *visible,
+                                 int32_t n_pos, int32_t head_dim, float scale, float *scores,
+                                 float *probs, float *out, int simd) {
+    float qh[512]; /* head_dim <= 512, checked at model load */
+    for (int32_t d = head_dim; d % 32; d++)
+        qh[d] = 0.0f;
+    int32_t m = 0;
+#if defined(__x86_64__)
+    if (simd) {
+        round_f16_avx2(q, qh, head_dim);
+        for (int32_t j = 0; j < n_pos; j++)
+            if (visible[j]) scores[m++] = dot_f16_avx2(k + (size_t)j * k_stride, qh, head_dim) * scale;
+    } else
+#endif
+    {
+        for (int32_t d = 0; d < head_dim; d++)
+            qh[d] = specd_fp16_to_fp32(specd_fp32_to_fp16(q[d]));
+        for (int32_t j = 0; j < n_pos; j++)
+            if (visible[j])
+                scores[m++] = dot_f16_scalar(k + (size_t)j * k_stride, qh, head_dim) * scale;
+    }
+    specd_softmax_f32(scores, m, simd);
+    for (int32_t j = 0; j < m; j++)
+        probs[j] = specd_fp16_to_fp32(specd_fp32_to_fp16(scores[j]));
+    for (int32_t j = m; j % 32; j++)
+        probs[j] = 0.0f;
+    uint16_t *vg = (uint16_t *)(void *)scores;
+    for (int32_t d = 0; d < head_dim; d++) {
+        const uint16_t *vr = vt + (size_t)d * vt_stride;
+        int32_t t = 0;
+        for (int32_t j = 0; j < n_pos; j++)
+            if (visible[j]) vg[t++] = vr[j];
+#if defined(__x86_64__)
+        if (simd) {
+            out[d] = dot_f16_avx2(vg, probs, m);
+            continue;
+        }
+#endif
+        out[d] = dot_f16_scalar(vg, probs, m);
+    }
+}
+
 size_t specd_attention_rows_work(int32_t n_rows, int32_t n_pos_max, int32_t head_dim) {
     return (size_t)n_rows * ((((size_t)n_pos_max + 31) & ~(size_t)31) +
                              (((size_t)head_dim + 31) & ~(size_t)31));
@@ -330,10 +389,25 @@ void specd_attention_rows(const specd_attention_query *rows, int32_t n_rows, con
                           float scale, float *work, size_t work_floats, float *scores,
                           float *probs, int simd) {
 #if defined(__x86_64__)
+    /* rows with holes go alone (packed); the rest share the tile */
+    specd_attention_query plain[64];
+    if (n_rows <= 64) {
+        int32_t n_plain = 0;
+        for (int32_t r = 0; r < n_rows; r++) {
+            if (has_hole(rows[r].visible, rows[r].n_pos))
+                attention_row_packed(rows[r].q, k, k_stride, vt, vt_stride, rows[r].visible,
+                                     rows[r].n_pos, head_dim, scale, scores, probs, rows[r].out,
+                                     simd);
+            else
+                plain[n_plain++] = rows[r];
+        }
+        rows = plain;
+        n_rows = n_plain;
+    }
     int32_t n_max = 0;
     for (int32_t r = 0; r < n_rows; r++)
         n_max = rows[r].n_pos > n_max ? rows[r].n_pos : n_max;
-    if (simd && n_rows > 1 && work &&
+    if (simd && n_rows > 1 && rows == plain && work &&
         specd_attention_rows_work(n_rows, n_max, head_dim) <= work_floats) {
         const size_t p_stride = ((size_t)n_max + 31) & ~(size_t)31;
         float *qh = work + (size_t)n_rows * p_stride;
@@ -354,6 +428,11 @@ void specd_attention_rows(const specd_attention_query *rows, int32_t n_rows, con
 void specd_attention_row(const float *q, const uint16_t *k, size_t k_stride, const uint16_t *vt,
                          size_t vt_stride, const uint8_t *visible, int32_t n_pos, int32_t head_dim,
                          float scale, float *scores, float *probs, float *out, int simd) {
+    if (has_hole(visible, n_pos)) {
+        attention_row_packed(q, k, k_stride, vt, vt_stride, visible, n_pos, head_dim, scale, scores,
+                             probs, out, simd);
+        return;
+    }
     float qh[512]; /* head_dim <= 512, checked at model load */
     /* the dots read q up to head_dim rounded up to 32: zeros there (the K side is zero-padded) */
     for (int32_t d = head_dim; d % 32; d++)

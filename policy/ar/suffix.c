@@ -20,7 +20,7 @@
 typedef struct suffix_opts {
     int32_t max_tree_depth;
     float max_spec_factor, max_spec_offset, min_token_prob;
-    int32_t max_cached_requests, max_cache_bytes, use_tree;
+    int32_t max_cached_requests, max_cache_bytes, use_tree, min_match;
 } suffix_opts;
 
 static const specd_policy_option option_rows[] = {
@@ -46,6 +46,10 @@ static const specd_policy_option option_rows[] = {
      .max = 2147483647, .help = "the global cache's memory bound (oldest requests evicted)"},
     {.key = "use_tree", .kind = SPECD_OPTION_BOOL, .offset = offsetof(suffix_opts, use_tree),
      .dflt = "1", .help = "1: tree proposals (best-first by path probability); 0: chains only"},
+    {.key = "min_match", .kind = SPECD_OPTION_INT, .offset = offsetof(suffix_opts, min_match),
+     .dflt = "2", .min = 1, .max = SPECD_SUFFIX_MAX_DEPTH,
+     .help = "propose only from a match of at least this many tokens (one token seen once is "
+             "counted as certain, and on a CPU such guesses cost more rows than they win)"},
 };
 const specd_option_table specd_suffix_options = SPECD_OPTION_TABLE(option_rows);
 
@@ -199,6 +203,8 @@ static specd_status speculate(suffix_state *s, const int32_t *history, int64_t n
                                     .prob = s->prob[i]};
     specd_suffix_tree_speculate(s->local, history, n, &p, &d[0]);
     if (s->cache) specd_suffix_cache_speculate(s->cache, history, n, &p, &d[1]);
+    for (int i = 0; i < 2; i++)
+        if (d[i].match_len < s->o.min_match) d[i].n = 0, d[i].score = 0.0f;
     *best = d[1].score > d[0].score ? d[1] : d[0];
     return SPECD_OK;
 }
@@ -238,7 +244,7 @@ const specd_policy_ops specd_policy_suffix = {
     .name = "suffix",
     .options_help = "max_tree_depth=24, max_spec_factor=1, max_spec_offset=0, min_token_prob=0.2, "
                     "max_cached_requests=10000 (0: no global cache), max_cache_bytes=256 MiB, "
-                    "use_tree=1",
+                    "use_tree=1, min_match=2",
     .create = suffix_create,
     .destroy = suffix_destroy,
     .propose = suffix_propose,

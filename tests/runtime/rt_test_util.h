@@ -10,9 +10,13 @@
 
 #include <string.h>
 
-static inline specd_context *rt_test_context(const specd_model *m, int n_seq, int n_ctx,
-                                             int n_batch, int n_threads) {
+/* A context in numerics mode `numerics` (specd_numerics), cut to n_layers layers (0 = all). */
+static inline specd_context *rt_test_context_mode(const specd_model *m, int n_seq, int n_ctx,
+                                                  int n_batch, int n_threads, int32_t numerics,
+                                                  int32_t n_layers) {
     specd_context_params p = specd_context_default_params();
+    p.numerics = numerics;
+    p.n_layers = n_layers;
     p.n_seq = n_seq;
     p.n_ctx = n_ctx;
     p.n_batch = n_batch;
@@ -24,6 +28,12 @@ static inline specd_context *rt_test_context(const specd_model *m, int n_seq, in
         exit(1);
     }
     return c;
+}
+
+/* A context in the default numerics (fast) with every layer. */
+static inline specd_context *rt_test_context(const specd_model *m, int n_seq, int n_ctx,
+                                             int n_batch, int n_threads) {
+    return rt_test_context_mode(m, n_seq, n_ctx, n_batch, n_threads, SPECD_NUMERICS_FAST, 0);
 }
 
 /* Opens tests/data/<name> under $SPECD_SOURCE_DIR. */

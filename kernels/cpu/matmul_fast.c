@@ -43,6 +43,18 @@ static int64_t n_groups(int64_t n) {
     return (n / SPECD_QK + G - 1) / G;
 }
 
+/* Where the quants of block j's slot t (elements 4t..4t+3) lie in its group. A last group of at
+ * most four blocks is a half group: slot t's four lanes sit beside slot t + 4's in one 32-byte
+ * row, so that its kernel does half the work (a model of width 576 has 18 blocks: 8 + 8 + 2). */
+static size_t q_offset(int half, int t, int j) {
+    return half ? (size_t)(32 * (t % 4) + 16 * (t / 4) + 4 * j) : (size_t)(32 * t + 4 * j);
+}
+
+/* whether group g of a row of nb blocks is a half group */
+static int half_group(int64_t nb, int64_t g) {
+    return nb - g * G <= G / 2;
+}
+
 size_t specd_fast_row_bytes(uint32_t w_type, int64_t n) {
     if (w_type != SPECD_DTYPE_Q4_0 && w_type != SPECD_DTYPE_Q4_1 && w_type != SPECD_DTYPE_Q8_0)
         return 0;
@@ -63,7 +75,7 @@ void specd_fast_quantize_row(const float *x, int64_t n, void *dst) {
     memset(out, 0, (size_t)n_groups(n) * GROUP_BYTES);
     for (int64_t b = 0; b < nb; b++, x += SPECD_QK) {
         uint8_t *grp = out + (size_t)(b / G) * GROUP_BYTES;
-        const int j = (int)(b % G);
+        const int j = (int)(b % G), half = half_group(nb, b / G);
         float amax = 0.0f;
         for (int e = 0; e < SPECD_QK; e++)
             amax = fabsf(x[e]) > amax ? fabsf(x[e]) : amax;
@@ -75,7 +87,7 @@ void specd_fast_quantize_row(const float *x, int64_t n, void *dst) {
             sum += qs[e];
         }
         for (int t = 0; t < 8; t++)
-            memcpy(grp + 32 * t + 4 * j, qs + 4 * t, 4);
+            memcpy(grp + q_offset(half, t, j), qs + 4 * t, 4);
         const float s = d * (float)sum;
         memcpy(grp + D_OFF + 4 * j, &d, 4);
         memcpy(grp + S_OFF + 4 * j, &s, 4);
@@ -107,6 +119,7 @@ static float dot_scalar(uint32_t t, const char *w, int64_t nb, const uint8_t *x)
     const size_t wb = block_bytes(t);
     float acc[8] = {0};
     for (int64_t g = 0; g < (nb + G - 1) / G; g++, x += GROUP_BYTES) {
+        const int half = half_group(nb, g);
         for (int j = 0; j < G; j++) {
             const int64_t b = g * G + j;
             float dx, sx;
@@ -121,7 +134,7 @@ static float dot_scalar(uint32_t t, const char *w, int64_t nb, const uint8_t *x)
                 dw = specd_fp16_to_fp32(h[0]);
                 if (t == SPECD_DTYPE_Q4_1) mw = specd_fp16_to_fp32(h[1]);
                 for (int e = 0; e < SPECD_QK; e++)
-                    s += weight_q(t, blk, e) * (int8_t)x[32 * (e / 4) + 4 * j + e % 4];
+                    s += weight_q(t, blk, e) * (int8_t)x[q_offset(half, e / 4, j) + (size_t)(e % 4)];
             }
             acc[j] = fmaf(dw * dx, (float)s, acc[j]);
             if (t == SPECD_DTYPE_Q4_1) acc[j] = fmaf(mw, sx, acc[j]);
@@ -151,46 +164,113 @@ static AVX2 INLINE void transpose4(const __m256i x[4], __m256i out[4]) {
     out[3] = _mm256_unpackhi_epi64(b, e);
 }
 
-/* 16 bytes at offset off of blocks j (low half) and j + 4 (high half) */
-static AVX2 INLINE __m256i pair16(const char *blk, size_t wb, int j, size_t off) {
-    const __m128i lo = _mm_loadu_si128((const __m128i *)(blk + (size_t)j * wb + off));
-    const __m128i hi = _mm_loadu_si128((const __m128i *)(blk + (size_t)(j + 4) * wb + off));
-    return _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
+/* 16 bytes at offset off of block j, zeros for blocks past the group's rem */
+static AVX2 INLINE __m128i blk16(const char *blk, size_t wb, int j, size_t off, int rem) {
+    return j < rem ? _mm_loadu_si128((const __m128i *)(blk + (size_t)j * wb + off))
+                   : _mm_setzero_si128();
 }
 
-static AVX2 INLINE void unpack_group(const uint32_t t, const char *blk, wgroup *wg) {
+/* the same of blocks j (low half) and j + 4 (high half) */
+static AVX2 INLINE __m256i pair16(const char *blk, size_t wb, int j, size_t off, int rem) {
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(blk16(blk, wb, j, off, rem)),
+                                   blk16(blk, wb, j + 4, off, rem), 1);
+}
+
+/* the 4x4 dword transpose of x[0..3] in 128 bits */
+static AVX2 INLINE void transpose4_128(const __m128i x[4], __m128i out[4]) {
+    const __m128i a = _mm_unpacklo_epi32(x[0], x[1]), b = _mm_unpackhi_epi32(x[0], x[1]);
+    const __m128i c = _mm_unpacklo_epi32(x[2], x[3]), e = _mm_unpackhi_epi32(x[2], x[3]);
+    out[0] = _mm_unpacklo_epi64(a, c);
+    out[1] = _mm_unpackhi_epi64(a, c);
+    out[2] = _mm_unpacklo_epi64(b, e);
+    out[3] = _mm_unpackhi_epi64(b, e);
+}
+
+static INLINE int32_t head32(const char *p) {
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* The scales of the group's blocks: d (and Q4_1's m) in lane j, zero past rem. */
+static AVX2 INLINE void unpack_scales(const uint32_t t, const char *blk, int rem, wgroup *wg) {
     const size_t wb = block_bytes(t);
-    __m256i x[4], p[4];
-    if (t == SPECD_DTYPE_Q8_0) {
-        for (int j = 0; j < 4; j++)
-            x[j] = pair16(blk, wb, j, 2);
-        transpose4(x, wg->w); /* bytes 0..15: slots 0..3 */
-        for (int j = 0; j < 4; j++)
-            x[j] = pair16(blk, wb, j, 18);
-        transpose4(x, wg->w + 4);
-        for (int s = 0; s < 8; s++)
-            wg->absw[s] = _mm256_sign_epi8(wg->w[s], wg->w[s]);
-    } else {
-        const size_t off = t == SPECD_DTYPE_Q4_1 ? 4 : 2;
-        for (int j = 0; j < 4; j++)
-            x[j] = pair16(blk, wb, j, off);
-        transpose4(x, p); /* p[s] dword j = block j's qs bytes 4s..4s+3 */
-        const __m256i m4 = _mm256_set1_epi8(0x0f);
-        for (int s = 0; s < 4; s++) {
-            wg->w[s] = _mm256_and_si256(p[s], m4);                          /* elements 4s.. */
-            wg->w[s + 4] = _mm256_and_si256(_mm256_srli_epi16(p[s], 4), m4); /* 16 + 4s.. */
-        }
-    }
-    int32_t h[8];
-    for (int j = 0; j < G; j++)
-        memcpy(&h[j], blk + (size_t)j * wb, 4); /* d (and Q4_1's m); the rest is masked off */
-    const __m256i hv = _mm256_setr_epi32(h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]);
+    /* d (and m) of each block; for Q4_0/Q8_0 the upper 16 bits are quant bytes, masked off */
+#define H(j) ((j) < rem ? head32(blk + (size_t)(j) * wb) : 0)
+    const __m256i hv = _mm256_setr_epi32(H(0), H(1), H(2), H(3), H(4), H(5), H(6), H(7));
+#undef H
     const __m256i dh = _mm256_and_si256(hv, _mm256_set1_epi32(0xffff));
     const __m256i mh = _mm256_srli_epi32(hv, 16);
     /* [d0..d3 m0..m3 | d4..d7 m4..m7] as 16-bit, then the 64-bit quarters as d0..d7 | m0..m7 */
     const __m256i dm = _mm256_permute4x64_epi64(_mm256_packus_epi32(dh, mh), 0xd8);
     wg->d = _mm256_cvtph_ps(_mm256_castsi256_si128(dm));
-    wg->m = _mm256_cvtph_ps(_mm256_extracti128_si256(dm, 1));
+    wg->m = t == SPECD_DTYPE_Q4_1 ? _mm256_cvtph_ps(_mm256_extracti128_si256(dm, 1))
+                                  : _mm256_setzero_ps();
+}
+
+/* A group of rem (5..8) blocks, the missing ones zero. */
+static AVX2 INLINE void unpack_group(const uint32_t t, const char *blk, int rem, wgroup *wg) {
+    const size_t wb = block_bytes(t);
+    __m256i x[4], p[4];
+    if (t == SPECD_DTYPE_Q8_0) {
+        #pragma GCC unroll 8
+        for (int j = 0; j < 4; j++)
+            x[j] = pair16(blk, wb, j, 2, rem);
+        transpose4(x, wg->w); /* bytes 0..15: slots 0..3 */
+        #pragma GCC unroll 8
+        for (int j = 0; j < 4; j++)
+            x[j] = pair16(blk, wb, j, 18, rem);
+        transpose4(x, wg->w + 4);
+        #pragma GCC unroll 8
+        for (int s = 0; s < 8; s++)
+            wg->absw[s] = _mm256_sign_epi8(wg->w[s], wg->w[s]);
+    } else {
+        const size_t off = t == SPECD_DTYPE_Q4_1 ? 4 : 2;
+        #pragma GCC unroll 8
+        for (int j = 0; j < 4; j++)
+            x[j] = pair16(blk, wb, j, off, rem);
+        transpose4(x, p); /* p[s] dword j = block j's qs bytes 4s..4s+3 */
+        const __m256i m4 = _mm256_set1_epi8(0x0f);
+        #pragma GCC unroll 8
+        for (int s = 0; s < 4; s++) {
+            wg->w[s] = _mm256_and_si256(p[s], m4);                          /* elements 4s.. */
+            wg->w[s + 4] = _mm256_and_si256(_mm256_srli_epi16(p[s], 4), m4); /* 16 + 4s.. */
+        }
+    }
+    unpack_scales(t, blk, rem, wg);
+}
+
+/* A half group of rem (1..4) blocks: w[s] = [slot s | slot s + 4] of blocks 0..3. */
+static AVX2 INLINE void unpack_half(const uint32_t t, const char *blk, int rem, wgroup *wg) {
+    const size_t wb = block_bytes(t);
+    __m128i x[4], lo[4], hi[4];
+    if (t == SPECD_DTYPE_Q8_0) {
+        #pragma GCC unroll 8
+        for (int j = 0; j < 4; j++)
+            x[j] = blk16(blk, wb, j, 2, rem);
+        transpose4_128(x, lo);
+        #pragma GCC unroll 8
+        for (int j = 0; j < 4; j++)
+            x[j] = blk16(blk, wb, j, 18, rem);
+        transpose4_128(x, hi);
+        #pragma GCC unroll 8
+        for (int s = 0; s < 4; s++) {
+            wg->w[s] = _mm256_inserti128_si256(_mm256_castsi128_si256(lo[s]), hi[s], 1);
+            wg->absw[s] = _mm256_sign_epi8(wg->w[s], wg->w[s]);
+        }
+    } else {
+        #pragma GCC unroll 8
+        for (int j = 0; j < 4; j++)
+            x[j] = blk16(blk, wb, j, t == SPECD_DTYPE_Q4_1 ? 4 : 2, rem);
+        transpose4_128(x, lo);
+        const __m128i m4 = _mm_set1_epi8(0x0f);
+        #pragma GCC unroll 8
+        for (int s = 0; s < 4; s++)
+            wg->w[s] = _mm256_inserti128_si256(
+                _mm256_castsi128_si256(_mm_and_si128(lo[s], m4)),
+                _mm_and_si128(_mm_srli_epi16(lo[s], 4), m4), 1);
+    }
+    unpack_scales(t, blk, rem, wg);
 }
 
 /* lane j += block j's terms for one activation group x */
@@ -226,6 +306,44 @@ static AVX2 INLINE __m256 group_dot(const uint32_t t, const wgroup *wg, const ui
     return acc;
 }
 
+/* The same for a half group: lanes 0..3 only. Lanes 4..7 are left as they are, which is what
+ * the reference's zero-padded blocks do to them: an accumulator that starts at +0 never holds
+ * -0 (a sum that rounds to zero is +0), so adding fma(0, 0, +-0) = +0 changes no bit. */
+static AVX2 INLINE __m256 half_dot(const uint32_t t, const wgroup *wg, const uint8_t *x,
+                                   __m256 acc) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i s;
+    if (t == SPECD_DTYPE_Q8_0) {
+        s = _mm256_setzero_si256();
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) {
+            const __m256i xq = _mm256_loadu_si256((const __m256i *)(x + 32 * k));
+            const __m256i p =
+                _mm256_maddubs_epi16(wg->absw[k], _mm256_sign_epi8(xq, wg->w[k]));
+            s = _mm256_add_epi32(s, _mm256_madd_epi16(p, ones));
+        }
+    } else {
+        __m256i s16 = _mm256_maddubs_epi16(wg->w[0], _mm256_loadu_si256((const __m256i *)x));
+#pragma GCC unroll 3
+        for (int k = 1; k < 4; k++)
+            s16 = _mm256_add_epi16(
+                s16, _mm256_maddubs_epi16(wg->w[k],
+                                          _mm256_loadu_si256((const __m256i *)(x + 32 * k))));
+        s = _mm256_madd_epi16(s16, ones);
+    }
+    /* slots 0..3 in the low half, 4..7 in the high half: block j's sum is lane j + lane 4 + j */
+    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    if (t == SPECD_DTYPE_Q4_0)
+        s4 = _mm_sub_epi32(s4, _mm_slli_epi32(_mm_loadu_si128((const __m128i *)(x + SUM_OFF)), 3));
+    const __m128 dd =
+        _mm_mul_ps(_mm256_castps256_ps128(wg->d), _mm_loadu_ps((const float *)(x + D_OFF)));
+    __m128 lo = _mm_fmadd_ps(dd, _mm_cvtepi32_ps(s4), _mm256_castps256_ps128(acc));
+    if (t == SPECD_DTYPE_Q4_1)
+        lo = _mm_fmadd_ps(_mm256_castps256_ps128(wg->m), _mm_loadu_ps((const float *)(x + S_OFF)),
+                          lo);
+    return _mm256_insertf128_ps(acc, lo, 0);
+}
+
 static AVX2 INLINE float lanes_sum_avx2(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -233,36 +351,53 @@ static AVX2 INLINE float lanes_sum_avx2(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
-/* Weight rows [o_begin, o_end) against up to ROWS activation rows. The weight group is unpacked
- * once and every row's accumulator (a stack array) takes its terms. */
+/* Weight rows [o_begin, o_end) against up to ROWS activation rows. Each weight group is
+ * unpacked once and every row's accumulator (a stack array) takes its terms. */
 static AVX2 INLINE void rows_avx2(const uint32_t t, const char *w, int64_t n_in, int64_t o_begin,
                                   int64_t o_end, const uint8_t *xq, size_t xrb, int64_t R,
                                   float *y, int64_t ld_y) {
     const size_t wb = block_bytes(t);
-    const int64_t nb = n_in / SPECD_QK, full = nb / G, ng = n_groups(n_in);
+    const int64_t nb = n_in / SPECD_QK, full = nb / G;
+    const int rem = (int)(nb - full * G);
     const size_t wrb = (size_t)nb * wb;
     __m256 acc[ROWS];
-    char tail[G * sizeof(specd_block_q8_0)];
     for (int64_t o = o_begin; o < o_end; o++) {
         const char *wr = w + (size_t)o * wrb;
-        for (int64_t r = 0; r < R; r++)
-            acc[r] = _mm256_setzero_ps();
-        for (int64_t g = 0; g < ng; g++) {
+        /* the first group starts every accumulator at +0 (a zeroing loop here became a memset
+         * per weight row) */
+        for (int64_t g = 0; g < full; g++) {
             const char *blk = wr + (size_t)g * G * wb;
-            if (g >= full) { /* the last partial group, zero-padded (scales 0 as the reference) */
-                memset(tail, 0, sizeof tail);
-                memcpy(tail, blk, (size_t)(nb - g * G) * wb);
-                blk = tail;
-            }
             /* the rows lie one after another: ask for a later group (a hint only) */
+#pragma GCC unroll 3
             for (int k = 0; k < 3; k++)
                 _mm_prefetch((const char *)((uintptr_t)blk + 1024 + 64 * (uintptr_t)k),
                              _MM_HINT_T0);
             wgroup wg;
-            unpack_group(t, blk, &wg);
+            unpack_group(t, blk, G, &wg);
             const uint8_t *x = xq + (size_t)g * GROUP_BYTES;
-            for (int64_t r = 0; r < R; r++)
-                acc[r] = group_dot(t, &wg, x + (size_t)r * xrb, acc[r]);
+            if (g == 0)
+                for (int64_t r = 0; r < R; r++)
+                    acc[r] = group_dot(t, &wg, x + (size_t)r * xrb, _mm256_setzero_ps());
+            else
+                for (int64_t r = 0; r < R; r++)
+                    acc[r] = group_dot(t, &wg, x + (size_t)r * xrb, acc[r]);
+        }
+        if (rem) {
+            const char *blk = wr + (size_t)full * G * wb;
+            const uint8_t *x = xq + (size_t)full * GROUP_BYTES;
+            wgroup wg;
+            if (!full)
+                for (int64_t r = 0; r < R; r++)
+                    acc[r] = _mm256_setzero_ps();
+            if (rem <= G / 2) {
+                unpack_half(t, blk, rem, &wg);
+                for (int64_t r = 0; r < R; r++)
+                    acc[r] = half_dot(t, &wg, x + (size_t)r * xrb, acc[r]);
+            } else {
+                unpack_group(t, blk, rem, &wg);
+                for (int64_t r = 0; r < R; r++)
+                    acc[r] = group_dot(t, &wg, x + (size_t)r * xrb, acc[r]);
+            }
         }
         for (int64_t r = 0; r < R; r++)
             y[r * ld_y + o] = lanes_sum_avx2(acc[r]);

@@ -137,7 +137,8 @@ static int check_type(uint32_t t, int fast, int64_t n_in) {
 
 static void test_kernels_batch_invariant(void **state) {
     (void)state;
-    /* 800 = 25 blocks of 32: three groups of eight and a partial one */
+    /* blocks of 32: 25 = three groups of eight and one block (a half group), 18 (the default
+     * model's width: two and a half group of two), 14 (a partial full group of six), 8 */
     static const uint32_t q32[] = {SPECD_DTYPE_Q4_0, SPECD_DTYPE_Q4_1, SPECD_DTYPE_Q8_0};
     static const uint32_t other[] = {SPECD_DTYPE_Q4_K, SPECD_DTYPE_Q6_K, SPECD_DTYPE_F16,
                                      SPECD_DTYPE_BF16, SPECD_DTYPE_F32};
@@ -145,6 +146,8 @@ static void test_kernels_batch_invariant(void **state) {
     for (size_t i = 0; i < sizeof q32 / sizeof q32[0]; i++) {
         assert_true(specd_fast_row_bytes(q32[i], 800) > 0);
         ok &= check_type(q32[i], 1, 800);
+        ok &= check_type(q32[i], 1, 576);
+        ok &= check_type(q32[i], 1, 448);
         ok &= check_type(q32[i], 1, 256);
         ok &= check_type(q32[i], 0, 800);
     }

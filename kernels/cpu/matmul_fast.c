@@ -24,6 +24,7 @@
 #include "kernels/cpu/matmul_fast.h"
 
 #include "kernels/cpu/dtype.h"
+#include "kernels/cpu/dtype_internal.h"
 #include "kernels/cpu/fp16.h"
 #include "kernels/cpu/quant_blocks.h"
 
@@ -62,33 +63,19 @@ size_t specd_fast_row_bytes(uint32_t w_type, int64_t n) {
     return (size_t)n_groups(n) * GROUP_BYTES;
 }
 
-/* (int)v clamped to [lo, hi]; NaN gives lo (as quant_32.c) */
-static int to_int_clamped(float v, int lo, int hi) {
-    if (!(v >= (float)lo)) return lo;
-    if (v > (float)hi) return hi;
-    return (int)v;
-}
-
-void specd_fast_quantize_row(const float *x, int64_t n, void *dst) {
+void specd_fast_quantize_row(const float *x, int64_t n, void *dst, int simd) {
     const int64_t nb = n / SPECD_QK;
     uint8_t *out = dst;
     memset(out, 0, (size_t)n_groups(n) * GROUP_BYTES);
     for (int64_t b = 0; b < nb; b++, x += SPECD_QK) {
         uint8_t *grp = out + (size_t)(b / G) * GROUP_BYTES;
         const int j = (int)(b % G), half = half_group(nb, b / G);
-        float amax = 0.0f;
-        for (int e = 0; e < SPECD_QK; e++)
-            amax = fabsf(x[e]) > amax ? fabsf(x[e]) : amax;
-        const float d = amax / 127.0f, id = amax != 0.0f ? 127.0f / amax : 0.0f;
         int8_t qs[SPECD_QK];
-        int32_t sum = 0;
-        for (int e = 0; e < SPECD_QK; e++) {
-            qs[e] = (int8_t)to_int_clamped(rintf(x[e] * id), -128, 127);
-            sum += qs[e];
-        }
+        int32_t sum;
+        const float amax = simd ? specd_q8_block_avx2(x, qs, &sum) : specd_q8_block(x, qs, &sum);
         for (int t = 0; t < 8; t++)
             memcpy(grp + q_offset(half, t, j), qs + 4 * t, 4);
-        const float s = d * (float)sum;
+        const float d = amax / 127.0f, s = d * (float)sum;
         memcpy(grp + D_OFF + 4 * j, &d, 4);
         memcpy(grp + S_OFF + 4 * j, &s, 4);
         memcpy(grp + SUM_OFF + 4 * j, &sum, 4);

@@ -19,8 +19,9 @@
 size_t specd_fast_row_bytes(uint32_t w_type, int64_t n);
 
 /* One activation row x[n] into a fast row (dst: specd_fast_row_bytes bytes). The quants are those
- * of llama.cpp's Q8_0/Q8_1 (round(x * 127 / amax)); the scales stay in fp32. */
-void specd_fast_quantize_row(const float *x, int64_t n, void *dst);
+ * of llama.cpp's Q8_0/Q8_1 (round(x * 127 / amax)); the scales stay in fp32. simd: the
+ * specd_cpu_path in use (the same bytes on every path). */
+void specd_fast_quantize_row(const float *x, int64_t n, void *dst, int simd);
 
 /* y[r * ld_y + o] = dot(W row o, fast row r) for o in [o_begin, o_end), r in [0, n_rows), with
  * specd_fast_row_bytes(w_type, n_in) != 0. simd: the specd_cpu_path in use (the bits do not

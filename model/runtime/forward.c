@@ -66,7 +66,7 @@ static void quant_rows(specd_context *c, const rt_matrix *m, const float *x, int
     for (int64_t r = r0; r < r1; r++) {
         char *dst = (char *)c->xq + (size_t)r * c->xq_stride;
         if (fast)
-            specd_fast_quantize_row(x + r * ld, m->n_in, dst);
+            specd_fast_quantize_row(x + r * ld, m->n_in, dst, c->simd);
         else
             specd_quantize_rows(m->vtraits, m->traits->vec_dot_type, x + r * ld, ld, 1, m->n_in,
                                 dst);

@@ -139,7 +139,7 @@ typedef struct specd_context_params {
  * row's bits do not depend on the extend's size, the row's place in it, or the thread count):
  *   SPECD_NUMERICS_FAST   (default) the quantized dot products reduce each block's products
  *                         exactly in integers and apply eight blocks' scales in one vector
- *                         operation, so several activation rows share the weight unpacking;
+ *                         operation (the same activation quantization as llama.cpp), so several activation rows share the weight unpacking;
  *                         the same bits on every vector path (scalar, AVX2, AVX-512) of any x86
  *                         machine; close to llama.cpp's logits, not bitwise equal to them
  *   SPECD_NUMERICS_LLAMA  llama.cpp's accumulation order (one scale product and one fused

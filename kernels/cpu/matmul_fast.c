@@ -5,8 +5,13 @@
  * whose quants and scales are zero). Per group, lane j gets
  *   S_j   = the exact integer dot of block j's quants (Q4_0: nibble - 8, Q4_1: nibble, Q8_0: int8)
  *           with the activation's int8 quants,
- *   acc_j = fma(d_w * d_x, (float)S_j, acc_j)      (d_w the weight's fp16 scale, d_x fp32)
- *   acc_j = fma(m_w, s_x, acc_j)                    (Q4_1 only: its fp16 min, s_x = d_x * sum(x))
+ *   acc_j = fma(d_w * d_x, (float)S_j, acc_j)      (the weight's and the activation's scales)
+ *   acc_j = fma(m_w, s_x, acc_j)                    (Q4_1 only: its min, s_x = d_x * sum(x))
+ * The activation blocks are llama.cpp's Q8_0/Q8_1 blocks, scales rounded to fp16 included: that
+ * rounding absorbs the last-bit differences the attention's sum order gives a row whose cache has
+ * a masked hole (a sibling in a tree of drafts) against the same row decoded alone, in this mode
+ * as in llama.cpp's (test_runtime_kv's siblings); with fp32 scales those differences reached the
+ * logits.
  * and at the end the dot is ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)). Against llama.cpp's order (one
  * fma per block in each of eight lanes of four-element partial sums) this keeps the integer work
  * in integers until a block is done and applies eight blocks' scales with one vector multiply and
@@ -75,7 +80,9 @@ void specd_fast_quantize_row(const float *x, int64_t n, void *dst, int simd) {
         const float amax = simd ? specd_q8_block_avx2(x, qs, &sum) : specd_q8_block(x, qs, &sum);
         for (int t = 0; t < 8; t++)
             memcpy(grp + q_offset(half, t, j), qs + 4 * t, 4);
-        const float d = amax / 127.0f, s = d * (float)sum;
+        const float d32 = amax / 127.0f;
+        const float d = specd_fp16_to_fp32(specd_fp32_to_fp16(d32));
+        const float s = specd_fp16_to_fp32(specd_fp32_to_fp16(d32 * (float)sum));
         memcpy(grp + D_OFF + 4 * j, &d, 4);
         memcpy(grp + S_OFF + 4 * j, &s, 4);
         memcpy(grp + SUM_OFF + 4 * j, &sum, 4);

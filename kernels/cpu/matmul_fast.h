@@ -3,7 +3,7 @@
  *
  * Activations go in as "fast rows": each group of eight 32-element blocks is 352 bytes, the
  * blocks' int8 quants transposed so that dword lane j of slot t holds elements 4t..4t+3 of block j
- * (slot t = bytes 32t..32t+31), then the eight scales d (fp32), the eight d * sum(quants) (fp32)
+ * (slot t = bytes 32t..32t+31), then the eight scales d, the eight d * sum(quants) (both fp16 values held as fp32)
  * and the eight sum(quants) (int32). A last partial group is zero-padded.
  *
  * Every output is one (weight row, activation row) dot product whose bits depend on those two rows
@@ -19,7 +19,7 @@
 size_t specd_fast_row_bytes(uint32_t w_type, int64_t n);
 
 /* One activation row x[n] into a fast row (dst: specd_fast_row_bytes bytes). The quants are those
- * of llama.cpp's Q8_0/Q8_1 (round(x * 127 / amax)); the scales stay in fp32. simd: the
+ * and scales of llama.cpp's Q8_0/Q8_1 (round(x * 127 / amax), d and s rounded to fp16). simd: the
  * specd_cpu_path in use (the same bytes on every path). */
 void specd_fast_quantize_row(const float *x, int64_t n, void *dst, int simd);
 

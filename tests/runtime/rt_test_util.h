@@ -30,10 +30,11 @@ static inline specd_context *rt_test_context_mode(const specd_model *m, int n_se
     return c;
 }
 
-/* A context in the default numerics (fast) with every layer. */
+/* A context in the default numerics (SPECD_NUMERICS, else fast) with every layer. */
 static inline specd_context *rt_test_context(const specd_model *m, int n_seq, int n_ctx,
                                              int n_batch, int n_threads) {
-    return rt_test_context_mode(m, n_seq, n_ctx, n_batch, n_threads, SPECD_NUMERICS_FAST, 0);
+    return rt_test_context_mode(m, n_seq, n_ctx, n_batch, n_threads,
+                                specd_context_default_params().numerics, 0);
 }
 
 /* Opens tests/data/<name> under $SPECD_SOURCE_DIR. */

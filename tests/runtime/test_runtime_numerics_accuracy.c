@@ -8,8 +8,8 @@
  *     as one extend per case; a row's top-1 is the token fast greedy decoding would pick at that
  *     step (batch invariance: an extend's rows are its decodes' rows), so the first row whose
  *     top-1 differs is where free-running fast decoding would leave llama.cpp's text.
- * Thresholds. Fast mode changes only the rounding of each dot product (scales in fp32 instead of
- * fp16, a block's sum exact before it is scaled, eight blocks summed per lane before the lanes):
+ * Thresholds. Fast mode changes only the rounding of each dot product (a block's sum exact before
+ * it is scaled, eight blocks summed per lane before the lanes):
  * one matmul of random Q4_0/Q4_1/Q8_0 weights is as far from the exact product in both modes
  * (nmse 1.3e-4, from the 8-bit activations) and the two differ by an nmse of 3e-8..4e-7. But each
  * ulp can flip the rounding of a quantized activation and grow through 30 layers, so the

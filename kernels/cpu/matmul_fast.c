@@ -31,6 +31,7 @@
 #include "kernels/cpu/dtype.h"
 #include "kernels/cpu/dtype_internal.h"
 #include "kernels/cpu/fp16.h"
+#include "kernels/cpu/lanes_avx2.h"
 #include "kernels/cpu/quant_blocks.h"
 
 #include <math.h>
@@ -267,32 +268,37 @@ static AVX2 INLINE void unpack_half(const uint32_t t, const char *blk, int rem, 
     unpack_scales(t, blk, rem, wg);
 }
 
-/* lane j += block j's terms for one activation group x */
-static AVX2 INLINE __m256 group_dot(const uint32_t t, const wgroup *wg, const uint8_t *x,
-                                    __m256 acc) {
+/* The integer dots of the first n_slots slot registers of w against those of x, summed per dword
+ * lane (Q4_0 without its -8 sum(x) term). */
+static AVX2 INLINE __m256i slot_sums(const uint32_t t, const wgroup *wg, const uint8_t *x,
+                                     const int n_slots) {
     const __m256i ones = _mm256_set1_epi16(1);
-    __m256i s;
     if (t == SPECD_DTYPE_Q8_0) {
-        s = _mm256_setzero_si256();
+        __m256i s = _mm256_setzero_si256();
 #pragma GCC unroll 8
-        for (int k = 0; k < 8; k++) {
+        for (int k = 0; k < n_slots; k++) {
             const __m256i xq = _mm256_loadu_si256((const __m256i *)(x + 32 * k));
             const __m256i p =
                 _mm256_maddubs_epi16(wg->absw[k], _mm256_sign_epi8(xq, wg->w[k]));
             s = _mm256_add_epi32(s, _mm256_madd_epi16(p, ones));
         }
-    } else {
-        __m256i s16 = _mm256_maddubs_epi16(wg->w[0], _mm256_loadu_si256((const __m256i *)x));
-#pragma GCC unroll 7
-        for (int k = 1; k < 8; k++)
-            s16 = _mm256_add_epi16(
-                s16, _mm256_maddubs_epi16(wg->w[k],
-                                          _mm256_loadu_si256((const __m256i *)(x + 32 * k))));
-        s = _mm256_madd_epi16(s16, ones);
-        if (t == SPECD_DTYPE_Q4_0) /* (nibble - 8) . x = nibble . x - 8 sum(x) */
-            s = _mm256_sub_epi32(
-                s, _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(x + SUM_OFF)), 3));
+        return s;
     }
+    __m256i s16 = _mm256_maddubs_epi16(wg->w[0], _mm256_loadu_si256((const __m256i *)x));
+#pragma GCC unroll 7
+    for (int k = 1; k < n_slots; k++)
+        s16 = _mm256_add_epi16(
+            s16, _mm256_maddubs_epi16(wg->w[k], _mm256_loadu_si256((const __m256i *)(x + 32 * k))));
+    return _mm256_madd_epi16(s16, ones);
+}
+
+/* lane j += block j's terms for one activation group x */
+static AVX2 INLINE __m256 group_dot(const uint32_t t, const wgroup *wg, const uint8_t *x,
+                                    __m256 acc) {
+    __m256i s = slot_sums(t, wg, x, 8);
+    if (t == SPECD_DTYPE_Q4_0) /* (nibble - 8) . x = nibble . x - 8 sum(x) */
+        s = _mm256_sub_epi32(
+            s, _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)(x + SUM_OFF)), 3));
     const __m256 dd = _mm256_mul_ps(wg->d, _mm256_loadu_ps((const float *)(x + D_OFF)));
     acc = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(s), acc);
     if (t == SPECD_DTYPE_Q4_1)
@@ -305,26 +311,7 @@ static AVX2 INLINE __m256 group_dot(const uint32_t t, const wgroup *wg, const ui
  * -0 (a sum that rounds to zero is +0), so adding fma(0, 0, +-0) = +0 changes no bit. */
 static AVX2 INLINE __m256 half_dot(const uint32_t t, const wgroup *wg, const uint8_t *x,
                                    __m256 acc) {
-    const __m256i ones = _mm256_set1_epi16(1);
-    __m256i s;
-    if (t == SPECD_DTYPE_Q8_0) {
-        s = _mm256_setzero_si256();
-#pragma GCC unroll 4
-        for (int k = 0; k < 4; k++) {
-            const __m256i xq = _mm256_loadu_si256((const __m256i *)(x + 32 * k));
-            const __m256i p =
-                _mm256_maddubs_epi16(wg->absw[k], _mm256_sign_epi8(xq, wg->w[k]));
-            s = _mm256_add_epi32(s, _mm256_madd_epi16(p, ones));
-        }
-    } else {
-        __m256i s16 = _mm256_maddubs_epi16(wg->w[0], _mm256_loadu_si256((const __m256i *)x));
-#pragma GCC unroll 3
-        for (int k = 1; k < 4; k++)
-            s16 = _mm256_add_epi16(
-                s16, _mm256_maddubs_epi16(wg->w[k],
-                                          _mm256_loadu_si256((const __m256i *)(x + 32 * k))));
-        s = _mm256_madd_epi16(s16, ones);
-    }
+    const __m256i s = slot_sums(t, wg, x, 4);
     /* slots 0..3 in the low half, 4..7 in the high half: block j's sum is lane j + lane 4 + j */
     __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
     if (t == SPECD_DTYPE_Q4_0)
@@ -336,13 +323,6 @@ static AVX2 INLINE __m256 half_dot(const uint32_t t, const wgroup *wg, const uin
         lo = _mm_fmadd_ps(_mm256_castps256_ps128(wg->m), _mm_loadu_ps((const float *)(x + S_OFF)),
                           lo);
     return _mm256_insertf128_ps(acc, lo, 0);
-}
-
-static AVX2 INLINE float lanes_sum_avx2(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
 }
 
 /* Weight rows [o_begin, o_end) against up to ROWS activation rows. Each weight group is
@@ -394,7 +374,7 @@ static AVX2 INLINE void rows_avx2(const uint32_t t, const char *w, int64_t n_in,
             }
         }
         for (int64_t r = 0; r < R; r++)
-            y[r * ld_y + o] = lanes_sum_avx2(acc[r]);
+            y[r * ld_y + o] = specd_lanes_sum_avx2(acc[r]);
     }
 }
 

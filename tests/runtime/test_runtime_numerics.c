@@ -248,12 +248,7 @@ static void test_mode_names(void **state) {
 }
 
 int main(void) {
-    specd_cpu_path path;
-    char msg[160];
-    if (!specd_cpu_path_get(&path, msg, sizeof msg)) {
-        fprintf(stderr, "%s: skipped\n", msg);
-        return SPECD_TEST_SKIP;
-    }
+    if (!rt_test_cpu_path()) return SPECD_TEST_SKIP;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mode_names),
         cmocka_unit_test(test_kernels_batch_invariant),

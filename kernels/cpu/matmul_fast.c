@@ -129,7 +129,8 @@ static float dot_scalar(uint32_t t, const char *w, int64_t nb, const uint8_t *x)
                 dw = specd_fp16_to_fp32(h[0]);
                 if (t == SPECD_DTYPE_Q4_1) mw = specd_fp16_to_fp32(h[1]);
                 for (int e = 0; e < SPECD_QK; e++)
-                    s += weight_q(t, blk, e) * (int8_t)x[q_offset(half, e / 4, j) + (size_t)(e % 4)];
+                    s +=
+                        weight_q(t, blk, e) * (int8_t)x[q_offset(half, e / 4, j) + (size_t)(e % 4)];
             }
             acc[j] = fmaf(dw * dx, (float)s, acc[j]);
             if (t == SPECD_DTYPE_Q4_1) acc[j] = fmaf(mw, sx, acc[j]);
@@ -191,7 +192,7 @@ static INLINE int32_t head32(const char *p) {
 static AVX2 INLINE void unpack_scales(const uint32_t t, const char *blk, int rem, wgroup *wg) {
     const size_t wb = block_bytes(t);
     /* d (and m) of each block; for Q4_0/Q8_0 the upper 16 bits are quant bytes, masked off */
-#define H(j) ((j) < rem ? head32(blk + (size_t)(j) * wb) : 0)
+#define H(j) ((j) < rem ? head32(blk + (size_t)(j)*wb) : 0)
     const __m256i hv = _mm256_setr_epi32(H(0), H(1), H(2), H(3), H(4), H(5), H(6), H(7));
 #undef H
     const __m256i dh = _mm256_and_si256(hv, _mm256_set1_epi32(0xffff));
@@ -208,27 +209,27 @@ static AVX2 INLINE void unpack_group(const uint32_t t, const char *blk, int rem,
     const size_t wb = block_bytes(t);
     __m256i x[4], p[4];
     if (t == SPECD_DTYPE_Q8_0) {
-        #pragma GCC unroll 8
+#pragma GCC unroll 8
         for (int j = 0; j < 4; j++)
             x[j] = pair16(blk, wb, j, 2, rem);
         transpose4(x, wg->w); /* bytes 0..15: slots 0..3 */
-        #pragma GCC unroll 8
+#pragma GCC unroll 8
         for (int j = 0; j < 4; j++)
             x[j] = pair16(blk, wb, j, 18, rem);
         transpose4(x, wg->w + 4);
-        #pragma GCC unroll 8
+#pragma GCC unroll 8
         for (int s = 0; s < 8; s++)
             wg->absw[s] = _mm256_sign_epi8(wg->w[s], wg->w[s]);
     } else {
         const size_t off = t == SPECD_DTYPE_Q4_1 ? 4 : 2;
-        #pragma GCC unroll 8
+#pragma GCC unroll 8
         for (int j = 0; j < 4; j++)
             x[j] = pair16(blk, wb, j, off, rem);
         transpose4(x, p); /* p[s] dword j = block j's qs bytes 4s..4s+3 */
         const __m256i m4 = _mm256_set1_epi8(0x0f);
-        #pragma GCC unroll 8
+#pragma GCC unroll 8
         for (int s = 0; s < 4; s++) {
-            wg->w[s] = _mm256_and_si256(p[s], m4);                          /* elements 4s.. */
+            wg->w[s] = _mm256_and_si256(p[s], m4);                           /* elements 4s.. */
             wg->w[s + 4] = _mm256_and_si256(_mm256_srli_epi16(p[s], 4), m4); /* 16 + 4s.. */
         }
     }
@@ -240,30 +241,29 @@ static AVX2 INLINE void unpack_half(const uint32_t t, const char *blk, int rem, 
     const size_t wb = block_bytes(t);
     __m128i x[4], lo[4], hi[4];
     if (t == SPECD_DTYPE_Q8_0) {
-        #pragma GCC unroll 8
+#pragma GCC unroll 8
         for (int j = 0; j < 4; j++)
             x[j] = blk16(blk, wb, j, 2, rem);
         transpose4_128(x, lo);
-        #pragma GCC unroll 8
+#pragma GCC unroll 8
         for (int j = 0; j < 4; j++)
             x[j] = blk16(blk, wb, j, 18, rem);
         transpose4_128(x, hi);
-        #pragma GCC unroll 8
+#pragma GCC unroll 8
         for (int s = 0; s < 4; s++) {
             wg->w[s] = _mm256_inserti128_si256(_mm256_castsi128_si256(lo[s]), hi[s], 1);
             wg->absw[s] = _mm256_sign_epi8(wg->w[s], wg->w[s]);
         }
     } else {
-        #pragma GCC unroll 8
+#pragma GCC unroll 8
         for (int j = 0; j < 4; j++)
             x[j] = blk16(blk, wb, j, t == SPECD_DTYPE_Q4_1 ? 4 : 2, rem);
         transpose4_128(x, lo);
         const __m128i m4 = _mm_set1_epi8(0x0f);
-        #pragma GCC unroll 8
+#pragma GCC unroll 8
         for (int s = 0; s < 4; s++)
-            wg->w[s] = _mm256_inserti128_si256(
-                _mm256_castsi128_si256(_mm_and_si128(lo[s], m4)),
-                _mm_and_si128(_mm_srli_epi16(lo[s], 4), m4), 1);
+            wg->w[s] = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_and_si128(lo[s], m4)),
+                                               _mm_and_si128(_mm_srli_epi16(lo[s], 4), m4), 1);
     }
     unpack_scales(t, blk, rem, wg);
 }
@@ -278,8 +278,7 @@ static AVX2 INLINE __m256i slot_sums(const uint32_t t, const wgroup *wg, const u
 #pragma GCC unroll 8
         for (int k = 0; k < n_slots; k++) {
             const __m256i xq = _mm256_loadu_si256((const __m256i *)(x + 32 * k));
-            const __m256i p =
-                _mm256_maddubs_epi16(wg->absw[k], _mm256_sign_epi8(xq, wg->w[k]));
+            const __m256i p = _mm256_maddubs_epi16(wg->absw[k], _mm256_sign_epi8(xq, wg->w[k]));
             s = _mm256_add_epi32(s, _mm256_madd_epi16(p, ones));
         }
         return s;
@@ -328,8 +327,8 @@ static AVX2 INLINE __m256 half_dot(const uint32_t t, const wgroup *wg, const uin
 /* Weight rows [o_begin, o_end) against up to ROWS activation rows. Each weight group is
  * unpacked once and every row's accumulator (a stack array) takes its terms. */
 static AVX2 INLINE void rows_avx2(const uint32_t t, const char *w, int64_t n_in, int64_t o_begin,
-                                  int64_t o_end, const uint8_t *xq, size_t xrb, int64_t R,
-                                  float *y, int64_t ld_y) {
+                                  int64_t o_end, const uint8_t *xq, size_t xrb, int64_t R, float *y,
+                                  int64_t ld_y) {
     const size_t wb = block_bytes(t);
     const int64_t nb = n_in / SPECD_QK, full = nb / G;
     const int rem = (int)(nb - full * G);

@@ -3,8 +3,8 @@
  *
  * Activations go in as "fast rows": each group of eight 32-element blocks is 352 bytes, the
  * blocks' int8 quants transposed so that dword lane j of slot t holds elements 4t..4t+3 of block j
- * (slot t = bytes 32t..32t+31), then the eight scales d, the eight d * sum(quants) (both fp16 values held as fp32)
- * and the eight sum(quants) (int32). A last partial group is zero-padded.
+ * (slot t = bytes 32t..32t+31), then the eight scales d, the eight d * sum(quants) (both fp16
+ * values held as fp32) and the eight sum(quants) (int32). A last partial group is zero-padded.
  *
  * Every output is one (weight row, activation row) dot product whose bits depend on those two rows
  * only: the same for any batch, any place in it, any thread split, and on every vector path. */

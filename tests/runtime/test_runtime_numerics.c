@@ -66,9 +66,8 @@ static void *make_weights(uint32_t t, int64_t n_in, size_t *row_bytes) {
 
 /* y[N_ROWS][N_OUT] for rows [r0, r0 + n) computed as one call per weight split. */
 static void run(uint32_t t, int fast, const void *w, int64_t n_in, const void *xq, size_t xrb,
-               int64_t r0, int64_t n, int threads, int simd, float *y) {
-    const specd_dtype_traits *tr =
-        simd ? specd_dtype_traits_get(t) : specd_dtype_traits_scalar(t);
+                int64_t r0, int64_t n, int threads, int simd, float *y) {
+    const specd_dtype_traits *tr = simd ? specd_dtype_traits_get(t) : specd_dtype_traits_scalar(t);
     for (int th = 0; th < threads; th++) {
         const int64_t b = N_OUT * th / threads, e = N_OUT * (th + 1) / threads;
         const char *x = (const char *)xq + (size_t)r0 * xrb;
@@ -103,7 +102,8 @@ static int check_type(uint32_t t, int fast, int64_t n_in) {
             specd_quantize_rows(specd_dtype_traits_scalar(vt), vt, x, n_in, 1, n_in,
                                 xq + (size_t)r * xrb);
     }
-    float *ref = malloc(sizeof(float) * N_ROWS * N_OUT), *y = malloc(sizeof(float) * N_ROWS * N_OUT);
+    float *ref = malloc(sizeof(float) * N_ROWS * N_OUT),
+          *y = malloc(sizeof(float) * N_ROWS * N_OUT);
     float *alone = malloc(sizeof(float) * N_ROWS * N_OUT);
     for (int r = 0; r < N_ROWS; r++) /* each row alone, scalar, one thread */
         run(t, fast, w, n_in, xq, xrb, r, 1, 1, 0, ref);
@@ -210,14 +210,15 @@ static int check_model(const specd_model *m, int32_t mode) {
             if (memcmp(lg + i * V, ref + i * V, V * sizeof(float)) ||
                 memcmp(hd + i * E, ref_h + i * E, E * sizeof(float))) {
                 if (!bad++)
-                    fprintf(stderr, "%s: row %d differs (run %zu)\n", specd_numerics_name(mode),
-                            i, k);
+                    fprintf(stderr, "%s: row %d differs (run %zu)\n", specd_numerics_name(mode), i,
+                            k);
             }
     }
     fprintf(stderr, "  model, %s numerics, %d layers + head: %d rows %s\n",
             specd_numerics_name(mode), N_LAYERS, N_TOK,
-            bad ? "DIFFER" : "bitwise equal alone and in extends of 2, 3, 8, 17 and 64, on 1 "
-                             "and 2 threads");
+            bad ? "DIFFER"
+                : "bitwise equal alone and in extends of 2, 3, 8, 17 and 64, on 1 "
+                  "and 2 threads");
     free(ref), free(ref_h), free(lg), free(hd);
     return !bad;
 }

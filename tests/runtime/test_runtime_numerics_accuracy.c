@@ -118,8 +118,9 @@ static void test_greedy_close_to_llama(void **state) {
             fprintf(stderr, "  case %d: %d/%d equal: fast greedy writes llama.cpp's text\n", k,
                     here, n_out);
         else
-            fprintf(stderr, "  case %d: %d/%d equal; fast greedy leaves llama.cpp's text at step %d\n",
-                    k, here, n_out, first);
+            fprintf(stderr,
+                    "  case %d: %d/%d equal; fast greedy leaves llama.cpp's text at step %d\n", k,
+                    here, n_out, first);
         same += here;
         whole += first < 0;
         steps += n_out;

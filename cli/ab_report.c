@@ -107,6 +107,7 @@ static void write_setup(FILE *f, const ab_setup *s) {
     html_row_number(f, "tokens per prompt (-n)", o->n_predict, 0);
     html_row_number(f, "max draft", o->max_draft, 0);
     html_row_number(f, "threads (0 = all)", o->n_threads, 0);
+    html_row_text(f, "numerics", cli_numerics_label());
     html_row_text(f, "adaptive guard", o->adaptive ? "on" : "off");
     html_row_text(f, "chat template", o->chat ? "on" : "off");
     html_row_text(f, "remote verifier", o->verifier ? o->verifier : "(in-process)");

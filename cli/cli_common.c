@@ -107,7 +107,7 @@ int cli_parse_shared(cli_options *o, int argc, char **argv, int *i) {
     static const char *const with_value[] = {
         "-m", "--model", "--policy", "--policy-opts", "--draft-max", "-n", "-t", "--threads",
         "--temp", "--top-k", "--top-p", "--min-p", "--seed", "--accept", "--tau", "--verifier",
-        "--verifier-timeout-ms", "--device", "--n-ctx"};
+        "--verifier-timeout-ms", "--device", "--n-ctx", "--numerics"};
     int needs = 0;
     for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++)
         if (!strcmp(f, with_value[k])) needs = 1;
@@ -130,6 +130,7 @@ int cli_parse_shared(cli_options *o, int argc, char **argv, int *i) {
     if (!strcmp(f, "--verifier")) return o->verifier = v, 1;
     if (!strcmp(f, "--device"))
         return cli_parse_device("specd", v, &o->device, &o->device_index) ? -1 : 1;
+    if (!strcmp(f, "--numerics")) return cli_parse_numerics("specd", v) ? -1 : 1;
     if (!strcmp(f, "--temp")) return parse_float(f, v, 0.0f, 100.0f, &o->sampling.temperature);
     if (!strcmp(f, "--top-p")) return parse_float(f, v, 1e-6f, 1.0f, &o->sampling.top_p);
     if (!strcmp(f, "--min-p")) return parse_float(f, v, 0.0f, 0.999f, &o->sampling.min_p);
@@ -200,9 +201,29 @@ void cli_print_shared_help(FILE *out) {
             "  -t, --threads N      worker threads (default: online cores)\n"
             "  --n-ctx N            KV rows: prompt + generated tokens + a step's drafts\n"
             "                       (default 4096)\n"
+            "  --numerics M         fast | llama: the CPU matmuls' order for every context of\n"
+            "                       the run: fast (default: $SPECD_NUMERICS, else fast) or\n"
+            "                       llama.cpp's bits (slower extends)\n"
             "  --device D           cpu | cuda | cuda:N: where the target and every context a\n"
             "                       policy makes (draft model, head) run (default: $SPECD_DEVICE,\n"
             "                       else cpu)\n");
+}
+
+int cli_parse_numerics(const char *prog, const char *name) {
+    int32_t mode;
+    specd_error err;
+    if (specd_numerics_parse(name, &mode, &err) != SPECD_OK) {
+        fprintf(stderr, "%s: --numerics: %s\n", prog, err.message);
+        return 1;
+    }
+    /* every context of the process reads it (specd_context_default_params): the target's and
+     * those the policies and the serving loop make */
+    setenv("SPECD_NUMERICS", name, 1);
+    return 0;
+}
+
+const char *cli_numerics_label(void) {
+    return specd_numerics_name(specd_context_default_params().numerics);
 }
 
 const char *cli_default_model(char *buf, size_t cap) {

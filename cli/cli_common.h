@@ -41,6 +41,11 @@ int cli_parse_shared(cli_options *o, int argc, char **argv, int *i);
  * (unset: cpu). Prints "<prog>: ..." naming the accepted values and returns non-zero for an
  * unknown name or an unparsable SPECD_DEVICE. */
 int cli_parse_device(const char *prog, const char *name, int32_t *device, int32_t *index);
+/* --numerics NAME (fast, llama): sets SPECD_NUMERICS for every context the process makes. 0, or 1
+ * after printing an error naming prog. */
+int cli_parse_numerics(const char *prog, const char *name);
+/* The numerics mode the process's contexts get ("fast", "llama"; "?" when SPECD_NUMERICS is bad). */
+const char *cli_numerics_label(void);
 /* The device as --device spells it ("cpu", "cuda:0"). */
 const char *cli_device_label(int32_t device, int32_t index, char *buf, size_t cap);
 /* Lines of help for the shared flags. */

@@ -144,6 +144,8 @@ static int write_json(const char *path, const cli_options *o, const ab_row *rows
     }
     fprintf(f, "{\"policy\": ");
     json_string(f, o->policy, strlen(o->policy));
+    fprintf(f, ", \"numerics\": ");
+    json_string(f, cli_numerics_label(), strlen(cli_numerics_label()));
     fprintf(f, ", \"temperature\": ");
     json_number(f, o->sampling.temperature);
     fprintf(f, ", \"seed\": %llu, \"n\": %d, \"repeat\": %d", (unsigned long long)o->seed,
@@ -352,12 +354,14 @@ int specd_cmd_ab(int argc, char **argv) {
     ab_rounds rounds = {0};
     int rc = rows ? ab_rounds_open(&rounds, &e, &o, repeat) : 1, diverged = 0;
     char device[32];
-    fprintf(stderr, "specd ab: policy %s, %d prompts, %d tokens each, %d round%s, T=%g, rule %s, "
-                    "device %s\n",
+    fprintf(stderr,
+            "specd ab: policy %s, %d prompts, %d tokens each, %d round%s, T=%g, rule %s, "
+            "device %s, numerics %s\n",
             o.policy, n, o.n_predict, repeat, repeat == 1 ? "" : "s", o.sampling.temperature,
             o.rule == SPECD_ACCEPT_GREEDY ? "greedy" : o.rule == SPECD_ACCEPT_REJECTION ? "rs"
                                                                                        : "coupled",
-            cli_device_label(e.device, e.device_index, device, sizeof device));
+            cli_device_label(e.device, e.device_index, device, sizeof device),
+            specd_numerics_name(specd_context_numerics(e.ctx)));
     for (int i = 0; i < n && !rc; i++) {
         int32_t *ids;
         int64_t n_ids;

@@ -105,10 +105,11 @@ int specd_cmd_generate(int argc, char **argv) {
     if (!rc) rc = cli_run(&e, &o, o.policy, o.policy_opts, ids, n_ids, 1, &spec);
     if (!rc) {
         fputc('\n', stdout);
-        fprintf(stderr, "prefill %lld tokens: %.1f tok/s; decode %lld tokens: %.1f tok/s\n",
+        fprintf(stderr, "prefill %lld tokens: %.1f tok/s; decode %lld tokens: %.1f tok/s (numerics %s)\n",
                 (long long)spec.run.n_prompt,
                 spec.run.prefill_ns ? (double)(spec.run.n_prompt - 1) * 1e9 / (double)spec.run.prefill_ns : 0.0,
-                (long long)spec.run.n_emitted, cli_decode_tps(&spec));
+                (long long)spec.run.n_emitted, cli_decode_tps(&spec),
+                specd_numerics_name(specd_context_numerics(e.ctx)));
     }
     if (!rc && speculative) {
         rc = cli_run(&e, &o, "none", NULL, ids, n_ids, 0, &plain);

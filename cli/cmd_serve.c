@@ -48,6 +48,8 @@ static void usage(FILE *out) {
             "  --device D              cpu | cuda | cuda:N: where the model, the KV caches and\n"
             "                          every context a policy makes run (default: $SPECD_DEVICE,\n"
             "                          else cpu)\n"
+            "  --numerics M            fast | llama: the CPU matmuls' order (default:\n"
+            "                          $SPECD_NUMERICS, else fast; llama = llama.cpp's bits)\n"
             "  --seed S                first seed of requests that give none (default 0)\n"
             "  --grace-ms MS           on SIGINT/SIGTERM, how long requests in flight may take\n"
             "                          to finish before they are cancelled (default 10000)\n\n"
@@ -127,6 +129,8 @@ int specd_cmd_serve(int argc, char **argv) {
         else if (!strcmp(f, "--api-key")) api_key = v;
         else if (!strcmp(f, "--device"))
             rc = cli_parse_device("specd serve", v, &p.loop.device, &p.loop.device_index);
+        else if (!strcmp(f, "--numerics"))
+            rc = cli_parse_numerics("specd serve", v);
         else if (!strcmp(f, "--seed") && !(rc = parse_long(f, v, 0, 1L << 53, &n)))
             p.seed_base = (uint64_t)n;
         else if (!strcmp(f, "--grace-ms") && !(rc = parse_long(f, v, 0, 3600000, &n)))
@@ -207,10 +211,11 @@ int specd_cmd_serve(int argc, char **argv) {
     char device[32];
     fprintf(stderr,
             "specd serve: listening on http://%s:%d (model %s, %d slots, policy %s%s%s%s, "
-            "device %s)\n",
+            "device %s, numerics %s)\n",
             p.http.host, serve_server_port(srv), model_name, p.loop.max_seqs, policy_name,
             colon ? ":" : "", colon ? colon + 1 : "", api_key ? ", API key required" : "",
-            cli_device_label(p.loop.device, p.loop.device_index, device, sizeof device));
+            cli_device_label(p.loop.device, p.loop.device_index, device, sizeof device),
+            cli_numerics_label());
     fflush(stderr);
     int sig = 0;
     sigwait(&set, &sig);

@@ -4,7 +4,8 @@
  *   prefill: one extend of P tokens, logits for the last row
  *   decode:  D one-token decodes with logits
  *   extend:  after a 256-token prefix, k = 1..16 new tokens with logits for all k rows, rolled back
- * Prints medians over RUNS, then peak RSS beside model file + KV cache + 100 MB.
+ * Prints medians over RUNS, then peak RSS beside model file + KV cache + 100 MB. The numerics
+ * mode is SPECD_NUMERICS's (default fast), named in the output.
  * usage: bench_runtime MODEL THREADS [RUNS] [P] [D] */
 #include "specd/runtime.h"
 
@@ -76,6 +77,7 @@ int main(int argc, char **argv) {
             CHECK(specd_context_kv_truncate(c, 0, 256, &err));
         }
     }
+    printf("specd: numerics %s\n", specd_numerics_name(specd_context_numerics(c)));
     printf("specd: prefill %.1f tok/s\n", bench_median(pre, runs));
     printf("specd: decode %.1f tok/s\n", bench_median(dec, runs));
     printf("specd: extend_ms");

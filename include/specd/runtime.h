@@ -20,7 +20,8 @@
  * Batch invariance: a row's logits and hidden state are bitwise identical whether computed alone or
  * inside an extend of any size or mix of sequences, with any thread count. Every output element is
  * one dot product with a fixed reduction order; threads split output rows/columns, never a sum;
- * attention runs per row over its visible keys in ascending cache order.
+ * attention runs per row over its visible keys in ascending cache order. This holds in both
+ * numerics modes (specd_context_params.numerics); the mode only picks the reduction order.
  *
  * Errors: every call validates all inputs before touching state or outputs; on failure nothing is
  * written and the KV caches are unchanged.
@@ -131,7 +132,28 @@ typedef struct specd_context_params {
                           (a layer-skip drafter); 0 = all */
     int32_t device;       /* specd_device: where the weights, the KV cache and the forward live */
     int32_t device_index; /* CUDA device ordinal (0) */
+    int32_t numerics;     /* specd_numerics: the CPU's reduction order (0 = fast) */
 } specd_context_params;
+
+/* The arithmetic of a CPU context's matmuls, chosen at create. Both modes are batch-invariant (a
+ * row's bits do not depend on the extend's size, the row's place in it, or the thread count):
+ *   SPECD_NUMERICS_FAST   (default) the quantized dot products reduce each block's products
+ *                         exactly in integers and apply eight blocks' scales in one vector
+ *                         operation (the same activation quantization as llama.cpp), so several activation rows share the weight unpacking;
+ *                         the same bits on every vector path (scalar, AVX2, AVX-512) of any x86
+ *                         machine; close to llama.cpp's logits, not bitwise equal to them
+ *   SPECD_NUMERICS_LLAMA  llama.cpp's accumulation order (one scale product and one fused
+ *                         multiply-add per 32-wide block and pair): bitwise the logits of
+ *                         llama.cpp's x86 build, the oracle of the golden tests
+ * A CUDA context keeps its kernels' own order whatever the field says. */
+typedef enum specd_numerics {
+    SPECD_NUMERICS_FAST = 0,
+    SPECD_NUMERICS_LLAMA = 1,
+} specd_numerics;
+
+/* "fast" or "llama" -> *out; anything else -> SPECD_E_INVALID_ARG naming the accepted values. */
+SPECD_API specd_status specd_numerics_parse(const char *name, int32_t *out, specd_error *err);
+SPECD_API const char *specd_numerics_name(int32_t numerics); /* "fast", "llama" or "?" */
 
 /* The backend of a context, chosen at create. SPECD_DEVICE_CUDA runs the same forward with the
  * kernels of libspecd_cuda.so on a GPU: every call of this header behaves as on the CPU, and a
@@ -147,7 +169,10 @@ SPECD_API const char *specd_device_name(int32_t device); /* "cpu", "cuda" or "?"
 /* n_seq 1, n_ctx 2048, n_batch 512, all cores, all layers; device from the environment variable
  * SPECD_DEVICE (as specd_device_parse reads it; unset or empty = cpu), so a test suite or a
  * program that never names a device can be run on either. An unparsable SPECD_DEVICE sets
- * device to -1, which specd_context_create refuses with the variable's value in the message. */
+ * device to -1, which specd_context_create refuses with the variable's value in the message.
+ * numerics likewise from SPECD_NUMERICS (fast or llama; unset or empty = fast; unparsable = -1,
+ * refused at create), so that every context of a process (a policy's draft model too) follows
+ * one choice. */
 SPECD_API specd_context_params specd_context_default_params(void);
 
 /* The model is borrowed and must outlive the context. Caller owns *out. */
@@ -160,6 +185,8 @@ SPECD_API void specd_context_destroy(specd_context *ctx);
 SPECD_API specd_status specd_context_set_lora(specd_context *ctx, const specd_lora *lora, specd_error *err);
 
 SPECD_API int32_t specd_context_n_threads(const specd_context *ctx);
+/* The context's specd_numerics (as created). */
+SPECD_API int32_t specd_context_numerics(const specd_context *ctx);
 /* The model the context runs (borrowed) and the most new tokens one extend may carry. */
 SPECD_API const specd_model *specd_context_model(const specd_context *ctx);
 SPECD_API int32_t specd_context_n_batch(const specd_context *ctx);

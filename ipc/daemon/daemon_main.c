@@ -47,6 +47,8 @@ static void usage(FILE *f, const char *program, const char *description, const c
             "                         CUDA IPC logits buffers of that device and verifies them\n"
             "                         there with the device kernel [default: cpu, host memory\n"
             "                         only]\n"
+            "  --numerics M           (drafter) fast | llama: the CPU matmuls' order of the served\n"
+            "                         policies' own models [default: $SPECD_NUMERICS, else fast]\n"
             "  --q-device D           (drafter) cpu | cuda | cuda:N: where the draft distributions\n"
             "                         of sampled drafts are handed to hosts: cuda[:N] a CUDA IPC\n"
             "                         buffer on device N (the host reads q on its device without\n"
@@ -99,6 +101,7 @@ int specd_daemon_main(int argc, char **argv, const char *program, specd_ipc_role
                                          {"model", required_argument, 0, 'M'},
                                          {"device", required_argument, 0, 'D'},
                                          {"q-device", required_argument, 0, 'Q'},
+                                         {"numerics", required_argument, 0, 'N'},
                                          {"verbose", no_argument, 0, 'V'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
@@ -187,6 +190,16 @@ int specd_daemon_main(int argc, char **argv, const char *program, specd_ipc_role
             }
             device = optarg;
             break;
+        case 'N': {
+            int32_t mode;
+            if (specd_numerics_parse(optarg, &mode, &err) != SPECD_OK) {
+                fprintf(stderr, "%s: --numerics: %s\n", program, err.message);
+                return 2;
+            }
+            /* the served policies' contexts read it (specd_context_default_params) */
+            setenv("SPECD_NUMERICS", optarg, 1);
+            break;
+        }
         case 'Q':
             if (role != SPECD_IPC_ROLE_DRAFTER) {
                 fprintf(stderr, "%s: --q-device is a drafter option\n", program);

@@ -128,6 +128,14 @@ static AVX2 inline float block_amax(const float *src) {
     return _mm_cvtss_f32(h);
 }
 
+AVX2 float specd_q8_block_avx2(const float *src, int8_t *qs, int32_t *sum) {
+    const float amax = block_amax(src);
+    int s;
+    quantize_32(src, amax != 0.0f ? 127.0f / amax : 0.0f, qs, &s);
+    if (sum) *sum = s;
+    return amax;
+}
+
 AVX2 void specd_q8_0_from_float_avx2(const float *src, void *dst, int64_t n) {
     specd_block_q8_0 *y = dst;
     for (int64_t b = 0; b < n / SPECD_QK; b++, src += SPECD_QK) {
@@ -405,6 +413,9 @@ void specd_q8_0_from_float_avx2(const float *src, void *dst, int64_t n) {
 }
 void specd_q8_1_from_float_avx2(const float *src, void *dst, int64_t n) {
     specd_q8_1_from_float(src, dst, n);
+}
+float specd_q8_block_avx2(const float *src, int8_t *qs, int32_t *sum) {
+    return specd_q8_block(src, qs, sum);
 }
 void specd_q4_0_to_float_avx2(const void *src, float *dst, int64_t n) {
     specd_q4_0_to_float(src, dst, n);

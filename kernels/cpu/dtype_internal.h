@@ -33,6 +33,11 @@ void specd_q8_0_vec_dot_avx2(int64_t n, float *s, const void *x, const void *y);
 void specd_q4_k_vec_dot_avx2(int64_t n, float *s, const void *x, const void *y);
 void specd_q6_k_vec_dot_avx2(int64_t n, float *s, const void *x, const void *y);
 void specd_q8_0_from_float_avx2(const float *src, void *dst, int64_t n);
+/* One block of 32 floats to int8 as llama.cpp's Q8_0/Q8_1 quantize it, q = round(x * 127 / amax)
+ * (half to even; NaN -> -128): returns amax, and *sum (may be NULL) = the quants' sum. The AVX2
+ * version (AVX2 CPUs only) writes the same bytes. */
+float specd_q8_block(const float *src, int8_t *qs, int32_t *sum);
+float specd_q8_block_avx2(const float *src, int8_t *qs, int32_t *sum);
 void specd_q8_1_from_float_avx2(const float *src, void *dst, int64_t n);
 void specd_q4_0_to_float_avx2(const void *src, float *dst, int64_t n);
 void specd_q4_1_to_float_avx2(const void *src, float *dst, int64_t n);

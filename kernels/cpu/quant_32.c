@@ -144,18 +144,25 @@ void specd_q8_0_to_float(const void *src, float *dst, int64_t n) {
     }
 }
 
-/* Quantizes one block of 32 to int8 with x86 llama.cpp's rounding; returns the fp32 scale. */
-static float quantize_block_8(const float *src, int8_t *qs) {
+float specd_q8_block(const float *src, int8_t *qs, int32_t *sum) {
     float amax = 0.0f;
     for (int j = 0; j < SPECD_QK; j++) {
         const float a = fabsf(src[j]);
         if (a > amax) amax = a;
     }
-    const float d = amax / 127.0f;
     const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
-    for (int j = 0; j < SPECD_QK; j++)
+    int32_t s = 0;
+    for (int j = 0; j < SPECD_QK; j++) {
         qs[j] = (int8_t)to_int_clamped(rintf(src[j] * id), -128, 127);
-    return d;
+        s += qs[j];
+    }
+    if (sum) *sum = s;
+    return amax;
+}
+
+/* Quantizes one block of 32 to int8 with x86 llama.cpp's rounding; returns the fp32 scale. */
+static float quantize_block_8(const float *src, int8_t *qs) {
+    return specd_q8_block(src, qs, NULL) / 127.0f;
 }
 
 void specd_q8_0_from_float(const float *src, void *dst, int64_t n) {

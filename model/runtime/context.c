@@ -5,6 +5,7 @@
 #include "common/alloc.h"
 #include "common/status_internal.h"
 #include "kernels/cpu/cpu_dispatch.h"
+#include "kernels/cpu/matmul_fast.h"
 #include "kernels/cpu/ops.h"
 
 #include <stdio.h>
@@ -60,11 +61,17 @@ void rt_prof_destroy(rt_prof *p) {
     specd_free(p);
 }
 
-static size_t max_xq_row(const specd_model *m) {
-    size_t mx = m->output.xq_row_bytes;
+/* an activation row for m: llama.cpp's vec_dot type or, in fast numerics, a fast row */
+static size_t xq_row(const rt_matrix *m, int fast) {
+    const size_t f = fast ? specd_fast_row_bytes(m->type, m->n_in) : 0;
+    return f > m->xq_row_bytes ? f : m->xq_row_bytes;
+}
+
+static size_t max_xq_row(const specd_model *m, int fast) {
+    size_t mx = xq_row(&m->output, fast);
     for (int32_t l = 0; l < m->info.n_layer; l++)
         for (int p = 0; p < RT_N_PROJ; p++)
-            if (m->layers[l].w[p].xq_row_bytes > mx) mx = m->layers[l].w[p].xq_row_bytes;
+            if (xq_row(&m->layers[l].w[p], fast) > mx) mx = xq_row(&m->layers[l].w[p], fast);
     return (mx + 63) & ~(size_t)63;
 }
 
@@ -104,6 +111,13 @@ specd_status specd_context_create(const specd_model *model, const specd_context_
         return specd_fail(err, SPECD_E_INVALID_ARG,
                           "context: SPECD_DEVICE '%s' is not one of cpu, cuda, cuda:N",
                           getenv("SPECD_DEVICE") ? getenv("SPECD_DEVICE") : "");
+    if (p.numerics == -1)
+        return specd_fail(err, SPECD_E_INVALID_ARG,
+                          "context: SPECD_NUMERICS '%s' is not one of fast, llama",
+                          getenv("SPECD_NUMERICS") ? getenv("SPECD_NUMERICS") : "");
+    if (p.numerics != SPECD_NUMERICS_FAST && p.numerics != SPECD_NUMERICS_LLAMA)
+        return specd_fail(err, SPECD_E_INVALID_ARG, "context: numerics %d is not fast or llama",
+                          p.numerics);
     if (p.device != SPECD_DEVICE_CPU && p.device != SPECD_DEVICE_CUDA)
         return specd_fail(err, SPECD_E_INVALID_ARG, "context: device %d is not cpu or cuda",
                           p.device);
@@ -122,6 +136,7 @@ specd_status specd_context_create(const specd_model *model, const specd_context_
     c->p = p;
     c->n_threads = p.n_threads;
     c->simd = (int)path;
+    c->fast = p.numerics == SPECD_NUMERICS_FAST;
     c->kv_dim = (size_t)in->n_head_kv * (size_t)in->head_dim;
     int ok = 1;
     size_t total = sizeof *c;
@@ -147,7 +162,7 @@ specd_status specd_context_create(const specd_model *model, const specd_context_
     c->v = grab(B * c->kv_dim, sizeof(float), &total, &ok);
     c->g = grab(B * F, sizeof(float), &total, &ok);
     c->u = grab(B * F, sizeof(float), &total, &ok);
-    c->xq_stride = max_xq_row(model);
+    c->xq_stride = max_xq_row(model, c->fast);
     c->xq = grab(B, c->xq_stride, &total, &ok);
     c->scores = grab((size_t)p.n_threads * (size_t)p.n_ctx, sizeof(float), &total, &ok);
     c->probs_stride = ((size_t)p.n_ctx + 31) & ~(size_t)31; /* attention pads to 32 */
@@ -205,6 +220,10 @@ void specd_context_destroy(specd_context *c) {
 
 int32_t specd_context_n_threads(const specd_context *ctx) {
     return ctx->n_threads;
+}
+
+int32_t specd_context_numerics(const specd_context *ctx) {
+    return ctx->p.numerics;
 }
 
 specd_status specd_context_set_lora(specd_context *c, const specd_lora *lora, specd_error *err) {

@@ -9,6 +9,7 @@
 #include "common/clock.h"
 #include "common/status_internal.h"
 #include "kernels/cpu/fp16.h"
+#include "kernels/cpu/matmul_fast.h"
 #include "kernels/cpu/ops.h"
 
 #include <math.h>
@@ -51,12 +52,25 @@ static inline void share(int64_t n, int ith, int nth, int64_t *b, int64_t *e) {
     *e = n * (ith + 1) / nth;
 }
 
+/* Whether matrix m takes the fast kernels (kernels/cpu/matmul_fast.h): its activation rows are
+ * then fast rows. Q, K and V share one quantization: their types share a vec_dot type (checked
+ * at load), and every type of the Q8_0/Q8_1 family has a fast kernel, so they agree here too. */
+static int fast_matrix(const specd_context *c, const rt_matrix *m) {
+    return c->fast && specd_fast_row_bytes(m->type, m->n_in) != 0;
+}
+
 /* Quantizes rows [r0, r1) of x (stride ld floats) for matrix m into c->xq. */
 static void quant_rows(specd_context *c, const rt_matrix *m, const float *x, int64_t ld, int64_t r0,
                        int64_t r1) {
-    for (int64_t r = r0; r < r1; r++)
-        specd_quantize_rows(m->vtraits, m->traits->vec_dot_type, x + r * ld, ld, 1, m->n_in,
-                            (char *)c->xq + (size_t)r * c->xq_stride);
+    const int fast = fast_matrix(c, m);
+    for (int64_t r = r0; r < r1; r++) {
+        char *dst = (char *)c->xq + (size_t)r * c->xq_stride;
+        if (fast)
+            specd_fast_quantize_row(x + r * ld, m->n_in, dst, c->simd);
+        else
+            specd_quantize_rows(m->vtraits, m->traits->vec_dot_type, x + r * ld, ld, 1, m->n_in,
+                                dst);
+    }
 }
 
 /* This thread's share of y = W x for all n rows (W's output columns split across threads). */
@@ -64,7 +78,10 @@ static void matmul_share(specd_context *c, const rt_matrix *m, int64_t n, float 
                          int ith, int nth) {
     int64_t b, e;
     share(m->n_out, ith, nth, &b, &e);
-    if (b < e)
+    if (b < e && fast_matrix(c, m))
+        specd_matmul_rows_fast(m->type, m->data, m->n_in, b, e, c->xq, c->xq_stride, n, y, ld_y,
+                               c->simd);
+    else if (b < e)
         specd_matmul_rows(m->traits, m->type, m->data, m->n_in, b, e, c->xq, c->xq_stride, n, y,
                           ld_y, c->simd);
 }

@@ -120,6 +120,7 @@ struct specd_context {
     specd_threadpool *pool;
     int n_threads;
     int simd; /* the specd_cpu_path in use (kernels/cpu/cpu_dispatch.h), read once */
+    int fast; /* SPECD_NUMERICS_FAST: the matmuls' fast order (kernels/cpu/matmul_fast.c) */
     const specd_lora *lora;
     int32_t lora_rank_cap; /* per-thread LoRA scratch capacity */
     float *lora_scratch;   /* n_threads x lora_rank_cap */

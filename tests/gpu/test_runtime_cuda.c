@@ -99,6 +99,7 @@ static specd_context *make(const specd_model *m, int32_t device, int32_t n_seq) 
     p.n_layers = n_layers_cut;
     p.device = device;
     p.device_index = 0;
+    p.numerics = SPECD_NUMERICS_LLAMA; /* the CPU side in the order the CUDA kernels keep */
     specd_context *c = NULL;
     specd_error err;
     specd_error_clear(&err);

@@ -10,6 +10,10 @@ BUILD = os.environ.get("SPECD_BUILD_DIR", "build")
 SOURCE = os.environ.get("SPECD_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
 MODEL = os.environ.get("SPECD_TEST_MODEL") or os.path.expanduser(
     "~/.cache/specd/models/SmolLM2-135M-Instruct.Q4_1.gguf")
+# The checks that ngram's drafts get accepted lean on llama.cpp's greedy answer to PROMPT, which
+# repeats the list; the default fast numerics answers it in 12 tokens without a repeat. Every
+# context of this process, and the `specd generate` it runs, reads SPECD_NUMERICS.
+os.environ["SPECD_NUMERICS"] = "llama"
 # repetitive, so that ngram drafts get accepted
 PROMPT = "Repeat the following list exactly three times: apple, banana, cherry, date, elderberry."
 N_TOKENS = 40

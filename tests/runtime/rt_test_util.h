@@ -6,13 +6,18 @@
 #include "fixture_model.h"
 #include "test_main.h"
 
+#include "kernels/cpu/cpu_dispatch.h"
 #include "specd/runtime.h"
 
 #include <string.h>
 
-static inline specd_context *rt_test_context(const specd_model *m, int n_seq, int n_ctx,
-                                             int n_batch, int n_threads) {
+/* A context in numerics mode `numerics` (specd_numerics), cut to n_layers layers (0 = all). */
+static inline specd_context *rt_test_context_mode(const specd_model *m, int n_seq, int n_ctx,
+                                                  int n_batch, int n_threads, int32_t numerics,
+                                                  int32_t n_layers) {
     specd_context_params p = specd_context_default_params();
+    p.numerics = numerics;
+    p.n_layers = n_layers;
     p.n_seq = n_seq;
     p.n_ctx = n_ctx;
     p.n_batch = n_batch;
@@ -24,6 +29,26 @@ static inline specd_context *rt_test_context(const specd_model *m, int n_seq, in
         exit(1);
     }
     return c;
+}
+
+/* A context in the default numerics (SPECD_NUMERICS, else fast) with every layer. */
+static inline specd_context *rt_test_context(const specd_model *m, int n_seq, int n_ctx,
+                                             int n_batch, int n_threads) {
+    return rt_test_context_mode(m, n_seq, n_ctx, n_batch, n_threads,
+                                specd_context_default_params().numerics, 0);
+}
+
+/* The CPU path this process runs (SPECD_CPU_PATH or the best), printed; 0 after printing why when
+ * SPECD_CPU_PATH names one this machine cannot run (the test then skips). */
+static inline int rt_test_cpu_path(void) {
+    specd_cpu_path path;
+    char msg[160];
+    if (!specd_cpu_path_get(&path, msg, sizeof msg)) {
+        fprintf(stderr, "%s: skipped\n", msg);
+        return 0;
+    }
+    fprintf(stderr, "cpu path: %s\n", specd_cpu_path_name(path));
+    return 1;
 }
 
 /* Opens tests/data/<name> under $SPECD_SOURCE_DIR. */

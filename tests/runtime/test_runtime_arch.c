@@ -8,7 +8,8 @@
  * The expectation is the one test_runtime_golden holds the real model to, for the same reason:
  * every golden logit equal bit for bit and top-1 equal on every row. We run the sequence twice, as
  * one extend of all its tokens on one thread and as one-token decodes on three, and the two must
- * give identical bits (batch and thread invariance).
+ * give identical bits (batch and thread invariance). Both in SPECD_NUMERICS_LLAMA, the mode that
+ * promises llama.cpp's bits.
  *
  * Not vacuous: the file must hold the architecture's own tensors with values that matter (biases
  * far from zero, QK-norm weights far from one), the model must report the architecture, and the
@@ -108,12 +109,12 @@ static void run(const specd_model *m, const int32_t *tokens, int n, float *exten
                 float *decoded) {
     const int32_t V = specd_model_get_info(m)->n_vocab;
     specd_error err;
-    specd_context *c = rt_test_context(m, 1, MAX_TOK, MAX_TOK, 1);
+    specd_context *c = rt_test_context_mode(m, 1, MAX_TOK, MAX_TOK, 1, SPECD_NUMERICS_LLAMA, 0);
     specd_seq_batch s = {.seq = 0, .n_tokens = n, .tokens = tokens};
     specd_extend_out o = {.n_rows = n, .logits = extended};
     assert_int_equal(specd_context_extend(c, &s, 1, &o, &err), SPECD_OK);
     specd_context_destroy(c);
-    c = rt_test_context(m, 1, MAX_TOK, MAX_TOK, 3);
+    c = rt_test_context_mode(m, 1, MAX_TOK, MAX_TOK, 3, SPECD_NUMERICS_LLAMA, 0);
     for (int i = 0; i < n; i++)
         assert_int_equal(specd_context_decode(c, 0, tokens[i], decoded + (size_t)i * V, &err),
                          SPECD_OK);

@@ -126,13 +126,7 @@ static void test_batch_invariance(void **state) {
 }
 
 int main(void) {
-    specd_cpu_path path;
-    char msg[160];
-    if (!specd_cpu_path_get(&path, msg, sizeof msg)) {
-        fprintf(stderr, "%s: skipped\n", msg);
-        return SPECD_TEST_SKIP;
-    }
-    fprintf(stderr, "cpu path: %s\n", specd_cpu_path_name(path));
+    if (!rt_test_cpu_path()) return SPECD_TEST_SKIP;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_batch_invariance),
     };

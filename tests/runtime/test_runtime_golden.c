@@ -12,7 +12,9 @@
  * and grow to tenths of a logit through 30 layers (llama.cpp's batched prompt path, whose GEMMs
  * sum in another order, differs from its own decode path by up to 0.98; the golden file records
  * it). The only inputs outside our arithmetic are libm's cosf/sinf/powf for RoPE angles, the same
- * glibc functions llama.cpp calls on this platform. */
+ * glibc functions llama.cpp calls on this platform. The contexts run in SPECD_NUMERICS_LLAMA, the
+ * mode that promises these bits (the default fast mode is held to llama.cpp by
+ * test_runtime_numerics within tolerances). */
 #include "rt_test_util.h"
 
 #include <math.h>
@@ -41,7 +43,7 @@ static void test_logits_match_llama_cpp(void **state) {
         assert_true(rt_expect_word(f, "tokens"));
         for (int i = 0; i < n; i++)
             assert_int_equal(fscanf(f, "%d", &tokens[i]), 1);
-        specd_context *c = rt_test_context(m, 1, 1024, 512, 0);
+        specd_context *c = rt_test_context_mode(m, 1, 1024, 512, 0, SPECD_NUMERICS_LLAMA, 0);
         specd_error err;
         for (int off = 0; off < n; off += 512) { /* n_batch chunks */
             int cnt = n - off < 512 ? n - off : 512;
@@ -102,7 +104,7 @@ static void test_greedy_matches_llama_cpp(void **state) {
     float *logits = malloc(sizeof(float) * (size_t)V);
     int32_t prompt[MAX_TOK], want[MAX_TOK];
     int cases = 0, k, n, n_out, total = 0, same = 0, identical_cases = 0;
-    specd_context *c = rt_test_context(m, 1, 1024, 512, 0);
+    specd_context *c = rt_test_context_mode(m, 1, 1024, 512, 0, SPECD_NUMERICS_LLAMA, 0);
     while (rt_expect_word(f, "case") && fscanf(f, "%d", &k) == 1) {
         assert_true(rt_expect_word(f, "prompt"));
         assert_int_equal(fscanf(f, "%d", &n), 1);

@@ -1,5 +1,5 @@
 /* Output never depends on the machine's ISA: the AVX-512 path's logits are bitwise equal to the
- * AVX2 path's on the golden prompts (every row of each prompt, computed as one batched extend,
+ * AVX2 path's, in both numerics modes, on the golden prompts (every row of each prompt, computed as one batched extend,
  * which takes the multi-row tiles, and then as one-token decodes on two threads). The path is
  * chosen once per process (SPECD_CPU_PATH), so each path runs in a forked child that writes its
  * logits into shared memory. Skipped (exit 77) when this CPU lacks AVX-512 VNNI. The AVX2 path
@@ -38,12 +38,14 @@ static void read_prompts(void) {
     fclose(f);
 }
 
-/* Every prompt's logits on this process's path: all rows of one extend, then N_DECODE decodes
- * of the prompt's own tokens again (rows after the prompt). */
+/* Every prompt's logits on this process's path, in each numerics mode: all rows of one extend,
+ * then N_DECODE decodes of the prompt's own tokens again (rows after the prompt). */
 static void compute(const specd_model *m, float *out, int32_t V) {
     specd_error err;
-    for (int p = 0; p < n_prompts; p++) {
-        specd_context *c = rt_test_context(m, 1, 1024, MAX_TOK, 2);
+    for (int run = 0; run < 2 * n_prompts; run++) {
+        const int32_t mode = run < n_prompts ? SPECD_NUMERICS_LLAMA : SPECD_NUMERICS_FAST;
+        const int p = run % n_prompts;
+        specd_context *c = rt_test_context_mode(m, 1, 1024, MAX_TOK, 2, mode, 0);
         specd_seq_batch s = {.seq = 0, .n_tokens = n_tok[p], .tokens = tokens[p]};
         specd_extend_out o = {.n_rows = n_tok[p], .logits = out};
         if (specd_context_extend(c, &s, 1, &o, &err) != SPECD_OK) exit(2);
@@ -79,7 +81,7 @@ static void test_avx512_equals_avx2(void **state) {
     assert_true(V > 0);
     size_t rows = 0;
     for (int p = 0; p < n_prompts; p++)
-        rows += (size_t)n_tok[p] + N_DECODE;
+        rows += 2 * ((size_t)n_tok[p] + N_DECODE); /* llama, then fast */
     const size_t bytes = rows * (size_t)V * sizeof(float);
     float *a = mmap(NULL, 2 * bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     assert_true(a != MAP_FAILED);
@@ -91,7 +93,8 @@ static void test_avx512_equals_avx2(void **state) {
         if (memcmp(a + r * V, b + r * V, (size_t)V * sizeof(float))) {
             if (!diff++) fprintf(stderr, "row %zu: avx512 logits differ from avx2\n", r);
         }
-    fprintf(stderr, "%zu of %zu rows (%d prompts + %d decodes each) differ between avx2 and avx512\n",
+    fprintf(stderr, "%zu of %zu rows (%d prompts + %d decodes each, both numerics) differ between "
+                    "avx2 and avx512\n",
             diff, rows, n_prompts, N_DECODE);
     assert_int_equal(diff, 0);
     munmap(a, 2 * bytes);

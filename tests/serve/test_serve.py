@@ -25,6 +25,10 @@ import time
 
 BIN, MODEL = sys.argv[1], sys.argv[2]
 SPECD = os.path.join(BIN, "specd")
+# The "ngram speculates" check leans on llama.cpp's greedy answer to the repetitive prompt below,
+# which repeats the list; the default fast numerics answers it without a repeat. The server and
+# every `specd generate` run here read SPECD_NUMERICS.
+os.environ["SPECD_NUMERICS"] = "llama"
 # llama.cpp's (and specd generate's) sampling defaults, so the two can be compared
 SAMPLING = {"temperature": 0.8, "top_k": 40, "top_p": 0.95, "min_p": 0.05}
 

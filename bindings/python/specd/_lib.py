@@ -101,7 +101,7 @@ class ModelInfo(Structure):
 class ContextParams(Structure):
     _fields_ = [("n_seq", c_int32), ("n_ctx", c_int32), ("n_batch", c_int32),
                 ("n_threads", c_int32), ("n_layers", c_int32), ("device", c_int32),
-                ("device_index", c_int32)]
+                ("device_index", c_int32), ("numerics", c_int32)]
 
 
 class SeqBatch(Structure):

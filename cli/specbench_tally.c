@@ -62,9 +62,9 @@ static const char *verdict(const sb_results *r, const sb_tally *t) {
 
 void sb_print(FILE *out, const sb_results *r) {
     fprintf(out, "\nSpec-Bench (%s): speedup over plain decoding per group, %d tokens a turn, T %g, "
-                 "rule %s, median of %d round%s\n",
+                 "rule %s, numerics %s, median of %d round%s\n",
             r->path, r->options->n_predict, r->options->sampling.temperature,
-            rule_name(r->options), r->repeat, r->repeat == 1 ? "" : "s");
+            rule_name(r->options), cli_numerics_label(), r->repeat, r->repeat == 1 ? "" : "s");
     fprintf(out, "%-22s", "policy");
     for (int g = 0; g < SPECBENCH_GROUPS; g++) {
         char head[24];
@@ -167,10 +167,11 @@ int sb_write_json(const char *path, const sb_results *r) {
     json_string(f, r->path, strlen(r->path));
     fprintf(f, ", \"n\": %d, \"temperature\": ", o->n_predict);
     json_number(f, o->sampling.temperature);
-    fprintf(f, ", \"rule\": \"%s\", \"seed\": %llu, \"repeat\": %d, \"threads\": %d, "
-               "\"lossless_rule\": %s, \"version\": \"%s\", \"questions_per_group\": {",
-            rule_name(o), (unsigned long long)o->seed, r->repeat, o->n_threads,
-            r->lossless ? "true" : "false", specd_version());
+    fprintf(f, ", \"rule\": \"%s\", \"numerics\": \"%s\", \"seed\": %llu, \"repeat\": %d, "
+               "\"threads\": %d, \"lossless_rule\": %s, \"version\": \"%s\", "
+               "\"questions_per_group\": {",
+            rule_name(o), cli_numerics_label(), (unsigned long long)o->seed, r->repeat,
+            o->n_threads, r->lossless ? "true" : "false", specd_version());
     for (int g = 0; g < SPECBENCH_GROUPS; g++)
         fprintf(f, "%s\"%s\": %d", g ? ", " : "", specbench_group_name(g), r->questions[g]);
     fputs("},\n \"plain\": {", f);
@@ -247,6 +248,7 @@ int sb_write_report(const char *path, const sb_results *r) {
     html_row_number(f, "tokens a turn (-n)", o->n_predict, 0);
     html_row_number(f, "temperature", o->sampling.temperature, -1);
     html_row_text(f, "rule", rule_name(o));
+    html_row_text(f, "numerics", cli_numerics_label());
     html_row_number(f, "rounds (median run kept)", r->repeat, 0);
     html_row_number(f, "threads", o->n_threads, 0);
     fputs("</table>\n<h2>Leaderboard</h2>\n<p>Speedup: decode tokens per second against plain "

@@ -26,7 +26,7 @@ grep -q 'QA(1)' "$tmp/table.txt"   # --limit 1 keeps one of the two QA items
 python3 - "$tmp/sb.json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
-assert d["benchmark"] == "spec-bench" and d["repeat"] == 2, d
+assert d["benchmark"] == "spec-bench" and d["repeat"] == 2 and d["numerics"] == "fast", d
 assert d["questions_per_group"] == {"MT": 1, "Trans": 0, "Sum": 1, "QA": 1, "Math": 0, "RAG": 0}, d
 assert [q["question_id"] for q in d["questions"]] == [1, 2, 3], d["questions"]
 for p in d["policies"]:

@@ -174,6 +174,20 @@ int cli_parse_shared(cli_options *o, int argc, char **argv, int *i) {
     return rc;
 }
 
+int cli_parse_count(const char *prog, const char *flag, const char *value, long lo, long hi,
+                    int *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(value, &end, 10);
+    if (end == value || *end || errno || v < lo || v > hi) {
+        fprintf(stderr, "%s: %s expects a count in [%ld, %ld], got '%s'\n", prog, flag, lo, hi,
+                value);
+        return 1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
 void cli_print_shared_help(FILE *out) {
     fprintf(out,
             "  -m, --model PATH     GGUF model (default: the default model, see scripts/fetch-model)\n"

@@ -48,6 +48,10 @@ int cli_parse_numerics(const char *prog, const char *name);
 const char *cli_numerics_label(void);
 /* The device as --device spells it ("cpu", "cuda:0"). */
 const char *cli_device_label(int32_t device, int32_t index, char *buf, size_t cap);
+/* value as a whole number in [lo, hi] into *out; otherwise prints "<prog>: <flag> expects a
+ * count in [lo, hi], got '<value>'" and returns non-zero. */
+int cli_parse_count(const char *prog, const char *flag, const char *value, long lo, long hi,
+                    int *out);
 /* Lines of help for the shared flags. */
 void cli_print_shared_help(FILE *out);
 

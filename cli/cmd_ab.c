@@ -256,25 +256,12 @@ int specd_cmd_ab(int argc, char **argv) {
         else if (!strcmp(argv[i], "--tasks") && i + 1 < argc) tasks_path = argv[++i];
         else if (!strcmp(argv[i], "--no-quality")) score = 0;
         else if (!strcmp(argv[i], "--repeat") && i + 1 < argc) {
-            char *end;
-            long r = strtol(argv[++i], &end, 10);
-            if (*end || r < 1 || r > 1000) {
-                fprintf(stderr, "specd ab: --repeat expects a round count in [1, 1000], got "
-                                "'%s'\n", argv[i]);
-                return 2;
-            }
-            repeat = (int)r;
+            if (cli_parse_count("specd ab", "--repeat", argv[++i], 1, 1000, &repeat)) return 2;
         }
         else if (!strcmp(argv[i], "--select-out") && i + 1 < argc) cal.select_out = argv[++i];
         else if (!strcmp(argv[i], "--calibrate") && i + 1 < argc) {
-            char *end;
-            long r = strtol(argv[++i], &end, 10);
-            if (*end || r < 1 || r > 1000) {
-                fprintf(stderr, "specd ab: --calibrate expects a run count in [1, 1000], got "
-                                "'%s'\n", argv[i]);
+            if (cli_parse_count("specd ab", "--calibrate", argv[++i], 1, 1000, &cal.runs))
                 return 2;
-            }
-            cal.runs = (int)r;
         } else if (!strcmp(argv[i], "--keep-rate") && i + 1 < argc) {
             char *end;
             double p = strtod(argv[++i], &end);

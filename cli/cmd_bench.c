@@ -210,14 +210,9 @@ static int spec_bench(int argc, char **argv) {
         if (rc < 0) return 2;
         if (rc > 0) continue;
         if ((!strcmp(a, "--limit") || !strcmp(a, "--repeat")) && i + 1 < argc) {
-            char *end;
-            long v = strtol(argv[++i], &end, 10);
-            if (*end || v < 1 || v > 1000) {
-                fprintf(stderr, "specd bench: %s expects a count in [1, 1000], got '%s'\n", a,
-                        argv[i]);
+            if (cli_parse_count("specd bench", a, argv[++i], 1, 1000,
+                                a[2] == 'l' ? &limit : &repeat))
                 return 2;
-            }
-            *(a[2] == 'l' ? &limit : &repeat) = (int)v;
         } else if (!strcmp(a, "--groups") && i + 1 < argc) {
             if (parse_groups(argv[++i], &groups)) return 2;
         } else if (!strcmp(a, "--json") && i + 1 < argc) {

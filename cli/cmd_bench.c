@@ -35,6 +35,10 @@ static void usage(FILE *out) {
 static int parse_groups(const char *list, unsigned *mask) {
     *mask = 0;
     char buf[128];
+    if (strlen(list) >= sizeof buf) {
+        fprintf(stderr, "specd bench: --groups list too long\n");
+        return 1;
+    }
     snprintf(buf, sizeof buf, "%s", list);
     for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
          tok = strtok_r(NULL, ",", &save)) {
@@ -48,6 +52,8 @@ static int parse_groups(const char *list, unsigned *mask) {
         }
         *mask |= 1u << found;
     }
+    if (!*mask)
+        fprintf(stderr, "specd bench: --groups names no group (MT, Trans, Sum, QA, Math, RAG)\n");
     return *mask ? 0 : 1;
 }
 

@@ -69,6 +69,7 @@ check_refusal 'bad3.jsonl:1: "turns" must hold' "$tmp/bad3.jsonl" --policy ngram
 check_refusal 'bad4.jsonl:2: question_id 1 already on line 1' "$tmp/bad4.jsonl" --policy ngram
 check_refusal "cannot open $tmp/none.jsonl" "$tmp/none.jsonl" --policy ngram
 check_refusal "unknown group 'Poems'" "$tmp/q.jsonl" --policy ngram --groups Poems
+check_refusal "names no group" "$tmp/q.jsonl" --policy ngram --groups ,
 check_refusal "unknown policy 'nosuch'" "$tmp/q.jsonl" --policy nosuch
 check_refusal "at least one --policy" "$tmp/q.jsonl"
 check_refusal "no question of the chosen groups" "$tmp/q.jsonl" --policy ngram --groups RAG

@@ -9,10 +9,13 @@
 
 #include "common/status_internal.h"
 #include "session/penalties.h"
-#include "specd/spec.h"
+#include "specd/spec_batch.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 enum { V = 64, MAXK = 8, N_OUT = 120, N_PROMPT = 7, ROWS = 2 * MAXK + 1 };
 
@@ -410,6 +413,111 @@ static void test_refusals(void **s) {
                      SPECD_E_INVALID_ARG);
     assert_int_equal(specd_spec_seq_done(spec, 0), 1); /* nothing was opened */
     specd_spec_destroy(spec);
+    /* a remote verifier daemon scores rows where no processor runs (none need be up: the
+     * refusal comes first) */
+    char dir[] = "/tmp/specd-proc.XXXXXX", ep[64];
+    assert_non_null(mkdtemp(dir));
+    snprintf(ep, sizeof ep, "ipc://%s/verifier.sock", dir);
+    sp.verifier_endpoint = ep;
+    sp.verifier_timeout_ms = 50;
+    if (specd_spec_create(&sp, &spec, &err) != SPECD_OK) fail_msg("%s", err.message);
+    p = specd_seq_default_params();
+    p.policy = "ngram";
+    p.penalties.presence_penalty = 0.5f;
+    assert_int_equal(specd_spec_seq_open(spec, 0, prompt, N_PROMPT, &p, &err),
+                     SPECD_E_UNSUPPORTED);
+    assert_non_null(strstr(err.message, "remote verifier"));
+    specd_spec_destroy(spec);
+    rmdir(dir);
+}
+
+/* The batch API (specd/spec_batch.h) with bf16 logits and a padded stride: three sequences of
+ * one batch, plain, ngram and a drafter of banned tokens, all with the same penalties, ban and
+ * stream key, emit the same tokens. */
+static void test_batch_api(void **s) {
+    (void)s;
+    enum { NS = 3, STRIDE = V + 5 };
+    specd_spec_params sp = specd_spec_default_params();
+    sp.n_vocab = V;
+    sp.max_draft = MAXK;
+    specd_spec *spec;
+    specd_error err;
+    assert_int_equal(specd_spec_create(&sp, &spec, &err), SPECD_OK);
+    const int32_t ban = favourite();
+    static test_proc procs[NS];
+    static int32_t ctx[NS][N_PROMPT + N_OUT + ROWS];
+    int64_t n_ctx[NS];
+    int32_t ids[NS] = {4, 1, 6};
+    for (int i = 0; i < NS; i++) {
+        procs[i] = (test_proc){.banned = ban, .admit = i == 2};
+        specd_seq_params p = specd_seq_default_params();
+        p.policy = i == 1 ? "ngram" : "none";
+        p.policy_ops = i == 2 ? &greedy_ops : NULL;
+        p.sampling.temperature = 0.8f;
+        p.seed = 3;
+        p.stream_key = 77;
+        p.max_tokens = N_OUT;
+        p.adaptive = 0;
+        p.penalties = (specd_penalties_params){.frequency_penalty = 0.8f,
+                                               .repetition_penalty = 1.2f};
+        p.processor = (specd_row_processor){.apply = tp_apply,
+                                            .admit = procs[i].admit ? tp_admit : NULL,
+                                            .commit = tp_commit, .user = &procs[i]};
+        assert_int_equal(specd_spec_seq_open(spec, ids[i], prompt, N_PROMPT, &p, &err), SPECD_OK);
+        memcpy(ctx[i], prompt, sizeof prompt);
+        n_ctx[i] = N_PROMPT;
+    }
+    static uint16_t block[NS * ROWS * STRIDE];
+    float row[V];
+    for (;;) {
+        int32_t live[NS], n_live = 0, at[NS]; /* the unfinished, and each one's index */
+        for (int i = 0; i < NS; i++)
+            if (!specd_spec_seq_done(spec, ids[i])) at[n_live] = i, live[n_live++] = ids[i];
+        if (n_live == 0) break;
+        specd_batch b;
+        if (specd_spec_batch_layout(spec, live, n_live, &b, &err) != SPECD_OK)
+            fail_msg("batch layout: %s", err.message);
+        for (int j = 0; j < n_live; j++) {
+            const specd_batch_seq *bs = &b.seqs[j];
+            int i = at[j];
+            for (int32_t k = 0; k < bs->layout.n_rows; k++) {
+                int32_t a, c;
+                row_context(&bs->layout, ctx[i], n_ctx[i], bs->layout.rows[k], &a, &c);
+                target_row(a, c, row);
+                uint16_t *dst = block + (size_t)(bs->row_offset + k) * STRIDE;
+                for (int32_t x = 0; x < V; x++) { /* bf16: the top half, truncated */
+                    uint32_t bits;
+                    memcpy(&bits, &row[x], 4);
+                    dst[x] = (uint16_t)(bits >> 16);
+                }
+            }
+        }
+        specd_logits lg = {.data = block, .row_stride = STRIDE, .n_rows = b.n_rows,
+                           .dtype = SPECD_DTYPE_BF16, .device = SPECD_DEVICE_HOST};
+        specd_batch_result res;
+        if (specd_spec_batch_verify(spec, &lg, &res, &err) != SPECD_OK)
+            fail_msg("batch verify: %s", err.message);
+        for (int j = 0; j < n_live; j++) {
+            const specd_step_outcome *o = &res.outcome[j];
+            int i = at[j];
+            memcpy(ctx[i] + n_ctx[i], o->emitted, (size_t)o->n_emitted * sizeof(int32_t));
+            n_ctx[i] += o->n_emitted;
+        }
+    }
+    int64_t n0, n1, n2;
+    const int32_t *o0 = specd_spec_seq_output(spec, ids[0], &n0);
+    const int32_t *o1 = specd_spec_seq_output(spec, ids[1], &n1);
+    const int32_t *o2 = specd_spec_seq_output(spec, ids[2], &n2);
+    assert_int_equal(n0, N_OUT);
+    assert_int_equal(n1, n0);
+    assert_int_equal(n2, n0);
+    assert_memory_equal(o0, o1, (size_t)n0 * sizeof(int32_t));
+    assert_memory_equal(o0, o2, (size_t)n0 * sizeof(int32_t));
+    for (int64_t i = 0; i < n0; i++) assert_int_not_equal(o0[i], ban);
+    specd_seq_stats st;
+    assert_int_equal(specd_spec_seq_stats(spec, ids[2], &st, &err), SPECD_OK);
+    assert_true(st.n_draft_cut > 0 && st.n_accepted > 0);
+    specd_spec_destroy(spec);
 }
 
 int main(void) {
@@ -418,6 +526,7 @@ int main(void) {
         cmocka_unit_test(test_penalties_spec_equals_plain),
         cmocka_unit_test(test_banned_token_never_emitted),
         cmocka_unit_test(test_forced_drafts),
+        cmocka_unit_test(test_batch_api),
         cmocka_unit_test(test_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

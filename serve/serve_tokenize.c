@@ -30,13 +30,14 @@ static int flag(const cJSON *root, const char *name, int *v, serve_refusal *why)
     return 0;
 }
 
-static char *finish(FILE *f, char *buf, serve_refusal *why) {
+/* Closes a memstream: its buffer (valid only once closed), or NULL with why filled. */
+static char *finish(FILE *f, char **buf, serve_refusal *why) {
     if (fclose(f) != 0) {
-        free(buf);
-        buf = NULL;
+        free(*buf);
+        *buf = NULL;
     }
-    if (!buf) serve_refuse(why, 500, "server_error", NULL, "no memory");
-    return buf;
+    if (!*buf) serve_refuse(why, 500, "server_error", NULL, "no memory");
+    return *buf;
 }
 
 static int whole_utf8(const char *p, size_t len) {
@@ -113,7 +114,7 @@ char *serve_tokenize(const char *body, size_t body_len, const specd_tokenizer *t
         fputc('}', f);
     }
     fprintf(f, "],\"count\":%zu}", need);
-    out = finish(f, buf, why);
+    out = finish(f, &buf, why);
 done:
     free(ids);
     cJSON_Delete(root);
@@ -167,7 +168,7 @@ char *serve_detokenize(const char *body, size_t body_len, const specd_tokenizer 
     fputs(",\"prompt\":", f);
     json_string(f, text, need);
     fputc('}', f);
-    out = finish(f, buf, why);
+    out = finish(f, &buf, why);
 done:
     free(text);
     free(ids);
@@ -203,5 +204,5 @@ char *serve_tokenizer_info(const specd_tokenizer *tok, int32_t n_ctx, size_t *le
     fprintf(f, ",\"pad_token\":null,\"chat_template\":null,\"model_max_length\":%d,"
                "\"vocab_size\":%d}",
             n_ctx, specd_tokenizer_vocab_size(tok));
-    return finish(f, buf, why);
+    return finish(f, &buf, why);
 }

@@ -229,8 +229,8 @@ def serve_tests():
         check(answer_text(results["plain_chat"]) == answer_text(ref_chat),
               "ngram and plain decoding differ under coupled sampling")
         last = results["stream_chat"][1][-1]
-        check("usage" in last and "speculative_decoding" in last["metrics"],
-              "the last chunk has no usage/speculation figures")
+        check("usage" not in last and "speculative_decoding" in last["metrics"],
+              "the last chunk has usage unasked, or no speculation figures")
         check(results["stream_chat"][1][0]["choices"][0]["delta"].get("role") == "assistant",
               "the first chat chunk names no role")
         # a stop string ends the answer before it, in both forms
@@ -370,7 +370,8 @@ def serve_tests():
         c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
         c.request("POST", "/v1/completions", json.dumps(dict(
             model=model_id, prompt="Count from 1 to 1000, separated by commas.", max_tokens=48,
-            temperature=0, stream=True)), {"Content-Type": "application/json"})
+            temperature=0, stream=True, stream_options={"include_usage": True})),
+            {"Content-Type": "application/json"})
         r = c.getresponse()
         first = r.readline()
         check(first.startswith(b"data: "), "no first event: %r" % first)
@@ -387,7 +388,7 @@ def serve_tests():
         c.close()
         events = [json.loads(e[6:]) for e in rest.split("\n\n") if e.startswith("data: {")]
         check(rest.rstrip().endswith("data: [DONE]") and
-              events[-1]["choices"][0]["finish_reason"] == "length" and
+              events[-2]["choices"][0]["finish_reason"] == "length" and
               events[-1]["usage"]["completion_tokens"] == 48, "the request in flight was cut")
         late.sendall(b': "hi"}')
         reply = late.recv(4096)

@@ -10,7 +10,7 @@ Checks:
 - lm-evaluation-harness's local-completions with batch_size > 1: a batch of token-id prompts
   (loglikelihood: echo, logprobs, max_tokens 1) and of strings (generate_until: stop, seed) get
   one choice per prompt, index set, each the answer its prompt gets alone.
-- n > 1: n choices, choice i what seed S + i gives alone, the same again with the same seed;
+- n > 1: n choices, choice i what seed S + i gives alone (so the same again with that seed);
   streamed, the choices' chunks interleave by index and join to the whole answer's texts.
 - /tokenize and /detokenize in llama-server's shape (content, add_special, with_pieces) and the
   tokenizer calls of lm-evaluation-harness's tokenizer_backend=remote (GET /tokenizer_info with
@@ -200,7 +200,7 @@ def batch_tests(port, model):
 
 def n_tests(port):
     body = {"messages": [{"role": "user", "content": "Tell me a short story."}],
-            "max_tokens": 10, "temperature": 1.0, "seed": 7, "n": 3}
+            "max_tokens": 6, "temperature": 1.0, "seed": 7, "n": 3}
     got = post(port, CHAT, body)
     check([c["index"] for c in got["choices"]] == [0, 1, 2], "n=3 indexes")
     texts = [c["message"]["content"] for c in got["choices"]]
@@ -208,11 +208,8 @@ def n_tests(port):
         alone = post(port, CHAT, dict(body, n=1, seed=7 + i))["choices"][0]["message"]["content"]
         check(texts[i] == alone, "choice %d %r != seed %d alone %r" % (i, texts[i], 7 + i, alone))
     check(len(set(texts)) > 1, "three seeds, one text: %s" % texts)
-    again = post(port, CHAT, body)
-    check([c["message"]["content"] for c in again["choices"]] == texts, "n=3 with a seed is not "
-          "reproducible")
     # streamed: chunks of both choices interleave, and join to the whole answer's texts
-    sb = {"prompt": "Count from 1 to 50: 1, 2, 3,", "max_tokens": 24, "temperature": 0, "n": 2}
+    sb = {"prompt": "Count from 1 to 50: 1, 2, 3,", "max_tokens": 12, "temperature": 0, "n": 2}
     whole = post(port, COMP, sb)
     chunks = stream(port, COMP, sb)
     order = [c["choices"][0]["index"] for c in chunks if c["choices"]]
@@ -227,7 +224,7 @@ def n_tests(port):
         ends = [c for c in chunks if c["choices"] and c["choices"][0]["index"] == i and
                 c["choices"][0]["finish_reason"]]
         check(len(ends) == 1, "choice %d ends %d times" % (i, len(ends)))
-    print("ok: n > 1: choice i is seed S + i alone, reproducible; streamed choices interleave",
+    print("ok: n > 1: choice i is seed S + i alone; streamed choices interleave",
           flush=True)
 
 
@@ -269,7 +266,7 @@ def tokenizer_tests(port):
 # ---- logprobs while streaming, and usage ----------------------------------------------------------
 
 def stream_logprob_tests(port):
-    comp = {"prompt": "The capital of France is", "max_tokens": 8, "temperature": 0,
+    comp = {"prompt": "The capital of France is", "max_tokens": 6, "temperature": 0,
             "logprobs": 2}
     whole = post(port, COMP, comp)["choices"][0]["logprobs"]
     chunks = stream(port, COMP, comp)
@@ -279,7 +276,7 @@ def stream_logprob_tests(port):
         for k in got:
             got[k] += lp[k] if lp else []
     check(got == whole, "streamed completions logprobs\n%s\n!= whole\n%s" % (got, whole))
-    chat = {"messages": [{"role": "user", "content": "Name a color."}], "max_tokens": 8,
+    chat = {"messages": [{"role": "user", "content": "Name a color."}], "max_tokens": 6,
             "temperature": 0, "logprobs": True, "top_logprobs": 2}
     whole = post(port, CHAT, chat)["choices"][0]["logprobs"]["content"]
     content = []

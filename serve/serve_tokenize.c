@@ -57,7 +57,8 @@ static void piece_value(FILE *f, const specd_tokenizer *tok, int32_t id) {
         return;
     }
     fputc('[', f);
-    for (size_t i = 0; i < len; i++) fprintf(f, "%s%u", i ? "," : "", (unsigned char)p[i]);
+    for (size_t i = 0; i < len; i++)
+        fprintf(f, "%s%u", i ? "," : "", (unsigned char)p[i]);
     fputc(']', f);
 }
 
@@ -91,8 +92,8 @@ char *serve_tokenize(const char *body, size_t body_len, const specd_tokenizer *t
         serve_refuse(why, 500, "server_error", NULL, "no memory");
         goto done;
     }
-    if (need && specd_tokenizer_encode(tok, text->valuestring, tl, flags, ids, need, &need,
-                                       &err) != SPECD_OK) {
+    if (need && specd_tokenizer_encode(tok, text->valuestring, tl, flags, ids, need, &need, &err) !=
+                    SPECD_OK) {
         BAD(param, "cannot encode '%s': %s", param, err.message);
         goto done;
     }
@@ -180,8 +181,8 @@ done:
 static void special(FILE *f, const specd_tokenizer *tok, int32_t id) {
     const char *p = NULL;
     size_t len = 0;
-    if (id < 0 || specd_tokenizer_token_to_piece(tok, id, SPECD_DETOKENIZE_RENDER_SPECIAL, &p,
-                                                 &len, NULL) != SPECD_OK) {
+    if (id < 0 || specd_tokenizer_token_to_piece(tok, id, SPECD_DETOKENIZE_RENDER_SPECIAL, &p, &len,
+                                                 NULL) != SPECD_OK) {
         fputs("null", f);
         return;
     }
@@ -201,8 +202,9 @@ char *serve_tokenizer_info(const specd_tokenizer *tok, int32_t n_ctx, size_t *le
     special(f, tok, specd_tokenizer_eos(tok));
     fputs(",\"bos_token\":", f);
     special(f, tok, specd_tokenizer_bos(tok));
-    fprintf(f, ",\"pad_token\":null,\"chat_template\":null,\"model_max_length\":%d,"
-               "\"vocab_size\":%d}",
+    fprintf(f,
+            ",\"pad_token\":null,\"chat_template\":null,\"model_max_length\":%d,"
+            "\"vocab_size\":%d}",
             n_ctx, specd_tokenizer_vocab_size(tok));
     return finish(f, &buf, why);
 }

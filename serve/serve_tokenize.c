@@ -30,13 +30,24 @@ static int flag(const cJSON *root, const char *name, int *v, serve_refusal *why)
     return 0;
 }
 
+static int no_memory(serve_refusal *why) {
+    return serve_refuse(why, 500, "server_error", NULL, "no memory");
+}
+
+/* A memstream for an answer's body, or NULL with why filled. */
+static FILE *open_body(char **buf, size_t *len, serve_refusal *why) {
+    FILE *f = open_memstream(buf, len);
+    if (!f) no_memory(why);
+    return f;
+}
+
 /* Closes a memstream: its buffer (valid only once closed), or NULL with why filled. */
 static char *finish(FILE *f, char **buf, serve_refusal *why) {
     if (fclose(f) != 0) {
         free(*buf);
         *buf = NULL;
     }
-    if (!*buf) serve_refuse(why, 500, "server_error", NULL, "no memory");
+    if (!*buf) no_memory(why);
     return *buf;
 }
 
@@ -89,7 +100,7 @@ char *serve_tokenize(const char *body, size_t body_len, const specd_tokenizer *t
     specd_error err;
     specd_tokenizer_encode(tok, text->valuestring, tl, flags, NULL, 0, &need, NULL);
     if (!(ids = malloc((need ? need : 1) * sizeof *ids))) {
-        serve_refuse(why, 500, "server_error", NULL, "no memory");
+        no_memory(why);
         goto done;
     }
     if (need && specd_tokenizer_encode(tok, text->valuestring, tl, flags, ids, need, &need, &err) !=
@@ -98,11 +109,8 @@ char *serve_tokenize(const char *body, size_t body_len, const specd_tokenizer *t
         goto done;
     }
     char *buf = NULL;
-    FILE *f = open_memstream(&buf, len);
-    if (!f) {
-        serve_refuse(why, 500, "server_error", NULL, "no memory");
-        goto done;
-    }
+    FILE *f = open_body(&buf, len, why);
+    if (!f) goto done;
     fputs("{\"tokens\":[", f);
     for (size_t i = 0; i < need; i++) {
         if (i) fputc(',', f);
@@ -136,7 +144,7 @@ char *serve_detokenize(const char *body, size_t body_len, const specd_tokenizer 
     int n = cJSON_GetArraySize(a);
     int32_t n_vocab = specd_tokenizer_vocab_size(tok);
     if (!(ids = malloc((size_t)(n ? n : 1) * sizeof *ids))) {
-        serve_refuse(why, 500, "server_error", NULL, "no memory");
+        no_memory(why);
         goto done;
     }
     int k = 0;
@@ -155,15 +163,12 @@ char *serve_detokenize(const char *body, size_t body_len, const specd_tokenizer 
     if (!(text = malloc(need + 1)) ||
         specd_tokenizer_decode(tok, ids, (size_t)n, SPECD_DETOKENIZE_RENDER_SPECIAL, text, need,
                                &need, NULL) != SPECD_OK) {
-        serve_refuse(why, 500, "server_error", NULL, "no memory");
+        no_memory(why);
         goto done;
     }
     char *buf = NULL;
-    FILE *f = open_memstream(&buf, len);
-    if (!f) {
-        serve_refuse(why, 500, "server_error", NULL, "no memory");
-        goto done;
-    }
+    FILE *f = open_body(&buf, len, why);
+    if (!f) goto done;
     fputs("{\"content\":", f);
     json_string(f, text, need);
     fputs(",\"prompt\":", f);
@@ -192,11 +197,8 @@ static void special(FILE *f, const specd_tokenizer *tok, int32_t id) {
 char *serve_tokenizer_info(const specd_tokenizer *tok, int32_t n_ctx, size_t *len,
                            serve_refusal *why) {
     char *buf = NULL;
-    FILE *f = open_memstream(&buf, len);
-    if (!f) {
-        serve_refuse(why, 500, "server_error", NULL, "no memory");
-        return NULL;
-    }
+    FILE *f = open_body(&buf, len, why);
+    if (!f) return NULL;
     /* no pad token and no Jinja template: the chat template is applied here, not by clients */
     fputs("{\"tokenizer_class\":\"specd\",\"eos_token\":", f);
     special(f, tok, specd_tokenizer_eos(tok));

@@ -23,6 +23,8 @@ import tempfile
 import threading
 import time
 
+from serve_fixture import check, fail, start
+
 BIN, MODEL = sys.argv[1], sys.argv[2]
 SPECD = os.path.join(BIN, "specd")
 # The "ngram speculates" check leans on llama.cpp's greedy answer to the repetitive prompt below,
@@ -31,35 +33,6 @@ SPECD = os.path.join(BIN, "specd")
 os.environ["SPECD_NUMERICS"] = "llama"
 # llama.cpp's (and specd generate's) sampling defaults, so the two can be compared
 SAMPLING = {"temperature": 0.8, "top_k": 40, "top_p": 0.95, "min_p": 0.05}
-
-
-def fail(msg):
-    print("FAIL:", msg, flush=True)
-    sys.exit(1)
-
-
-def check(cond, msg):
-    if not cond:
-        fail(msg)
-
-
-def start(cmd, pattern):
-    """Starts cmd and waits for pattern (with one group: the port) on its stderr."""
-    p = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
-    lines = []
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        line = p.stderr.readline()
-        if not line:
-            break
-        lines.append(line)
-        m = re.search(pattern, line)
-        if m:
-            # keep draining stderr so the process never blocks on a full pipe
-            threading.Thread(target=lambda: [None for _ in p.stderr], daemon=True).start()
-            return p, int(m.group(1))
-    p.kill()
-    fail("%s did not start:\n%s" % (cmd[0], "".join(lines)))
 
 
 def request(port, method, path, body=None, raw=None):

@@ -29,10 +29,9 @@ import http.client
 import json
 import os
 import re
-import subprocess
 import sys
-import threading
-import time
+
+from serve_fixture import check, start_serve, stop_serve
 
 BIN, MODEL, ONLY = sys.argv[1], sys.argv[2], sys.argv[3:]
 SPECD = os.path.join(BIN, "specd")
@@ -41,42 +40,8 @@ CHAT = "/v1/chat/completions"
 COMP = "/v1/completions"
 
 
-def fail(msg):
-    print("FAIL:", msg, flush=True)
-    sys.exit(1)
-
-
-def check(cond, msg):
-    if not cond:
-        fail(msg)
-
-
 def start(*extra):
-    p = subprocess.Popen([SPECD, "serve", "-m", MODEL, "--port", "0", "-t", "2",
-                          "--policy", "none"] + list(extra), stderr=subprocess.PIPE, text=True)
-    lines = []
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        line = p.stderr.readline()
-        if not line:
-            break
-        lines.append(line)
-        m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
-        if m:
-            threading.Thread(target=lambda: [None for _ in p.stderr], daemon=True).start()
-            return p, int(m.group(1))
-    p.kill()
-    fail("specd serve did not start:\n" + "".join(lines))
-
-
-def stop(p):
-    p.terminate()
-    try:
-        rc = p.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        fail("specd serve did not stop on SIGTERM")
-    check(rc == 0, "specd serve exited %d on SIGTERM" % rc)
+    return start_serve(SPECD, MODEL, ["-t", "2", "--policy", "none"] + list(extra))
 
 
 def call(port, method, path, body=None, headers=None):
@@ -350,7 +315,7 @@ def small_server_tests():
               "a full queue -> %d %s %s" % (status, h, data[:200]))
         c.close()
     finally:
-        stop(srv)
+        stop_serve(srv)
     print("ok: 503 with Retry-After on a full queue; no CORS without --cors-origin", flush=True)
 
 
@@ -365,7 +330,7 @@ def main():
             if not ONLY or name in ONLY:
                 fn(port, model) if fn in (batch_tests, model_tests) else fn(port)
     finally:
-        stop(srv)
+        stop_serve(srv)
     if not ONLY or "small" in ONLY:
         small_server_tests()
     print("test_serve_clients: all passed")

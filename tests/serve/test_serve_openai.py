@@ -14,42 +14,16 @@ usage: test_serve_openai.py BUILD_DIR MODEL
 import http.client
 import json
 import os
-import re
-import subprocess
 import sys
-import threading
-import time
+
+from serve_fixture import check, start_serve, stop_serve
 
 BIN, MODEL = sys.argv[1], sys.argv[2]
 SPECD = os.path.join(BIN, "specd")
 
 
-def fail(msg):
-    print("FAIL:", msg, flush=True)
-    sys.exit(1)
-
-
-def check(cond, msg):
-    if not cond:
-        fail(msg)
-
-
 def start():
-    p = subprocess.Popen([SPECD, "serve", "-m", MODEL, "--port", "0", "--max-seqs", "2", "-t",
-                          "2", "--policy", "none"], stderr=subprocess.PIPE, text=True)
-    lines = []
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        line = p.stderr.readline()
-        if not line:
-            break
-        lines.append(line)
-        m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
-        if m:
-            threading.Thread(target=lambda: [None for _ in p.stderr], daemon=True).start()
-            return p, int(m.group(1))
-    p.kill()
-    fail("specd serve did not start:\n" + "".join(lines))
+    return start_serve(SPECD, MODEL, ["--max-seqs", "2", "-t", "2", "--policy", "none"])
 
 
 def request(port, path, body):
@@ -197,14 +171,7 @@ def main():
         sampling_tests(port)
         logprob_tests(port)
     finally:
-        srv.terminate()
-        try:
-            rc = srv.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            srv.kill()
-            fail("specd serve did not stop on SIGTERM")
-    # (under the sanitizers a leak or an error makes this non-zero)
-    check(rc == 0, "specd serve exited %d on SIGTERM" % rc)
+        stop_serve(srv)
     print("test_serve_openai: all passed")
 
 

@@ -1,6 +1,7 @@
 /* An OpenAI-style request (/v1/completions, /v1/chat/completions) parsed with cJSON and checked
- * field by field, so that each bad field gets a 400 naming it. Fields: model, prompt (a string;
- * special tokens in it are parsed: the raw form) or messages (role + content, in the model's chat
+ * field by field, so that each bad field gets a 400 naming it. Fields: model, prompt (a string,
+ * whose special-token texts are parsed: the raw form; token ids; or a batch of either) or
+ * messages (role + content, in the model's chat
  * template, content always as text), max_tokens (0 with echo scores the prompt only),
  * temperature (below SERVE_GREEDY_BELOW: greedy), top_p, top_k, min_p, seed, stop (a string or up
  * to 4), stream, stream_options.include_usage, logit_bias, logprobs (+ top_logprobs on chat),

@@ -7,7 +7,8 @@
  * Each request runs as its own sequence in the loop, with the request's policy or the server's
  * default. Sampling is keyed by the request's seed (or, without one, a seed the server counts up
  * from --seed) and stream key 0, so a request with a seed gets the same tokens as
- * `specd generate --seed S` with the same sampling, whatever runs beside it. */
+ * `specd generate --seed S` with the same sampling, whatever runs beside it; choice i of a prompt
+ * (n > 1) is seeded S + i. */
 #ifndef SPECD_SERVE_SERVER_H
 #define SPECD_SERVE_SERVER_H
 

@@ -57,6 +57,15 @@ static void speculation(FILE *f, const char *policy, const specd_seq_stats *s) {
     fprintf(f, "],\"num_guard_plain_steps\":%lld}}", (long long)s->n_guard_plain);
 }
 
+/* The end of the choices, then the usage and speculation figures of them all. */
+static void totals(FILE *f, const serve_answer_meta *m, int64_t n_prompt, int64_t n_completion,
+                   const specd_seq_stats *stats) {
+    fputs("],", f);
+    usage(f, n_prompt, n_completion);
+    fputc(',', f);
+    speculation(f, m->policy, stats);
+}
+
 static void head(FILE *f, const serve_answer_meta *m, const char *object) {
     fputs("{\"id\":", f);
     str(f, m->id);
@@ -113,10 +122,7 @@ char *serve_json_answer(const serve_answer_meta *m, const serve_choice_out *c, i
         fputc(',', f);
         finish_reason(f, c[i].finish_reason);
     }
-    fputs("],", f);
-    usage(f, n_prompt, n_completion);
-    fputc(',', f);
-    speculation(f, m->policy, stats);
+    totals(f, m, n_prompt, n_completion, stats);
     fputc('}', f);
     return close_stream(f, &buf, len);
 }
@@ -162,10 +168,7 @@ char *serve_sse_usage(const serve_answer_meta *m, int64_t n_prompt, int64_t n_co
     if (!f) return NULL;
     fputs("data: ", f);
     head(f, m, m->chat ? "chat.completion.chunk" : "text_completion");
-    fputs("],", f);
-    usage(f, n_prompt, n_completion);
-    fputc(',', f);
-    speculation(f, m->policy, stats);
+    totals(f, m, n_prompt, n_completion, stats);
     fputs("}\n\n", f);
     return close_stream(f, &buf, len);
 }

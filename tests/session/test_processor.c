@@ -88,13 +88,13 @@ static void tp_commit(void *user, const int32_t *tokens, int32_t n) {
 
 /* A drafter proposing the unconstrained target's greedy chain: it drafts the banned token
  * wherever the target prefers it, and is right elsewhere. */
-static specd_status greedy_create(const specd_policy_env *e, const char *o, void **st,
-                                  specd_error *err) {
+static specd_status stub_create(const specd_policy_env *e, const char *o, void **st,
+                                specd_error *err) {
     (void)e, (void)o, (void)err;
     *st = NULL;
     return SPECD_OK;
 }
-static void greedy_destroy(void *st) { (void)st; }
+static void stub_destroy(void *st) { (void)st; }
 static specd_status greedy_propose(void *st, const int32_t *h, int64_t n, int32_t max_draft,
                                    int32_t *draft, int32_t *n_draft, float *q, int *has_q,
                                    specd_error *err) {
@@ -111,8 +111,8 @@ static specd_status greedy_propose(void *st, const int32_t *h, int64_t n, int32_
     return SPECD_OK;
 }
 static const specd_policy_ops greedy_ops = {.abi_version = SPECD_POLICY_ABI_VERSION,
-                                            .name = "greedy", .create = greedy_create,
-                                            .destroy = greedy_destroy,
+                                            .name = "greedy", .create = stub_create,
+                                            .destroy = stub_destroy,
                                             .propose = greedy_propose};
 
 typedef struct run_cfg {
@@ -148,13 +148,22 @@ static void row_context(const specd_step_layout *lay, const int32_t *ctx, int64_
     *b = prev[1];
 }
 
-static void run(const run_cfg *c, run_out *r) {
+/* A spec over the toy vocabulary; verifier: a remote verifier endpoint, or NULL. */
+static specd_spec *make_spec(const char *verifier) {
     specd_spec_params sp = specd_spec_default_params();
     sp.n_vocab = V;
     sp.max_draft = MAXK;
-    specd_spec *spec;
+    sp.verifier_endpoint = verifier;
+    sp.verifier_timeout_ms = 50;
+    specd_spec *spec = NULL;
     specd_error err;
-    assert_int_equal(specd_spec_create(&sp, &spec, &err), SPECD_OK);
+    if (specd_spec_create(&sp, &spec, &err) != SPECD_OK) fail_msg("spec: %s", err.message);
+    return spec;
+}
+
+static void run(const run_cfg *c, run_out *r) {
+    specd_spec *spec = make_spec(NULL);
+    specd_error err;
     specd_seq_params p = specd_seq_default_params();
     p.policy = c->policy;
     p.policy_ops = c->ops;
@@ -254,6 +263,12 @@ static void test_penalty_math(void **s) {
 static const struct { specd_accept_rule rule; float t; } modes[] = {
     {SPECD_ACCEPT_GREEDY, 0.0f}, {SPECD_ACCEPT_COUPLED, 0.8f}, {SPECD_ACCEPT_COUPLED, 1.3f}};
 
+/* Plain decoding in mode m with the processor t. */
+static run_cfg mode_cfg(size_t m, uint64_t seed, specd_penalties_params pen, test_proc *t) {
+    return (run_cfg){.policy = "none", .rule = modes[m].rule, .temperature = modes[m].t,
+                     .seed = seed, .pen = pen, .proc = t};
+}
+
 static void test_penalties_spec_equals_plain(void **s) {
     (void)s;
     static run_out plain, spec, unpenalised;
@@ -263,8 +278,7 @@ static void test_penalties_spec_equals_plain(void **s) {
     int changed = 0;
     for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++)
         for (uint64_t seed = 1; seed <= 2; seed++) {
-            run_cfg c = {.policy = "none", .rule = modes[m].rule, .temperature = modes[m].t,
-                         .seed = seed, .pen = specd_seq_default_params().penalties};
+            run_cfg c = mode_cfg(m, seed, specd_seq_default_params().penalties, NULL);
             run(&c, &unpenalised);
             c.pen = pen;
             run(&c, &plain);
@@ -302,8 +316,7 @@ static void test_banned_token_never_emitted(void **s) {
     const int32_t ban = favourite();
     for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
         test_proc t = {.banned = ban};
-        run_cfg c = {.policy = "none", .rule = modes[m].rule, .temperature = modes[m].t,
-                     .seed = 5, .pen = specd_seq_default_params().penalties, .proc = &t};
+        run_cfg c = mode_cfg(m, 5, specd_seq_default_params().penalties, &t);
         run(&c, &plain);
         t.n_commit = 0;
         c.ops = &greedy_ops;
@@ -337,9 +350,8 @@ static void test_forced_drafts(void **s) {
     const int32_t ban = favourite();
     for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
         test_proc t = {.banned = ban};
-        run_cfg c = {.policy = "none", .rule = modes[m].rule, .temperature = modes[m].t,
-                     .seed = 9, .pen = {.presence_penalty = 0.2f, .repetition_penalty = 1.1f},
-                     .proc = &t};
+        specd_penalties_params pen = {.presence_penalty = 0.2f, .repetition_penalty = 1.1f};
+        run_cfg c = mode_cfg(m, 9, pen, &t);
         run(&c, &plain);
         assert_int_equal(plain.stats.n_draft_tokens, 0);
         t = (test_proc){.banned = ban, .forced = 1};
@@ -347,7 +359,7 @@ static void test_forced_drafts(void **s) {
         assert_same(&plain, &forced, "forced drafts");
         assert_true(forced.stats.n_forced > 0);
         assert_int_equal(forced.stats.n_forced, forced.stats.n_draft_tokens);
-        if (modes[m].t == 0.0f) { /* right under greedy without the penalties' pull: they pay */
+        if (modes[m].t == 0.0f) { /* greedy: the oracle is mostly right, and then they pay */
             assert_true(forced.stats.n_accepted > 0);
             assert_true(forced.stats.n_steps < plain.stats.n_steps);
         }
@@ -359,13 +371,6 @@ static void test_forced_drafts(void **s) {
 }
 
 /* A self-speculative policy: its rows are its own, so a processor is refused at open. */
-static specd_status self_create(const specd_policy_env *e, const char *o, void **st,
-                                specd_error *err) {
-    (void)e, (void)o, (void)err;
-    *st = NULL;
-    return SPECD_OK;
-}
-static void self_destroy(void *st) { (void)st; }
 static specd_status self_layout(void *st, const int32_t *h, int64_t n, specd_step_layout *out,
                                 specd_error *err) {
     (void)st, (void)h, (void)n, (void)out;
@@ -377,17 +382,14 @@ static specd_status self_verify(void *st, const float *logits, specd_step_outcom
     return specd_fail(err, SPECD_E_INTERNAL, "not used");
 }
 static const specd_policy_ops self_ops = {.abi_version = SPECD_POLICY_ABI_VERSION,
-                                          .name = "selfish", .create = self_create,
-                                          .destroy = self_destroy, .layout = self_layout,
+                                          .name = "selfish", .create = stub_create,
+                                          .destroy = stub_destroy, .layout = self_layout,
                                           .verify = self_verify};
 
 static void test_refusals(void **s) {
     (void)s;
-    specd_spec_params sp = specd_spec_default_params();
-    sp.n_vocab = V;
-    specd_spec *spec;
+    specd_spec *spec = make_spec(NULL);
     specd_error err;
-    assert_int_equal(specd_spec_create(&sp, &spec, &err), SPECD_OK);
     specd_seq_params p = specd_seq_default_params();
     p.policy_ops = &self_ops;
     assert_int_equal(specd_spec_seq_open(spec, 0, prompt, N_PROMPT, &p, &err), SPECD_OK);
@@ -418,9 +420,7 @@ static void test_refusals(void **s) {
     char dir[] = "/tmp/specd-proc.XXXXXX", ep[64];
     assert_non_null(mkdtemp(dir));
     snprintf(ep, sizeof ep, "ipc://%s/verifier.sock", dir);
-    sp.verifier_endpoint = ep;
-    sp.verifier_timeout_ms = 50;
-    if (specd_spec_create(&sp, &spec, &err) != SPECD_OK) fail_msg("%s", err.message);
+    spec = make_spec(ep);
     p = specd_seq_default_params();
     p.policy = "ngram";
     p.penalties.presence_penalty = 0.5f;
@@ -437,12 +437,8 @@ static void test_refusals(void **s) {
 static void test_batch_api(void **s) {
     (void)s;
     enum { NS = 3, STRIDE = V + 5 };
-    specd_spec_params sp = specd_spec_default_params();
-    sp.n_vocab = V;
-    sp.max_draft = MAXK;
-    specd_spec *spec;
+    specd_spec *spec = make_spec(NULL);
     specd_error err;
-    assert_int_equal(specd_spec_create(&sp, &spec, &err), SPECD_OK);
     const int32_t ban = favourite();
     static test_proc procs[NS];
     static int32_t ctx[NS][N_PROMPT + N_OUT + ROWS];

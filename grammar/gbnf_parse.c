@@ -161,7 +161,7 @@ static int cmp_range(const void *a, const void *b) {
 
 /* Adds the charset of ranges r[0..n) (sorted and merged here; complemented when neg). */
 static int32_t add_charset(parser *p, range *r, size_t n, int neg) {
-    qsort(r, n, sizeof *r, cmp_range);
+    if (n > 1) qsort(r, n, sizeof *r, cmp_range);
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
         if (m && r[i].lo <= r[m - 1].hi + 1) {
@@ -170,8 +170,7 @@ static int32_t add_charset(parser *p, range *r, size_t n, int neg) {
             r[m++] = r[i];
         }
     }
-    int32_t id = (int32_t)(p->cs_off.n ? p->cs_off.n - 1 : 0);
-    if (!p->cs_off.n && !vec_push(&p->cs_off, 0)) return nomem(p) - 1;
+    int32_t id = (int32_t)p->cs_off.n - 1; /* cs_off starts with one 0 */
     if (!neg) {
         for (size_t i = 0; i < m; i++)
             if (!vec_push(&p->cs_lo, (int32_t)r[i].lo) || !vec_push(&p->cs_hi, (int32_t)r[i].hi))
@@ -638,7 +637,7 @@ specd_status gram_parse_gbnf(const char *text, size_t len, gram_prog *out, specd
                           (unsigned)SPECD_GRAMMAR_MAX_TEXT);
     parser p = {.s = text, .len = len, .err = err};
     gram_prog g = {0};
-    int ok = parse_rules(&p);
+    int ok = vec_push(&p.cs_off, 0) ? parse_rules(&p) : nomem(&p);
     if (ok) {
         int32_t root = -1;
         for (int32_t r = 0; r < p.n_rules; r++) {

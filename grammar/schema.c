@@ -335,7 +335,7 @@ static int rx_atom(rx *x, int depth) {
         r[0][0] = r[0][1] = cp;
         nr = 1;
     }
-    qsort(r, nr, sizeof r[0], cmp_r);
+    if (nr > 1) qsort(r, nr, sizeof r[0], cmp_r);
     if (!neg && nr == 1 && r[0][0] == r[0][1] && (r[0][0] < 0x20 || r[0][0] == '"' || r[0][0] == '\\'))
         return refuse(x->g, SPECD_E_UNSUPPORTED,
                       "pattern: a character JSON must escape (control, '\"' or '\\') is not supported");
@@ -355,7 +355,13 @@ static int rx_sequence(rx *x, int depth) {
             if (q == '{') {
                 size_t close = x->pos;
                 while (close < x->n && x->s[close] != '}') close++;
-                if (close >= x->n || close - x->pos > 20) return refuse(x->g, SPECD_E_FORMAT, "pattern: bad {m,n}");
+                int commas = 0, ok = close < x->n && close - x->pos <= 20 && close > x->pos &&
+                                     x->s[x->pos] >= '0' && x->s[x->pos] <= '9';
+                for (size_t q = x->pos; ok && q < close; q++) {
+                    commas += x->s[q] == ',';
+                    ok = (x->s[q] >= '0' && x->s[q] <= '9') || (x->s[q] == ',' && commas == 1);
+                }
+                if (!ok) return refuse(x->g, SPECD_E_FORMAT, "pattern: bad {m,n}");
                 sb_put(x->out, "{", 1);
                 sb_put(x->out, x->s + x->pos, close - x->pos); /* checked by the GBNF parser */
                 sb_put(x->out, "}", 1);

@@ -357,9 +357,9 @@ static int rx_sequence(rx *x, int depth) {
                 while (close < x->n && x->s[close] != '}') close++;
                 int commas = 0, ok = close < x->n && close - x->pos <= 20 && close > x->pos &&
                                      x->s[x->pos] >= '0' && x->s[x->pos] <= '9';
-                for (size_t q = x->pos; ok && q < close; q++) {
-                    commas += x->s[q] == ',';
-                    ok = (x->s[q] >= '0' && x->s[q] <= '9') || (x->s[q] == ',' && commas == 1);
+                for (size_t at = x->pos; ok && at < close; at++) {
+                    commas += x->s[at] == ',';
+                    ok = (x->s[at] >= '0' && x->s[at] <= '9') || (x->s[at] == ',' && commas == 1);
                 }
                 if (!ok) return refuse(x->g, SPECD_E_FORMAT, "pattern: bad {m,n}");
                 sb_put(x->out, "{", 1);

@@ -26,6 +26,7 @@ void cli_options_init(cli_options *o) {
     o->sampling.top_p = 0.95f;
     o->sampling.min_p = 0.05f;
     o->seed = 0;
+    o->penalties = specd_seq_default_params().penalties;
     o->rule = SPECD_ACCEPT_COUPLED;
     o->adaptive = 1;
     o->verifier_timeout_ms = 1000;
@@ -107,7 +108,8 @@ int cli_parse_shared(cli_options *o, int argc, char **argv, int *i) {
     static const char *const with_value[] = {
         "-m", "--model", "--policy", "--policy-opts", "--draft-max", "-n", "-t", "--threads",
         "--temp", "--top-k", "--top-p", "--min-p", "--seed", "--accept", "--tau", "--verifier",
-        "--verifier-timeout-ms", "--device", "--n-ctx", "--numerics"};
+        "--verifier-timeout-ms", "--device", "--n-ctx", "--numerics", "--presence-penalty",
+        "--frequency-penalty", "--repeat-penalty"};
     int needs = 0;
     for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++)
         if (!strcmp(f, with_value[k])) needs = 1;
@@ -135,6 +137,12 @@ int cli_parse_shared(cli_options *o, int argc, char **argv, int *i) {
     if (!strcmp(f, "--top-p")) return parse_float(f, v, 1e-6f, 1.0f, &o->sampling.top_p);
     if (!strcmp(f, "--min-p")) return parse_float(f, v, 0.0f, 0.999f, &o->sampling.min_p);
     if (!strcmp(f, "--tau")) return parse_float(f, v, 0.0f, 100.0f, &o->tau);
+    if (!strcmp(f, "--presence-penalty"))
+        return parse_float(f, v, -2.0f, 2.0f, &o->penalties.presence_penalty);
+    if (!strcmp(f, "--frequency-penalty"))
+        return parse_float(f, v, -2.0f, 2.0f, &o->penalties.frequency_penalty);
+    if (!strcmp(f, "--repeat-penalty"))
+        return parse_float(f, v, 1e-3f, 10.0f, &o->penalties.repetition_penalty);
     if (!strcmp(f, "--accept")) {
         if (!strcmp(v, "greedy")) o->rule = SPECD_ACCEPT_GREEDY;
         else if (!strcmp(v, "coupled")) o->rule = SPECD_ACCEPT_COUPLED;
@@ -207,6 +215,10 @@ void cli_print_shared_help(FILE *out) {
             "                       types, defaults and ranges\n"
             "  --draft-max K        most proposals per step (default 8)\n"
             "  --accept RULE        greedy | coupled | rs (default coupled; greedy at T = 0)\n"
+            "  --presence-penalty P --frequency-penalty F   OpenAI's, over the generated tokens\n"
+            "                       ([-2, 2]; default 0)\n"
+            "  --repeat-penalty R   llama.cpp/HF's, over prompt and generated tokens: logit > 0\n"
+            "                       ? logit / R : logit * R ((0, 10]; default 1 = off)\n"
             "  --tau T              relaxed acceptance for rs (lossy; default 0)\n"
             "  --no-adaptive        keep drafting even when it does not pay\n"
             "  --verifier EP        verify drafts in a specd-verifier daemon at EP (ipc://PATH);\n"
@@ -433,6 +445,7 @@ specd_seq_params cli_seq_params(const cli_options *o, const cli_engine *e, const
     p.tau = o->tau;
     p.adaptive = o->adaptive;
     p.max_tokens = o->n_predict;
+    p.penalties = o->penalties;
     int32_t n_stop = 0, n_vocab = specd_tokenizer_vocab_size(e->tok);
     for (int32_t id = 0; id < n_vocab && n_stop < 8; id++)
         if (specd_tokenizer_is_eog(e->tok, id)) stop_storage[n_stop++] = id;

@@ -22,6 +22,7 @@ typedef struct cli_options {
     uint64_t seed;
     specd_accept_rule rule;
     int rule_given;
+    specd_penalties_params penalties; /* --presence-penalty, --frequency-penalty, --repeat-penalty */
     float tau;
     int adaptive;
     const char *verifier;     /* specd-verifier endpoint, or NULL = verify in-process */

@@ -5,7 +5,8 @@
  *    (a loop of one slot), and their events add up to their output;
  *  - cancel of a running and of a queued request delivers the last event before it returns and
  *    frees the slot; a full queue is SPECD_E_STATE; what cannot fit n_ctx, a bad policy and a
- *    slot-keyed stream are refused at submit; destroy(NULL) is a no-op. */
+ *    slot-keyed stream are refused at submit; destroy(NULL) is a no-op;
+ *  - penalties: recycle beside other requests emits what none does with the same penalties. */
 #include "test_main.h"
 
 #include "fixture_model.h"
@@ -393,6 +394,55 @@ static void test_refused_at_submit(void **s) {
     specd_loop_destroy(NULL);
 }
 
+/* Penalties (specd_seq_params.penalties) in the loop: recycle's requests (trees), batched beside others,
+ * emit what none's emit with the same penalties and stream key, which is not what they emit
+ * without them; a policy that cannot apply them is refused at submit. */
+static void test_penalties_in_the_loop(void **s) {
+    (void)s;
+    enum { N_CASES = 4 };
+    static record r[N_CASES][3]; /* none + penalties, recycle + penalties, none without */
+    specd_loop *loop = make_loop(3 * N_CASES, 0, 128);
+    const specd_penalties_params pen = {.presence_penalty = 0.5f, .frequency_penalty = 0.5f,
+                                        .repetition_penalty = 1.3f};
+    for (int c = 0; c < N_CASES; c++)
+        for (int v = 0; v < 3; v++) {
+            specd_seq_params p = specd_seq_default_params();
+            p.policy = v == 1 ? "recycle" : "none";
+            p.sampling.temperature = c % 2 ? 0.8f : 0.0f;
+            p.seed = 11;
+            p.stream_key = 0x9e9a000ULL + (uint64_t)c;
+            p.max_tokens = N_GEN;
+            p.adaptive = 0;
+            if (v < 2) p.penalties = pen;
+            specd_error err;
+            memset(&r[c][v], 0, sizeof r[c][v]);
+            int pr = c / 2;
+            if (specd_loop_submit(loop, prompts[pr], n_prompts[pr], &p, on_event, &r[c][v],
+                                  &r[c][v].id, &err) != SPECD_OK)
+                fail_msg("submit: %s", err.message);
+        }
+    drain(loop);
+    int changed = 0;
+    int64_t drafted = 0;
+    for (int c = 0; c < N_CASES; c++) {
+        for (int v = 0; v < 3; v++) assert_int_equal(r[c][v].status, SPECD_OK);
+        assert_memory_equal(r[c][0].out, r[c][1].out, sizeof(int32_t) * N_GEN);
+        changed += memcmp(r[c][0].out, r[c][2].out, sizeof(int32_t) * N_GEN) != 0;
+        drafted += r[c][1].stats.n_draft_tokens;
+    }
+    assert_true(changed > 0);
+    assert_true(drafted > 0);
+    specd_seq_params p = params_of(3); /* isd: it lays out its own rows */
+    p.penalties = pen;
+    specd_error err;
+    int64_t id = -1;
+    static record refused;
+    assert_int_equal(specd_loop_submit(loop, prompts[0], n_prompts[0], &p, on_event, &refused,
+                                       &id, &err), SPECD_E_INVALID_ARG);
+    assert_non_null(strstr(err.message, "drafter-shaped"));
+    specd_loop_destroy(loop);
+}
+
 int main(void) {
     model = fixture_model_open();
     model_path = specd_test_model_path();
@@ -406,6 +456,7 @@ int main(void) {
         cmocka_unit_test(test_queue_full),
         cmocka_unit_test(test_cancel),
         cmocka_unit_test(test_failing_request_retired),
+        cmocka_unit_test(test_penalties_in_the_loop),
         cmocka_unit_test(test_mixed_equals_solo),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

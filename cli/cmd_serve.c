@@ -45,6 +45,9 @@ static void usage(FILE *out) {
             "                          otherwise) except /health and /metrics, which stay open;\n"
             "                          also from the environment: SPECD_API_KEY, which keeps\n"
             "                          the key out of the process list\n"
+            "  --cors-origin ORIGIN    let browsers at ORIGIN ('*': any) call the server: the\n"
+            "                          Access-Control-* headers, preflights answered 204 (without\n"
+            "                          it: no CORS headers, OPTIONS gets 405)\n"
             "  --device D              cpu | cuda | cuda:N: where the model, the KV caches and\n"
             "                          every context a policy makes run (default: $SPECD_DEVICE,\n"
             "                          else cpu)\n"
@@ -127,6 +130,7 @@ int specd_cmd_serve(int argc, char **argv) {
         else if (!strcmp(f, "--max-conns-per-ip") && !(rc = parse_long(f, v, 0, 1 << 20, &n)))
             p.http.max_conns_per_ip = (unsigned)n;
         else if (!strcmp(f, "--api-key")) api_key = v;
+        else if (!strcmp(f, "--cors-origin")) p.http.cors_origin = v;
         else if (!strcmp(f, "--device"))
             rc = cli_parse_device("specd serve", v, &p.loop.device, &p.loop.device_index);
         else if (!strcmp(f, "--numerics"))

@@ -27,6 +27,7 @@ void cli_options_init(cli_options *o) {
     o->sampling.min_p = 0.05f;
     o->seed = 0;
     o->penalties = specd_seq_default_params().penalties;
+    o->grammar_drafts = 1;
     o->rule = SPECD_ACCEPT_COUPLED;
     o->adaptive = 1;
     o->verifier_timeout_ms = 1000;
@@ -109,7 +110,8 @@ int cli_parse_shared(cli_options *o, int argc, char **argv, int *i) {
         "-m", "--model", "--policy", "--policy-opts", "--draft-max", "-n", "-t", "--threads",
         "--temp", "--top-k", "--top-p", "--min-p", "--seed", "--accept", "--tau", "--verifier",
         "--verifier-timeout-ms", "--device", "--n-ctx", "--numerics", "--presence-penalty",
-        "--frequency-penalty", "--repeat-penalty"};
+        "--frequency-penalty", "--repeat-penalty", "--grammar", "--json-schema",
+        "--grammar-drafts"};
     int needs = 0;
     for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++)
         if (!strcmp(f, with_value[k])) needs = 1;
@@ -129,6 +131,23 @@ int cli_parse_shared(cli_options *o, int argc, char **argv, int *i) {
     if (!strcmp(f, "-m") || !strcmp(f, "--model")) return o->model = v, 1;
     if (!strcmp(f, "--policy")) return o->policy = v, 1;
     if (!strcmp(f, "--policy-opts")) return o->policy_opts = v, 1;
+    if (!strcmp(f, "--grammar") || !strcmp(f, "--json-schema")) {
+        if (o->grammar) {
+            fprintf(stderr, "specd: one of --grammar and --json-schema, once\n");
+            return -1;
+        }
+        o->grammar = v;
+        o->grammar_schema = !strcmp(f, "--json-schema");
+        return 1;
+    }
+    if (!strcmp(f, "--grammar-drafts")) {
+        if (strcmp(v, "on") && strcmp(v, "off")) {
+            fprintf(stderr, "specd: --grammar-drafts expects on or off, got '%s'\n", v);
+            return -1;
+        }
+        o->grammar_drafts = !strcmp(v, "on");
+        return 1;
+    }
     if (!strcmp(f, "--verifier")) return o->verifier = v, 1;
     if (!strcmp(f, "--device"))
         return cli_parse_device("specd", v, &o->device, &o->device_index) ? -1 : 1;
@@ -219,6 +238,11 @@ void cli_print_shared_help(FILE *out) {
             "                       ([-2, 2]; default 0)\n"
             "  --repeat-penalty R   llama.cpp/HF's, over prompt and generated tokens: logit > 0\n"
             "                       ? logit / R : logit * R ((0, 10]; default 1 = off)\n"
+            "  --grammar FILE       constrain the output to a GBNF grammar (llama.cpp's syntax)\n"
+            "  --json-schema FILE   ... to JSON following a JSON Schema (object: any JSON object);\n"
+            "                       speculation stays lossless: every verified row is masked\n"
+            "  --grammar-drafts on|off  propose the tokens the grammar forces as drafts (default\n"
+            "                       on; plain decoding never drafts)\n"
             "  --tau T              relaxed acceptance for rs (lossy; default 0)\n"
             "  --no-adaptive        keep drafting even when it does not pay\n"
             "  --verifier EP        verify drafts in a specd-verifier daemon at EP (ipc://PATH);\n"
@@ -331,6 +355,61 @@ int cli_spec_create(const cli_engine *e, const cli_options *o, specd_spec **out)
     return 0;
 }
 
+/* The whole of a small text file (a grammar, a schema) into a new buffer; NULL after printing
+ * why. */
+static char *read_text(const char *flag, const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    char *buf = NULL;
+    size_t n = 0, cap = 0;
+    if (f) {
+        for (;;) {
+            if (n == cap) {
+                cap = cap ? 2 * cap : 4096;
+                char *b = cap <= SPECD_GRAMMAR_MAX_TEXT + 1 ? realloc(buf, cap) : NULL;
+                if (!b) break;
+                buf = b;
+            }
+            size_t got = fread(buf + n, 1, cap - n, f);
+            n += got;
+            if (got == 0) break;
+        }
+    }
+    if (!f || ferror(f) || n == cap) {
+        fprintf(stderr, "specd: %s %s: %s\n", flag, path,
+                !f || ferror(f) ? strerror(errno) : "too large");
+        if (f) fclose(f);
+        free(buf);
+        return NULL;
+    }
+    fclose(f);
+    buf[n] = '\0';
+    *len = n;
+    return buf;
+}
+
+/* --grammar / --json-schema: compiled once for the run's prompts (they share its mask cache). */
+static int compile_grammar(cli_engine *e, const cli_options *o) {
+    const char *flag = o->grammar_schema ? "--json-schema" : "--grammar";
+    specd_error err;
+    specd_status st;
+    if (o->grammar_schema && !strcmp(o->grammar, "object")) {
+        st = specd_grammar_create_json_schema(NULL, 0, e->tok, &e->grammar, &err);
+    } else {
+        size_t len = 0;
+        char *text = read_text(flag, o->grammar, &len);
+        if (!text) return 1;
+        st = o->grammar_schema ? specd_grammar_create_json_schema(text, len, e->tok, &e->grammar,
+                                                                  &err)
+                               : specd_grammar_create_gbnf(text, len, e->tok, &e->grammar, &err);
+        free(text);
+    }
+    if (st != SPECD_OK) {
+        fprintf(stderr, "specd: %s %s: %s\n", flag, o->grammar, err.message);
+        return 2;
+    }
+    return 0;
+}
+
 int cli_engine_open(cli_engine *e, const cli_options *o) {
     memset(e, 0, sizeof *e);
     int sp_rc;
@@ -377,6 +456,7 @@ int cli_engine_open(cli_engine *e, const cli_options *o) {
         return 1;
     }
     sp_rc = cli_spec_create(e, o, &e->spec);
+    if (!sp_rc && o->grammar) sp_rc = compile_grammar(e, o);
     if (sp_rc) {
         cli_engine_close(e);
         return sp_rc;
@@ -386,6 +466,7 @@ int cli_engine_open(cli_engine *e, const cli_options *o) {
 
 void cli_engine_close(cli_engine *e) {
     specd_spec_destroy(e->spec);
+    specd_grammar_destroy(e->grammar);
     specd_context_destroy(e->ctx);
     specd_tokenizer_destroy(e->tok);
     specd_model_destroy(e->model);

@@ -3,6 +3,7 @@
 #ifndef SPECD_CLI_COMMON_H
 #define SPECD_CLI_COMMON_H
 
+#include "specd/grammar.h"
 #include "specd/runtime.h"
 #include "specd/spec.h"
 #include "specd/tokenizer.h"
@@ -23,6 +24,10 @@ typedef struct cli_options {
     specd_accept_rule rule;
     int rule_given;
     specd_penalties_params penalties; /* --presence-penalty, --frequency-penalty, --repeat-penalty */
+    /* --grammar FILE (GBNF) or --json-schema FILE|object: the output's grammar (NULL = none) */
+    const char *grammar;
+    int grammar_schema;
+    int grammar_drafts; /* --grammar-drafts on|off: the grammar's forced tokens as drafts */
     float tau;
     int adaptive;
     const char *verifier;     /* specd-verifier endpoint, or NULL = verify in-process */
@@ -86,6 +91,7 @@ typedef struct cli_engine {
     int32_t n_ctx; /* KV rows of the context: prompt + generation + one step's drafts */
     uint64_t tokenizer_hash; /* computed from the tokenizer: what the daemons must match */
     int32_t device, device_index; /* where ctx and the policies' contexts live */
+    specd_grammar *grammar; /* --grammar / --json-schema compiled once: runs share its masks */
 } cli_engine;
 
 /* Prints a clear error to stderr and returns non-zero on failure: 2 for a usage error (an

@@ -16,15 +16,16 @@ below() { # the include prefixes a layer may use
     common) echo "common" ;;
     kernels) echo "common kernels" ;;
     model) echo "common kernels model" ;;
+    grammar) echo "common model/runtime/json.h grammar" ;;
     verifier/accept) echo "common kernels verifier/accept" ;;
     ipc) echo "common kernels ipc" ;;
     policy) echo "common kernels model verifier/accept ipc $framework" ;;
     policy/ar|policy/self|policy/dlm) echo "common kernels model verifier/accept ipc $framework $1" ;;
-    session) echo "common kernels model verifier/accept ipc policy session" ;;
-    serve) echo "common kernels model verifier/accept ipc policy session serve" ;;
+    session) echo "common kernels model grammar verifier/accept ipc policy session" ;;
+    serve) echo "common kernels model grammar verifier/accept ipc policy session serve" ;;
     drafter) echo "common kernels model verifier/accept ipc policy session drafter serve/serve_daemon_metrics.h" ;;
     verifier/daemon) echo "common kernels model verifier/accept ipc policy session verifier/daemon serve/serve_daemon_metrics.h" ;;
-    cli) echo "common kernels model verifier/accept ipc policy session cli serve" ;;
+    cli) echo "common kernels model grammar verifier/accept ipc policy session cli serve" ;;
   esac
 }
 files_of() { # the paths a layer's files are found under
@@ -34,7 +35,7 @@ files_of() { # the paths a layer's files are found under
   esac
 }
 bad=0
-for layer in common kernels model verifier/accept ipc policy policy/ar policy/self policy/dlm session serve drafter verifier/daemon cli; do
+for layer in common kernels model grammar verifier/accept ipc policy policy/ar policy/self policy/dlm session serve drafter verifier/daemon cli; do
   allowed=$(below "$layer")
   for f in $(files_of "$layer"); do # a renamed file must not leave its layer unchecked
     [ -e "$src/$f" ] || { echo "layer $layer: $f does not exist"; bad=1; }

@@ -133,6 +133,10 @@ static void json_row(FILE *f, const ab_row *r, int lossless, int agreement, int 
         json_number(f, (double)r->seq.accepted_at[i] / (double)r->seq.drafted_at[i]);
     }
     fputs("]", f);
+    fprintf(f, ", \"grammar_rows\": %lld, \"grammar_us_per_row\": ", (long long)r->grammar_rows);
+    json_number(f, r->grammar_rows ? (double)r->grammar_ns / 1e3 / (double)r->grammar_rows : 0.0);
+    fprintf(f, ", \"grammar_drafts\": %lld, \"drafts_cut\": %lld", (long long)r->seq.n_forced,
+            (long long)r->seq.n_draft_cut);
     ab_quality_json(f, r, agreement, tasks);
 }
 

@@ -104,7 +104,9 @@ typedef struct simsd_opts {
 #define SIMSD_FIELD(f) .offset = offsetof(simsd_opts, f)
 static const specd_policy_option option_rows[] = {
     {.key = "adapter", .kind = SPECD_OPTION_PATH, SIMSD_FIELD(adapter),
-     .size = sizeof((simsd_opts *)0)->adapter, .help = "the target's sdar adapter"},
+     .size = sizeof((simsd_opts *)0)->adapter, .artifact = "adapters/smollm2-135m-sdar",
+     .artifact_env = "SPECD_SDAR_ADAPTER", .flags = SPECD_OPTION_ARTIFACT_NEEDED,
+     .help = "the target's sdar adapter"},
     {.key = "block", .kind = SPECD_OPTION_INT, SIMSD_FIELD(b),
      .dflt = "the adapter's specd_block, else 4", .min = 1, .max = SPECD_SIMSD_MAX_B,
      .flags = SPECD_OPTION_DEFAULT_DERIVED,
@@ -120,6 +122,8 @@ static const specd_policy_option option_rows[] = {
      .min = 1, .max = 1024, .help = "depth of the cut drafter"},
     {.key = "drafter_adapter", .kind = SPECD_OPTION_PATH, SIMSD_FIELD(dadapter),
      .size = sizeof((simsd_opts *)0)->dadapter,
+     .artifact = "adapters/smollm2-135m-simsd-drafter",
+     .artifact_env = "SPECD_SIMSD_DRAFTER_ADAPTER",
      .help = "the drafter's LoRA (none: the target's adapter)"},
     {.key = "rope_copy", .kind = SPECD_OPTION_BOOL, SIMSD_FIELD(rope), .dflt = "1",
      .help = "0: the paper's ablation without the RoPE copy"},

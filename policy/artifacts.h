@@ -9,7 +9,7 @@
  * a row flagged SPECD_OPTION_ARTIFACT_NEEDED without one refuses, naming the option.
  *
  * The public entry points (specd_policy_target_fingerprint, specd_policy_default_options) are
- * declared in specd/policy.h: the CLI, serve and hosts all call them. */
+ * declared in specd/policy.h: the CLI, the batch loop (so specd serve) and hosts all call them. */
 #ifndef SPECD_POLICY_ARTIFACTS_H
 #define SPECD_POLICY_ARTIFACTS_H
 

@@ -8,7 +8,6 @@
 #include <time.h>
 
 #include "common/status_internal.h"
-#include "policy/artifacts.h"
 #include "serve/serve_detok.h"
 #include "serve/serve_engine.h"
 #include "serve/serve_logprobs.h"
@@ -29,7 +28,6 @@ struct serve_server {
     char *model_id, *default_policy, *default_policy_options;
     int32_t eog[MAX_EOG];
     int32_t n_eog;
-    uint64_t target_fp; /* the artifacts trained over the model apply (policy/artifacts.h) */
     atomic_uint_fast64_t next_seed, next_id;
     atomic_int draining;
     /* finished requests by reason, and refusals */
@@ -256,16 +254,7 @@ static void generate(serve_server *s, const serve_http_request *hr, int chat,
 
     specd_seq_params sp = specd_seq_default_params();
     sp.policy = g->req.policy;
-    char opts[8192]; /* the request's options plus the artifacts the policy takes */
-    specd_error err;
-    if (specd_policy_default_options(g->req.policy, s->target_fp, g->req.policy_options, opts,
-                                     sizeof opts, &err) != SPECD_OK) {
-        serve_refuse(&why, 400, "invalid_request_error", "policy", "%s", err.message);
-        reply_refusal(s, r, &why);
-        gen_free(g);
-        return;
-    }
-    sp.policy_options = opts[0] ? opts : NULL;
+    sp.policy_options = g->req.policy_options[0] ? g->req.policy_options : NULL;
     sp.sampling = g->req.sampling;
     sp.seed = g->req.has_seed ? g->req.seed : atomic_fetch_add(&s->next_seed, 1);
     sp.stream_key = 0; /* reproducible: the seed alone keys the request (see serve_server.h) */
@@ -273,6 +262,7 @@ static void generate(serve_server *s, const serve_http_request *hr, int chat,
     sp.adaptive = g->req.adaptive;
     sp.stop_tokens = s->eog;
     sp.n_stop_tokens = s->n_eog;
+    specd_error err;
     specd_status st = serve_engine_submit(s->engine, g->req.prompt, g->req.n_prompt, &sp, &g->job,
                                           &err);
     if (st != SPECD_OK) {
@@ -479,12 +469,6 @@ specd_status serve_server_create(const specd_model *model, const specd_tokenizer
     if (!s->model_id || !s->default_policy ||
         (p->default_policy_options && !s->default_policy_options))
         st = specd_fail(err, SPECD_E_NOMEM, "serve: no memory");
-    char opts[8192]; /* the default policy refuses now, not at its first request */
-    if (st == SPECD_OK)
-        st = specd_target_fingerprint_of_gguf(specd_model_gguf(model), &s->target_fp, err);
-    if (st == SPECD_OK)
-        st = specd_policy_default_options(s->default_policy, s->target_fp,
-                                          s->default_policy_options, opts, sizeof opts, err);
     if (st == SPECD_OK) st = serve_engine_create(model, &p->loop, &s->engine, err);
     if (st == SPECD_OK) st = serve_http_create(&p->http, handle, s, &s->http, err);
     if (st != SPECD_OK) {

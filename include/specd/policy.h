@@ -307,6 +307,13 @@ typedef struct specd_policy_option {
     const char *artifact_env;
 } specd_policy_option;
 
+/* The mask token of the mask-row policies (isd, risd, wedlm, sdar, simsd) when neither mask= nor
+ * the GGUF (tokenizer.ggml.mask_token_id) names one. SmolLM2 (and other StarCoder-vocabulary
+ * models) define no mask token; id 0 is <|endoftext|>, a special token that never occurs inside
+ * the chat text the policies decode, so it marks "unknown future token" without colliding with
+ * real content. */
+#define SPECD_POLICY_DEFAULT_MASK 0
+
 /* specd_policy_ops.flags (ABI 2) that change nothing in the session: figures a host may print
  * for the policy's runs */
 /* block or window fills: p_cache (WeDLM eq. 4: tokens emitted / token rows run) describes them */

@@ -28,20 +28,7 @@ figure() {
 
 if [ "$what" = other ]; then
   # the same tokenizer and shape, one norm weight scaled: another target
-  cp "$model" "$tmp/other.gguf"
-  python3 - "$specd" "$tmp/other.gguf" <<'PY'
-import json, struct, subprocess, sys
-specd, path = sys.argv[1], sys.argv[2]
-d = json.loads(subprocess.run([specd, "inspect", "--json", path], check=True,
-                              capture_output=True, text=True).stdout)
-t = next(x for x in d["tensors"] if x["name"] == "output_norm.weight")
-assert t["type"] == "F32", t
-with open(path, "r+b") as f:
-    f.seek(d["data_offset"] + t["offset"])
-    v, = struct.unpack("<f", f.read(4))
-    f.seek(d["data_offset"] + t["offset"])
-    f.write(struct.pack("<f", v * 1.25))
-PY
+  python3 "$src/tests/make_other_target.py" "$specd" "$model" "$tmp/other.gguf"
   a=$("$specd" inspect --json "$model" | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_fingerprint"])')
   b=$("$specd" inspect --json "$tmp/other.gguf" | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_fingerprint"])')
   [ "$a" != "$b" ] || { echo "a changed norm weight kept the fingerprint $a"; exit 1; }

@@ -11,8 +11,6 @@ import http.client
 import json
 import os
 import re
-import shutil
-import struct
 import subprocess
 import sys
 import tempfile
@@ -77,15 +75,9 @@ with tempfile.TemporaryDirectory() as tmp:
 
     # another target: the default model with one norm weight changed
     other = os.path.join(tmp, "other.gguf")
-    shutil.copyfile(MODEL, other)
-    d = json.loads(subprocess.run([SPECD, "inspect", "--json", other], check=True,
-                                  capture_output=True, text=True).stdout)
-    t = next(x for x in d["tensors"] if x["name"] == "output_norm.weight")
-    with open(other, "r+b") as f:
-        f.seek(d["data_offset"] + t["offset"])
-        v, = struct.unpack("<f", f.read(4))
-        f.seek(d["data_offset"] + t["offset"])
-        f.write(struct.pack("<f", v * 1.25))
+    subprocess.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                                 "make_other_target.py"), SPECD, MODEL, other],
+                   check=True)
     p = subprocess.run([SPECD, "serve", "-m", other, "--port", "0", "--policy", "mrp"],
                        capture_output=True, text=True, timeout=120)
     if p.returncode == 0 or "needs head=PATH" not in p.stderr:

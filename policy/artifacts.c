@@ -19,7 +19,8 @@
 
 static uint64_t fnv(uint64_t h, const void *data, size_t n) {
     const unsigned char *p = data;
-    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ULL;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 0x100000001b3ULL;
     return h;
 }
 
@@ -44,7 +45,8 @@ static uint64_t hash_norm(uint64_t h, const specd_gguf *g, const char *name) {
 
 specd_status specd_target_fingerprint_of_gguf(const specd_gguf *g, uint64_t *out,
                                               specd_error *err) {
-    if (!g || !out) return specd_fail(err, SPECD_E_INVALID_ARG, "target fingerprint: NULL argument");
+    if (!g || !out)
+        return specd_fail(err, SPECD_E_INVALID_ARG, "target fingerprint: NULL argument");
     specd_tokenizer *tok = NULL;
     specd_ipc_fingerprint tf;
     specd_status st = specd_tokenizer_create_from_gguf(g, &tok, err);
@@ -79,7 +81,8 @@ specd_status specd_target_fingerprint_of_gguf(const specd_gguf *g, uint64_t *out
 }
 
 specd_status specd_policy_target_fingerprint(const char *path, uint64_t *out, specd_error *err) {
-    if (!path || !out) return specd_fail(err, SPECD_E_INVALID_ARG, "target fingerprint: NULL argument");
+    if (!path || !out)
+        return specd_fail(err, SPECD_E_INVALID_ARG, "target fingerprint: NULL argument");
     specd_gguf *g = NULL;
     SPECD_TRY(specd_gguf_create(path, &g, err));
     specd_status st = specd_target_fingerprint_of_gguf(g, out, err);
@@ -101,12 +104,11 @@ specd_status specd_artifact_target(const char *artifact, uint64_t *out, specd_er
         return specd_fail(err, SPECD_E_INVALID_ARG, "artifact %s: path too long", artifact);
     FILE *f = fopen(path, "rb");
     if (!f) return specd_fail(err, SPECD_E_IO, "artifact %s: no target record %s", artifact, path);
-    char text[4096];
-    size_t len = fread(text, 1, sizeof text - 1, f);
-    int whole = feof(f);
+    char text[4097]; /* a record is a few lines: one byte more than we take says it is not one */
+    size_t len = fread(text, 1, sizeof text, f);
     fclose(f);
-    if (!whole) return specd_fail(err, SPECD_E_FORMAT, "%s: larger than %zu bytes", path,
-                                  sizeof text - 1);
+    if (len == sizeof text)
+        return specd_fail(err, SPECD_E_FORMAT, "%s: larger than %zu bytes", path, sizeof text - 1);
     text[len] = '\0';
     rt_json j;
     SPECD_TRY(rt_json_parse(text, len, &j, err));
@@ -119,10 +121,18 @@ specd_status specd_artifact_target(const char *artifact, uint64_t *out, specd_er
         memcpy(hex, text + j.nodes[i].start, 16);
     rt_json_free(&j);
     if (st != SPECD_OK) return st;
-    char *end;
-    uint64_t v = strtoull(hex, &end, 16);
-    if (*end || hex[0] == '-' || hex[0] == '+')
-        return specd_fail(err, SPECD_E_FORMAT, "%s: target_fingerprint is not 16 hex digits", path);
+    uint64_t v = 0;
+    for (int k = 0; k < 16; k++) {
+        const char c = hex[k];
+        const int d = c >= '0' && c <= '9'   ? c - '0'
+                      : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                      : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                             : -1;
+        if (d < 0)
+            return specd_fail(err, SPECD_E_FORMAT, "%s: target_fingerprint is not 16 hex digits",
+                              path);
+        v = v << 4 | (uint64_t)d;
+    }
     *out = v;
     return SPECD_OK;
 }

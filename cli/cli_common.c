@@ -1,10 +1,10 @@
 #include "cli/cli_common.h"
 #include "cli/policy_help.h"
 #include "ipc/fingerprint.h"
+#include "policy/artifacts.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <limits.h>
 #include <unistd.h>
 #include <math.h>
@@ -287,52 +287,15 @@ const char *cli_default_model(char *buf, size_t cap) {
     return buf;
 }
 
-/* a PEFT adapter directory, or a readable file */
-static int usable_artifact(const char *path) {
-    struct stat st;
-    if (stat(path, &st) != 0) return 0;
-    if (!S_ISDIR(st.st_mode)) return access(path, R_OK) == 0;
-    char config[PATH_MAX + 32];
-    snprintf(config, sizeof config, "%s/adapter_config.json", path);
-    return access(config, R_OK) == 0;
-}
-
-const char *cli_default_artifact(const char *rel, const char *env_var, char *buf, size_t cap) {
-    const char *env = env_var ? getenv(env_var) : NULL;
-    if (env && *env) {
-        snprintf(buf, cap, "%s", env);
-        return usable_artifact(buf) ? buf : NULL;
-    }
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) {
-        exe[n] = '\0';
-        snprintf(buf, cap, "%s/../share/specd/%s", dirname(exe), rel);
-        if (usable_artifact(buf)) return buf;
-    }
-    snprintf(buf, cap, "%s/artifacts/%s", SPECD_SOURCE_DIR, rel);
-    return usable_artifact(buf) ? buf : NULL;
-}
-
-const char *cli_policy_options(const cli_options *o, const char *policy, const char *opts,
+const char *cli_policy_options(const cli_engine *e, const char *policy, const char *opts,
                                char *buf, size_t cap) {
-    /* the artifacts are the default model's: another model gets none */
-    if (o->model) return opts;
-    int32_t n = 0;
-    const specd_policy_option *rows = specd_policy_options_table(policy, &n);
-    const char *out = opts;
-    for (int32_t i = 0; i < n; i++) {
-        char path[PATH_MAX];
-        if (!rows[i].artifact || cli_opts_has_key(out, rows[i].key) ||
-            !cli_default_artifact(rows[i].artifact, rows[i].artifact_env, path, sizeof path))
-            continue;
-        char joined[8192];
-        snprintf(joined, sizeof joined, "%s%s%s=%s", out ? out : "", out && *out ? "," : "",
-                 rows[i].key, path);
-        snprintf(buf, cap, "%s", joined);
-        out = buf;
+    specd_error err;
+    if (specd_policy_default_options(policy, e->target_fingerprint, opts, buf, cap, &err) !=
+        SPECD_OK) {
+        fprintf(stderr, "specd: %s\n", err.message);
+        return NULL;
     }
-    return out;
+    return buf;
 }
 
 int cli_spec_create(const cli_engine *e, const cli_options *o, specd_spec **out) {
@@ -435,6 +398,12 @@ int cli_engine_open(cli_engine *e, const cli_options *o) {
         return 1;
     }
     e->tokenizer_hash = fp.tokenizer_hash;
+    if (specd_target_fingerprint_of_gguf(specd_model_gguf(e->model), &e->target_fingerprint,
+                                         &err) != SPECD_OK) {
+        fprintf(stderr, "specd: %s: %s\n", path, err.message);
+        cli_engine_close(e);
+        return 1;
+    }
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     if (cores > 0 && o->n_threads > cores) {
         fprintf(stderr, "specd: -t %d: this machine has %ld cores online\n", o->n_threads, cores);

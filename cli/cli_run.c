@@ -1,5 +1,6 @@
 #include "cli/cli_run.h"
 #include "cli/policy_help.h"
+#include "policy/options.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -29,10 +30,11 @@ int cli_run(const cli_engine *e, const cli_options *o, const char *policy, const
     specd_error err;
     int32_t stop[8];
     char opts[8192];
-    policy_opts = cli_policy_options(o, policy, policy_opts, opts, sizeof opts);
+    policy_opts = cli_policy_options(e, policy, policy_opts, opts, sizeof opts);
+    if (!policy_opts) return 1;
     char ropts[8192 + 128];
     const char *hash_key = cli_policy_key_with(policy, SPECD_OPTION_HOST_TOKENIZER_HASH);
-    if (hash_key && !cli_opts_has_key(policy_opts, hash_key)) {
+    if (hash_key && !specd_options_has_key(policy_opts, hash_key)) {
         /* the policy checks the tokenizer we share with its peer: computed, never typed */
         snprintf(ropts, sizeof ropts, "%s%s%s=%016llx", policy_opts ? policy_opts : "",
                  policy_opts && *policy_opts ? "," : "", hash_key,

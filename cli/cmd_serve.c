@@ -2,6 +2,7 @@
  * is the command line: options, the model, signals; serve/serve_server.c is the server. */
 #include "cli/cli_common.h"
 #include "cli/commands.h"
+#include "policy/artifacts.h"
 #include "serve/serve_server.h"
 #include "specd/log.h"
 
@@ -194,6 +195,18 @@ int specd_cmd_serve(int argc, char **argv) {
     }
     if (specd_tokenizer_create_from_gguf(specd_model_gguf(model), &tok, &err) != SPECD_OK) {
         fprintf(stderr, "specd serve: tokenizer of %s: %s\n", model_path, err.message);
+        specd_model_destroy(model);
+        return 1;
+    }
+    /* the default policy's artifacts (the loop adds them to each request): one it needs and the
+     * model has none of is refused now, not at the first request */
+    uint64_t fp = 0;
+    char opts[8192];
+    if (specd_target_fingerprint_of_gguf(specd_model_gguf(model), &fp, &err) != SPECD_OK ||
+        specd_policy_default_options(policy_name, fp, p.default_policy_options, opts, sizeof opts,
+                                     &err) != SPECD_OK) {
+        fprintf(stderr, "specd serve: %s\n", err.message);
+        specd_tokenizer_destroy(tok);
         specd_model_destroy(model);
         return 1;
     }

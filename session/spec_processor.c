@@ -121,14 +121,22 @@ void specd_seq_proc_force(spec_seq *q, int32_t max, int32_t n_vocab) {
     }
 }
 
-/* 1 when row r cannot be reached: the row it follows is unreachable or bans its draft. */
+static int stops(const spec_seq *q, int32_t token) {
+    for (int32_t i = 0; i < q->n_stop; i++)
+        if (q->stop[i] == token) return 1;
+    return 0;
+}
+
+/* 1 when row r cannot be reached: the row it follows is unreachable or bans its draft, or its
+ * draft is a stop token (the sequence ends there; a grammar allows nothing after its end). */
 static int row_dead(const spec_seq *q, const uint8_t *dead, const float *rows, int32_t n_vocab,
                     int32_t r) {
     if (r == 0) return 0;
     int32_t node = r - 1;
     int32_t from = q->tree && q->tree_parent[node] >= 0 ? 1 + q->tree_parent[node]
                    : q->tree ? 0 : r - 1;
-    return dead[from] || !(rows[(size_t)from * (size_t)n_vocab + q->draft[node]] > -INFINITY);
+    return dead[from] || stops(q, q->draft[node]) ||
+           !(rows[(size_t)from * (size_t)n_vocab + q->draft[node]] > -INFINITY);
 }
 
 specd_status specd_seq_proc_rows(specd_spec *spec, spec_seq *q, const specd_logits *lg,

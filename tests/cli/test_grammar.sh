@@ -6,6 +6,7 @@
 #    emit exactly what plain constrained decoding emits (specd generate decodes both and
 #    compares);
 #  - a GBNF grammar (--grammar) of two words: the answer is one of them;
+#  - tree-drafting policies (suffix, recycle) under a grammar, drafts past its end included;
 #  - specd ab over two extraction prompts: identical with grammar drafts on and off, the grammar's
 #    forced tokens proposed only when on, the mask's cost printed;
 #  - a schema the compiler refuses, and --grammar with --json-schema, exit non-zero naming why.
@@ -50,6 +51,18 @@ printf 'root ::= "yes" | "no"\n' > "$tmp/yn.gbnf"
 "$specd" generate -p "Is the sky green? Answer in a full sentence." -n 16 --temp 0 \
   --grammar "$tmp/yn.gbnf" > "$tmp/yn.txt" 2> /dev/null
 grep -Eqx 'yes|no' "$tmp/yn.txt" || { echo "gbnf: got '$(cat "$tmp/yn.txt")'"; exit 1; }
+
+# tree drafts (suffix) that run past the grammar's end: a draft of the end token with rows after
+# it, which the grammar bans whole; the session must not score rows after a stop token (it did,
+# and failed "every token is masked" on the second product prompt)
+head -n 2 "$src/examples/structured/product.txt" > "$tmp/products.txt"
+for policy in suffix recycle; do
+  "$specd" ab --policy "$policy" --prompts "$tmp/products.txt" -n 96 --temp 0 --no-quality \
+    --json-schema "$src/examples/structured/product.schema.json" > "$tmp/ab.txt" 2> "$tmp/ab.err" ||
+    { echo "ab $policy under a grammar failed"; cat "$tmp/ab.err"; exit 1; }
+  grep -q '(overall) .* yes ' "$tmp/ab.txt" || { echo "ab $policy: not identical"; cat "$tmp/ab.txt"; exit 1; }
+  echo "ab $policy (trees) under a grammar: identical"
+done
 
 head -n 2 "$src/examples/structured/contact.txt" > "$tmp/prompts.txt"
 for drafts in on off; do

@@ -105,6 +105,8 @@ typedef struct gram_walk {
     uint32_t stab_cap;
     u64map adv;      /* (set, code point) -> set */
     u64map feasible; /* (set, partial) -> 0/1 */
+    int32_t **first;  /* per set: the step from a character boundary by each byte (-1 unknown) */
+    uint32_t first_cap;
     /* scratch of one closure */
     int32_t *work, *out;
     uint32_t nwork, wcap, nout, ocap;

@@ -15,7 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { HDR = 3, WALK_RESET_FRAMES = 1 << 20, MAX_FORCED_BYTES = 256 };
+/* The walker starts again past these sizes (its per-set byte tables are 1 KB each). */
+enum { HDR = 3, WALK_RESET_FRAMES = 1 << 20, WALK_RESET_SETS = 1 << 12, MAX_FORCED_BYTES = 256 };
 
 struct specd_grammar_matcher {
     specd_grammar *g;
@@ -48,7 +49,8 @@ static gram_walk *walker(specd_grammar_matcher *m) {
         m->w = specd_alloc_array(1, sizeof *m->w);
         if (!m->w) return NULL;
         gram_walk_init(m->w, &m->g->prog);
-    } else if (m->w->nf > WALK_RESET_FRAMES || m->w->overflow != SPECD_OK) {
+    } else if (m->w->nf > WALK_RESET_FRAMES || m->w->ns > WALK_RESET_SETS ||
+               m->w->overflow != SPECD_OK) {
         gram_walk_reset(m->w);
     }
     return m->w->overflow == SPECD_OK ? m->w : NULL;
@@ -201,8 +203,10 @@ specd_status specd_grammar_matcher_fill_mask(specd_grammar_matcher *m, uint32_t 
                                              int32_t n_vocab) {
     if (!m || !bits) return SPECD_E_INVALID_ARG;
     specd_grammar *g = m->g;
-    if (n_vocab != g->n_vocab) return SPECD_E_MISMATCH;
-    size_t words = ((size_t)n_vocab + 31) / 32;
+    if (n_vocab < g->n_vocab) return SPECD_E_MISMATCH;
+    size_t words = ((size_t)g->n_vocab + 31) / 32, all = ((size_t)n_vocab + 31) / 32;
+    /* ids past the tokenizer's (a model's padded rows) are never allowed */
+    memset(bits + words, 0, (all - words) * sizeof *bits);
     if (m->st[1]) {
         memset(bits, 0, words * sizeof *bits);
         return SPECD_OK;
@@ -224,7 +228,17 @@ specd_status specd_grammar_matcher_fill_mask(specd_grammar_matcher *m, uint32_t 
     if (ds[0]) {
         for (int32_t i = 0; i < t->n;) {
             int d = t->depth[i];
-            int32_t s = gram_walk_step(w, ds[d - 1], dp[d - 1], t->byte[i], &dp[d]);
+            uint8_t b = t->byte[i];
+            int32_t s, ps = ds[d - 1];
+            const int32_t *tab;
+            /* the common step inline: an ASCII byte at a character boundary, already known */
+            if (b < 0x80 && !dp[d - 1] && (uint32_t)ps < w->first_cap && (tab = w->first[ps]) &&
+                tab[b] >= 0) {
+                s = tab[b];
+                dp[d] = 0;
+            } else {
+                s = gram_walk_step(w, ps, dp[d - 1], b, &dp[d]);
+            }
             if (!s) {
                 i = t->end[i]; /* no token under this prefix can match */
                 continue;
@@ -249,11 +263,13 @@ static uint32_t *mask_scratch(specd_grammar_matcher *m) {
 
 specd_status specd_grammar_matcher_apply(specd_grammar_matcher *m, float *logits, int32_t n_vocab) {
     if (!m || !logits) return SPECD_E_INVALID_ARG;
+    if (n_vocab < m->g->n_vocab) return SPECD_E_MISMATCH;
     uint32_t *bits = mask_scratch(m);
     if (!bits) return SPECD_E_NOMEM;
-    SPECD_TRY(specd_grammar_matcher_fill_mask(m, bits, n_vocab));
-    for (int32_t t = 0; t < n_vocab; t++)
+    SPECD_TRY(specd_grammar_matcher_fill_mask(m, bits, m->g->n_vocab));
+    for (int32_t t = 0; t < m->g->n_vocab; t++)
         if (!(bits[t >> 5] >> (t & 31) & 1)) logits[t] = -INFINITY;
+    for (int32_t t = m->g->n_vocab; t < n_vocab; t++) logits[t] = -INFINITY;
     return SPECD_OK;
 }
 

@@ -45,6 +45,8 @@ void gram_walk_free(gram_walk *w) {
     specd_free(w->stab);
     u64map_free(&w->adv);
     u64map_free(&w->feasible);
+    for (uint32_t i = 0; i < w->first_cap; i++) specd_free(w->first[i]);
+    specd_free(w->first);
     specd_free(w->work);
     specd_free(w->out);
     u64map_free(&w->seen);
@@ -68,6 +70,10 @@ void gram_walk_reset(gram_walk *w) {
     if (w->stab) memset(w->stab, 0xff, (size_t)w->stab_cap * sizeof *w->stab);
     u64map_clear(&w->adv);
     u64map_clear(&w->feasible);
+    for (uint32_t i = 0; i < w->first_cap; i++) {
+        specd_free(w->first[i]);
+        w->first[i] = NULL;
+    }
     if (w->fcap) w->overflow = SPECD_OK;
     intern_set(w, NULL, 0); /* set 0: dead */
 }
@@ -317,8 +323,8 @@ static int32_t feasible(gram_walk *w, int32_t set, uint32_t partial) {
     return r ? set : 0;
 }
 
-int32_t gram_walk_step(gram_walk *w, int32_t set, uint32_t partial, uint8_t b,
-                       uint32_t *partial_out) {
+static int32_t step_slow(gram_walk *w, int32_t set, uint32_t partial, uint8_t b,
+                         uint32_t *partial_out) {
     *partial_out = 0;
     if (!partial) {
         if (b < 0x80) return gram_walk_advance(w, set, b);
@@ -339,4 +345,38 @@ int32_t gram_walk_step(gram_walk *w, int32_t set, uint32_t partial, uint8_t b,
     uint32_t np = need | len << 2 | v << 4;
     *partial_out = np;
     return feasible(w, set, np);
+}
+
+/* Steps from a character boundary go through a 256-entry table per set: the trie walk takes most
+ * of its steps there, and an array beats the hash memo by a wide margin. */
+enum { MAX_TABLE_SETS = 1 << 16 };
+
+int32_t gram_walk_step(gram_walk *w, int32_t set, uint32_t partial, uint8_t b,
+                       uint32_t *partial_out) {
+    if (partial || (uint32_t)set >= MAX_TABLE_SETS) return step_slow(w, set, partial, b, partial_out);
+    if ((uint32_t)set >= w->first_cap) {
+        uint32_t cap = w->first_cap ? w->first_cap : 256;
+        while (cap <= (uint32_t)set) cap *= 2;
+        int32_t **t = specd_alloc_array(cap, sizeof *t);
+        if (!t) return step_slow(w, set, partial, b, partial_out);
+        if (w->first) memcpy(t, w->first, w->first_cap * sizeof *t);
+        specd_free(w->first);
+        w->first = t;
+        w->first_cap = cap;
+    }
+    int32_t *tab = w->first[set];
+    if (!tab) {
+        tab = w->first[set] = specd_alloc_array(256, sizeof *tab);
+        if (!tab) return step_slow(w, set, partial, b, partial_out);
+        memset(tab, 0xff, 256 * sizeof *tab);
+    }
+    if (tab[b] >= 0) {
+        /* the partial character after a lead byte depends on the byte alone */
+        uint32_t len = b < 0x80 ? 0 : (b & 0xE0) == 0xC0 ? 1 : (b & 0xF0) == 0xE0 ? 2 : 3;
+        *partial_out = len ? len | len << 2 | (uint32_t)(b & (0x3F >> len)) << 4 : 0;
+        return tab[b];
+    }
+    int32_t r = step_slow(w, set, partial, b, partial_out);
+    if (w->overflow == SPECD_OK) w->first[set][b] = r;
+    return r;
 }

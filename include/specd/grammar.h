@@ -104,12 +104,14 @@ SPECD_API bool specd_grammar_matcher_allows(const specd_grammar_matcher *m, int3
 SPECD_API specd_status specd_grammar_matcher_accept(specd_grammar_matcher *m, int32_t token);
 
 /* bits[0 .. (n_vocab + 31) / 32): bit (t % 32) of word t / 32 set when token t is allowed.
- * n_vocab must be the grammar's (SPECD_E_MISMATCH otherwise). Masks are cached in the grammar by
- * the matcher's state, so requests sharing a grammar share them. */
+ * n_vocab may exceed the grammar's (a model's padded logit rows): ids past the tokenizer's are
+ * never allowed; a smaller n_vocab is SPECD_E_MISMATCH. Masks are cached in the grammar by the
+ * matcher's state, so requests sharing a grammar share them. */
 SPECD_API specd_status specd_grammar_matcher_fill_mask(specd_grammar_matcher *m, uint32_t *bits,
                                                        int32_t n_vocab);
 
-/* Sets the logits of the tokens not allowed to -INFINITY (same mask as fill_mask). */
+/* Sets the logits of the tokens not allowed to -INFINITY (same mask and n_vocab rule as
+ * fill_mask). */
 SPECD_API specd_status specd_grammar_matcher_apply(specd_grammar_matcher *m, float *logits,
                                                    int32_t n_vocab);
 

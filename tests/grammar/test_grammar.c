@@ -5,6 +5,7 @@
 #include "test_main.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "specd/gguf.h"
@@ -253,6 +254,13 @@ static void check_mask(const fixture *fx, specd_grammar_matcher *m, const specd_
     assert_true(hits1 > hits0);
     assert_memory_equal(bits, again, (size_t)(fx->V + 31) / 32 * sizeof *bits);
     assert_int_equal(specd_grammar_matcher_fill_mask(m, bits, fx->V - 1), SPECD_E_MISMATCH);
+    /* padded rows: the ids past the vocabulary are never allowed */
+    uint32_t *padded = calloc((size_t)(fx->V + 64 + 31) / 32, sizeof *padded);
+    memset(padded, 0xff, (size_t)(fx->V + 64 + 31) / 32 * sizeof *padded);
+    assert_int_equal(specd_grammar_matcher_fill_mask(m, padded, fx->V + 64), SPECD_OK);
+    assert_memory_equal(padded, again, (size_t)(fx->V + 31) / 32 * sizeof *bits);
+    for (int32_t t = fx->V; t < fx->V + 64; t++) assert_int_equal(padded[t >> 5] >> (t & 31) & 1, 0);
+    free(padded);
     specd_grammar_matcher_destroy(c);
     free(bits);
     free(again);
@@ -404,6 +412,73 @@ static void test_copy(void **state) {
     specd_grammar_destroy(h);
 }
 
+/* One grammar shared by threads: each thread's masks along a document equal the masks a grammar
+ * of its own gives (the shared cache is filled and read concurrently). */
+enum { N_THREADS = 4, MAX_DOC = 64 };
+
+typedef struct thread_job {
+    const fixture *fx;
+    const specd_grammar *g;
+    const int32_t *ids;
+    size_t n;
+    const uint32_t *want; /* (n + 1) masks */
+    int bad;
+} thread_job;
+
+static void *thread_main(void *arg) {
+    thread_job *j = arg;
+    size_t words = (size_t)(j->fx->V + 31) / 32;
+    uint32_t *bits = malloc(words * sizeof *bits);
+    specd_grammar_matcher *m;
+    if (specd_grammar_matcher_create(j->g, &m, NULL) != SPECD_OK) j->bad = 1;
+    for (size_t i = 0; !j->bad && i <= j->n; i++) {
+        if (specd_grammar_matcher_fill_mask(m, bits, j->fx->V) != SPECD_OK ||
+            memcmp(bits, j->want + i * words, words * sizeof *bits) != 0 ||
+            (i < j->n && specd_grammar_matcher_accept(m, j->ids[i]) != SPECD_OK))
+            j->bad = 1;
+    }
+    if (!j->bad) specd_grammar_matcher_destroy(m);
+    free(bits);
+    return NULL;
+}
+
+static void test_shared_across_threads(void **state) {
+    const fixture *fx = *state;
+    int32_t ids[MAX_DOC];
+    size_t n = encode(fx, "{\"name\": \"Li\", \"age\": 40, \"tags\": [\"a\", 3]}", ids, MAX_DOC);
+    size_t words = (size_t)(fx->V + 31) / 32;
+    uint32_t *want = malloc((n + 1) * words * sizeof *want);
+    specd_grammar *ref = schema(fx, PERSON), *shared = schema(fx, PERSON);
+    specd_grammar_matcher *m;
+    assert_int_equal(specd_grammar_matcher_create(ref, &m, NULL), SPECD_OK);
+    for (size_t i = 0; i <= n; i++) {
+        assert_int_equal(specd_grammar_matcher_fill_mask(m, want + i * words, fx->V), SPECD_OK);
+        if (i < n) assert_int_equal(specd_grammar_matcher_accept(m, ids[i]), SPECD_OK);
+    }
+    specd_grammar_matcher_destroy(m);
+    pthread_t th[N_THREADS];
+    thread_job jobs[N_THREADS];
+    for (int t = 0; t < N_THREADS; t++) {
+        jobs[t] = (thread_job){fx, shared, ids, n, want, 0};
+        assert_int_equal(pthread_create(&th[t], NULL, thread_main, &jobs[t]), 0);
+    }
+    for (int t = 0; t < N_THREADS; t++) {
+        pthread_join(th[t], NULL);
+        assert_int_equal(jobs[t].bad, 0);
+    }
+    /* the masks the threads computed are the grammar's: a new request finds them */
+    uint64_t hits0, hits1;
+    specd_grammar_cache_stats(shared, &hits0, NULL);
+    assert_int_equal(specd_grammar_matcher_create(shared, &m, NULL), SPECD_OK);
+    assert_int_equal(specd_grammar_matcher_fill_mask(m, want, fx->V), SPECD_OK);
+    specd_grammar_cache_stats(shared, &hits1, NULL);
+    assert_int_equal(hits1, hits0 + 1);
+    specd_grammar_matcher_destroy(m);
+    free(want);
+    specd_grammar_destroy(ref);
+    specd_grammar_destroy(shared);
+}
+
 int main(void) {
     if (!specd_test_model_path()) return SPECD_TEST_SKIP;
     const struct CMUnitTest tests[] = {
@@ -411,7 +486,7 @@ int main(void) {
         cmocka_unit_test(test_schema_documents),   cmocka_unit_test(test_schema_refusals),
         cmocka_unit_test(test_masks_brute_force),  cmocka_unit_test(test_partial_utf8),
         cmocka_unit_test(test_forced),             cmocka_unit_test(test_done_and_eog),
-        cmocka_unit_test(test_copy),
+        cmocka_unit_test(test_copy),               cmocka_unit_test(test_shared_across_threads),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -124,6 +124,22 @@ static void test_gbnf_matches(void **state) {
     assert_false(matches(fx, g, "hello Bartholomewx")); /* name longer than 9 */
     assert_false(matches(fx, g, "hello Bob,"));      /* cut short */
     specd_grammar_destroy(g);
+    /* the layout llama-server users write: rules over several lines, an empty first
+     * alternative, trailing comments */
+    g = gbnf(fx,
+             "root ::= pair (\"; \" pair)*\n"
+             "pair ::=\n"
+             "  key \"=\" sp (\n"
+             "      num   # a number\n"
+             "    | \"'\" [^'\\x7F\\x00-\\x1F]* \"'\"\n"
+             "  )\n"
+             "key ::= [a-z_]+\n"
+             "num ::= \"-\"? ([0-9] | [1-9] [0-9]{0,15}) (\".\" [0-9]+)?\n"
+             "sp ::= | \" \" | \"\\n\" [ \\t]{0,20}\n");
+    assert_true(matches(fx, g, "a= 1; b_c='x y'; d=\n    -2.5"));
+    assert_false(matches(fx, g, "a=01"));
+    assert_false(matches(fx, g, "a='x'; "));
+    specd_grammar_destroy(g);
     g = gbnf(fx, "root ::= [^\\n]+ \"\\n\" . \"\\u00e9\" [\\x30-\\x39]");
     assert_true(matches(fx, g, "any text\n\xe2\x82\xac\xc3\xa9" "7"));
     assert_false(matches(fx, g, "\nx\xc3\xa9" "7"));

@@ -120,10 +120,10 @@ SPECD_API specd_status specd_grammar_matcher_apply(specd_grammar_matcher *m, flo
                                                    int32_t n_vocab);
 
 /* Jump-forward: up to max tokens that the grammar forces next, into tokens; returns how many
- * (0 when the next bytes are not forced). The forced bytes (the characters every parse agrees
- * on, such as a key, '":' or closing brackets) are tokenized as the tokenizer encodes them; the
- * last token is left out when a free choice follows it (the model would likely merge across
- * it). Each token is allowed in sequence from m's state; m itself is not advanced. */
+ * (0 when the next bytes are not forced). The forced bytes (up to 256 bytes of the characters
+ * every parse agrees on, such as a key, '":' or closing brackets) are tokenized as the tokenizer
+ * encodes them. Each token is allowed in sequence from m's state; m itself is not advanced. The
+ * tokens are drafts: verification decides, so any choice of them is lossless. */
 SPECD_API int32_t specd_grammar_matcher_forced(specd_grammar_matcher *m, int32_t *tokens,
                                                int32_t max);
 

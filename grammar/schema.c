@@ -167,6 +167,20 @@ static int rule_for(gen *g, uint32_t i);
 
 /* --- string patterns: a regex subset to GBNF ----------------------------------------------- */
 
+/* One character inside a GBNF class: printable ASCII as itself, the rest escaped. */
+static void put_class_char(sbuf *b, uint32_t cp) {
+    if (cp > 0x20 && cp < 0x7f && !strchr("]\\-^\"[", (int)cp)) {
+        char c = (char)cp;
+        sb_put(b, &c, 1);
+    } else if (cp < 0x100) {
+        sb_printf(b, "\\x%02x", cp);
+    } else if (cp < 0x10000) {
+        sb_printf(b, "\\u%04x", cp);
+    } else {
+        sb_printf(b, "\\U%08x", cp);
+    }
+}
+
 /* Characters a pattern may produce: those a JSON string holds without an escape. */
 static void put_class_ranges(sbuf *b, const uint32_t (*r)[2], size_t n, int neg) {
     /* complement when neg, then remove 0x00-0x1F, '"' and '\\' */
@@ -206,8 +220,11 @@ static void put_class_ranges(sbuf *b, const uint32_t (*r)[2], size_t n, int neg)
     sb_put(b, "[", 1);
     if (!k) sb_put(b, "^\\x00-\\U0010ffff", 16); /* nothing: an empty class */
     for (size_t i = 0; i < k; i++) {
-        sb_printf(b, "\\U%08x", keep[i][0]);
-        if (keep[i][1] != keep[i][0]) sb_printf(b, "-\\U%08x", keep[i][1]);
+        put_class_char(b, keep[i][0]);
+        if (keep[i][1] != keep[i][0]) {
+            sb_put(b, "-", 1);
+            put_class_char(b, keep[i][1]);
+        }
     }
     sb_put(b, "]", 1);
 }
@@ -410,7 +427,9 @@ static int pattern_string(gen *g, uint32_t i, sbuf *b) {
     if (anchored_start) x.pos = 1;
     sb_put(b, "\"\\\"\" ", 5);
     if (!anchored_start) sb_put(b, "json-char* ", 11);
+    sb_put(b, "( ", 2); /* the alternation binds looser than the anchors' padding */
     int ok = rx_alternates(&x, 0);
+    sb_put(b, " )", 2);
     if (ok && anchored_end && x.pos < n && pat[x.pos] == '$') x.pos++;
     if (ok && x.pos != n) ok = refuse(g, SPECD_E_FORMAT, "pattern: unexpected '%c'", pat[x.pos]);
     if (!anchored_end) sb_put(b, " json-char*", 11);

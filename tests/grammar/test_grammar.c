@@ -198,6 +198,13 @@ static void test_schema_documents(void **state) {
     assert_false(matches(fx, g, "{, \"b\": null}"));
     specd_grammar_destroy(g);
 
+    /* unanchored patterns: the match may sit anywhere in the string */
+    g = schema(fx, "{\"type\": \"string\", \"pattern\": \"ab|c\\\\d\"}");
+    assert_true(matches(fx, g, "\"xxabyy\""));
+    assert_true(matches(fx, g, "\"c7\""));
+    assert_false(matches(fx, g, "\"cx\""));
+    specd_grammar_destroy(g);
+
     /* type arrays, min/max items, recursion through $ref */
     g = schema(fx, "{\"type\": [\"integer\", \"array\"], \"items\": {\"$ref\": \"#/definitions/n\"}, "
                    "\"minItems\": 1, \"definitions\": {\"n\": {\"type\": [\"array\", \"integer\"], "

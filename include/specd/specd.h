@@ -21,6 +21,7 @@
 #include "specd/accept.h"
 #include "specd/gguf.h"
 #include "specd/tokenizer.h"
+#include "specd/grammar.h"
 #include "specd/device.h"
 #include "specd/runtime.h"
 #include "specd/policy.h"

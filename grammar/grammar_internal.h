@@ -22,7 +22,7 @@
 #include "specd/grammar.h"
 
 enum { GE_END = 0, GE_CHAR = 1, GE_REF = 2 };
-#define GE_KIND(e) ((e) & 3)
+#define GE_KIND(e) ((e)&3)
 #define GE_ARG(e) ((e) >> 2)
 
 typedef struct gram_prog {
@@ -55,7 +55,8 @@ typedef struct gram_trie {
     int32_t n, max_depth;
 } gram_trie;
 
-/* 1 when token id may be matched by its bytes (normal and byte tokens that do not end generation). */
+/* 1 when token id may be matched by its bytes (normal and byte tokens that do not end generation).
+ */
 int gram_token_in_grammar(const specd_tokenizer *tok, int32_t id);
 specd_status gram_trie_build(const specd_tokenizer *tok, gram_trie *out, specd_error *err);
 void gram_trie_free(gram_trie *t);
@@ -105,7 +106,7 @@ typedef struct gram_walk {
     uint32_t stab_cap;
     u64map adv;      /* (set, code point) -> set */
     u64map feasible; /* (set, partial) -> 0/1 */
-    int32_t **first;  /* per set: the step from a character boundary by each byte (-1 unknown) */
+    int32_t **first; /* per set: the step from a character boundary by each byte (-1 unknown) */
     uint32_t first_cap;
     /* scratch of one closure */
     int32_t *work, *out;

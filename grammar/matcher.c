@@ -23,17 +23,18 @@ struct specd_grammar_matcher {
     int32_t *st;
     uint32_t st_len, st_cap;
     gram_walk *w;
-    uint32_t *mask;      /* scratch of apply and allows */
-    int32_t *tmp;        /* scratch of the flattening */
+    uint32_t *mask; /* scratch of apply and allows */
+    int32_t *tmp;   /* scratch of the flattening */
     uint32_t tmp_cap;
-    int32_t *depth_set;  /* trie walk: set and partial at each depth */
+    int32_t *depth_set; /* trie walk: set and partial at each depth */
     uint32_t *depth_partial;
 };
 
 static int reserve(int32_t **p, uint32_t *cap, uint32_t need) {
     if (need <= *cap) return 1;
     uint32_t c = *cap ? *cap : 64;
-    while (c < need) c *= 2;
+    while (c < need)
+        c *= 2;
     int32_t *q = specd_alloc_array(c, sizeof *q);
     if (!q) return 0;
     if (*p) memcpy(q, *p, (size_t)*cap * sizeof *q);
@@ -77,7 +78,8 @@ static specd_status store_set(specd_grammar_matcher *m, gram_walk *w, int32_t se
                               uint32_t partial) {
     uint32_t n = w->scount[set], words = 0;
     const int32_t *ids = w->sdata + w->soff[set];
-    for (uint32_t i = 0; i < n; i++) words += 1 + (uint32_t)(ids[i] ? w->fdepth[ids[i]] : 0);
+    for (uint32_t i = 0; i < n; i++)
+        words += 1 + (uint32_t)(ids[i] ? w->fdepth[ids[i]] : 0);
     size_t refs_bytes = (size_t)n * sizeof(stack_ref);
     uint32_t need = words + (uint32_t)(refs_bytes / sizeof(int32_t)) + 2;
     if (!reserve(&m->tmp, &m->tmp_cap, need) || !reserve(&m->st, &m->st_cap, HDR + words))
@@ -89,7 +91,8 @@ static specd_status store_set(specd_grammar_matcher *m, gram_walk *w, int32_t se
         int32_t f = ids[i], len = f ? w->fdepth[f] : 0;
         refs[i].p = flat + at;
         flat[at] = len;
-        for (int32_t k = len; k >= 1; k--, f = w->fparent[f]) flat[at + (uint32_t)k] = w->fpos[f];
+        for (int32_t k = len; k >= 1; k--, f = w->fparent[f])
+            flat[at + (uint32_t)k] = w->fpos[f];
         at += 1 + (uint32_t)len;
     }
     qsort(refs, n, sizeof *refs, cmp_stack);
@@ -119,8 +122,10 @@ specd_status specd_grammar_matcher_create(const specd_grammar *g, specd_grammar_
     else if (st == SPECD_OK)
         st = store_set(m, w, set, 0);
     else
-        st = specd_fail(err, st, "grammar matcher: the start state is past a limit (%d stacks, "
-                        "depth %d, or memory)", SPECD_GRAMMAR_MAX_STACKS, SPECD_GRAMMAR_MAX_DEPTH);
+        st = specd_fail(err, st,
+                        "grammar matcher: the start state is past a limit (%d stacks, "
+                        "depth %d, or memory)",
+                        SPECD_GRAMMAR_MAX_STACKS, SPECD_GRAMMAR_MAX_DEPTH);
     if (st != SPECD_OK) {
         if (st == SPECD_E_NOMEM) specd_fail(err, st, "grammar matcher: out of memory");
         specd_grammar_matcher_destroy(m);
@@ -170,7 +175,8 @@ static int32_t run_token(specd_grammar_matcher *m, gram_walk *w, int32_t set, ui
     if (!m->g->in_grammar[token] ||
         specd_tokenizer_token_to_piece(m->g->tok, token, 0, &s, &len, NULL) != SPECD_OK || !len)
         return 0;
-    for (size_t i = 0; i < len && set; i++) set = gram_walk_step(w, set, *partial, (uint8_t)s[i], partial);
+    for (size_t i = 0; i < len && set; i++)
+        set = gram_walk_step(w, set, *partial, (uint8_t)s[i], partial);
     return set;
 }
 
@@ -249,7 +255,8 @@ specd_status specd_grammar_matcher_fill_mask(specd_grammar_matcher *m, uint32_t 
             i++;
         }
         if (!dp[0] && gram_walk_can_end(w, ds[0]))
-            for (int32_t i = 0; i < g->n_eog; i++) bits[g->eog[i] >> 5] |= 1u << (g->eog[i] & 31);
+            for (int32_t i = 0; i < g->n_eog; i++)
+                bits[g->eog[i] >> 5] |= 1u << (g->eog[i] & 31);
     }
     /* a walk cut by a limit leaves tokens out; it is right for this call but not cached */
     if (w->overflow == SPECD_OK) gram_cache_put(g, m->st, m->st_len, bits);
@@ -269,7 +276,8 @@ specd_status specd_grammar_matcher_apply(specd_grammar_matcher *m, float *logits
     SPECD_TRY(specd_grammar_matcher_fill_mask(m, bits, m->g->n_vocab));
     for (int32_t t = 0; t < m->g->n_vocab; t++)
         if (!(bits[t >> 5] >> (t & 31) & 1)) logits[t] = -INFINITY;
-    for (int32_t t = m->g->n_vocab; t < n_vocab; t++) logits[t] = -INFINITY;
+    for (int32_t t = m->g->n_vocab; t < n_vocab; t++)
+        logits[t] = -INFINITY;
     return SPECD_OK;
 }
 
@@ -279,7 +287,8 @@ bool specd_grammar_matcher_allows(const specd_grammar_matcher *cm, int32_t token
     if (!m || token < 0 || token >= m->g->n_vocab || m->st[1]) return false;
     if (is_eog(m->g, token)) return specd_grammar_matcher_done(m);
     uint32_t *bits = mask_scratch(m);
-    if (bits && gram_cache_get(m->g, m->st, m->st_len, bits)) return bits[token >> 5] >> (token & 31) & 1;
+    if (bits && gram_cache_get(m->g, m->st, m->st_len, bits))
+        return bits[token >> 5] >> (token & 31) & 1;
     gram_walk *w = walker(m);
     if (!w) return false;
     uint32_t partial = (uint32_t)m->st[0];

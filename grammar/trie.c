@@ -66,8 +66,10 @@ specd_status gram_trie_build(const specd_tokenizer *tok, gram_trie *out, specd_e
         const piece *q = &ps[i];
         uint32_t lcp = 0;
         if (prev)
-            while (lcp < prev->len && lcp < q->len && prev->s[lcp] == q->s[lcp]) lcp++;
-        while (d > lcp) t.end[path[--d]] = t.n; /* close the subtrees left behind */
+            while (lcp < prev->len && lcp < q->len && prev->s[lcp] == q->s[lcp])
+                lcp++;
+        while (d > lcp)
+            t.end[path[--d]] = t.n; /* close the subtrees left behind */
         while (d < q->len) {
             t.byte[t.n] = q->s[d];
             t.depth[t.n] = (uint8_t)(d + 1);
@@ -77,7 +79,8 @@ specd_status gram_trie_build(const specd_tokenizer *tok, gram_trie *out, specd_e
         t.tok[nt++] = q->id; /* tok_off of the next node closes this one's list */
         prev = q;
     }
-    while (d > 0) t.end[path[--d]] = t.n;
+    while (d > 0)
+        t.end[path[--d]] = t.n;
     t.tok_off[t.n] = nt;
     for (int32_t i = 0; i < t.n; i++)
         if (t.depth[i] > t.max_depth) t.max_depth = t.depth[i];

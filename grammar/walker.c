@@ -14,7 +14,8 @@ enum { MAX_FRAMES = 1 << 22, MAX_SET_WORDS = 1 << 24, MAX_WORK = 1 << 16 };
 static int grow(void **p, uint32_t *cap, uint32_t need, size_t size) {
     if (need <= *cap) return 1;
     uint32_t cap2 = *cap ? *cap : 64;
-    while (cap2 < need) cap2 *= 2;
+    while (cap2 < need)
+        cap2 *= 2;
     void *q = specd_alloc_array(cap2, size);
     if (!q) return 0;
     if (*p) memcpy(q, *p, (size_t)*cap * size);
@@ -45,7 +46,8 @@ void gram_walk_free(gram_walk *w) {
     specd_free(w->stab);
     u64map_free(&w->adv);
     u64map_free(&w->feasible);
-    for (uint32_t i = 0; i < w->first_cap; i++) specd_free(w->first[i]);
+    for (uint32_t i = 0; i < w->first_cap; i++)
+        specd_free(w->first[i]);
     specd_free(w->first);
     specd_free(w->work);
     specd_free(w->out);
@@ -116,7 +118,8 @@ static int32_t intern_frame(gram_walk *w, int32_t pos, int32_t parent) {
 
 static uint64_t hash_ids(const int32_t *ids, uint32_t n) {
     uint64_t h = 0x9e3779b97f4a7c15ULL ^ n;
-    for (uint32_t i = 0; i < n; i++) h = u64_mix(h ^ (uint32_t)ids[i]);
+    for (uint32_t i = 0; i < n; i++)
+        h = u64_mix(h ^ (uint32_t)ids[i]);
     return h;
 }
 
@@ -136,7 +139,8 @@ static int32_t intern_set(gram_walk *w, const int32_t *ids, uint32_t n) {
         memset(t, 0xff, (size_t)cap * sizeof *t);
         for (uint32_t s = 0; s < w->ns; s++) {
             uint32_t i = (uint32_t)hash_ids(w->sdata + w->soff[s], w->scount[s]) & (cap - 1);
-            while (t[i] >= 0) i = (i + 1) & (cap - 1);
+            while (t[i] >= 0)
+                i = (i + 1) & (cap - 1);
             t[i] = (int32_t)s;
         }
         specd_free(w->stab);
@@ -267,7 +271,8 @@ int32_t gram_walk_from_flat(gram_walk *w, const int32_t *st, int32_t n_stacks) {
     w->nout = 0;
     for (int32_t s = 0; s < n_stacks; s++) {
         int32_t len = *st++, f = 0;
-        for (int32_t i = 0; i < len && f >= 0; i++) f = intern_frame(w, st[i], f);
+        for (int32_t i = 0; i < len && f >= 0; i++)
+            f = intern_frame(w, st[i], f);
         st += len;
         if (f < 0 || !push_out(w, f)) return 0;
     }
@@ -353,10 +358,12 @@ enum { MAX_TABLE_SETS = 1 << 16 };
 
 int32_t gram_walk_step(gram_walk *w, int32_t set, uint32_t partial, uint8_t b,
                        uint32_t *partial_out) {
-    if (partial || (uint32_t)set >= MAX_TABLE_SETS) return step_slow(w, set, partial, b, partial_out);
+    if (partial || (uint32_t)set >= MAX_TABLE_SETS)
+        return step_slow(w, set, partial, b, partial_out);
     if ((uint32_t)set >= w->first_cap) {
         uint32_t cap = w->first_cap ? w->first_cap : 256;
-        while (cap <= (uint32_t)set) cap *= 2;
+        while (cap <= (uint32_t)set)
+            cap *= 2;
         int32_t **t = specd_alloc_array(cap, sizeof *t);
         if (!t) return step_slow(w, set, partial, b, partial_out);
         if (w->first) memcpy(t, w->first, w->first_cap * sizeof *t);

@@ -9,7 +9,8 @@
  *         requests sharing a schema pay;
  *   walk: the cold pass's time over the masks it computed (the cache misses): one trie walk.
  * Prints medians over RUNS of the per-mask cost, the forced-token call, the mask costs as a
- * share of the decode step, and the compile time (schema to GBNF, parse, token trie). usage: bench_grammar MODEL [THREADS] [RUNS] */
+ * share of the decode step, and the compile time (schema to GBNF, parse, token trie). usage:
+ * bench_grammar MODEL [THREADS] [RUNS] */
 #include "specd/grammar.h"
 #include "specd/runtime.h"
 #include "specd/tokenizer.h"
@@ -41,8 +42,10 @@ static const workload WORK[] = {
      "Turing\"], \"draft\": false, \"summary\": \"Revenue grew 12% on the back of new products, "
      "while costs stayed flat.\", \"tags\": {\"team\": \"finance\", \"priority\": 2}}"},
     {"person_schema", 1,
-     "{\"type\": \"object\", \"properties\": {\"name\": {\"type\": \"string\"}, \"age\": {\"type\": "
-     "\"integer\"}, \"email\": {\"type\": \"string\", \"pattern\": \"^[a-z.]+@[a-z]+\\\\.[a-z]{2,3}$\"}, "
+     "{\"type\": \"object\", \"properties\": {\"name\": {\"type\": \"string\"}, \"age\": "
+     "{\"type\": "
+     "\"integer\"}, \"email\": {\"type\": \"string\", \"pattern\": "
+     "\"^[a-z.]+@[a-z]+\\\\.[a-z]{2,3}$\"}, "
      "\"city\": {\"enum\": [\"Paris\", \"Oslo\", \"Lima\"]}, \"skills\": {\"type\": \"array\", "
      "\"items\": {\"type\": \"string\"}, \"maxItems\": 5}, \"manager\": {\"anyOf\": [{\"type\": "
      "\"null\"}, {\"$ref\": \"#/$defs/ref\"}]}}, \"required\": [\"name\", \"age\", \"email\", "
@@ -59,8 +62,7 @@ static const workload WORK[] = {
      "\"required\": [\"name\", \"arguments\"], \"additionalProperties\": false}",
      "{\"name\": \"get_weather\", \"arguments\": {\"location\": \"San Francisco, CA\", \"unit\": "
      "\"celsius\", \"days\": 3}}"},
-    {"gbnf_list", 0,
-     "root ::= item+\nitem ::= \"- \" [A-Z] [a-z ,]+ \"\\n\"\n",
+    {"gbnf_list", 0, "root ::= item+\nitem ::= \"- \" [A-Z] [a-z ,]+ \"\\n\"\n",
      "- Buy milk, eggs and bread\n- Call the plumber\n- Water the plants\n"},
 };
 
@@ -114,8 +116,8 @@ int main(int argc, char **argv) {
             specd_grammar *g;
             uint64_t tcomp = specd_now_ns();
             if (wl->schema)
-                CHECK(specd_grammar_create_json_schema(wl->grammar, wl->grammar ? strlen(wl->grammar) : 0,
-                                                       tok, &g, &err));
+                CHECK(specd_grammar_create_json_schema(
+                    wl->grammar, wl->grammar ? strlen(wl->grammar) : 0, tok, &g, &err));
             else
                 CHECK(specd_grammar_create_gbnf(wl->grammar, strlen(wl->grammar), tok, &g, &err));
             comp[r] = (double)(specd_now_ns() - tcomp) * 1e-6;

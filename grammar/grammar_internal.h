@@ -48,9 +48,11 @@ int gram_cs_has(const gram_prog *p, int32_t c, uint32_t cp);
 int gram_cs_meets(const gram_prog *p, int32_t c, uint32_t lo, uint32_t hi);
 
 /* Token trie in depth-first order: node i (depth depth[i] >= 1, byte byte[i]) has the tokens
- * tok[tok_off[i] .. tok_off[i + 1]) ending at it and its subtree ends before node end[i]. */
+ * tok[tok_off[i] .. tok_off[i + 1]) ending at it and its subtree ends before node end[i], so the
+ * tokens below it are tok[tok_off[i + 1] .. tok_off[end[i]]). */
 typedef struct gram_trie {
     uint8_t *byte, *depth;
+    uint8_t *plain; /* every node below i has a plain byte (printable ASCII but '"' and '\\') */
     int32_t *end, *tok_off, *tok;
     int32_t n, max_depth;
 } gram_trie;
@@ -108,6 +110,8 @@ typedef struct gram_walk {
     u64map feasible; /* (set, partial) -> 0/1 */
     int32_t **first; /* per set: the step from a character boundary by each byte (-1 unknown) */
     uint32_t first_cap;
+    int8_t *loop; /* per set: every plain byte leads back to it (-1 unknown) */
+    uint32_t loop_cap;
     /* scratch of one closure */
     int32_t *work, *out;
     uint32_t nwork, wcap, nout, ocap;
@@ -128,6 +132,8 @@ int32_t gram_walk_step(gram_walk *w, int32_t set, uint32_t partial, uint8_t byte
                        uint32_t *partial_out);
 /* Advances a set by one whole code point. */
 int32_t gram_walk_advance(gram_walk *w, int32_t set, uint32_t cp);
+/* Every plain byte (trie.c) leads from set back to set: a JSON string's content, say. */
+int gram_walk_plain_loop(gram_walk *w, int32_t set);
 /* Set s has the empty stack (the grammar may end). */
 int gram_walk_can_end(const gram_walk *w, int32_t set);
 

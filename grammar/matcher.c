@@ -250,9 +250,12 @@ specd_status specd_grammar_matcher_fill_mask(specd_grammar_matcher *m, uint32_t 
                 continue;
             }
             ds[d] = s;
-            for (int32_t k = t->tok_off[i]; k < t->tok_off[i + 1]; k++)
+            int32_t last = t->tok_off[i + 1];
+            int whole = t->plain[i] && !dp[d] && gram_walk_plain_loop(w, s);
+            if (whole) last = t->tok_off[t->end[i]]; /* the subtree stays in s: all of it */
+            for (int32_t k = t->tok_off[i]; k < last; k++)
                 bits[t->tok[k] >> 5] |= 1u << (t->tok[k] & 31);
-            i++;
+            i = whole ? t->end[i] : i + 1;
         }
         if (!dp[0] && gram_walk_can_end(w, ds[0]))
             for (int32_t i = 0; i < g->n_eog; i++)

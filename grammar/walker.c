@@ -76,6 +76,7 @@ void gram_walk_reset(gram_walk *w) {
         specd_free(w->first[i]);
         w->first[i] = NULL;
     }
+    if (w->loop) memset(w->loop, 0xff, w->loop_cap);
     if (w->fcap) w->overflow = SPECD_OK;
     intern_set(w, NULL, 0); /* set 0: dead */
 }
@@ -386,4 +387,28 @@ int32_t gram_walk_step(gram_walk *w, int32_t set, uint32_t partial, uint8_t b,
     int32_t r = step_slow(w, set, partial, b, partial_out);
     if (w->overflow == SPECD_OK) w->first[set][b] = r;
     return r;
+}
+
+int gram_walk_plain_loop(gram_walk *w, int32_t set) {
+    if ((uint32_t)set >= w->loop_cap) {
+        uint32_t cap = w->loop_cap ? w->loop_cap : 256;
+        while (cap <= (uint32_t)set) cap *= 2;
+        int8_t *l = specd_alloc_array(cap, 1);
+        if (!l) return 0;
+        memset(l, 0xff, cap);
+        if (w->loop) memcpy(l, w->loop, w->loop_cap);
+        specd_free(w->loop);
+        w->loop = l;
+        w->loop_cap = cap;
+    }
+    if (w->loop[set] < 0) {
+        int ok = 1;
+        for (uint32_t b = 0x20; b < 0x7f && ok; b++) {
+            uint32_t partial;
+            if (b != '"' && b != '\\') ok = gram_walk_step(w, set, 0, (uint8_t)b, &partial) == set;
+        }
+        if (w->overflow != SPECD_OK) return 0;
+        w->loop[set] = (int8_t)ok;
+    }
+    return w->loop[set];
 }

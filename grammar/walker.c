@@ -49,6 +49,7 @@ void gram_walk_free(gram_walk *w) {
     for (uint32_t i = 0; i < w->first_cap; i++)
         specd_free(w->first[i]);
     specd_free(w->first);
+    specd_free(w->loop);
     specd_free(w->work);
     specd_free(w->out);
     u64map_free(&w->seen);

@@ -251,8 +251,11 @@ specd_status specd_grammar_matcher_fill_mask(specd_grammar_matcher *m, uint32_t 
             }
             ds[d] = s;
             int32_t last = t->tok_off[i + 1];
-            int whole = t->plain[i] && !dp[d] && gram_walk_plain_loop(w, s);
-            if (whole) last = t->tok_off[t->end[i]]; /* the subtree stays in s: all of it */
+            /* every byte below loops back to s: the whole subtree is allowed (asked only where
+             * this node's own byte looped, so that passing states are not probed) */
+            int whole = s == ps && t->below[i] && !dp[d] &&
+                        !(t->below[i] & ~gram_walk_loop_classes(w, s));
+            if (whole) last = t->tok_off[t->end[i]];
             for (int32_t k = t->tok_off[i]; k < last; k++)
                 bits[t->tok[k] >> 5] |= 1u << (t->tok[k] & 31);
             i = whole ? t->end[i] : i + 1;

@@ -51,11 +51,11 @@ specd_status gram_trie_build(const specd_tokenizer *tok, gram_trie *out, specd_e
     t.byte = specd_alloc_array(total + 1, 1);
     t.depth = specd_alloc_array(total + 1, 1);
     t.end = specd_alloc_array(total + 1, sizeof *t.end);
-    t.plain = specd_alloc_array(total + 1, 1);
+    t.below = specd_alloc_array(total + 1, sizeof *t.below);
     t.tok_off = specd_alloc_array(total + 2, sizeof *t.tok_off);
     t.tok = specd_alloc_array(n + 1, sizeof *t.tok);
     int32_t path[MAX_TOKEN_BYTES + 1]; /* node at each depth on the current path */
-    if (!t.byte || !t.depth || !t.end || !t.tok_off || !t.tok || !t.plain) {
+    if (!t.byte || !t.depth || !t.end || !t.tok_off || !t.tok || !t.below) {
         gram_trie_free(&t);
         specd_free(ps);
         return specd_fail(err, SPECD_E_NOMEM, "grammar: out of memory for the token trie");
@@ -85,17 +85,13 @@ specd_status gram_trie_build(const specd_tokenizer *tok, gram_trie *out, specd_e
     t.tok_off[t.n] = nt;
     for (int32_t i = 0; i < t.n; i++)
         if (t.depth[i] > t.max_depth) t.max_depth = t.depth[i];
-    /* plain[i]: no node in (i, end[i]) has a byte outside the plain ones; bad[k] counts the
-     * nodes before k that do (reusing the token offsets' room is not worth it: one pass) */
-    int32_t *bad = specd_alloc_array((size_t)t.n + 1, sizeof *bad);
-    if (bad) {
-        for (int32_t i = 0; i < t.n; i++) {
-            uint8_t b = t.byte[i];
-            bad[i + 1] = bad[i] + !(b >= 0x20 && b < 0x7f && b != '"' && b != '\\');
-        }
-        for (int32_t i = 0; i < t.n; i++) t.plain[i] = bad[t.end[i]] == bad[i + 1];
-        specd_free(bad);
-    } /* without it no subtree is taken whole: slower masks, the same bits */
+    /* below[i]: each node adds its byte's class to its ancestors (path holds them) */
+    for (int32_t i = 0; i < t.n; i++) {
+        uint32_t dd = t.depth[i];
+        path[dd - 1] = i;
+        uint16_t c = (uint16_t)(1u << gram_byte_class(t.byte[i]));
+        for (uint32_t a = 0; a + 1 < dd; a++) t.below[path[a]] |= c;
+    }
     specd_free(ps);
     *out = t;
     return SPECD_OK;
@@ -105,7 +101,7 @@ void gram_trie_free(gram_trie *t) {
     specd_free(t->byte);
     specd_free(t->depth);
     specd_free(t->end);
-    specd_free(t->plain);
+    specd_free(t->below);
     specd_free(t->tok_off);
     specd_free(t->tok);
     memset(t, 0, sizeof *t);

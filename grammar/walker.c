@@ -77,7 +77,7 @@ void gram_walk_reset(gram_walk *w) {
         specd_free(w->first[i]);
         w->first[i] = NULL;
     }
-    if (w->loop) memset(w->loop, 0xff, w->loop_cap);
+    if (w->loop) memset(w->loop, 0xff, w->loop_cap * sizeof *w->loop);
     if (w->fcap) w->overflow = SPECD_OK;
     intern_set(w, NULL, 0); /* set 0: dead */
 }
@@ -390,26 +390,29 @@ int32_t gram_walk_step(gram_walk *w, int32_t set, uint32_t partial, uint8_t b,
     return r;
 }
 
-int gram_walk_plain_loop(gram_walk *w, int32_t set) {
+int gram_walk_loop_classes(gram_walk *w, int32_t set) {
     if ((uint32_t)set >= w->loop_cap) {
         uint32_t cap = w->loop_cap ? w->loop_cap : 256;
         while (cap <= (uint32_t)set) cap *= 2;
-        int8_t *l = specd_alloc_array(cap, 1);
+        int16_t *l = specd_alloc_array(cap, sizeof *l);
         if (!l) return 0;
-        memset(l, 0xff, cap);
-        if (w->loop) memcpy(l, w->loop, w->loop_cap);
+        memset(l, 0xff, cap * sizeof *l);
+        if (w->loop) memcpy(l, w->loop, w->loop_cap * sizeof *l);
         specd_free(w->loop);
         w->loop = l;
         w->loop_cap = cap;
     }
     if (w->loop[set] < 0) {
-        int ok = 1;
-        for (uint32_t b = 0x20; b < 0x7f && ok; b++) {
+        int ok[GRAM_N_CLASSES] = {1, 1, 1, 1, 1, 1, 1, 1, 0}; /* 0x80+: never one byte's loop */
+        for (uint32_t b = 0; b < 0x80; b++) {
+            int c = gram_byte_class((uint8_t)b);
             uint32_t partial;
-            if (b != '"' && b != '\\') ok = gram_walk_step(w, set, 0, (uint8_t)b, &partial) == set;
+            if (ok[c]) ok[c] = gram_walk_step(w, set, 0, (uint8_t)b, &partial) == set;
         }
         if (w->overflow != SPECD_OK) return 0;
-        w->loop[set] = (int8_t)ok;
+        int16_t m = 0;
+        for (int c = 0; c < GRAM_N_CLASSES; c++) m |= (int16_t)(ok[c] << c);
+        w->loop[set] = m;
     }
     return w->loop[set];
 }

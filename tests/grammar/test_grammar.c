@@ -320,6 +320,19 @@ static void test_masks_brute_force(void **state) {
     }
     specd_grammar_matcher_destroy(m);
     specd_grammar_destroy(g);
+
+    /* GBNF class loops (whole trie subtrees taken at once), a comma list and free text */
+    g = gbnf(fx, "root ::= [a-z ]+ (\",\" [a-zA-Z0-9 ]+)* \"\\n\" [^\\n]* \"\\n\"");
+    static const char text[] = "some words, More 42\nfree text: {\"x\"} \xc3\xa9!\n";
+    n = encode(fx, text, ids, 256);
+    assert_int_equal(specd_grammar_matcher_create(g, &m, NULL), SPECD_OK);
+    for (size_t i = 0; i <= n; i++) {
+        if (i % 3 == 1 || i == n) check_mask(fx, m, g);
+        if (i < n) assert_int_equal(specd_grammar_matcher_accept(m, ids[i]), SPECD_OK);
+    }
+    assert_true(specd_grammar_matcher_done(m));
+    specd_grammar_matcher_destroy(m);
+    specd_grammar_destroy(g);
 }
 
 /* A token that ends inside a UTF-8 character: allowed when a completion can match. */

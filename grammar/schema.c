@@ -37,18 +37,7 @@ typedef struct gen {
     int depth;
 } gen;
 
-static int refuse(gen *g, specd_status st, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int refuse(gen *g, specd_status st, const char *fmt, ...) {
-    if (g->st != SPECD_OK) return 0;
-    char msg[200];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    g->st = specd_fail(g->err, st, "json schema: %s", msg);
-    return 0;
-}
+#define refuse(g, ...) gram_schema_refuse((g)->err, &(g)->st, __VA_ARGS__)
 
 static const rt_json_node *node(const gen *g, uint32_t i) {
     return &g->j.nodes[i];

@@ -10,9 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-typedef struct rx rx;
-static int rx_fail(rx *x, specd_status st, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+#define rx_fail(x, ...) gram_schema_refuse((x)->err, &(x)->st, __VA_ARGS__)
 
 /* One character inside a GBNF class: printable ASCII as itself, the rest escaped. */
 static void put_class_char(sbuf *b, uint32_t cp) {
@@ -275,14 +273,15 @@ static int rx_alternates(rx *x, int depth) {
     return 1;
 }
 
-static int rx_fail(rx *x, specd_status st, const char *fmt, ...) {
-    if (x->st != SPECD_OK) return 0;
+int gram_schema_refuse(specd_error *err, specd_status *st, specd_status code, const char *fmt,
+                       ...) {
+    if (*st != SPECD_OK) return 0; /* the first failure is the one reported */
     char msg[200];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    x->st = specd_fail(x->err, st, "json schema: %s", msg);
+    *st = specd_fail(err, code, "json schema: %s", msg);
     return 0;
 }
 

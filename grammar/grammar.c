@@ -8,7 +8,7 @@
 
 /* Masks kept per grammar; past this the cache starts again empty (states of one schema are few,
  * so this is reached only by grammars with unbounded state, such as deep nesting). */
-enum { CACHE_MAX_BYTES = 64 << 20 };
+enum { CACHE_MAX_BYTES = 32 << 20 };
 
 static specd_status create(const char *gbnf, size_t len, const specd_tokenizer *tok,
                            specd_grammar **out, specd_error *err) {

@@ -24,7 +24,11 @@
  *
  * Thread safety: a specd_grammar is immutable after create except for its mask cache, which a
  * mutex guards; one grammar may serve any number of matchers on any threads. A matcher is one
- * sequence's state: one thread at a time. */
+ * sequence's state: one thread at a time.
+ *
+ * Memory: the token trie (a few MB for a 50k vocabulary) and up to 32 MiB of cached masks per
+ * grammar (past that the cache starts again empty); a matcher's scratch grows with the states it
+ * visits and is dropped past a bound. */
 #ifndef SPECD_GRAMMAR_H
 #define SPECD_GRAMMAR_H
 

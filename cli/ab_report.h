@@ -19,6 +19,8 @@ typedef struct ab_row {
     uint64_t ns_plain, ns_spec;
     uint64_t fwd_ns_spec; /* of ns_spec, the target's forwards (the policy's own: seq.propose_ns) */
     int64_t tok_plain, tok_spec, steps_spec;
+    int64_t grammar_rows;   /* rows the grammar masked on the speculative side (--grammar) */
+    uint64_t grammar_ns;    /* ... and the time that took */
     /* Output text (owned, NUL-terminated, NULL when not kept): the plain output's opening, and
      * at a divergence the text before it and each side's next tokens. */
     char *output_head;

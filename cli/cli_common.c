@@ -1,10 +1,10 @@
 #include "cli/cli_common.h"
 #include "cli/policy_help.h"
 #include "ipc/fingerprint.h"
+#include "policy/artifacts.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <limits.h>
 #include <unistd.h>
 #include <math.h>
@@ -26,6 +26,8 @@ void cli_options_init(cli_options *o) {
     o->sampling.top_p = 0.95f;
     o->sampling.min_p = 0.05f;
     o->seed = 0;
+    o->penalties = specd_seq_default_params().penalties;
+    o->grammar_drafts = 1;
     o->rule = SPECD_ACCEPT_COUPLED;
     o->adaptive = 1;
     o->verifier_timeout_ms = 1000;
@@ -107,7 +109,9 @@ int cli_parse_shared(cli_options *o, int argc, char **argv, int *i) {
     static const char *const with_value[] = {
         "-m", "--model", "--policy", "--policy-opts", "--draft-max", "-n", "-t", "--threads",
         "--temp", "--top-k", "--top-p", "--min-p", "--seed", "--accept", "--tau", "--verifier",
-        "--verifier-timeout-ms", "--device", "--n-ctx", "--numerics"};
+        "--verifier-timeout-ms", "--device", "--n-ctx", "--numerics", "--presence-penalty",
+        "--frequency-penalty", "--repeat-penalty", "--grammar", "--json-schema",
+        "--grammar-drafts"};
     int needs = 0;
     for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++)
         if (!strcmp(f, with_value[k])) needs = 1;
@@ -127,6 +131,23 @@ int cli_parse_shared(cli_options *o, int argc, char **argv, int *i) {
     if (!strcmp(f, "-m") || !strcmp(f, "--model")) return o->model = v, 1;
     if (!strcmp(f, "--policy")) return o->policy = v, 1;
     if (!strcmp(f, "--policy-opts")) return o->policy_opts = v, 1;
+    if (!strcmp(f, "--grammar") || !strcmp(f, "--json-schema")) {
+        if (o->grammar) {
+            fprintf(stderr, "specd: one of --grammar and --json-schema, once\n");
+            return -1;
+        }
+        o->grammar = v;
+        o->grammar_schema = !strcmp(f, "--json-schema");
+        return 1;
+    }
+    if (!strcmp(f, "--grammar-drafts")) {
+        if (strcmp(v, "on") && strcmp(v, "off")) {
+            fprintf(stderr, "specd: --grammar-drafts expects on or off, got '%s'\n", v);
+            return -1;
+        }
+        o->grammar_drafts = !strcmp(v, "on");
+        return 1;
+    }
     if (!strcmp(f, "--verifier")) return o->verifier = v, 1;
     if (!strcmp(f, "--device"))
         return cli_parse_device("specd", v, &o->device, &o->device_index) ? -1 : 1;
@@ -135,6 +156,12 @@ int cli_parse_shared(cli_options *o, int argc, char **argv, int *i) {
     if (!strcmp(f, "--top-p")) return parse_float(f, v, 1e-6f, 1.0f, &o->sampling.top_p);
     if (!strcmp(f, "--min-p")) return parse_float(f, v, 0.0f, 0.999f, &o->sampling.min_p);
     if (!strcmp(f, "--tau")) return parse_float(f, v, 0.0f, 100.0f, &o->tau);
+    if (!strcmp(f, "--presence-penalty"))
+        return parse_float(f, v, -2.0f, 2.0f, &o->penalties.presence_penalty);
+    if (!strcmp(f, "--frequency-penalty"))
+        return parse_float(f, v, -2.0f, 2.0f, &o->penalties.frequency_penalty);
+    if (!strcmp(f, "--repeat-penalty"))
+        return parse_float(f, v, 1e-3f, 10.0f, &o->penalties.repetition_penalty);
     if (!strcmp(f, "--accept")) {
         if (!strcmp(v, "greedy")) o->rule = SPECD_ACCEPT_GREEDY;
         else if (!strcmp(v, "coupled")) o->rule = SPECD_ACCEPT_COUPLED;
@@ -207,6 +234,15 @@ void cli_print_shared_help(FILE *out) {
             "                       types, defaults and ranges\n"
             "  --draft-max K        most proposals per step (default 8)\n"
             "  --accept RULE        greedy | coupled | rs (default coupled; greedy at T = 0)\n"
+            "  --presence-penalty P --frequency-penalty F   OpenAI's, over the generated tokens\n"
+            "                       ([-2, 2]; default 0)\n"
+            "  --repeat-penalty R   llama.cpp/HF's, over prompt and generated tokens: logit > 0\n"
+            "                       ? logit / R : logit * R ((0, 10]; default 1 = off)\n"
+            "  --grammar FILE       constrain the output to a GBNF grammar (llama.cpp's syntax)\n"
+            "  --json-schema FILE   ... to JSON following a JSON Schema (object: any JSON object);\n"
+            "                       speculation stays lossless: every verified row is masked\n"
+            "  --grammar-drafts on|off  propose the tokens the grammar forces as drafts (default\n"
+            "                       on; plain decoding never drafts)\n"
             "  --tau T              relaxed acceptance for rs (lossy; default 0)\n"
             "  --no-adaptive        keep drafting even when it does not pay\n"
             "  --verifier EP        verify drafts in a specd-verifier daemon at EP (ipc://PATH);\n"
@@ -251,52 +287,15 @@ const char *cli_default_model(char *buf, size_t cap) {
     return buf;
 }
 
-/* a PEFT adapter directory, or a readable file */
-static int usable_artifact(const char *path) {
-    struct stat st;
-    if (stat(path, &st) != 0) return 0;
-    if (!S_ISDIR(st.st_mode)) return access(path, R_OK) == 0;
-    char config[PATH_MAX + 32];
-    snprintf(config, sizeof config, "%s/adapter_config.json", path);
-    return access(config, R_OK) == 0;
-}
-
-const char *cli_default_artifact(const char *rel, const char *env_var, char *buf, size_t cap) {
-    const char *env = env_var ? getenv(env_var) : NULL;
-    if (env && *env) {
-        snprintf(buf, cap, "%s", env);
-        return usable_artifact(buf) ? buf : NULL;
-    }
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) {
-        exe[n] = '\0';
-        snprintf(buf, cap, "%s/../share/specd/%s", dirname(exe), rel);
-        if (usable_artifact(buf)) return buf;
-    }
-    snprintf(buf, cap, "%s/artifacts/%s", SPECD_SOURCE_DIR, rel);
-    return usable_artifact(buf) ? buf : NULL;
-}
-
-const char *cli_policy_options(const cli_options *o, const char *policy, const char *opts,
+const char *cli_policy_options(const cli_engine *e, const char *policy, const char *opts,
                                char *buf, size_t cap) {
-    /* the artifacts are the default model's: another model gets none */
-    if (o->model) return opts;
-    int32_t n = 0;
-    const specd_policy_option *rows = specd_policy_options_table(policy, &n);
-    const char *out = opts;
-    for (int32_t i = 0; i < n; i++) {
-        char path[PATH_MAX];
-        if (!rows[i].artifact || cli_opts_has_key(out, rows[i].key) ||
-            !cli_default_artifact(rows[i].artifact, rows[i].artifact_env, path, sizeof path))
-            continue;
-        char joined[8192];
-        snprintf(joined, sizeof joined, "%s%s%s=%s", out ? out : "", out && *out ? "," : "",
-                 rows[i].key, path);
-        snprintf(buf, cap, "%s", joined);
-        out = buf;
+    specd_error err;
+    if (specd_policy_default_options(policy, e->target_fingerprint, opts, buf, cap, &err) !=
+        SPECD_OK) {
+        fprintf(stderr, "specd: %s\n", err.message);
+        return NULL;
     }
-    return out;
+    return buf;
 }
 
 int cli_spec_create(const cli_engine *e, const cli_options *o, specd_spec **out) {
@@ -315,6 +314,61 @@ int cli_spec_create(const cli_engine *e, const cli_options *o, specd_spec **out)
     if (specd_spec_create(&sp, out, &err) != SPECD_OK) {
         fprintf(stderr, "specd: %s\n", err.message);
         return 1;
+    }
+    return 0;
+}
+
+/* The whole of a small text file (a grammar, a schema) into a new buffer; NULL after printing
+ * why. */
+static char *read_text(const char *flag, const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    char *buf = NULL;
+    size_t n = 0, cap = 0;
+    if (f) {
+        for (;;) {
+            if (n == cap) {
+                cap = cap ? 2 * cap : 4096;
+                char *b = cap <= SPECD_GRAMMAR_MAX_TEXT + 1 ? realloc(buf, cap) : NULL;
+                if (!b) break;
+                buf = b;
+            }
+            size_t got = fread(buf + n, 1, cap - n, f);
+            n += got;
+            if (got == 0) break;
+        }
+    }
+    if (!f || ferror(f) || n == cap) {
+        fprintf(stderr, "specd: %s %s: %s\n", flag, path,
+                !f || ferror(f) ? strerror(errno) : "too large");
+        if (f) fclose(f);
+        free(buf);
+        return NULL;
+    }
+    fclose(f);
+    buf[n] = '\0';
+    *len = n;
+    return buf;
+}
+
+/* --grammar / --json-schema: compiled once for the run's prompts (they share its mask cache). */
+static int compile_grammar(cli_engine *e, const cli_options *o) {
+    const char *flag = o->grammar_schema ? "--json-schema" : "--grammar";
+    specd_error err;
+    specd_status st;
+    if (o->grammar_schema && !strcmp(o->grammar, "object")) {
+        st = specd_grammar_create_json_schema(NULL, 0, e->tok, &e->grammar, &err);
+    } else {
+        size_t len = 0;
+        char *text = read_text(flag, o->grammar, &len);
+        if (!text) return 1;
+        st = o->grammar_schema ? specd_grammar_create_json_schema(text, len, e->tok, &e->grammar,
+                                                                  &err)
+                               : specd_grammar_create_gbnf(text, len, e->tok, &e->grammar, &err);
+        free(text);
+    }
+    if (st != SPECD_OK) {
+        fprintf(stderr, "specd: %s %s: %s\n", flag, o->grammar, err.message);
+        return 2;
     }
     return 0;
 }
@@ -344,6 +398,12 @@ int cli_engine_open(cli_engine *e, const cli_options *o) {
         return 1;
     }
     e->tokenizer_hash = fp.tokenizer_hash;
+    if (specd_target_fingerprint_of_gguf(specd_model_gguf(e->model), &e->target_fingerprint,
+                                         &err) != SPECD_OK) {
+        fprintf(stderr, "specd: %s: %s\n", path, err.message);
+        cli_engine_close(e);
+        return 1;
+    }
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     if (cores > 0 && o->n_threads > cores) {
         fprintf(stderr, "specd: -t %d: this machine has %ld cores online\n", o->n_threads, cores);
@@ -365,6 +425,7 @@ int cli_engine_open(cli_engine *e, const cli_options *o) {
         return 1;
     }
     sp_rc = cli_spec_create(e, o, &e->spec);
+    if (!sp_rc && o->grammar) sp_rc = compile_grammar(e, o);
     if (sp_rc) {
         cli_engine_close(e);
         return sp_rc;
@@ -374,6 +435,7 @@ int cli_engine_open(cli_engine *e, const cli_options *o) {
 
 void cli_engine_close(cli_engine *e) {
     specd_spec_destroy(e->spec);
+    specd_grammar_destroy(e->grammar);
     specd_context_destroy(e->ctx);
     specd_tokenizer_destroy(e->tok);
     specd_model_destroy(e->model);
@@ -433,6 +495,7 @@ specd_seq_params cli_seq_params(const cli_options *o, const cli_engine *e, const
     p.tau = o->tau;
     p.adaptive = o->adaptive;
     p.max_tokens = o->n_predict;
+    p.penalties = o->penalties;
     int32_t n_stop = 0, n_vocab = specd_tokenizer_vocab_size(e->tok);
     for (int32_t id = 0; id < n_vocab && n_stop < 8; id++)
         if (specd_tokenizer_is_eog(e->tok, id)) stop_storage[n_stop++] = id;

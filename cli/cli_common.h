@@ -3,6 +3,7 @@
 #ifndef SPECD_CLI_COMMON_H
 #define SPECD_CLI_COMMON_H
 
+#include "specd/grammar.h"
 #include "specd/runtime.h"
 #include "specd/spec.h"
 #include "specd/tokenizer.h"
@@ -22,6 +23,11 @@ typedef struct cli_options {
     uint64_t seed;
     specd_accept_rule rule;
     int rule_given;
+    specd_penalties_params penalties; /* --presence-penalty, --frequency-penalty, --repeat-penalty */
+    /* --grammar FILE (GBNF) or --json-schema FILE|object: the output's grammar (NULL = none) */
+    const char *grammar;
+    int grammar_schema;
+    int grammar_drafts; /* --grammar-drafts on|off: the grammar's forced tokens as drafts */
     float tau;
     int adaptive;
     const char *verifier;     /* specd-verifier endpoint, or NULL = verify in-process */
@@ -63,18 +69,6 @@ int cli_check_writable(const char *prog, const char *flag, const char *path);
 /* The default model's path: $SPECD_MODEL_DIR or ~/.cache/specd/models, then the file name. */
 const char *cli_default_model(char *buf, size_t cap);
 
-/* An artifact the default model ships (a policy option row's artifact, "adapters/NAME" or
- * "mrp/NAME"): $env_var when set, else the installed copy (<prefix>/share/specd/<rel>), else the
- * source tree's (artifacts/<rel>). NULL when that one is not usable (a directory without an
- * adapter_config.json, or an unreadable file). */
-const char *cli_default_artifact(const char *rel, const char *env_var, char *buf, size_t cap);
-
-/* The policy options to use: opts, plus key=<artifact> for each of the policy's option rows that
- * names a default model's artifact (risd's adapter, mrp's head) when opts gives that key and -m
- * names no other model. Returns opts itself or buf. */
-const char *cli_policy_options(const cli_options *o, const char *policy, const char *opts,
-                               char *buf, size_t cap);
-
 /* A loaded model with its tokenizer and a context sized for speculation. */
 typedef struct cli_engine {
     specd_model *model;
@@ -84,7 +78,9 @@ typedef struct cli_engine {
     specd_spec *spec;
     int32_t n_ctx; /* KV rows of the context: prompt + generation + one step's drafts */
     uint64_t tokenizer_hash; /* computed from the tokenizer: what the daemons must match */
+    uint64_t target_fingerprint; /* what artifacts name as their target (policy/artifacts.h) */
     int32_t device, device_index; /* where ctx and the policies' contexts live */
+    specd_grammar *grammar; /* --grammar / --json-schema compiled once: runs share its masks */
 } cli_engine;
 
 /* Prints a clear error to stderr and returns non-zero on failure: 2 for a usage error (an
@@ -94,6 +90,12 @@ int cli_engine_open(cli_engine *e, const cli_options *o);
 /* Another spec over e's model and device, as cli_engine_open makes e->spec (caller owns: release
  * with specd_spec_destroy): its policies' shared state (caches, tables, draft models) and the
  * guard's priors start empty. Prints an error and returns non-zero on failure. */
+/* The policy options to use: opts plus each artifact trained over e's model that the policy
+ * takes and opts leaves out (specd_policy_default_options), in buf. NULL, with the reason on
+ * stderr, when the policy needs an artifact and none matches. */
+const char *cli_policy_options(const cli_engine *e, const char *policy, const char *opts,
+                               char *buf, size_t cap);
+
 int cli_spec_create(const cli_engine *e, const cli_options *o, specd_spec **out);
 void cli_engine_close(cli_engine *e);
 

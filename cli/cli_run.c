@@ -1,5 +1,6 @@
 #include "cli/cli_run.h"
 #include "cli/policy_help.h"
+#include "policy/options.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,9 @@ static void stream_tokens(const int32_t *tokens, int32_t n, void *user) {
     fflush(stdout);
 }
 
+static int run_open_seq(const cli_engine *e, specd_spec *spec, int stream, int capped,
+                        const specd_grammar_processor *gp, cli_result *out);
+
 int cli_run(const cli_engine *e, const cli_options *o, const char *policy, const char *policy_opts,
             const int32_t *ids, int64_t n_ids, int stream, cli_result *out) {
     memset(out, 0, sizeof *out);
@@ -26,10 +30,11 @@ int cli_run(const cli_engine *e, const cli_options *o, const char *policy, const
     specd_error err;
     int32_t stop[8];
     char opts[8192];
-    policy_opts = cli_policy_options(o, policy, policy_opts, opts, sizeof opts);
+    policy_opts = cli_policy_options(e, policy, policy_opts, opts, sizeof opts);
+    if (!policy_opts) return 1;
     char ropts[8192 + 128];
     const char *hash_key = cli_policy_key_with(policy, SPECD_OPTION_HOST_TOKENIZER_HASH);
-    if (hash_key && !cli_opts_has_key(policy_opts, hash_key)) {
+    if (hash_key && !specd_options_has_key(policy_opts, hash_key)) {
         /* the policy checks the tokenizer we share with its peer: computed, never typed */
         snprintf(ropts, sizeof ropts, "%s%s%s=%016llx", policy_opts ? policy_opts : "",
                  policy_opts && *policy_opts ? "," : "", hash_key,
@@ -50,16 +55,35 @@ int cli_run(const cli_engine *e, const cli_options *o, const char *policy, const
     }
     int capped = p.max_tokens > room;
     if (capped) p.max_tokens = (int32_t)room;
+    specd_grammar_processor *gp = NULL;
+    if (e->grammar) {
+        int drafts = o->grammar_drafts && strcmp(policy, "none") != 0; /* plain stays plain */
+        if (specd_grammar_processor_create(e->grammar, drafts, &gp, &err) != SPECD_OK) {
+            fprintf(stderr, "specd: %s\n", err.message);
+            return 1;
+        }
+        p.processor = specd_grammar_processor_ops(gp);
+    }
     if (specd_spec_seq_open(spec, 0, ids, n_ids, &p, &err) != SPECD_OK) {
         fprintf(stderr, "specd: %s\n", err.message);
+        specd_grammar_processor_destroy(gp);
         return 1;
     }
+    int rc = run_open_seq(e, spec, stream, capped, gp, out);
+    specd_spec_seq_close(spec, 0);
+    specd_grammar_processor_destroy(gp);
+    return rc;
+}
+
+/* Runs the open sequence 0 to its end and fills out. */
+static int run_open_seq(const cli_engine *e, specd_spec *spec, int stream, int capped,
+                        const specd_grammar_processor *gp, cli_result *out) {
+    specd_error err;
     stream_ctx sc = {.tok = e->tok};
     specd_status st = specd_spec_run(spec, 0, e->ctx, 0, stream ? stream_tokens : NULL, &sc,
                                      &out->run, &err);
     if (st != SPECD_OK) {
         fprintf(stderr, "specd: generation failed: %s\n", err.message);
-        specd_spec_seq_close(spec, 0);
         return 1;
     }
     int64_t n;
@@ -67,7 +91,6 @@ int cli_run(const cli_engine *e, const cli_options *o, const char *policy, const
     out->tokens = malloc((size_t)(n ? n : 1) * sizeof *out->tokens);
     if (!out->tokens) {
         fprintf(stderr, "specd: out of memory\n");
-        specd_spec_seq_close(spec, 0);
         return 1;
     }
     memcpy(out->tokens, toks, (size_t)n * sizeof *toks);
@@ -80,7 +103,7 @@ int cli_run(const cli_engine *e, const cli_options *o, const char *policy, const
                          : "length");
     }
     specd_spec_seq_stats(spec, 0, &out->seq, NULL);
-    specd_spec_seq_close(spec, 0);
+    if (gp) specd_grammar_processor_get_stats(gp, &out->grammar);
     return 0;
 }
 

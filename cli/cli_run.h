@@ -3,6 +3,7 @@
 #define SPECD_CLI_RUN_H
 
 #include "cli/cli_common.h"
+#include "specd/grammar_processor.h"
 #include "specd/spec_runtime.h"
 
 typedef struct cli_result {
@@ -10,10 +11,13 @@ typedef struct cli_result {
     int64_t n_tokens;
     specd_seq_stats seq;
     specd_run_stats run;
+    specd_grammar_processor_stats grammar; /* zero without --grammar / --json-schema */
 } cli_result;
 
-/* Runs prompt ids under policy; streams text to stdout when stream is set. Prints an error and
- * returns non-zero on failure. */
+/* Runs prompt ids under policy; streams text to stdout when stream is set. With the engine's
+ * grammar, the output follows it (plain decoding included) and the policy's side also gets the
+ * grammar's forced tokens as drafts unless --grammar-drafts off. Prints an error and returns
+ * non-zero on failure. */
 int cli_run(const cli_engine *e, const cli_options *o, const char *policy, const char *policy_opts,
             const int32_t *ids, int64_t n_ids, int stream, cli_result *out);
 void cli_result_free(cli_result *r);

@@ -101,6 +101,8 @@ static void fill_row(ab_row *r, const cli_result *plain, const cli_result *spec)
     r->tok_plain = plain->run.n_emitted;
     r->tok_spec = spec->run.n_emitted;
     r->steps_spec = spec->run.n_steps;
+    r->grammar_rows = spec->grammar.n_rows;
+    r->grammar_ns = spec->grammar.mask_ns;
 }
 
 static void json_row(FILE *f, const ab_row *r, int lossless, int agreement, int tasks) {
@@ -131,6 +133,10 @@ static void json_row(FILE *f, const ab_row *r, int lossless, int agreement, int 
         json_number(f, (double)r->seq.accepted_at[i] / (double)r->seq.drafted_at[i]);
     }
     fputs("]", f);
+    fprintf(f, ", \"grammar_rows\": %lld, \"grammar_us_per_row\": ", (long long)r->grammar_rows);
+    json_number(f, r->grammar_rows ? (double)r->grammar_ns / 1e3 / (double)r->grammar_rows : 0.0);
+    fprintf(f, ", \"grammar_drafts\": %lld, \"drafts_cut\": %lld", (long long)r->seq.n_forced,
+            (long long)r->seq.n_draft_cut);
     ab_quality_json(f, r, agreement, tasks);
 }
 
@@ -394,6 +400,8 @@ int specd_cmd_ab(int argc, char **argv) {
             all.n_spec += rows[i].n_spec;
             all.tok_spec += rows[i].tok_spec;
             all.steps_spec += rows[i].steps_spec;
+            all.grammar_rows += rows[i].grammar_rows;
+            all.grammar_ns += rows[i].grammar_ns;
             fprintf(stderr, "%s, acceptance %.2f, speedup %.2fx\n",
                     rows[i].identical ? "identical" : "DIFFERENT", rows[i].acceptance,
                     rows[i].tps_plain > 0 ? rows[i].tps_spec / rows[i].tps_plain : 0.0);
@@ -448,6 +456,16 @@ int specd_cmd_ab(int argc, char **argv) {
                    (double)all.seq.propose_ns / 1e6 / (double)all.steps_spec,
                    all.fwd_ns_spec ? 100.0 * (double)all.seq.propose_ns / (double)all.fwd_ns_spec
                                    : 0.0);
+        if (o.grammar && all.grammar_rows > 0 && all.steps_spec > 0)
+            printf("grammar: %lld rows masked, %.1f us a row (%.1f%% of a target forward); "
+                   "%lld grammar drafts proposed (--grammar-drafts %s), %lld drafts cut\n",
+                   (long long)all.grammar_rows,
+                   (double)all.grammar_ns / 1e3 / (double)all.grammar_rows,
+                   all.fwd_ns_spec ? 100.0 * (double)all.grammar_ns / (double)all.grammar_rows /
+                                         ((double)all.fwd_ns_spec / (double)all.steps_spec)
+                                   : 0.0,
+                   (long long)all.seq.n_forced, o.grammar_drafts ? "on" : "off",
+                   (long long)all.seq.n_draft_cut);
         if (cli_policy_flags(o.policy) & SPECD_POLICY_FIGURE_P_CACHE)
             printf("p_cache (WeDLM eq. 4: tokens emitted / token rows run) %.3f, TPF %.2f\n",
                    all.p_cache, all.tpf);

@@ -15,14 +15,15 @@ static void usage(FILE *out) {
     cli_print_shared_help(out);
 }
 
-static void print_summary(const cli_options *o, const cli_result *spec, const cli_result *plain) {
+static void print_summary(const cli_engine *e, const cli_options *o, const cli_result *spec,
+                          const cli_result *plain) {
     const specd_seq_stats *s = &spec->seq;
     fprintf(stderr, "\n--- policy %s (max draft %d, rule %s%s)\n", o->policy, o->max_draft,
             o->rule == SPECD_ACCEPT_GREEDY ? "greedy"
             : o->rule == SPECD_ACCEPT_REJECTION ? "rs" : "coupled",
             s->lossy ? ", LOSSY" : "");
     char opts[8192];
-    const char *shown = cli_policy_options(o, o->policy, o->policy_opts, opts, sizeof opts);
+    const char *shown = cli_policy_options(e, o->policy, o->policy_opts, opts, sizeof opts);
     if (shown && *shown) fprintf(stderr, "policy options: %s\n", shown);
     fprintf(stderr, "acceptance rate %.3f (%lld of %lld proposals), mean accepted length %.2f\n",
             cli_acceptance_rate(s), (long long)s->n_accepted, (long long)s->n_draft_tokens,
@@ -113,7 +114,7 @@ int specd_cmd_generate(int argc, char **argv) {
     }
     if (!rc && speculative) {
         rc = cli_run(&e, &o, "none", NULL, ids, n_ids, 0, &plain);
-        if (!rc) print_summary(&o, &spec, &plain);
+        if (!rc) print_summary(&e, &o, &spec, &plain);
     }
     cli_result_free(&spec);
     cli_result_free(&plain);

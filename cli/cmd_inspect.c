@@ -6,6 +6,7 @@
 #include "cli/cli_common.h"
 #include "cli/commands.h"
 #include "common/json_out.h"
+#include "policy/artifacts.h"
 #include "kernels/cpu/dtype.h"
 #include "specd/gguf.h"
 
@@ -427,6 +428,10 @@ int specd_cmd_inspect(int argc, char **argv) {
     }
     specd_gguf_str arch = {NULL, 0};
     int has_arch = specd_gguf_get_str(g, "general.architecture", &arch, NULL) == SPECD_OK;
+    /* what an artifact trained over this model records (policy/artifacts.h); a GGUF without a
+     * tokenizer (a draft head) has none */
+    uint64_t target = 0;
+    int has_target = specd_target_fingerprint_of_gguf(g, &target, NULL) == SPECD_OK;
     if (o.json) {
         fputs("{\n  \"file\": ", o.f);
         json_string(o.f, path, strlen(path));
@@ -439,6 +444,10 @@ int specd_cmd_inspect(int argc, char **argv) {
             json_string(o.f, arch.ptr, arch.len);
         else
             fputs("null", o.f);
+        if (has_target)
+            fprintf(o.f, ",\n  \"target_fingerprint\": \"%016llx\"", (unsigned long long)target);
+        else
+            fputs(",\n  \"target_fingerprint\": null", o.f);
         fputs(",\n  \"hyperparameters\": {", o.f);
         print_keys(&o, g, arch, 1);
         fputs(",\n", o.f);
@@ -459,6 +468,9 @@ int specd_cmd_inspect(int argc, char **argv) {
             text_str(o.f, arch.ptr, arch.len, 60);
         else
             fputs("(none)", o.f);
+        if (has_target)
+            fprintf(o.f, "\ntarget         %016llx (the fingerprint artifacts trained over it record)",
+                    (unsigned long long)target);
         fputs("\n\nhyperparameters:\n", o.f);
         print_keys(&o, g, arch, 1);
         fputc('\n', o.f);

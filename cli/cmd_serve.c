@@ -2,6 +2,7 @@
  * is the command line: options, the model, signals; serve/serve_server.c is the server. */
 #include "cli/cli_common.h"
 #include "cli/commands.h"
+#include "policy/artifacts.h"
 #include "serve/serve_server.h"
 #include "specd/log.h"
 
@@ -45,6 +46,9 @@ static void usage(FILE *out) {
             "                          otherwise) except /health and /metrics, which stay open;\n"
             "                          also from the environment: SPECD_API_KEY, which keeps\n"
             "                          the key out of the process list\n"
+            "  --cors-origin ORIGIN    let browsers at ORIGIN ('*': any) call the server: the\n"
+            "                          Access-Control-* headers, preflights answered 204 (without\n"
+            "                          it: no CORS headers, OPTIONS gets 405)\n"
             "  --device D              cpu | cuda | cuda:N: where the model, the KV caches and\n"
             "                          every context a policy makes run (default: $SPECD_DEVICE,\n"
             "                          else cpu)\n"
@@ -127,6 +131,7 @@ int specd_cmd_serve(int argc, char **argv) {
         else if (!strcmp(f, "--max-conns-per-ip") && !(rc = parse_long(f, v, 0, 1 << 20, &n)))
             p.http.max_conns_per_ip = (unsigned)n;
         else if (!strcmp(f, "--api-key")) api_key = v;
+        else if (!strcmp(f, "--cors-origin")) p.http.cors_origin = v;
         else if (!strcmp(f, "--device"))
             rc = cli_parse_device("specd serve", v, &p.loop.device, &p.loop.device_index);
         else if (!strcmp(f, "--numerics"))
@@ -190,6 +195,18 @@ int specd_cmd_serve(int argc, char **argv) {
     }
     if (specd_tokenizer_create_from_gguf(specd_model_gguf(model), &tok, &err) != SPECD_OK) {
         fprintf(stderr, "specd serve: tokenizer of %s: %s\n", model_path, err.message);
+        specd_model_destroy(model);
+        return 1;
+    }
+    /* the default policy's artifacts (the loop adds them to each request): one it needs and the
+     * model has none of is refused now, not at the first request */
+    uint64_t fp = 0;
+    char opts[8192];
+    if (specd_target_fingerprint_of_gguf(specd_model_gguf(model), &fp, &err) != SPECD_OK ||
+        specd_policy_default_options(policy_name, fp, p.default_policy_options, opts, sizeof opts,
+                                     &err) != SPECD_OK) {
+        fprintf(stderr, "specd serve: %s\n", err.message);
+        specd_tokenizer_destroy(tok);
         specd_model_destroy(model);
         return 1;
     }

@@ -51,17 +51,6 @@ const char *cli_policy_key_with(const char *policy, uint32_t flag) {
     return NULL;
 }
 
-int cli_opts_has_key(const char *opts, const char *key) {
-    const size_t klen = strlen(key);
-    for (const char *p = opts ? opts : ""; *p;) {
-        if (!strncmp(p, key, klen) && p[klen] == '=') return 1;
-        const char *comma = strchr(p, ',');
-        if (!comma) break;
-        p = comma + 1;
-    }
-    return 0;
-}
-
 uint32_t cli_policy_flags(const char *policy) {
     const specd_policy_ops *ops = specd_policy_find(policy);
     return ops && ops->abi_version >= 2 ? ops->flags : 0;

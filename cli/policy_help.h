@@ -23,7 +23,4 @@ const char *cli_policy_key_with(const char *policy, uint32_t flag);
 /* The built-in policy's specd_policy_ops.flags (0 for an unknown one or an ABI 1 policy). */
 uint32_t cli_policy_flags(const char *policy);
 
-/* Whether the "key=value,..." string opts gives key. */
-int cli_opts_has_key(const char *opts, const char *key);
-
 #endif

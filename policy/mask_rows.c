@@ -3,7 +3,6 @@
 #include "common/alloc.h"
 #include "common/status_internal.h"
 #include "specd/gguf.h"
-#include "specd/isd.h"
 #include "specd/runtime.h"
 
 #include <string.h>
@@ -12,7 +11,7 @@ specd_status specd_mask_pick_id(const specd_policy_env *env, const char *policy,
                                 int32_t *out, specd_error *err) {
     int32_t id = opt;
     if (id < 0) {
-        id = SPECD_ISD_DEFAULT_MASK;
+        id = SPECD_POLICY_DEFAULT_MASK;
         const specd_gguf *g = env->target ? specd_model_gguf(env->target) : NULL;
         uint32_t v;
         if (g && specd_gguf_key_find(g, "tokenizer.ggml.mask_token_id") >= 0 &&

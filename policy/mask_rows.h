@@ -7,7 +7,7 @@
 #include "specd/status.h"
 
 /* The mask id: opt when >= 0, else the model's tokenizer.ggml.mask_token_id, else
- * SPECD_ISD_DEFAULT_MASK; refused when outside the vocabulary. */
+ * SPECD_POLICY_DEFAULT_MASK (specd/policy.h); refused when outside the vocabulary. */
 specd_status specd_mask_pick_id(const specd_policy_env *env, const char *policy, int32_t opt,
                                 int32_t *out, specd_error *err);
 

@@ -154,7 +154,7 @@ static void describe_range(const specd_policy_option *o, char *buf, size_t cap) 
 static const char *default_text(const specd_policy_option *o, char *buf, size_t cap) {
     const char *d = o->flags & SPECD_OPTION_REQUIRED ? "required" : o->dflt ? o->dflt : "none";
     if (!o->artifact) return d;
-    snprintf(buf, cap, "%s (on the default model: %s)", d, o->artifact);
+    snprintf(buf, cap, "%s (matched to the target: %s)", d, o->artifact);
     return buf;
 }
 
@@ -194,4 +194,15 @@ void specd_options_print(FILE *out, const specd_option_table *t, int markdown) {
         fprintf(out, "%-*s  %-6s  %-*s  %-*s  %s\n", w_key, o->key, kind_name(o->kind), w_def,
                 default_text(o, dflt, sizeof dflt), w_range, range, o->help);
     }
+}
+
+int specd_options_has_key(const char *options, const char *key) {
+    const size_t klen = strlen(key);
+    for (const char *p = options ? options : ""; *p;) {
+        if (!strncmp(p, key, klen) && p[klen] == '=') return 1;
+        const char *comma = strchr(p, ',');
+        if (!comma) break;
+        p = comma + 1;
+    }
+    return 0;
 }

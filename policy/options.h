@@ -32,6 +32,9 @@ specd_status specd_options_parse_table(const char *policy, const specd_option_ta
                                        const specd_option_bounds *bounds, const char *options,
                                        void *dst, specd_error *err);
 
+/* 1 when options ("key=value,...", may be NULL) gives key. */
+int specd_options_has_key(const char *options, const char *key);
+
 /* Writes the table, one row per option: key, type, default, range or choices, help. markdown:
  * a Markdown table (what docs/policies.md holds), else aligned plain text. */
 void specd_options_print(FILE *out, const specd_option_table *table, int markdown);

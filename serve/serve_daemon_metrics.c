@@ -295,3 +295,17 @@ void serve_daemon_metrics_teardown(specd_ipc_handlers *h) {
     free(w);
     config.teardown(h);
 }
+
+int serve_daemon_metrics_main(int argc, char **argv, const char *program, specd_ipc_role role,
+                              const char *description, specd_daemon_setup_fn setup,
+                              specd_daemon_teardown_fn teardown) {
+    int port;
+    const char *host = NULL;
+    if (serve_daemon_metrics_args(&argc, argv, program, &port, &host)) return 2;
+    serve_daemon_metrics_configure(program, port, host, setup, teardown);
+    int rc = specd_daemon_main(argc, argv, program, role, description, serve_daemon_metrics_setup,
+                               serve_daemon_metrics_teardown);
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help")) serve_daemon_metrics_help();
+    return rc;
+}

@@ -25,4 +25,11 @@ specd_status serve_daemon_metrics_setup(const specd_ipc_service_params *p,
                                         specd_error *err);
 void serve_daemon_metrics_teardown(specd_ipc_handlers *h);
 
+/* The whole main() of a daemon: --metrics-port/--metrics-host taken out of argv, then
+ * specd_daemon_main with setup/teardown wrapped by the metrics, and the metrics' --help lines.
+ * Returns the process exit code. */
+int serve_daemon_metrics_main(int argc, char **argv, const char *program, specd_ipc_role role,
+                              const char *description, specd_daemon_setup_fn setup,
+                              specd_daemon_teardown_fn teardown);
+
 #endif

@@ -94,6 +94,15 @@ static size_t stop_prefix_tail(const serve_detok *d) {
 }
 
 void serve_detok_take(serve_detok *d, int final, size_t *off, size_t *n) {
+    /* The answer ends inside a character (max_tokens or a stop string cut it): those bytes are
+     * not text, and a client would show them as U+FFFD. */
+    if (final) {
+        size_t cut = incomplete_utf8_tail((const unsigned char *)d->text, d->len);
+        if (d->len - cut >= d->released) {
+            d->len -= cut;
+            if (d->text) d->text[d->len] = '\0';
+        }
+    }
     size_t end = d->len;
     if (!final && !d->stopped) {
         size_t hold = incomplete_utf8_tail((const unsigned char *)d->text, d->len);

@@ -29,8 +29,9 @@ void serve_detok_free(serve_detok *d);
 /* Adds tokens (ignored once stopped). Returns 0, or -1 when out of memory. */
 int serve_detok_push(serve_detok *d, const int32_t *ids, size_t n);
 /* The next delta: text[*off .. *off + *n) of d->text, now final (all of it when final is set:
- * the answer is over and nothing more can complete a character or a stop string). Marks it
- * released. *n may be 0. */
+ * the answer is over and nothing more can complete a character or a stop string; then the bytes
+ * of a character cut short at the end are dropped from text, so that no answer ends in a broken
+ * character). Marks it released. *n may be 0. */
 void serve_detok_take(serve_detok *d, int final, size_t *off, size_t *n);
 
 #endif

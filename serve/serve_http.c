@@ -28,6 +28,7 @@ struct serve_http {
     int port;
     char *api_key;
     const char *const *open_paths;
+    char *cors_origin; /* NULL: no CORS */
     atomic_int active; /* requests begun and not yet completed (answer sent or abandoned) */
     /* Guards every exchange's shared fields, stopping and workers. */
     pthread_mutex_t mu;
@@ -246,8 +247,17 @@ static void *run_request(void *arg) {
 
 /* ---- MHD's callbacks ------------------------------------------------------------------------ */
 
-static enum MHD_Result queue_text(struct MHD_Connection *c, unsigned status, char *body,
-                                  size_t len, const char *extra_header, const char *extra_value) {
+/* CORS: the allowed origin on every answer (when the server has one). */
+static void add_cors(const serve_http *h, struct MHD_Response *resp) {
+    if (!h->cors_origin) return;
+    MHD_add_response_header(resp, "Access-Control-Allow-Origin", h->cors_origin);
+    /* one origin named: caches must keep answers for other origins apart */
+    if (strcmp(h->cors_origin, "*")) MHD_add_response_header(resp, "Vary", "Origin");
+}
+
+static enum MHD_Result queue_text(const serve_http *h, struct MHD_Connection *c, unsigned status,
+                                  char *body, size_t len, const char *extra_header,
+                                  const char *extra_value) {
     struct MHD_Response *resp =
         MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
     if (!resp) {
@@ -256,6 +266,7 @@ static enum MHD_Result queue_text(struct MHD_Connection *c, unsigned status, cha
     }
     MHD_add_response_header(resp, "Content-Type", "application/json");
     if (extra_header) MHD_add_response_header(resp, extra_header, extra_value);
+    add_cors(h, resp);
     enum MHD_Result ok = MHD_queue_response(c, status, resp);
     MHD_destroy_response(resp);
     return ok;
@@ -284,7 +295,7 @@ static enum MHD_Result dispatch(exchange *x) {
         pthread_mutex_unlock(&h->mu);
         char *body = strdup("{\"error\":{\"message\":\"the server cannot start a thread\","
                             "\"type\":\"server_error\",\"param\":null,\"code\":503}}");
-        return body ? queue_text(x->c, 503, body, strlen(body), NULL, NULL) : MHD_NO;
+        return body ? queue_text(h, x->c, 503, body, strlen(body), NULL, NULL) : MHD_NO;
     }
     x->dispatched = 1;
     h->workers++;
@@ -322,6 +333,12 @@ static enum MHD_Result queue_reply(exchange *x) {
     }
     MHD_add_response_header(resp, "Content-Type",
                             r.content_type ? r.content_type : "application/json");
+    if (r.retry_after > 0) {
+        char v[16];
+        snprintf(v, sizeof v, "%d", r.retry_after);
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, v);
+    }
+    add_cors(h, resp);
     enum MHD_Result ok = MHD_queue_response(x->c, (unsigned)(r.status ? r.status : 200), resp);
     MHD_destroy_response(resp);
     return ok;
@@ -364,7 +381,26 @@ static enum MHD_Result refuse_unauthorized(exchange *x) {
     char *body = serve_json_error(&why, &len);
     if (!body) return MHD_NO;
     if (x->conn && body_announced(x->c)) serve_conns_linger(x->h->conns, x->conn);
-    return queue_text(x->c, 401, body, len, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+    return queue_text(x->h, x->c, 401, body, len, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+}
+
+/* A CORS preflight: what a browser at the allowed origin may send. Answered from the head. */
+static enum MHD_Result answer_preflight(exchange *x) {
+    struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)"",
+                                                                MHD_RESPMEM_PERSISTENT);
+    if (!resp) return MHD_NO;
+    add_cors(x->h, resp);
+    MHD_add_response_header(resp, "Access-Control-Allow-Methods", "GET, HEAD, POST, OPTIONS");
+    /* the headers the OpenAI clients send (the SDKs' x-stainless-* among them) */
+    const char *asked = MHD_lookup_connection_value(x->c, MHD_HEADER_KIND,
+                                                    "Access-Control-Request-Headers");
+    MHD_add_response_header(resp, "Access-Control-Allow-Headers",
+                            asked && *asked ? asked : "Authorization, Content-Type");
+    MHD_add_response_header(resp, "Access-Control-Max-Age", "600");
+    if (x->conn && body_announced(x->c)) serve_conns_linger(x->h->conns, x->conn);
+    enum MHD_Result ok = MHD_queue_response(x->c, MHD_HTTP_NO_CONTENT, resp);
+    MHD_destroy_response(resp);
+    return ok;
 }
 
 /* The Content-Length the client announced is over the limit: no need to wait for the body. */
@@ -412,6 +448,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (!x) return MHD_NO;
         *con_cls = x;
         atomic_fetch_add(&h->active, 1);
+        if (h->cors_origin && !strcmp(method, MHD_HTTP_METHOD_OPTIONS) &&
+            MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Access-Control-Request-Method"))
+            return answer_preflight(x);
         if (!authorized(h, c, url)) return refuse_unauthorized(x);
         if (announced_too_large(c, h->max_body)) {
             x->body.too_large = 1;
@@ -489,7 +528,8 @@ specd_status serve_http_create(const serve_http_params *p, serve_http_handler ha
     h->open_paths = p->open_paths;
     pthread_mutex_init(&h->mu, NULL);
     pthread_cond_init(&h->changed, NULL);
-    if (p->api_key && *p->api_key && !(h->api_key = strdup(p->api_key))) {
+    if ((p->api_key && *p->api_key && !(h->api_key = strdup(p->api_key))) ||
+        (p->cors_origin && *p->cors_origin && !(h->cors_origin = strdup(p->cors_origin)))) {
         serve_http_destroy(h);
         return specd_fail(err, SPECD_E_NOMEM, "http: no memory");
     }
@@ -541,6 +581,7 @@ void serve_http_destroy(serve_http *h) {
     pthread_cond_destroy(&h->changed);
     pthread_mutex_destroy(&h->mu);
     free(h->api_key);
+    free(h->cors_origin);
     free(h);
 }
 

@@ -43,6 +43,7 @@ typedef struct serve_http_reply {
     char *body;               /* malloc'd whole body (the server frees it), or NULL */
     size_t body_len;
     serve_http_stream stream; /* used instead of body when stream.read is set */
+    int retry_after;          /* > 0: a Retry-After header of that many seconds */
 } serve_http_reply;
 
 /* Fills reply for req. Runs on the request's own thread; may block. */
@@ -64,6 +65,12 @@ typedef struct serve_http_params {
      * those for the paths in open_paths (a NULL-terminated list, may be NULL). */
     const char *api_key;
     const char *const *open_paths;
+    /* When set, browsers at this origin ("*": any) may call the server: every answer carries
+     * Access-Control-Allow-Origin, and a preflight (OPTIONS with Access-Control-Request-Method)
+     * is answered 204 with the methods and headers allowed, before the API key is asked for
+     * (a preflight never carries one). Unset: no CORS headers, and OPTIONS reaches the handler
+     * like any method. */
+    const char *cors_origin;
 } serve_http_params;
 
 serve_http_params serve_http_default_params(void);

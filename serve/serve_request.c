@@ -12,6 +12,7 @@
 int serve_refuse(serve_refusal *why, int status, const char *type, const char *param,
                  const char *fmt, ...) {
     why->status = status;
+    why->code[0] = '\0';
     snprintf(why->type, sizeof why->type, "%s", type);
     snprintf(why->param, sizeof why->param, "%s", param ? param : "");
     va_list ap;
@@ -112,7 +113,7 @@ static char *message_content(const cJSON *c, int i, serve_refusal *why) {
 /* The conversation's tokens in the model's chat template: only the template's own markers are
  * special tokens; each message's content is text, whatever it contains (else a client could
  * close its turn and open a system turn with "<|im_start|>" in its content). */
-static int encode_chat(const cJSON *root, const specd_tokenizer *tok, serve_request *r,
+static int encode_chat(const cJSON *root, const specd_tokenizer *tok, serve_prompt *r,
                        serve_refusal *why) {
     const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(root, "messages");
     if (!msgs) return BAD("messages", "'messages' is required");
@@ -150,13 +151,13 @@ static int encode_chat(const cJSON *root, const specd_tokenizer *tok, serve_requ
         BAD("messages", "'messages' encode to no tokens");
         goto done;
     }
-    if (!(r->prompt = malloc(need * sizeof *r->prompt))) goto done;
-    if (specd_tokenizer_encode_chat(tok, m, (size_t)n, 1, SPECD_TOKENIZE_ADD_SPECIAL, r->prompt,
+    if (!(r->ids = malloc(need * sizeof *r->ids))) goto done;
+    if (specd_tokenizer_encode_chat(tok, m, (size_t)n, 1, SPECD_TOKENIZE_ADD_SPECIAL, r->ids,
                                     need, &need, &err) != SPECD_OK) {
         BAD("messages", "chat template: %s", err.message);
         goto done;
     }
-    r->n_prompt = (int64_t)need;
+    r->n = (int64_t)need;
     rc = 0;
 done:
     if (contents)
@@ -168,74 +169,86 @@ done:
 }
 
 static int encode(const specd_tokenizer *tok, const char *text, size_t len, uint32_t flags,
-                  serve_request *r, const char *param, serve_refusal *why) {
+                  serve_prompt *r, const char *param, serve_refusal *why) {
     specd_error err;
     size_t need = 0;
     specd_tokenizer_encode(tok, text, len, flags, NULL, 0, &need, NULL);
     if (need == 0) return BAD(param, "'%s' encodes to no tokens", param);
-    r->prompt = malloc(need * sizeof *r->prompt);
-    if (!r->prompt) return serve_refuse(why, 500, "server_error", NULL, "no memory");
-    if (specd_tokenizer_encode(tok, text, len, flags, r->prompt, need, &need, &err) != SPECD_OK)
+    r->ids = malloc(need * sizeof *r->ids);
+    if (!r->ids) return serve_refuse(why, 500, "server_error", NULL, "no memory");
+    if (specd_tokenizer_encode(tok, text, len, flags, r->ids, need, &need, &err) != SPECD_OK)
         return BAD(param, "cannot encode '%s': %s", param, err.message);
-    r->n_prompt = (int64_t)need;
+    r->n = (int64_t)need;
     return 0;
 }
 
 /* A token-id prompt: a non-empty array of ids in the vocabulary; its text (for echo) is its
  * decoding, control tokens as their text. */
-static int prompt_ids(const cJSON *a, const specd_tokenizer *tok, serve_request *r,
+static int prompt_ids(const cJSON *a, const specd_tokenizer *tok, serve_prompt *r,
                       serve_refusal *why) {
     int n = cJSON_GetArraySize(a);
     int32_t n_vocab = specd_tokenizer_vocab_size(tok);
     if (n == 0) return BAD("prompt", "'prompt' has no tokens");
-    if (!(r->prompt = malloc((size_t)n * sizeof *r->prompt)))
+    if (!(r->ids = malloc((size_t)n * sizeof *r->ids)))
         return serve_refuse(why, 500, "server_error", NULL, "no memory");
     const cJSON *e;
     cJSON_ArrayForEach(e, a) {
         double v = cJSON_IsNumber(e) ? e->valuedouble : -1;
         if (!(v >= 0 && v < n_vocab && v == floor(v)))
-            return BAD("prompt", "'prompt'[%lld] is not a token id in [0, %d)",
-                       (long long)r->n_prompt, n_vocab);
-        r->prompt[r->n_prompt++] = (int32_t)v;
+            return BAD("prompt", "'prompt'[%lld] is not a token id in [0, %d)", (long long)r->n,
+                       n_vocab);
+        r->ids[r->n++] = (int32_t)v;
     }
     size_t need = 0;
-    specd_tokenizer_decode(tok, r->prompt, (size_t)n, SPECD_DETOKENIZE_RENDER_SPECIAL, NULL, 0,
+    specd_tokenizer_decode(tok, r->ids, (size_t)n, SPECD_DETOKENIZE_RENDER_SPECIAL, NULL, 0,
                            &need, NULL);
-    if (!(r->prompt_text = malloc(need + 1)) ||
-        specd_tokenizer_decode(tok, r->prompt, (size_t)n, SPECD_DETOKENIZE_RENDER_SPECIAL,
-                               r->prompt_text, need, &need, NULL) != SPECD_OK)
+    if (!(r->text = malloc(need + 1)) ||
+        specd_tokenizer_decode(tok, r->ids, (size_t)n, SPECD_DETOKENIZE_RENDER_SPECIAL, r->text,
+                               need, &need, NULL) != SPECD_OK)
         return serve_refuse(why, 500, "server_error", NULL, "no memory");
-    r->prompt_text[need] = '\0';
-    r->prompt_text_len = need;
+    r->text[need] = '\0';
+    r->text_len = need;
     return 0;
 }
 
-/* prompt: a string (the raw form: special-token texts in it are parsed, which the chat endpoint
- * never does), an array of token ids, or an array holding one of those (lm-evaluation-harness
- * sends its prompts as a batch: one prompt per request here). */
-static int parse_prompt(const cJSON *root, const specd_tokenizer *tok, serve_request *r,
-                        serve_refusal *why) {
-    const cJSON *p = cJSON_GetObjectItemCaseSensitive(root, "prompt");
-    if (!p) return BAD("prompt", "'prompt' is required");
-    if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1 &&
-        (cJSON_IsString(p->child) || cJSON_IsArray(p->child)))
-        p = p->child;
-    if (cJSON_IsArray(p)) {
-        if (p->child && !cJSON_IsNumber(p->child))
-            return BAD("prompt", "'prompt' holds %d prompts; one per request",
-                       cJSON_GetArraySize(p));
-        return prompt_ids(p, tok, r, why);
-    }
-    if (!cJSON_IsString(p))
-        return BAD("prompt", "'prompt' must be a string, an array of token ids, or an array of "
-                             "one of those");
+/* One prompt of the batch: a string (the raw form: special-token texts in it are parsed, which
+ * the chat endpoint never does) or an array of token ids. */
+static int one_prompt(const cJSON *p, const specd_tokenizer *tok, serve_prompt *r,
+                      serve_refusal *why) {
+    if (cJSON_IsArray(p)) return prompt_ids(p, tok, r, why);
     size_t pl = strlen(p->valuestring);
     if (encode(tok, p->valuestring, pl, SPECD_TOKENIZE_ADD_SPECIAL | SPECD_TOKENIZE_PARSE_SPECIAL,
                r, "prompt", why))
         return -1;
-    if (!(r->prompt_text = dup_n(p->valuestring, pl)))
+    if (!(r->text = dup_n(p->valuestring, pl)))
         return serve_refuse(why, 500, "server_error", NULL, "no memory");
-    r->prompt_text_len = pl;
+    r->text_len = pl;
+    return 0;
+}
+
+/* prompt: a string, an array of token ids, or a batch: an array of strings or of token-id arrays
+ * (lm-evaluation-harness sends its prompts so), each prompt its own choices. */
+static int parse_prompt(const cJSON *root, const specd_tokenizer *tok, serve_request *r,
+                        serve_refusal *why) {
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(root, "prompt");
+    if (!p) return BAD("prompt", "'prompt' is required");
+    int batch = cJSON_IsArray(p) && p->child && !cJSON_IsNumber(p->child);
+    if (!batch && !cJSON_IsString(p) && !cJSON_IsArray(p))
+        return BAD("prompt", "'prompt' must be a string, an array of token ids, or an array of "
+                             "those");
+    int n = batch ? cJSON_GetArraySize(p) : 1;
+    if (n > SERVE_MAX_CHOICES)
+        return BAD("prompt", "'prompt' holds %d prompts; at most %d", n, SERVE_MAX_CHOICES);
+    if (!(r->prompts = calloc((size_t)n, sizeof *r->prompts)))
+        return serve_refuse(why, 500, "server_error", NULL, "no memory");
+    r->n_prompts = n;
+    const cJSON *e = batch ? p->child : p;
+    for (int i = 0; i < n; i++, e = e->next) {
+        if (batch && !cJSON_IsString(e) && !(cJSON_IsArray(e) && (!e->child ||
+                                                                   cJSON_IsNumber(e->child))))
+            return BAD("prompt", "'prompt'[%d]: a batch holds strings or arrays of token ids", i);
+        if (one_prompt(e, tok, &r->prompts[i], why)) return -1;
+    }
     return 0;
 }
 
@@ -433,12 +446,11 @@ static int parse_logit_bias(const cJSON *root, const specd_tokenizer *tok, serve
 
 /* OpenAI fields taken at their neutral value only: a request that needs them changed is refused
  * (naming the field) rather than answered as if it had not asked. */
-static int parse_neutral(const cJSON *root, int chat, serve_refusal *why) {
+static int parse_neutral(const cJSON *root, int chat, serve_request *r, serve_refusal *why) {
     double v;
     int has;
-    if (get_number(root, "n", 1, 1e9, 1, &v, NULL, why)) return -1;
-    if (get_number(root, "n", 1, 1, 1, &v, NULL, why))
-        return BAD("n", "'n' > 1 is not supported: send n requests (with different seeds)");
+    if (get_number(root, "n", 1, SERVE_MAX_CHOICES, 1, &v, &has, why)) return -1;
+    r->n = has ? (int)v : 1;
     for (int i = 0; i < 2; i++) {
         const char *name = i ? "frequency_penalty" : "presence_penalty";
         if (get_number(root, name, -2, 2, 0, &v, &has, why)) return -1;
@@ -448,7 +460,8 @@ static int parse_neutral(const cJSON *root, int chat, serve_refusal *why) {
     }
     if (chat) return 0;
     if (get_number(root, "best_of", 1, 1e9, 1, &v, &has, why)) return -1;
-    if (has && v != 1) return BAD("best_of", "'best_of' > 1 is not supported");
+    /* best_of = n is n choices all returned: the same thing */
+    if (has && v != r->n) return BAD("best_of", "'best_of' other than n is not supported");
     const cJSON *sf = cJSON_GetObjectItemCaseSensitive(root, "suffix");
     if (sf && !cJSON_IsNull(sf) && !(cJSON_IsString(sf) && !sf->valuestring[0]))
         return BAD("suffix", "'suffix' is not supported (no insertion mode)");
@@ -472,8 +485,6 @@ static int parse_logprobs(const cJSON *root, int chat, serve_request *r, serve_r
         if (has) r->top_logprobs = (int)v;
         if (get_bool(root, "echo", &r->echo, why)) return -1;
     }
-    if (r->stream && r->logprobs)
-        return BAD("logprobs", "logprobs with stream not supported");
     if (r->stream && r->echo) return BAD("echo", "echo with stream not supported");
     return 0;
 }
@@ -481,7 +492,7 @@ static int parse_logprobs(const cJSON *root, int chat, serve_request *r, serve_r
 int serve_request_parse(const char *body, size_t len, int chat, const serve_limits *lim,
                         const specd_tokenizer *tok, serve_request *out, serve_refusal *why) {
     memset(why, 0, sizeof *why);
-    serve_request r = {.chat = chat, .max_tokens = lim->default_max_tokens, .adaptive = 1};
+    serve_request r = {.chat = chat, .max_tokens = lim->default_max_tokens, .adaptive = 1, .n = 1};
     int rc = -1;
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, 0);
@@ -522,7 +533,7 @@ int serve_request_parse(const char *body, size_t len, int chat, const serve_limi
     }
     double v;
     int has;
-    if (parse_neutral(root, chat, why)) goto fail;
+    if (parse_neutral(root, chat, &r, why)) goto fail;
     /* OpenAI's newer name for the same limit on the chat endpoint. */
     const char *mt = cJSON_GetObjectItemCaseSensitive(root, "max_completion_tokens") &&
                              !cJSON_GetObjectItemCaseSensitive(root, "max_tokens")
@@ -551,17 +562,29 @@ int serve_request_parse(const char *body, size_t len, int chat, const serve_limi
         if (get_bool(so, "include_usage", &r.include_usage, why)) goto fail;
     }
     if (chat) {
-        if (encode_chat(root, tok, &r, why)) goto fail;
+        if (!(r.prompts = calloc(1, sizeof *r.prompts))) {
+            serve_refuse(why, 500, "server_error", NULL, "no memory");
+            goto fail;
+        }
+        r.n_prompts = 1;
+        if (encode_chat(root, tok, &r.prompts[0], why)) goto fail;
     } else {
         if (parse_prompt(root, tok, &r, why)) goto fail;
     }
-    if (r.n_prompt + r.max_tokens + lim->step_rows > lim->n_ctx) {
-        BAD(chat ? "messages" : "prompt",
-            "the prompt (%lld tokens) plus max_tokens (%d) does not fit the context of %d "
-            "tokens per request (%d kept for a speculative step)",
-            (long long)r.n_prompt, r.max_tokens, lim->n_ctx, lim->step_rows);
+    if ((int64_t)r.n_prompts * r.n > SERVE_MAX_CHOICES) {
+        BAD("n", "%d prompts times n %d is %d choices; at most %d", r.n_prompts, r.n,
+            r.n_prompts * r.n, SERVE_MAX_CHOICES);
         goto fail;
     }
+    for (int i = 0; i < r.n_prompts; i++)
+        if (r.prompts[i].n + r.max_tokens + lim->step_rows > lim->n_ctx) {
+            BAD(chat ? "messages" : "prompt",
+                "the prompt%s (%lld tokens) plus max_tokens (%d) does not fit the context of %d "
+                "tokens per request (%d kept for a speculative step)",
+                r.n_prompts > 1 ? " of a batch" : "", (long long)r.prompts[i].n, r.max_tokens,
+                lim->n_ctx, lim->step_rows);
+            goto fail;
+        }
     rc = 0;
     *out = r;
 fail:
@@ -571,11 +594,14 @@ fail:
 }
 
 void serve_request_free(serve_request *r) {
-    free(r->prompt);
+    for (int i = 0; i < r->n_prompts; i++) {
+        free(r->prompts[i].ids);
+        free(r->prompts[i].text);
+    }
+    free(r->prompts);
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
     free(r->policy);
     free(r->policy_options);
     free(r->bias);
-    free(r->prompt_text);
     memset(r, 0, sizeof *r);
 }

@@ -1,11 +1,12 @@
 /* An OpenAI-style request (/v1/completions, /v1/chat/completions) parsed with cJSON and checked
- * field by field, so that each bad field gets a 400 naming it. Fields: model, prompt (a string;
- * special tokens in it are parsed: the raw form) or messages (role + content, in the model's chat
+ * field by field, so that each bad field gets a 400 naming it. Fields: model, prompt (a string,
+ * whose special-token texts are parsed: the raw form; token ids; or a batch of either) or
+ * messages (role + content, in the model's chat
  * template, content always as text), max_tokens (0 with echo scores the prompt only),
  * temperature (below SERVE_GREEDY_BELOW: greedy), top_p, top_k, min_p, seed, stop (a string or up
  * to 4), stream, stream_options.include_usage, logit_bias, logprobs (+ top_logprobs on chat),
- * echo (completions); n, best_of, suffix, presence_penalty, frequency_penalty only at their
- * neutral values; specd's own: policy, policy_options, draft_max, adaptive (false: no adaptive
+ * echo (completions), n (choices per prompt); best_of (1 or n), suffix, presence_penalty,
+ * frequency_penalty only at their neutral values; specd's own: policy, policy_options, draft_max, adaptive (false: no adaptive
  * guard, draft every step). Any other field is refused with its name, except the few OpenAI
  * fields that change nothing here (serve_request.c: ignored_fields), so that no field a client
  * relies on is silently dropped. */
@@ -25,6 +26,9 @@
 /* A positive temperature below this is greedy: logits / T would overflow float near 0, and a
  * distribution that sharp is the argmax anyway. */
 #define SERVE_GREEDY_BELOW 1e-5
+/* Choices one request may ask for: prompts (a batched /v1/completions prompt) times n. Each
+ * choice is a sequence of its own in the batch loop, so this bounds what one request may queue. */
+#define SERVE_MAX_CHOICES 128
 
 typedef struct serve_limits {
     const char *model_id;       /* the one model served: a request naming another is refused */
@@ -37,10 +41,19 @@ typedef struct serve_limits {
     const char *default_policy_options;
 } serve_limits;
 
+/* One prompt: its token ids and, for completions, its text as sent (for echo). */
+typedef struct serve_prompt {
+    int32_t *ids; /* malloc'd */
+    int64_t n;
+    char *text;   /* completions: malloc'd (a token-id prompt: its decoding); chat: NULL */
+    size_t text_len;
+} serve_prompt;
+
 typedef struct serve_request {
     int chat;
-    int32_t *prompt; /* token ids (malloc'd) */
-    int64_t n_prompt;
+    serve_prompt *prompts; /* malloc'd, n_prompts >= 1 (chat: 1; completions: a batch) */
+    int n_prompts;
+    int n;           /* choices per prompt (choice index = prompt index * n + i) */
     int32_t max_tokens;
     specd_sampling_params sampling; /* bias points at `bias` */
     specd_logit_bias *bias;         /* logit_bias (malloc'd), n_bias entries */
@@ -48,8 +61,6 @@ typedef struct serve_request {
     int logprobs;     /* log-probabilities asked for (chat: logprobs true; completions: logprobs) */
     int top_logprobs; /* alternatives per position (chat: top_logprobs; completions: logprobs) */
     int echo;         /* completions: the prompt is part of the answer (text and logprobs) */
-    char *prompt_text; /* completions: the prompt as sent (malloc'd), for echo */
-    size_t prompt_text_len;
     int has_seed;
     uint64_t seed;
     char *stop[SERVE_MAX_STOP];
@@ -67,6 +78,7 @@ typedef struct serve_refusal {
     char type[40];   /* "invalid_request_error", "not_found_error", ... */
     char param[40];  /* the offending field, or "" */
     char message[320];
+    char code[32];   /* OpenAI's code string ("model_not_found"), or "": the status number */
 } serve_refusal;
 
 /* Parses body for the chat or completions endpoint. 0 on success (*out filled: release with

@@ -27,7 +27,10 @@ char *serve_json_error(const serve_refusal *why, size_t *len) {
     fputs(",\"param\":", f);
     if (why->param[0]) str(f, why->param);
     else fputs("null", f);
-    fprintf(f, ",\"code\":%d}}", why->status);
+    fputs(",\"code\":", f);
+    if (why->code[0]) str(f, why->code);
+    else fprintf(f, "%d", why->status);
+    fputs("}}", f);
     return close_stream(f, &buf, len);
 }
 
@@ -54,88 +57,118 @@ static void speculation(FILE *f, const char *policy, const specd_seq_stats *s) {
     fprintf(f, "],\"num_guard_plain_steps\":%lld}}", (long long)s->n_guard_plain);
 }
 
+/* The end of the choices, then the usage and speculation figures of them all. */
+static void totals(FILE *f, const serve_answer_meta *m, int64_t n_prompt, int64_t n_completion,
+                   const specd_seq_stats *stats) {
+    fputs("],", f);
+    usage(f, n_prompt, n_completion);
+    fputc(',', f);
+    speculation(f, m->policy, stats);
+}
+
 static void head(FILE *f, const serve_answer_meta *m, const char *object) {
     fputs("{\"id\":", f);
     str(f, m->id);
     fprintf(f, ",\"object\":\"%s\",\"created\":%lld,\"model\":", object, m->created);
     str(f, m->model);
-    fputs(",\"choices\":[{\"index\":0,", f);
+    fputs(",\"choices\":[", f);
 }
 
 static void finish_reason(FILE *f, const char *reason) {
     fputs("\"finish_reason\":", f);
     if (reason) str(f, reason);
     else fputs("null", f);
-    fputs("}]", f);
+    fputc('}', f);
 }
 
-char *serve_json_answer(const serve_answer_meta *m, const char *text, size_t text_len,
-                        const char *reason, int64_t n_prompt, int64_t n_completion,
-                        const specd_seq_stats *stats, const serve_answer_extras *x, size_t *len) {
+/* text: the echo's bytes then the text's, as one string. 0, or -1 when out of memory. */
+static int text_value(FILE *f, const serve_choice_out *c) {
+    if (!c->echo) {
+        json_string(f, c->text, c->text_len);
+        return 0;
+    }
+    char *both = malloc(c->echo_len + c->text_len + 1);
+    if (!both) return -1;
+    memcpy(both, c->echo, c->echo_len);
+    if (c->text_len) memcpy(both + c->echo_len, c->text, c->text_len);
+    json_string(f, both, c->echo_len + c->text_len);
+    free(both);
+    return 0;
+}
+
+char *serve_json_answer(const serve_answer_meta *m, const serve_choice_out *c, int n,
+                        int64_t n_prompt, int64_t n_completion, const specd_seq_stats *stats,
+                        const specd_tokenizer *tok, size_t *len) {
     char *buf = NULL;
     FILE *f = open_memstream(&buf, len);
     if (!f) return NULL;
     head(f, m, m->chat ? "chat.completion" : "text_completion");
-    const serve_answer_logprobs *lp = x ? x->logprobs : NULL;
-    if (m->chat) {
-        fputs("\"message\":{\"role\":\"assistant\",\"content\":", f);
-        json_string(f, text, text_len);
-        fputs("},\"logprobs\":", f);
-    } else {
-        fputs("\"text\":", f);
-        if (x && x->echo) { /* one string: the prompt's bytes then the completion's */
-            char *both = malloc(x->echo_len + text_len + 1);
-            if (!both) {
+    for (int i = 0; i < n; i++) {
+        fprintf(f, "%s{\"index\":%d,", i ? "," : "", c[i].index);
+        if (m->chat) {
+            fputs("\"message\":{\"role\":\"assistant\",\"content\":", f);
+            json_string(f, c[i].text, c[i].text_len);
+            fputs("},\"logprobs\":", f);
+        } else {
+            fputs("\"text\":", f);
+            if (text_value(f, &c[i])) {
                 fclose(f);
                 free(buf);
                 return NULL;
             }
-            memcpy(both, x->echo, x->echo_len);
-            if (text_len) memcpy(both + x->echo_len, text, text_len);
-            json_string(f, both, x->echo_len + text_len);
-            free(both);
-        } else {
-            json_string(f, text, text_len);
+            fputs(",\"logprobs\":", f);
         }
-        fputs(",\"logprobs\":", f);
+        serve_logprobs_write(f, c[i].logprobs, m->chat, tok);
+        fputc(',', f);
+        finish_reason(f, c[i].finish_reason);
     }
-    serve_logprobs_write(f, lp, m->chat, x ? x->tok : NULL);
-    fputc(',', f);
-    finish_reason(f, reason);
-    fputc(',', f);
-    usage(f, n_prompt, n_completion);
-    fputc(',', f);
-    speculation(f, m->policy, stats);
+    totals(f, m, n_prompt, n_completion, stats);
     fputc('}', f);
     return close_stream(f, &buf, len);
 }
 
-char *serve_sse_chunk(const serve_answer_meta *m, const char *delta, size_t delta_len, int first,
-                      const char *reason, int64_t n_prompt, int64_t n_completion,
+char *serve_sse_chunk(const serve_answer_meta *m, const serve_choice_out *c, int first,
+                      int usage_null, const specd_seq_stats *stats, const specd_tokenizer *tok,
+                      size_t *len) {
+    char *buf = NULL;
+    FILE *f = open_memstream(&buf, len);
+    if (!f) return NULL;
+    fputs("data: ", f);
+    head(f, m, m->chat ? "chat.completion.chunk" : "text_completion");
+    fprintf(f, "{\"index\":%d,", c->index);
+    if (m->chat) {
+        fputs("\"delta\":{", f);
+        if (first) fputs("\"role\":\"assistant\",", f);
+        fputs("\"content\":", f);
+        json_string(f, c->text, c->text_len);
+        fputs("},", f);
+    } else {
+        fputs("\"text\":", f);
+        json_string(f, c->text, c->text_len);
+        fputc(',', f);
+    }
+    fputs("\"logprobs\":", f);
+    serve_logprobs_write(f, c->logprobs, m->chat, tok);
+    fputc(',', f);
+    finish_reason(f, c->finish_reason);
+    fputc(']', f);
+    if (usage_null) fputs(",\"usage\":null", f);
+    if (stats) {
+        fputc(',', f);
+        speculation(f, m->policy, stats);
+    }
+    fputs("}\n\n", f);
+    return close_stream(f, &buf, len);
+}
+
+char *serve_sse_usage(const serve_answer_meta *m, int64_t n_prompt, int64_t n_completion,
                       const specd_seq_stats *stats, size_t *len) {
     char *buf = NULL;
     FILE *f = open_memstream(&buf, len);
     if (!f) return NULL;
     fputs("data: ", f);
     head(f, m, m->chat ? "chat.completion.chunk" : "text_completion");
-    if (m->chat) {
-        fputs("\"delta\":{", f);
-        if (first) fputs("\"role\":\"assistant\",", f);
-        fputs("\"content\":", f);
-        json_string(f, delta, delta_len);
-        fputs("},", f);
-    } else {
-        fputs("\"text\":", f);
-        json_string(f, delta, delta_len);
-        fputs(",\"logprobs\":null,", f);
-    }
-    finish_reason(f, reason);
-    if (stats) {
-        fputc(',', f);
-        usage(f, n_prompt, n_completion);
-        fputc(',', f);
-        speculation(f, m->policy, stats);
-    }
+    totals(f, m, n_prompt, n_completion, stats);
     fputs("}\n\n", f);
     return close_stream(f, &buf, len);
 }

@@ -21,24 +21,34 @@ typedef struct serve_answer_meta {
     const char *policy;
 } serve_answer_meta;
 
-/* What a whole answer may add to its text. */
-typedef struct serve_answer_extras {
+/* One choice of an answer (or of a chunk). */
+typedef struct serve_choice_out {
+    int index;
     const char *echo; /* completions with echo: the prompt, written before the text */
     size_t echo_len;
+    const char *text;
+    size_t text_len;
+    const char *finish_reason;             /* NULL: null (a chunk that does not end the choice) */
     const serve_answer_logprobs *logprobs; /* NULL, or not asked: "logprobs": null */
-    const specd_tokenizer *tok;            /* for the logprobs' token texts */
-} serve_answer_extras;
+} serve_choice_out;
 
 /* Each returns a malloc'd body (length in *len), or NULL when out of memory. */
 char *serve_json_error(const serve_refusal *why, size_t *len);
-/* x may be NULL (no echo, no logprobs). */
-char *serve_json_answer(const serve_answer_meta *m, const char *text, size_t text_len,
-                        const char *finish_reason, int64_t n_prompt, int64_t n_completion,
-                        const specd_seq_stats *stats, const serve_answer_extras *x, size_t *len);
-/* "data: {chunk}\n\n": a delta (the first chunk of a chat answer also names the role); the last
- * one has finish_reason set and, when stats is not NULL, the usage and speculation figures. */
-char *serve_sse_chunk(const serve_answer_meta *m, const char *delta, size_t delta_len, int first,
-                      const char *finish_reason, int64_t n_prompt, int64_t n_completion,
+/* A whole answer: n choices, the usage of them all, stats (the choices' figures summed). tok
+ * names the logprobs' tokens. */
+char *serve_json_answer(const serve_answer_meta *m, const serve_choice_out *c, int n,
+                        int64_t n_prompt, int64_t n_completion, const specd_seq_stats *stats,
+                        const specd_tokenizer *tok, size_t *len);
+/* "data: {chunk}\n\n" with one choice: a delta (first: the choice's first chunk, which on chat
+ * also names the role), its logprobs when asked, its finish_reason on its last chunk. stats (the
+ * choice's figures) rides on the choice's last chunk; usage_null writes "usage": null (asked
+ * for with stream_options.include_usage: every chunk but the usage one has it). */
+char *serve_sse_chunk(const serve_answer_meta *m, const serve_choice_out *c, int first,
+                      int usage_null, const specd_seq_stats *stats, const specd_tokenizer *tok,
+                      size_t *len);
+/* The last chunk under stream_options.include_usage, as OpenAI sends it: "choices": [] and the
+ * usage of every choice (and their speculation figures, summed). */
+char *serve_sse_usage(const serve_answer_meta *m, int64_t n_prompt, int64_t n_completion,
                       const specd_seq_stats *stats, size_t *len);
 /* "data: {"error": ...}\n\n": a failure after the stream began. */
 char *serve_sse_error(const char *message, size_t *len);

@@ -14,10 +14,14 @@
 #include "serve/serve_prom.h"
 #include "serve/serve_request.h"
 #include "serve/serve_response.h"
+#include "serve/serve_tokenize.h"
+#include "specd/metrics.h"
 
 #define MAX_EOG 16
 /* How long a waiting handler sleeps between checks that its client is still there. */
 #define POLL_MS 100
+/* Seconds a client refused for a full queue is asked to wait (Retry-After). */
+#define SERVE_RETRY_AFTER_S 1
 
 struct serve_server {
     const specd_tokenizer *tok;
@@ -30,6 +34,7 @@ struct serve_server {
     int32_t n_eog;
     atomic_uint_fast64_t next_seed, next_id;
     atomic_int draining;
+    long long started; /* Unix seconds: the model's "created" */
     /* finished requests by reason, and refusals */
     atomic_llong n_stop, n_length, n_abort, n_failed, n_rejected;
     pthread_mutex_t hist_mu;
@@ -66,24 +71,34 @@ serve_server_params serve_server_default_params(void) {
 
 /* ---- one generation, shared by the streamed and the whole answer ---------------------------- */
 
-typedef struct gen {
-    serve_server *srv;
+/* One choice: its own sequence in the batch loop. */
+typedef struct choice {
     serve_job *job;
-    serve_request req;
     serve_detok detok;
-    serve_answer_meta meta;
-    int fd;
-    double t_start; /* arrival (monotonic seconds) */
-    int64_t n_completion;
-    int32_t last_token;
-    int done, stop_cancelled, counted, first_seen;
+    const serve_prompt *prompt; /* borrowed from the request */
+    int index;
+    int32_t *toks; /* the completion's tokens (up to the one that completed a stop string) */
+    int64_t n_toks, cap_toks;
+    int64_t lp_sent; /* streamed: tokens whose logprobs were sent */
+    int done, stop_cancelled, first_sent, end_sent;
     specd_status status;
     char message[256];
     specd_seq_stats stats;
+} choice;
+
+typedef struct gen {
+    serve_server *srv;
+    serve_request req;
+    serve_answer_meta meta;
+    choice *ch;
+    int n_ch;
+    int fd;
+    double t_start; /* arrival (monotonic seconds) */
+    int counted, first_seen;
     /* streamed: bytes to send, and where the stream is */
     char *out;
     size_t out_len, out_off;
-    int first_sent, ended;
+    int ended;
 } gen;
 
 static int is_eog(const serve_server *s, int32_t t) {
@@ -92,16 +107,27 @@ static int is_eog(const serve_server *s, int32_t t) {
     return 0;
 }
 
-/* Waits for the job's next tokens (or its end) and decodes them. -1 when the client has left
- * (or memory ran out): the caller gives up on the request. */
-static int pump(gen *g, int timeout_ms) {
+static int keep_token(choice *c, int32_t t) {
+    if (c->n_toks == c->cap_toks) {
+        int64_t cap = c->cap_toks ? 2 * c->cap_toks : 64;
+        int32_t *p = realloc(c->toks, (size_t)cap * sizeof *p);
+        if (!p) return -1;
+        c->toks = p;
+        c->cap_toks = cap;
+    }
+    c->toks[c->n_toks++] = t;
+    return 0;
+}
+
+/* Takes one choice's new tokens (waiting up to timeout_ms for them) and decodes them. -1 when
+ * memory ran out. */
+static int pump_choice(gen *g, choice *c, int timeout_ms) {
     serve_job_view v;
-    if (serve_job_wait(g->job, timeout_ms, &v) != 0) return -1;
-    for (int64_t i = 0; i < v.n_tokens && !g->detok.stopped; i++) {
+    if (serve_job_wait(c->job, timeout_ms, &v) != 0) return -1;
+    for (int64_t i = 0; i < v.n_tokens && !c->detok.stopped; i++) {
         /* Tokens after a stop string are not part of the answer, nor counted in its usage. */
-        g->n_completion++;
-        g->last_token = v.tokens[i];
-        if (serve_detok_push(&g->detok, &v.tokens[i], 1) != 0) {
+        if (keep_token(c, v.tokens[i]) != 0 ||
+            serve_detok_push(&c->detok, &v.tokens[i], 1) != 0) {
             free(v.tokens);
             return -1;
         }
@@ -111,30 +137,77 @@ static int pump(gen *g, int timeout_ms) {
         g->first_seen = 1;
         observe(g->srv, &g->srv->ttft, now_s() - g->t_start);
     }
-    if (g->detok.stopped && !g->stop_cancelled && !v.done) {
-        serve_job_cancel(g->job); /* the answer is complete: free the slot now */
-        g->stop_cancelled = 1;
+    if (c->detok.stopped && !c->stop_cancelled && !v.done) {
+        serve_job_cancel(c->job); /* the answer is complete: free the slot now */
+        c->stop_cancelled = 1;
     }
     if (v.done) {
-        g->done = 1;
-        g->status = v.status;
-        snprintf(g->message, sizeof g->message, "%s", v.message);
-        g->stats = v.stats;
-        return 0;
+        c->done = 1;
+        c->status = v.status;
+        snprintf(c->message, sizeof c->message, "%s", v.message);
+        c->stats = v.stats;
+    }
+    return 0;
+}
+
+/* Waits for the next tokens of any choice (or their ends) and decodes them. -1 when the client
+ * has left (or memory ran out): the caller gives up on the request. */
+static int pump(gen *g, int timeout_ms) {
+    int waited = 0;
+    for (int i = 0; i < g->n_ch; i++) {
+        choice *c = &g->ch[i];
+        if (c->done) continue;
+        /* One wait, on the first running choice: the loop steps every choice in the same forward,
+         * so the others' tokens are there by then (or soon: the wait is short when there are
+         * several). */
+        int t = waited ? 0 : g->n_ch == 1 ? timeout_ms : timeout_ms / 20 + 1;
+        waited = 1;
+        if (pump_choice(g, c, t) != 0) return -1;
     }
     return serve_http_peer_gone(g->fd) ? -1 : 0;
 }
 
-static const char *finish_reason(const gen *g) {
-    if (g->detok.stopped || g->stop_cancelled) return "stop";
-    if (g->status != SPECD_OK) return NULL; /* failed */
-    return g->n_completion > 0 && is_eog(g->srv, g->last_token) ? "stop" : "length";
+static int all_done(const gen *g) {
+    for (int i = 0; i < g->n_ch; i++)
+        if (!g->ch[i].done) return 0;
+    return 1;
 }
 
+static const char *finish_reason(const gen *g, const choice *c) {
+    if (c->detok.stopped || c->stop_cancelled) return "stop";
+    if (c->status != SPECD_OK) return NULL; /* failed */
+    return c->n_toks > 0 && is_eog(g->srv, c->toks[c->n_toks - 1]) ? "stop" : "length";
+}
+
+/* The first choice that failed, or NULL. */
+static const choice *failed(const gen *g) {
+    for (int i = 0; i < g->n_ch; i++)
+        if (g->ch[i].done && !finish_reason(g, &g->ch[i])) return &g->ch[i];
+    return NULL;
+}
+
+static int64_t prompt_tokens(const gen *g) {
+    int64_t n = 0;
+    for (int i = 0; i < g->req.n_prompts; i++) n += g->req.prompts[i].n;
+    return n;
+}
+
+static int64_t completion_tokens(const gen *g) {
+    int64_t n = 0;
+    for (int i = 0; i < g->n_ch; i++) n += g->ch[i].n_toks;
+    return n;
+}
+
+static void summed_stats(const gen *g, specd_seq_stats *out) {
+    memset(out, 0, sizeof *out);
+    for (int i = 0; i < g->n_ch; i++) specd_seq_stats_add(out, &g->ch[i].stats);
+}
+
+/* Counted once per request, by its first choice's end (a request with any failed choice failed). */
 static void count_end(gen *g, int client_left) {
     if (g->counted) return;
     g->counted = 1;
-    const char *r = client_left ? NULL : finish_reason(g);
+    const char *r = client_left || failed(g) ? NULL : finish_reason(g, &g->ch[0]);
     if (client_left) atomic_fetch_add(&g->srv->n_abort, 1);
     else if (!r) atomic_fetch_add(&g->srv->n_failed, 1);
     else if (!strcmp(r, "stop")) atomic_fetch_add(&g->srv->n_stop, 1);
@@ -144,8 +217,12 @@ static void count_end(gen *g, int client_left) {
 
 static void gen_free(gen *g) {
     if (!g) return;
-    serve_job_release(g->job); /* cancels it when still running: its slot frees */
-    serve_detok_free(&g->detok);
+    for (int i = 0; i < g->n_ch; i++) {
+        serve_job_release(g->ch[i].job); /* cancels it when still running: its slot frees */
+        serve_detok_free(&g->ch[i].detok);
+        free(g->ch[i].toks);
+    }
+    free(g->ch);
     serve_request_free(&g->req);
     free(g->out);
     free(g);
@@ -156,6 +233,8 @@ static void gen_free(gen *g) {
 static void reply_refusal(serve_server *s, serve_http_reply *r, const serve_refusal *why) {
     atomic_fetch_add(&s->n_rejected, 1);
     r->status = why->status;
+    /* a full queue or a stopping loop: try again later (a draining server is going away) */
+    if (why->status == 503 && !atomic_load(&s->draining)) r->retry_after = SERVE_RETRY_AFTER_S;
     r->body = serve_json_error(why, &r->body_len);
     if (!r->body) r->status = 500;
 }
@@ -168,12 +247,89 @@ static void reply_text(serve_http_reply *r, int status, const char *type, const 
 }
 
 /* A request that ended without an answer: its HTTP status from why it failed. */
-static void reply_failure(serve_server *s, serve_http_reply *r, const gen *g) {
+static void reply_failure(serve_server *s, serve_http_reply *r, const choice *c) {
     serve_refusal why;
-    int code = g->status == SPECD_E_INVALID_ARG ? 400 : g->status == SPECD_E_STATE ? 503 : 500;
+    int code = c->status == SPECD_E_INVALID_ARG ? 400 : c->status == SPECD_E_STATE ? 503 : 500;
     serve_refuse(&why, code, code == 400 ? "invalid_request_error" : "server_error", NULL, "%s",
-                 g->message[0] ? g->message : specd_status_name(g->status));
+                 c->message[0] ? c->message : specd_status_name(c->status));
     reply_refusal(s, r, &why);
+}
+
+/* Appends a malloc'd chunk to the stream's pending bytes (taking it). 0, or -1 (out of memory,
+ * or chunk NULL). */
+static int queue_out(gen *g, char *chunk, size_t len) {
+    if (!chunk) return -1;
+    char *all = realloc(g->out, g->out_len + len);
+    if (!all) {
+        free(chunk);
+        return -1;
+    }
+    memcpy(all + g->out_len, chunk, len);
+    g->out = all;
+    g->out_len += len;
+    free(chunk);
+    return 0;
+}
+
+/* A choice's next chunk, when it has one: new text, new tokens whose logprobs were asked for, or
+ * its end. 0, or -1 when out of memory. */
+static int stream_choice(gen *g, choice *c) {
+    serve_server *s = g->srv;
+    if (c->end_sent) return 0;
+    size_t off, n;
+    serve_detok_take(&c->detok, c->done, &off, &n);
+    int new_lp = g->req.logprobs && c->n_toks > c->lp_sent;
+    if (n == 0 && !new_lp && !c->done) return 0;
+    serve_answer_logprobs lp = {0};
+    serve_refusal why;
+    if (new_lp && serve_logprobs_compute(s->engine, s->tok, &g->req, c->prompt, c->toks,
+                                         c->n_toks, c->lp_sent, &lp, &why)) {
+        serve_logprobs_free(&lp);
+        return -1;
+    }
+    c->lp_sent = c->n_toks;
+    serve_choice_out o = {.index = c->index,
+                          .text = c->detok.text ? c->detok.text + off : "",
+                          .text_len = n,
+                          .finish_reason = c->done ? finish_reason(g, c) : NULL,
+                          .logprobs = new_lp ? &lp : NULL};
+    size_t len = 0;
+    char *chunk = serve_sse_chunk(&g->meta, &o, !c->first_sent, g->req.include_usage,
+                                  c->done ? &c->stats : NULL, s->tok, &len);
+    serve_logprobs_free(&lp);
+    c->first_sent = 1;
+    c->end_sent = c->done;
+    return queue_out(g, chunk, len);
+}
+
+/* The stream's next bytes: each choice's chunk in index order, then (when every choice ended) the
+ * usage chunk if asked and [DONE]. 0, or -1 to drop the stream. */
+static int stream_next(gen *g) {
+    if (!all_done(g) && pump(g, POLL_MS) != 0) {
+        count_end(g, 1);
+        return -1;
+    }
+    const choice *bad = failed(g);
+    if (bad) {
+        size_t len = 0;
+        if (queue_out(g, serve_sse_error(bad->message, &len), len) != 0) return -1;
+    } else {
+        for (int i = 0; i < g->n_ch; i++)
+            if (stream_choice(g, &g->ch[i]) != 0) return -1;
+        if (!all_done(g)) return 0;
+        if (g->req.include_usage) {
+            specd_seq_stats st;
+            summed_stats(g, &st);
+            size_t len = 0;
+            char *u = serve_sse_usage(&g->meta, prompt_tokens(g), completion_tokens(g), &st, &len);
+            if (queue_out(g, u, len) != 0) return -1;
+        }
+    }
+    char *done = strdup(SERVE_SSE_DONE);
+    if (queue_out(g, done, strlen(SERVE_SSE_DONE)) != 0) return -1;
+    g->ended = 1;
+    count_end(g, 0);
+    return 0;
 }
 
 static ssize_t stream_read(void *user, char *buf, size_t cap) {
@@ -183,36 +339,7 @@ static ssize_t stream_read(void *user, char *buf, size_t cap) {
         free(g->out);
         g->out = NULL;
         g->out_len = g->out_off = 0;
-        if (!g->done && pump(g, POLL_MS) != 0) {
-            count_end(g, 1);
-            return -1;
-        }
-        size_t off, n;
-        serve_detok_take(&g->detok, g->done, &off, &n);
-        if (g->done) {
-            const char *reason = finish_reason(g);
-            char *last = reason ? serve_sse_chunk(&g->meta, (g->detok.text ? g->detok.text + off : ""), n, !g->first_sent,
-                                                  reason, g->req.n_prompt, g->n_completion,
-                                                  &g->stats, &g->out_len)
-                                : serve_sse_error(g->message, &g->out_len);
-            if (!last) return -1;
-            size_t dl = strlen(SERVE_SSE_DONE);
-            char *all = realloc(last, g->out_len + dl);
-            if (!all) {
-                free(last);
-                return -1;
-            }
-            memcpy(all + g->out_len, SERVE_SSE_DONE, dl);
-            g->out = all;
-            g->out_len += dl;
-            g->ended = 1;
-            count_end(g, 0);
-        } else if (n > 0) {
-            g->out = serve_sse_chunk(&g->meta, (g->detok.text ? g->detok.text + off : ""), n, !g->first_sent, NULL, 0,
-                                     0, NULL, &g->out_len);
-            if (!g->out) return -1;
-            g->first_sent = 1;
-        }
+        if (stream_next(g) != 0) return -1;
     }
     size_t n = g->out_len - g->out_off;
     if (n > cap) n = cap;
@@ -225,6 +352,75 @@ static void stream_release(void *user) {
     gen *g = user;
     if (!g->ended) count_end(g, 1);
     gen_free(g);
+}
+
+/* The whole answer, once every choice ended. */
+static void reply_whole(serve_server *s, gen *g, serve_http_reply *r) {
+    serve_choice_out *o = calloc((size_t)g->n_ch, sizeof *o);
+    serve_answer_logprobs *lp = calloc((size_t)g->n_ch, sizeof *lp);
+    serve_refusal why;
+    int ok = o && lp;
+    if (!ok) serve_refuse(&why, 500, "server_error", NULL, "no memory");
+    for (int i = 0; ok && i < g->n_ch; i++) {
+        choice *c = &g->ch[i];
+        size_t off, n;
+        serve_detok_take(&c->detok, 1, &off, &n); /* final: a cut character leaves the text */
+        ok = !serve_logprobs_compute(s->engine, s->tok, &g->req, c->prompt, c->toks, c->n_toks, 0,
+                                     &lp[i], &why);
+        o[i] = (serve_choice_out){.index = c->index,
+                                  .text = c->detok.text ? c->detok.text : "",
+                                  .text_len = c->detok.len,
+                                  .finish_reason = finish_reason(g, c),
+                                  .logprobs = &lp[i]};
+        if (g->req.echo) o[i].echo = c->prompt->text, o[i].echo_len = c->prompt->text_len;
+    }
+    if (!ok) {
+        reply_refusal(s, r, &why);
+    } else {
+        specd_seq_stats st;
+        summed_stats(g, &st);
+        r->body = serve_json_answer(&g->meta, o, g->n_ch, prompt_tokens(g), completion_tokens(g),
+                                    &st, s->tok, &r->body_len);
+        if (!r->body) r->status = 500;
+    }
+    for (int i = 0; lp && i < g->n_ch; i++) serve_logprobs_free(&lp[i]);
+    free(lp);
+    free(o);
+}
+
+/* Each choice's sequence parameters: the request's, with the choice's seed. With a seed S, choice
+ * i of a prompt (i < n) is seeded S + i: the answer is reproducible, and choice i is what a
+ * request with seed S + i and n 1 gets. Without one, each choice takes the next of the
+ * server's counter. */
+static int submit_choices(serve_server *s, gen *g, serve_refusal *why) {
+    g->n_ch = g->req.n_prompts * g->req.n;
+    if (!(g->ch = calloc((size_t)g->n_ch, sizeof *g->ch)))
+        return serve_refuse(why, 500, "server_error", NULL, "no memory");
+    specd_seq_params sp = specd_seq_default_params();
+    sp.policy = g->req.policy;
+    sp.policy_options = g->req.policy_options[0] ? g->req.policy_options : NULL;
+    sp.sampling = g->req.sampling;
+    sp.stream_key = 0; /* reproducible: the seed alone keys the request (see serve_server.h) */
+    sp.max_tokens = g->req.max_tokens;
+    sp.adaptive = g->req.adaptive;
+    sp.stop_tokens = s->eog;
+    sp.n_stop_tokens = s->n_eog;
+    for (int k = 0; k < g->n_ch; k++) {
+        choice *c = &g->ch[k];
+        c->index = k;
+        c->prompt = &g->req.prompts[k / g->req.n];
+        serve_detok_init(&c->detok, s->tok, (const char *const *)g->req.stop, g->req.stop_len,
+                         g->req.n_stop);
+        sp.seed = g->req.has_seed ? g->req.seed + (uint64_t)(k % g->req.n)
+                                  : atomic_fetch_add(&s->next_seed, 1);
+        specd_error err;
+        specd_status st =
+            serve_engine_submit(s->engine, c->prompt->ids, c->prompt->n, &sp, &c->job, &err);
+        if (st != SPECD_OK)
+            return serve_refuse(why, st == SPECD_E_STATE ? 503 : 500, "server_error", NULL, "%s",
+                                err.message);
+    }
+    return 0;
 }
 
 static void generate(serve_server *s, const serve_http_request *hr, int chat,
@@ -243,57 +439,42 @@ static void generate(serve_server *s, const serve_http_request *hr, int chat,
         free(g);
         return;
     }
-    serve_detok_init(&g->detok, s->tok, (const char *const *)g->req.stop, g->req.stop_len,
-                     g->req.n_stop);
     g->meta.chat = chat;
     snprintf(g->meta.id, sizeof g->meta.id, "%s-%llu", chat ? "chatcmpl" : "cmpl",
              (unsigned long long)atomic_fetch_add(&s->next_id, 1));
     g->meta.created = (long long)time(NULL);
     g->meta.model = s->model_id;
     g->meta.policy = g->req.policy;
-
-    specd_seq_params sp = specd_seq_default_params();
-    sp.policy = g->req.policy;
-    sp.policy_options = g->req.policy_options[0] ? g->req.policy_options : NULL;
-    sp.sampling = g->req.sampling;
-    sp.seed = g->req.has_seed ? g->req.seed : atomic_fetch_add(&s->next_seed, 1);
-    sp.stream_key = 0; /* reproducible: the seed alone keys the request (see serve_server.h) */
-    sp.max_tokens = g->req.max_tokens;
-    sp.adaptive = g->req.adaptive;
-    sp.stop_tokens = s->eog;
-    sp.n_stop_tokens = s->n_eog;
-    specd_error err;
-    specd_status st = serve_engine_submit(s->engine, g->req.prompt, g->req.n_prompt, &sp, &g->job,
-                                          &err);
-    if (st != SPECD_OK) {
-        serve_refuse(&why, st == SPECD_E_STATE ? 503 : 500, "server_error", NULL, "%s",
-                     err.message);
+    if (submit_choices(s, g, &why)) {
         reply_refusal(s, r, &why);
         gen_free(g);
         return;
     }
-    /* Both forms wait for the first tokens, so that a request the loop refuses (a policy that
-     * cannot start, a full queue) still gets a status that says so. */
-    while (!g->done && g->n_completion == 0 && !g->detok.stopped)
-        if (pump(g, POLL_MS) != 0) {
-            count_end(g, 1);
-            reply_text(r, 499, "text/plain", "client closed the request\n");
+    /* Both forms wait for every choice's first tokens, so that a request the loop refuses (a
+     * policy that cannot start, a full queue) still gets a status that says so. */
+    for (int i = 0; i < g->n_ch; i++) {
+        choice *c = &g->ch[i];
+        while (!c->done && c->n_toks == 0 && !c->detok.stopped)
+            if (pump(g, POLL_MS) != 0) {
+                count_end(g, 1);
+                reply_text(r, 499, "text/plain", "client closed the request\n");
+                gen_free(g);
+                return;
+            }
+        if (c->done && !finish_reason(g, c)) {
+            count_end(g, 0);
+            if (c->n_toks == 0) reply_failure(s, r, c);
+            else reply_text(r, 500, "text/plain", c->message);
             gen_free(g);
             return;
         }
-    if (g->done && !finish_reason(g)) {
-        count_end(g, 0);
-        if (g->n_completion == 0) reply_failure(s, r, g);
-        else reply_text(r, 500, "text/plain", g->message);
-        gen_free(g);
-        return;
     }
     if (g->req.stream) {
         r->content_type = "text/event-stream";
         r->stream = (serve_http_stream){.read = stream_read, .release = stream_release, .user = g};
         return;
     }
-    while (!g->done)
+    while (!all_done(g))
         if (pump(g, POLL_MS) != 0) {
             count_end(g, 1);
             reply_text(r, 499, "text/plain", "client closed the request\n");
@@ -301,23 +482,9 @@ static void generate(serve_server *s, const serve_http_request *hr, int chat,
             return;
         }
     count_end(g, 0);
-    const char *reason = finish_reason(g);
-    if (!reason) {
-        reply_failure(s, r, g);
-    } else {
-        serve_answer_logprobs lp;
-        serve_answer_extras x = {.logprobs = &lp, .tok = s->tok};
-        if (g->req.echo) x.echo = g->req.prompt_text, x.echo_len = g->req.prompt_text_len;
-        if (serve_logprobs_compute(s->engine, &g->req, g->job, g->n_completion, &lp, &why)) {
-            reply_refusal(s, r, &why);
-        } else {
-            r->body = serve_json_answer(&g->meta, g->detok.text, g->detok.len, reason,
-                                        g->req.n_prompt, g->n_completion, &g->stats, &x,
-                                        &r->body_len);
-            if (!r->body) r->status = 500;
-        }
-        serve_logprobs_free(&lp);
-    }
+    const choice *bad = failed(g);
+    if (bad) reply_failure(s, r, bad);
+    else reply_whole(s, g, r);
     gen_free(g);
 }
 
@@ -370,6 +537,39 @@ static char *metrics_text(serve_server *s, size_t *len) {
     return p.buf;
 }
 
+/* ---- /v1/models ---------------------------------------------------------------------------- */
+
+/* The list, or (id not NULL) the one model named: OpenAI's 404 for any other id. */
+static void reply_models(serve_server *s, serve_http_reply *r, const char *id) {
+    serve_refusal why;
+    if (id && strcmp(id, s->model_id)) {
+        serve_refuse(&why, 404, "invalid_request_error", "model",
+                     "The model '%.100s' does not exist", id);
+        snprintf(why.code, sizeof why.code, "model_not_found");
+        reply_refusal(s, r, &why);
+        return;
+    }
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (f) {
+        char model[256];
+        snprintf(model, sizeof model,
+                 "{\"id\":\"%s\",\"object\":\"model\",\"created\":%lld,\"owned_by\":\"specd\","
+                 "\"max_model_len\":%d}",
+                 s->model_id, s->started, s->limits.n_ctx);
+        if (id) fputs(model, f);
+        else fprintf(f, "{\"object\":\"list\",\"data\":[%s]}", model);
+        if (fclose(f) != 0) {
+            free(buf);
+            buf = NULL;
+        }
+    }
+    r->body = buf;
+    r->body_len = buf ? len : 0;
+    if (!buf) r->status = 500;
+}
+
 /* ---- routing -------------------------------------------------------------------------------- */
 
 static void handle(void *user, const serve_http_request *hr, serve_http_reply *r) {
@@ -408,19 +608,29 @@ static void handle(void *user, const serve_http_request *hr, serve_http_reply *r
         if (!r->body) reply_text(r, 500, "text/plain", "no memory\n");
         return;
     }
-    if (get && !strcmp(path, "/v1/models")) {
-        char *buf = NULL;
+    if (get && (!strcmp(path, "/v1/models") || !strncmp(path, "/v1/models/", 11))) {
+        reply_models(s, r, path[10] ? path + 11 : NULL);
+        return;
+    }
+    int tokenize = !strcmp(path, "/tokenize"), detokenize = !strcmp(path, "/detokenize");
+    if (tokenize || detokenize) {
         size_t len = 0;
-        FILE *f = open_memstream(&buf, &len);
-        if (f) {
-            fprintf(f, "{\"object\":\"list\",\"data\":[{\"id\":\"%s\",\"object\":\"model\","
-                       "\"owned_by\":\"specd\",\"max_model_len\":%d}]}",
-                    s->model_id, s->limits.n_ctx);
-            fclose(f);
-        }
-        r->body = buf;
-        r->body_len = len;
-        if (!buf) r->status = 500;
+        char *body = NULL;
+        if (!post) serve_refuse(&why, 405, "invalid_request_error", NULL, "%s takes POST", path);
+        else if (hr->body_too_large)
+            serve_refuse(&why, 413, "invalid_request_error", NULL,
+                         "the body is larger than this server's limit of %zu bytes",
+                         s->http_max_body);
+        else body = tokenize ? serve_tokenize(hr->body, hr->body_len, s->tok, &len, &why)
+                             : serve_detokenize(hr->body, hr->body_len, s->tok, &len, &why);
+        if (!body) reply_refusal(s, r, &why);
+        r->body = body ? body : r->body;
+        r->body_len = body ? len : r->body_len;
+        return;
+    }
+    if (get && !strcmp(path, "/tokenizer_info")) {
+        r->body = serve_tokenizer_info(s->tok, s->limits.n_ctx, &r->body_len, &why);
+        if (!r->body) reply_refusal(s, r, &why);
         return;
     }
     serve_refuse(&why, 404, "not_found_error", NULL, "no route %s %s", hr->method, path);
@@ -446,6 +656,7 @@ specd_status serve_server_create(const specd_model *model, const specd_tokenizer
         p->default_policy_options ? strdup(p->default_policy_options) : NULL;
     atomic_init(&s->next_seed, p->seed_base);
     atomic_init(&s->next_id, 1);
+    s->started = (long long)time(NULL);
     pthread_mutex_init(&s->hist_mu, NULL);
     s->ttft.bounds = ttft_bounds;
     s->ttft.n = (int)(sizeof ttft_bounds / sizeof *ttft_bounds);

@@ -1,10 +1,14 @@
 /* specd serve: the OpenAI-compatible HTTP front of the stationary batch loop.
  *   POST /v1/completions, /v1/chat/completions  (stream: server-sent events, else one JSON body)
- *   GET  /v1/models, /health, /metrics (Prometheus text)
+ *   GET  /v1/models, /v1/models/{id}, /health, /metrics (Prometheus text)
+ *   POST /tokenize, /detokenize; GET /tokenizer_info (serve_tokenize.h)
+ * A request may ask for several choices (n, or a batch of prompts on /v1/completions): each is a
+ * sequence of its own in the loop.
  * Each request runs as its own sequence in the loop, with the request's policy or the server's
  * default. Sampling is keyed by the request's seed (or, without one, a seed the server counts up
  * from --seed) and stream key 0, so a request with a seed gets the same tokens as
- * `specd generate --seed S` with the same sampling, whatever runs beside it. */
+ * `specd generate --seed S` with the same sampling, whatever runs beside it; choice i of a prompt
+ * (n > 1) is seeded S + i. */
 #ifndef SPECD_SERVE_SERVER_H
 #define SPECD_SERVE_SERVER_H
 

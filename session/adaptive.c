@@ -51,6 +51,8 @@ void specd_adaptive_init(specd_adaptive *g, int enabled, int self_spec, int32_t 
         g->m.acc_hit *= SEED_TRIES / g->m.acc_try;
         g->m.acc_try = SEED_TRIES;
     }
+    if (g->m.len_cur > 0) ema(&g->m.len_avg, &g->m.w_len, (double)g->m.len_cur);
+    g->m.len_cur = 0;
     /* its text is new to the policy: a probe may come at once if it fits the budget */
     g->fresh = 1;
 }
@@ -122,9 +124,11 @@ static double steps_left(const specd_adaptive *g, int32_t d) {
 }
 
 /* Whether a probe s plain steps after the last one, catching up on gap tokens, is worth its
- * cost: within the probing budget, and no more than what it could win if the text changed. */
+ * cost: within the probing budget, and no more than what it could win if the text changed. A new
+ * text's length is max_tokens at most, and about what earlier answers were. */
 static int worth_probing(const specd_adaptive *g, int32_t s, int64_t gap, double left) {
     if (!g->fresh && s < PROBE_MIN) return 0;
+    if (g->fresh && g->m.w_len > 0 && g->m.len_avg < left) left = g->m.len_avg;
     double x = probe_cost(g, gap);
     /* its share of the plain steps since the last probe (a new text's: of its length) */
     if (x > PROBE_SHARE * ((double)s + (g->fresh ? left : 0.0))) return 0;
@@ -264,6 +268,7 @@ void specd_adaptive_observe(specd_adaptive *g, int32_t n_drafted, int32_t n_acce
     g->gap = ran ? 0 : gap + (n_emitted > 0 ? n_emitted : 0);
     g->n_steps++;
     if (g->left >= 0) g->left = g->left > n_emitted ? g->left - n_emitted : 0;
+    if (n_emitted > 0) m->len_cur += n_emitted;
     if (g->probing && ran && !g->self_spec && n_drafted <= 0) {
         /* the drafter had nothing to propose (an n-gram without a match): no probe happened,
          * so the next step may try again */

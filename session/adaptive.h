@@ -28,7 +28,9 @@
  * Start: a plain step first (c0), then a one-proposal probe (c1, and acceptance from a weak
  * prior), so the first judgement comes after two steps. A spec handle passes what one sequence
  * learned (costs, acceptance, catch-up, gain) to the next sequence with the same policy, which
- * starts from it (its text is new: it probes at once if a probe fits the budget over its length)
+ * starts from it (its text is new: it probes at once if a probe fits the budget over its expected
+ * length: max_tokens, or less when earlier answers were shorter: a 2% budget over 128 allowed
+ * tokens is 8% of a 32-token answer)
  * and keeps adapting with its own evidence (older evidence is down-weighted). All decisions are
  * deterministic functions of the observations fed in (tests feed synthetic timings). */
 #ifndef SPECD_SESSION_ADAPTIVE_H
@@ -47,6 +49,10 @@ typedef struct specd_adaptive_model {
     double ns_self, tok_self, w_self; /* self-speculative: a policy step's cost and tokens */
     double gain, w_gain;      /* what drafting won (rate / plain rate - 1) while it paid */
     specd_batch_cost catch_up; /* a first step's cost beyond a steady one, over the gap's tokens */
+    /* answer lengths: what earlier sequences emitted (EMA), and this one so far (which the next
+     * sequence folds in: the model is handed on when a sequence ends) */
+    double len_avg, w_len;
+    int64_t len_cur;
 } specd_adaptive_model;
 
 typedef struct specd_adaptive {

@@ -68,4 +68,6 @@ void specd_seq_stats_add(specd_seq_stats *a, const specd_seq_stats *b) {
     a->lossy |= b->lossy;
     a->propose_ns += b->propose_ns;
     a->verify_ns += b->verify_ns;
+    a->n_draft_cut += b->n_draft_cut;
+    a->n_forced += b->n_forced;
 }

@@ -5,6 +5,7 @@
 
 #include "session/adaptive.h"
 #include "session/batch_cost.h"
+#include "session/penalties.h"
 #include "session/remote_verify.h"
 #include "session/spec_logits.h"
 #include "specd/spec_batch.h"
@@ -70,6 +71,12 @@ typedef struct spec_seq {
     uint64_t t_step;        /* layout started (the guard times whole steps) */
     uint64_t own_ns;        /* the step's time inside specd: layout (proposing) and verify */
 
+    /* row processors (specd/processor.h; session/spec_processor.h): the penalties', then the
+     * host's */
+    specd_row_processor proc[2];
+    int32_t n_proc;
+    specd_penalties *pen;   /* owned: the penalties processor's state, or NULL */
+
     specd_adaptive guard;
     uint64_t prior_key;     /* policy and options: which learned model this sequence feeds */
     specd_seq_stats stats;
@@ -126,6 +133,8 @@ struct specd_spec {
     specd_batch_cost cost;    /* what batched forwards cost: the guard's currency */
     policy_shared shared[N_SHARED];
     struct specd_device_verify *device; /* CUDA logits verified on the device, made on first use */
+    specd_logits_scratch proc_scratch;  /* rows a sequence's row processors transform */
+    uint8_t *proc_dead;                 /* max_step_rows: rows no processor need score */
 };
 
 

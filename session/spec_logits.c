@@ -129,12 +129,11 @@ static specd_status clamp_row(float *l, int32_t n, float lowest, int32_t n_maske
     return SPECD_OK;
 }
 
-specd_status specd_logits_intake(specd_logits_scratch *s, int32_t max_rows, int32_t n_vocab,
-                                 const specd_logits *lg, int32_t row0, int32_t n_rows,
-                                 const specd_mask_rule *rule, const char *what,
-                                 const uint8_t *flat_ok, int32_t *n_flat, const float **rows,
-                                 specd_error *err) {
-    if (n_flat) *n_flat = 0;
+/* Checks the block and finds rows [row0, row0 + n_rows) of lg on the host: *src with *stride
+ * elements between rows (device rows are staged densely in s->stage first). */
+static specd_status locate(specd_logits_scratch *s, int32_t max_rows, int32_t n_vocab,
+                           const specd_logits *lg, int32_t row0, int32_t n_rows, const char *what,
+                           const char **src, size_t *stride, specd_error *err) {
     if (!lg || !lg->data)
         return specd_fail(err, SPECD_E_INVALID_ARG, "spec: %s: NULL logits", what);
     if (lg->dtype != SPECD_DTYPE_F32 && lg->dtype != SPECD_DTYPE_F16 &&
@@ -152,16 +151,43 @@ specd_status specd_logits_intake(specd_logits_scratch *s, int32_t max_rows, int3
         return specd_fail(err, SPECD_E_INVALID_ARG,
                           "spec: %s needs logits rows [%d, %d) but the block has %d", what,
                           (int)row0, (int)(row0 + n_rows), (int)lg->n_rows);
-    const float lowest = rule ? specd_dtype_lowest(lg->dtype) : -INFINITY;
-    const char *src = lg->data;
-    size_t es = dtype_size(lg->dtype), src_stride = (size_t)lg->row_stride;
+    size_t es = dtype_size(lg->dtype);
+    *src = lg->data;
+    *stride = (size_t)lg->row_stride;
     if (lg->device == SPECD_DEVICE_CUDA) {
         SPECD_TRY(copy_from_device(s, lg, row0, n_rows, n_vocab, err));
-        src = s->stage;
-        src_stride = (size_t)n_vocab;
+        *src = s->stage;
+        *stride = (size_t)n_vocab;
     } else {
-        src += (size_t)row0 * src_stride * es;
+        *src += (size_t)row0 * *stride * es;
     }
+    return SPECD_OK;
+}
+
+/* One row of the source dtype into f32. */
+static void convert_row(float *dst, const char *row, specd_dtype dtype, int32_t n_vocab) {
+    if (dtype == SPECD_DTYPE_F32) {
+        memcpy(dst, row, (size_t)n_vocab * sizeof(float));
+        return;
+    }
+    const uint16_t *h = (const uint16_t *)(const void *)row;
+    if (dtype == SPECD_DTYPE_F16)
+        for (int32_t x = 0; x < n_vocab; x++) dst[x] = specd_fp16_to_fp32(h[x]);
+    else
+        for (int32_t x = 0; x < n_vocab; x++) dst[x] = specd_bf16_to_fp32(h[x]);
+}
+
+specd_status specd_logits_intake(specd_logits_scratch *s, int32_t max_rows, int32_t n_vocab,
+                                 const specd_logits *lg, int32_t row0, int32_t n_rows,
+                                 const specd_mask_rule *rule, const char *what,
+                                 const uint8_t *flat_ok, int32_t *n_flat, const float **rows,
+                                 specd_error *err) {
+    if (n_flat) *n_flat = 0;
+    const char *src;
+    size_t src_stride;
+    SPECD_TRY(locate(s, max_rows, n_vocab, lg, row0, n_rows, what, &src, &src_stride, err));
+    const float lowest = rule ? specd_dtype_lowest(lg->dtype) : -INFINITY;
+    size_t es = dtype_size(lg->dtype);
 
     /* The common case: dense host f32 without masks is read where it lies. */
     if (lg->dtype == SPECD_DTYPE_F32 && src_stride == (size_t)n_vocab) {
@@ -185,16 +211,7 @@ specd_status specd_logits_intake(specd_logits_scratch *s, int32_t max_rows, int3
     SPECD_TRY(ensure_rows(s, max_rows, n_vocab, err));
     for (int32_t r = 0; r < n_rows; r++) {
         float *dst = s->rows + (size_t)r * (size_t)n_vocab;
-        const char *row = src + (size_t)r * src_stride * es;
-        if (lg->dtype == SPECD_DTYPE_F32) {
-            memcpy(dst, row, (size_t)n_vocab * sizeof(float));
-        } else {
-            const uint16_t *h = (const uint16_t *)(const void *)row;
-            if (lg->dtype == SPECD_DTYPE_F16)
-                for (int32_t x = 0; x < n_vocab; x++) dst[x] = specd_fp16_to_fp32(h[x]);
-            else
-                for (int32_t x = 0; x < n_vocab; x++) dst[x] = specd_bf16_to_fp32(h[x]);
-        }
+        convert_row(dst, src + (size_t)r * src_stride * es, lg->dtype, n_vocab);
         int32_t n_masked = 0;
         float umin = 0.0f;
         int flat = 0;
@@ -210,6 +227,24 @@ specd_status specd_logits_intake(specd_logits_scratch *s, int32_t max_rows, int3
                               (int)r);
         if (n_masked > 0)
             SPECD_TRY(clamp_row(dst, n_vocab, lowest, n_masked, umin, rule, what, r, err));
+    }
+    *rows = s->rows;
+    return SPECD_OK;
+}
+
+specd_status specd_logits_copy(specd_logits_scratch *s, int32_t max_rows, int32_t n_vocab,
+                               const specd_logits *lg, int32_t row0, int32_t n_rows,
+                               const char *what, float **rows, specd_error *err) {
+    const char *src;
+    size_t src_stride;
+    SPECD_TRY(locate(s, max_rows, n_vocab, lg, row0, n_rows, what, &src, &src_stride, err));
+    SPECD_TRY(ensure_rows(s, max_rows, n_vocab, err));
+    const float lowest = specd_dtype_lowest(lg->dtype);
+    size_t es = dtype_size(lg->dtype);
+    for (int32_t r = 0; r < n_rows; r++) {
+        float *dst = s->rows + (size_t)r * (size_t)n_vocab;
+        convert_row(dst, src + (size_t)r * src_stride * es, lg->dtype, n_vocab);
+        for (int32_t x = 0; x < n_vocab; x++) dst[x] = dst[x] <= lowest ? -INFINITY : dst[x];
     }
     *rows = s->rows;
     return SPECD_OK;

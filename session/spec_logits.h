@@ -55,6 +55,14 @@ specd_status specd_logits_intake(specd_logits_scratch *s, int32_t max_rows, int3
                                  const uint8_t *flat_ok, int32_t *n_flat, const float **rows,
                                  specd_error *err);
 
+/* For a row processor (specd/processor.h): copies rows [row0, row0 + n_rows) of lg into the
+ * scratch as f32 (n_vocab apart; *rows points there, writable until the scratch's next use),
+ * every mask (a value at or below the dtype's lowest) as -inf, so a transform cannot lift a
+ * masked token; NaN and +inf are left for specd_logits_intake of the result to refuse. */
+specd_status specd_logits_copy(specd_logits_scratch *s, int32_t max_rows, int32_t n_vocab,
+                               const specd_logits *lg, int32_t row0, int32_t n_rows,
+                               const char *what, float **rows, specd_error *err);
+
 /* The lowest finite value of a dtype, as f32: entries at or below it are masks. */
 float specd_dtype_lowest(specd_dtype dtype);
 

@@ -4,6 +4,7 @@
 
 #include "common/alloc.h"
 #include "common/status_internal.h"
+#include "policy/artifacts.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -124,6 +125,8 @@ specd_status specd_loop_create(const specd_model *model, const specd_loop_params
     const specd_model_info *info = specd_model_get_info(model);
     loop->n_vocab = info->n_vocab;
     loop->n_embd = info->n_embd;
+    loop->has_target_fp = specd_target_fingerprint_of_gguf(specd_model_gguf(model),
+                                                           &loop->target_fp, NULL) == SPECD_OK;
     specd_status st = SPECD_OK;
     if (p->model_path && !(loop->model_path = dup_str(p->model_path)))
         st = specd_fail(err, SPECD_E_NOMEM, "loop: out of memory");
@@ -349,8 +352,17 @@ specd_status specd_loop_submit(specd_loop *loop, const int32_t *prompt, int64_t 
     if (s < 0 && loop->q_count >= loop->params.max_queue)
         return specd_fail(err, SPECD_E_STATE, "loop: the queue is full (%d requests waiting)",
                           loop->q_count);
+    /* the policy's artifacts trained over this model, unless the request names its own; a
+     * policy that needs one and has none is refused here, naming the option */
+    specd_seq_params with = *params;
+    char opts[8192];
+    if (loop->has_target_fp && params->policy) {
+        SPECD_TRY(specd_policy_default_options(params->policy, loop->target_fp,
+                                               params->policy_options, opts, sizeof opts, err));
+        with.policy_options = opts[0] ? opts : NULL;
+    }
     loop_request r;
-    SPECD_TRY(request_copy(&r, prompt, n_prompt, params, err));
+    SPECD_TRY(request_copy(&r, prompt, n_prompt, &with, err));
     int64_t id = r.id = loop->next_id;
     r.on_event = on_event;
     r.user = user;

@@ -64,6 +64,10 @@ struct specd_loop {
     char *model_path;
     const specd_model *model;
     int32_t n_vocab, n_embd, max_step_rows;
+    /* the model's target fingerprint: requests get the shipped artifacts trained over it
+     * (policy/artifacts.h); none for a model without a tokenizer */
+    int has_target_fp;
+    uint64_t target_fp;
     specd_spec *spec;   /* max_seqs + 1 sequences: the last validates queued requests' params */
     specd_context *ctx; /* max_seqs KV sequences */
 

@@ -10,6 +10,7 @@
 #include "policy/ar/remote_q.h"
 #include "policy/builtin.h"
 #include "session/spec_internal.h"
+#include "session/spec_processor.h"
 #include "specd/runtime.h"
 #include "session/spec_device.h"
 
@@ -69,6 +70,7 @@ specd_seq_params specd_seq_default_params(void) {
     p.adaptive = 1;
     p.max_tokens = 256;
     p.stream_key = SPECD_STREAM_KEY_SLOT;
+    p.penalties.repetition_penalty = 1.0f;
     return p;
 }
 
@@ -136,6 +138,7 @@ static void seq_release(spec_seq *q) {
     if (q->ops && q->ops->destroy) q->ops->destroy(q->policy);
     specd_accept_destroy(q->accept);
     specd_sampler_destroy(q->sampler);
+    specd_seq_proc_release(q);
     specd_free(q->stop);
     specd_free(q->bias_banned);
     specd_free(q->history);
@@ -160,6 +163,8 @@ void specd_spec_destroy(specd_spec *spec) {
     specd_rverify_destroy(spec->rv);
     specd_logits_scratch_free(&spec->scratch);
     specd_logits_scratch_free(&spec->hidden_scratch);
+    specd_logits_scratch_free(&spec->proc_scratch);
+    specd_free(spec->proc_dead);
     specd_device_verify_free(spec->device);
     for (int32_t i = 0; i < N_SHARED; i++)
         if (spec->shared[i].ops) {
@@ -366,6 +371,11 @@ specd_status specd_spec_seq_open(specd_spec *spec, int32_t seq, const int32_t *p
         seq_release(q);
         return specd_fail(err, st, "spec: out of memory opening sequence %d", seq);
     }
+    if ((st = specd_seq_proc_open(spec, q, prompt, n_prompt, params, err)) != SPECD_OK) {
+        q->ops = NULL; /* no policy yet: nothing for destroy */
+        seq_release(q);
+        return st;
+    }
 
     specd_accept_params ap = specd_accept_default_params();
     ap.rule = params->rule;
@@ -508,14 +518,18 @@ static specd_status layout_tree(const specd_spec *spec, spec_seq *q, int32_t k,
     if (n < 0 || n > max_nodes)
         return specd_fail(err, SPECD_E_INTERNAL, "policy %s proposed %d nodes (max %d)",
                           q->ops->name, n, max_nodes);
-    int chain = 1;
-    const int32_t cached = (int32_t)(q->n_history - 1), width = cached + n + 1;
     for (int32_t i = 0; i < n; i++) {
         int32_t par = q->tree_parent[i];
         if (par < -1 || par >= i || q->draft[i] < 0 || q->draft[i] >= spec->params.n_vocab)
             return specd_fail(err, SPECD_E_INTERNAL,
                               "policy %s: node %d has parent %d, token %d (not a tree over the "
                               "vocabulary)", q->ops->name, i, par, q->draft[i]);
+    }
+    specd_seq_proc_admit_tree(q, spec->params.n_vocab, &n); /* nodes a row processor forbids */
+    int chain = 1;
+    const int32_t cached = (int32_t)(q->n_history - 1), width = cached + n + 1;
+    for (int32_t i = 0; i < n; i++) {
+        int32_t par = q->tree_parent[i];
         int32_t depth = par < 0 ? 1 : q->step_pos[1 + par] - cached + 1;
         if (depth > k)
             return specd_fail(err, SPECD_E_INTERNAL, "policy %s: node %d is deeper than %d",
@@ -553,8 +567,11 @@ static specd_status layout_chain(const specd_spec *spec, spec_seq *q, int32_t k,
     q->has_q = 0;
     q->q_dev = NULL;
     q->tree = 0;
-    if (k > 0 && specd_policy_has_tree(q->ops)) return layout_tree(spec, q, k, out, err);
-    if (k > 0) {
+    if (k > 0 && specd_policy_has_tree(q->ops)) {
+        SPECD_TRY(layout_tree(spec, q, k, out, err));
+        if (q->n_draft > 0 || q->n_proc == 0) return SPECD_OK;
+        /* an empty tree: a chain of the row processors' forced drafts, if any */
+    } else if (k > 0) {
         uint64_t t0 = specd_now_ns();
         SPECD_TRY(q->ops->propose(q->policy, q->history, q->n_history, k, q->draft, &q->n_draft,
                                   q->q, &q->has_q, err));
@@ -567,7 +584,13 @@ static specd_status layout_chain(const specd_spec *spec, spec_seq *q, int32_t k,
             if (q->draft[i] < 0 || q->draft[i] >= spec->params.n_vocab)
                 return specd_fail(err, SPECD_E_INTERNAL, "policy %s proposed id %d (vocab %d)",
                                   q->ops->name, q->draft[i], spec->params.n_vocab);
+        specd_seq_proc_admit_chain(q);
     }
+    /* forced drafts are the processors', not the policy's: made even when the guard says plain */
+    if (q->n_proc > 0 && remaining > 1)
+        specd_seq_proc_force(q, remaining - 1 < spec->params.max_draft ? (int32_t)(remaining - 1)
+                                                                       : spec->params.max_draft,
+                             spec->params.n_vocab);
     int32_t n = q->n_draft + 1;
     q->step_tokens[0] = q->history[q->n_history - 1];
     for (int32_t i = 0; i < n; i++) {
@@ -829,7 +852,7 @@ specd_status specd_spec_seq_verify_step(specd_spec *spec, spec_seq *q, const spe
     /* CUDA logits: decided on the device where the kernel can (session/spec_device.h) */
     int on_device = 0;
     int32_t dev_emitted = 0, dev_accepted = 0;
-    if (q->n_step_rows > 0 && lg && lg->device == SPECD_DEVICE_CUDA && !spec->rv)
+    if (q->n_step_rows > 0 && lg && lg->device == SPECD_DEVICE_CUDA && !spec->rv && !q->n_proc)
         SPECD_TRY(specd_spec_device_verify(&spec->device, q, spec->params.n_vocab, lg, row0,
                                            &on_device, &dev_emitted, &dev_accepted, err));
     /* ... or by the verifier daemon on its device, through CUDA IPC (session/remote_verify.h);
@@ -845,7 +868,9 @@ specd_status specd_spec_seq_verify_step(specd_spec *spec, spec_seq *q, const spe
         on_device = 1;
         q->stats.n_remote_verified++;
     }
-    if (q->n_step_rows > 0 && !on_device)
+    if (q->n_step_rows > 0 && !on_device && q->n_proc > 0)
+        SPECD_TRY(specd_seq_proc_rows(spec, q, lg, row0, what, &logits, err));
+    else if (q->n_step_rows > 0 && !on_device)
         SPECD_TRY(specd_logits_intake(&spec->scratch, specd_spec_max_step_rows(spec),
                                       spec->params.n_vocab, lg, row0, q->n_step_rows, &q->mask,
                                       what, q->step_gated, &n_flat, &logits, err));
@@ -922,6 +947,7 @@ specd_status specd_spec_seq_verify_step(specd_spec *spec, spec_seq *q, const spe
     q->n_history += n;
     o.n_emitted = n;
     q->laid_out = 0;
+    specd_seq_proc_commit(q, o.emitted, n);
     if (q->ops->advance) q->ops->advance(q->policy, q->history, q->n_history);
     if (hid && q->plain_step && n > 0) catch_up_row(spec, q, hid, q->n_history - 1 - n);
     if (logits && specd_policy_observes_rows(q->ops)) observe_rows(spec, q, logits);

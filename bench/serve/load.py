@@ -48,7 +48,8 @@ class Client:
         if self.oa:
             s = self.oa.chat.completions.create(model=self.model, messages=msgs,
                                                 max_tokens=max_tokens, temperature=0,
-                                                stream=True, extra_body=body)
+                                                stream=True, extra_body=body,
+                                                stream_options={"include_usage": True})
             for chunk in s:
                 if chunk.choices and chunk.choices[0].delta.content:
                     if ttft is None:
@@ -63,7 +64,8 @@ class Client:
             c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=600)
             c.request("POST", "/v1/chat/completions", json.dumps(dict(
                 body, model=self.model, messages=msgs, max_tokens=max_tokens, temperature=0,
-                stream=True)), {"Content-Type": "application/json"})
+                stream=True, stream_options={"include_usage": True})),
+                {"Content-Type": "application/json"})
             r = c.getresponse()
             if r.status != 200:
                 raise RuntimeError("status %d: %s" % (r.status, r.read()[:200]))
@@ -72,7 +74,7 @@ class Client:
                 if not line.startswith("data: ") or line == "data: [DONE]":
                     continue
                 ch = json.loads(line[6:])
-                d = ch["choices"][0]["delta"].get("content", "")
+                d = ch["choices"][0]["delta"].get("content", "") if ch["choices"] else ""
                 if d and ttft is None:
                     ttft = time.perf_counter() - t0
                 text += d

@@ -11,7 +11,7 @@
  * propose step; all accepted adds the bonus token from the last clean row.
  *
  * Options (--policy-opts): n=STRIDE (default 3; 2N - 1 rows must fit max_draft + 1),
- * mask=ID (default: the GGUF key tokenizer.ggml.mask_token_id, else SPECD_ISD_DEFAULT_MASK),
+ * mask=ID (default: the GGUF key tokenizer.ggml.mask_token_id, else SPECD_POLICY_DEFAULT_MASK),
  * propose=argmax|sample (default argmax, the paper's choice; sample draws from the transformed
  * mask-row distribution q and hands q to REJECTION), adapter=DIR (a PEFT LoRA adapter). "isd"
  * applies the adapter to every row (the converted model everywhere: NOT lossless); "risd" gates
@@ -25,16 +25,15 @@
 
 #include <stdint.h>
 
+#include "specd/policy.h"
 #include "specd/spec.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* SmolLM2 (and other StarCoder-vocabulary models) define no mask token; id 0 is <|endoftext|>,
- * a special token that never occurs inside the chat text the policies decode, so it marks
- * "unknown future token" without colliding with real content. */
-#define SPECD_ISD_DEFAULT_MASK 0
+/* The framework's default mask token (specd/policy.h), under the name this header gave it first. */
+#define SPECD_ISD_DEFAULT_MASK SPECD_POLICY_DEFAULT_MASK
 
 /* Paper 000 eq. (5): TPF = (2 + p + ... + p^(N-2)) / (2 - p^(N-1)) for a uniform per-token
  * acceptance p in [0, 1] and stride N >= 2. Returns 0 for arguments outside those ranges. */

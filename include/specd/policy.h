@@ -284,6 +284,10 @@ typedef enum specd_option_kind {
 /* the host's tokenizer fingerprint (hex of specd_model's tokenizer hash): a host that knows it
  * passes it when the caller did not */
 #define SPECD_OPTION_HOST_TOKENIZER_HASH 16u
+/* a PATH row naming an artifact the policy is trained for (mrp's head, an adapter):
+ * specd_policy_default_options refuses, naming the key, when the caller gives none and no
+ * artifact matches the target, rather than let the policy run untrained */
+#define SPECD_OPTION_ARTIFACT_NEEDED 32u
 
 typedef struct specd_policy_option {
     const char *key;
@@ -295,12 +299,20 @@ typedef struct specd_policy_option {
     const char *choices; /* ENUM: "a|b|c" */
     const char *help;    /* one line */
     uint32_t flags;      /* SPECD_OPTION_* */
-    /* PATH rows: what the default model ships for this key, relative to the models directory
-     * ("adapters/NAME", "mrp/NAME"), which a host running that model may pass when the caller
-     * names none; artifact_env: the environment variable that names another, or NULL */
+    /* PATH rows: the artifact specd ships for this key, relative to its artifacts directory
+     * ("adapters/NAME", "mrp/NAME"), used when the caller names none and the artifact's record
+     * names the loaded target (specd_policy_default_options); artifact_env: the environment
+     * variable that names another, or NULL */
     const char *artifact;
     const char *artifact_env;
 } specd_policy_option;
+
+/* The mask token of the mask-row policies (isd, risd, wedlm, sdar, simsd) when neither mask= nor
+ * the GGUF (tokenizer.ggml.mask_token_id) names one. SmolLM2 (and other StarCoder-vocabulary
+ * models) define no mask token; id 0 is <|endoftext|>, a special token that never occurs inside
+ * the chat text the policies decode, so it marks "unknown future token" without colliding with
+ * real content. */
+#define SPECD_POLICY_DEFAULT_MASK 0
 
 /* specd_policy_ops.flags (ABI 2) that change nothing in the session: figures a host may print
  * for the policy's runs */
@@ -313,6 +325,25 @@ typedef struct specd_policy_option {
 /* The option table of the built-in policy called name (*n rows), or NULL (*n = 0) when there is
  * no such policy. A policy with no options has a table of 0 rows (not NULL). */
 SPECD_API const specd_policy_option *specd_policy_options_table(const char *name, int32_t *n);
+
+/* The target fingerprint of the GGUF at gguf_path: what an artifact's record (target.json)
+ * names as the model it was trained over. It hashes the tokenizer, the architecture and shape,
+ * and every norm weight (F32 at every quantization), so two quantizations of one model share it
+ * and another model, or a finetune, does not. Reads no matrix. */
+SPECD_API specd_status specd_policy_target_fingerprint(const char *gguf_path, uint64_t *out,
+                                                       specd_error *err);
+
+/* The options to run policy with on the target whose fingerprint is target_fingerprint: options
+ * (may be NULL) plus key=PATH for each artifact row (specd_policy_option.artifact) the caller
+ * left out whose artifact matches the target (specd_policy_option.artifact_env names one
+ * explicitly). A row flagged SPECD_OPTION_ARTIFACT_NEEDED with no such artifact fails with
+ * SPECD_E_INVALID_ARG naming the policy and the key ("policy mrp needs head=PATH: ..."). Writes
+ * the result to out (cap bytes; SPECD_E_INVALID_ARG when it does not fit); an unknown policy
+ * gets options unchanged (creating it reports that). */
+SPECD_API specd_status specd_policy_default_options(const char *policy,
+                                                    uint64_t target_fingerprint,
+                                                    const char *options, char *out, size_t cap,
+                                                    specd_error *err);
 
 #ifdef __cplusplus
 }

@@ -29,6 +29,7 @@
 
 #include "specd/accept.h"
 #include "specd/policy.h"
+#include "specd/processor.h"
 #include "specd/sampling.h"
 #include "specd/status.h"
 
@@ -104,6 +105,13 @@ typedef struct specd_seq_params {
     int32_t max_tokens; /* stop after this many emitted tokens (default 256) */
     const int32_t *stop_tokens; /* borrowed during open; ids that end the sequence (e.g. EOS) */
     int32_t n_stop_tokens;
+    /* presence, frequency and repetition penalties (specd/processor.h; default 0, 0, 1: off),
+     * applied by the session at every row it samples or verifies */
+    specd_penalties_params penalties;
+    /* the host's own row processor (specd/processor.h; apply NULL = none, the default), applied
+     * after the penalties; copied at open, its user pointer borrowed until close. With either,
+     * the policy must be drafter-shaped and verification in-process (else SPECD_E_UNSUPPORTED). */
+    specd_row_processor processor;
 } specd_seq_params;
 
 SPECD_API specd_seq_params specd_seq_default_params(void);
@@ -183,6 +191,8 @@ typedef struct specd_seq_stats {
     uint64_t propose_ns;      /* time inside the policy (proposing; for self-speculative
                                * policies their layout and verify, e.g. mrp's head) */
     uint64_t verify_ns;       /* time inside the acceptance engine */
+    int64_t n_draft_cut;      /* proposals a row processor's admit cut before verification */
+    int64_t n_forced;         /* proposals a row processor forced (verified like the others) */
 } specd_seq_stats;
 
 SPECD_API specd_status specd_spec_seq_stats(const specd_spec *spec, int32_t seq, specd_seq_stats *out,

@@ -91,7 +91,9 @@ typedef void (*specd_loop_event_fn)(const specd_loop_event *event, void *user);
  * each request its own; SPECD_STREAM_KEY_SLOT is refused here, since slots are the loop's
  * business). on_event gets every step's tokens and the last event. SPECD_E_STATE when the queue
  * is full; SPECD_E_INVALID_ARG when the prompt plus max_tokens cannot fit n_ctx or the policy
- * cannot be created (the message says why). Nothing is queued on failure. */
+ * cannot be created (the message says why). The policy's options get the shipped artifacts
+ * trained over the loop's model that they leave out (specd_policy_default_options; a policy that
+ * needs one and has none is refused). Nothing is queued on failure. */
 SPECD_API specd_status specd_loop_submit(specd_loop *loop, const int32_t *prompt, int64_t n_prompt,
                                          const specd_seq_params *params,
                                          specd_loop_event_fn on_event, void *user,

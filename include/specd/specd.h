@@ -22,6 +22,8 @@
 #include "specd/gguf.h"
 #include "specd/tokenizer.h"
 #include "specd/grammar.h"
+#include "specd/processor.h"
+#include "specd/grammar_processor.h"
 #include "specd/device.h"
 #include "specd/runtime.h"
 #include "specd/policy.h"

@@ -217,7 +217,8 @@ enum { SDAR_SELECT_STATIC = 4 }; /* after dlm_rules' choices */
 #define SDAR_FIELD(f) .offset = offsetof(sdar_opts, f)
 static const specd_policy_option option_rows[] = {
     {.key = "adapter", .kind = SPECD_OPTION_PATH, SDAR_FIELD(adapter),
-     .size = sizeof((sdar_opts *)0)->adapter,
+     .size = sizeof((sdar_opts *)0)->adapter, .artifact = "adapters/smollm2-135m-sdar",
+     .artifact_env = "SPECD_SDAR_ADAPTER", .flags = SPECD_OPTION_ARTIFACT_NEEDED,
      .help = "PEFT LoRA on every block row (tools/train/train_sdar.py)"},
     {.key = "block", .kind = SPECD_OPTION_INT, SDAR_FIELD(block),
      .dflt = "the adapter's specd_block, else 4", .min = 1, .max = SPECD_SDAR_MAX_B,

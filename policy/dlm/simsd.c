@@ -104,7 +104,9 @@ typedef struct simsd_opts {
 #define SIMSD_FIELD(f) .offset = offsetof(simsd_opts, f)
 static const specd_policy_option option_rows[] = {
     {.key = "adapter", .kind = SPECD_OPTION_PATH, SIMSD_FIELD(adapter),
-     .size = sizeof((simsd_opts *)0)->adapter, .help = "the target's sdar adapter"},
+     .size = sizeof((simsd_opts *)0)->adapter, .artifact = "adapters/smollm2-135m-sdar",
+     .artifact_env = "SPECD_SDAR_ADAPTER", .flags = SPECD_OPTION_ARTIFACT_NEEDED,
+     .help = "the target's sdar adapter"},
     {.key = "block", .kind = SPECD_OPTION_INT, SIMSD_FIELD(b),
      .dflt = "the adapter's specd_block, else 4", .min = 1, .max = SPECD_SIMSD_MAX_B,
      .flags = SPECD_OPTION_DEFAULT_DERIVED,
@@ -120,7 +122,9 @@ static const specd_policy_option option_rows[] = {
      .min = 1, .max = 1024, .help = "depth of the cut drafter"},
     {.key = "drafter_adapter", .kind = SPECD_OPTION_PATH, SIMSD_FIELD(dadapter),
      .size = sizeof((simsd_opts *)0)->dadapter,
-     .help = "the drafter's LoRA (none: the target's adapter)"},
+     .artifact = "adapters/smollm2-135m-simsd-drafter",
+     .artifact_env = "SPECD_SIMSD_DRAFTER_ADAPTER",
+     .help = "the cut drafter's LoRA (none, or drafter=self: the target's adapter)"},
     {.key = "rope_copy", .kind = SPECD_OPTION_BOOL, SIMSD_FIELD(rope), .dflt = "1",
      .help = "0: the paper's ablation without the RoPE copy"},
     {.key = "threads", .kind = SPECD_OPTION_INT, SIMSD_FIELD(threads), .dflt = "0", .min = 0,
@@ -188,7 +192,9 @@ static specd_status make_shared(const specd_policy_env *env, const simsd_opts *o
         else if ((st = specd_model_create(env->target_path, &sh->own_model, err)) == SPECD_OK)
             sh->model = sh->own_model;
     }
-    const char *dir = o->dadapter[0] ? o->dadapter : o->adapter;
+    /* drafter=self is the block model itself: the target's adapter, whatever drafter_adapter
+     * (defaulted to a cut drafter's) says */
+    const char *dir = o->dadapter[0] && !o->self_drafter ? o->dadapter : o->adapter;
     if (st == SPECD_OK && o->gamma > 0 && dir[0]) {
         st = specd_lora_create(sh->model, dir, &sh->lora, err);
         if (st != SPECD_OK) st = specd_mask_adapter_fail(err, st, "simsd", dir);

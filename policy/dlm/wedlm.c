@@ -159,7 +159,8 @@ typedef struct wedlm_opts {
 #define WEDLM_FIELD(f) .offset = offsetof(wedlm_opts, f)
 static const specd_policy_option option_rows[] = {
     {.key = "adapter", .kind = SPECD_OPTION_PATH, WEDLM_FIELD(adapter),
-     .size = sizeof((wedlm_opts *)0)->adapter,
+     .size = sizeof((wedlm_opts *)0)->adapter, .artifact = "adapters/smollm2-135m-wedlm",
+     .artifact_env = "SPECD_WEDLM_ADAPTER", .flags = SPECD_OPTION_ARTIFACT_NEEDED,
      .help = "PEFT LoRA on the mask rows (a WeDLM export, or an R-ISD one as a stand-in)"},
     {.key = "shift", .kind = SPECD_OPTION_INT, WEDLM_FIELD(shift),
      .dflt = "the adapter's specd_shift, else 1", .min = 0, .max = 1,

@@ -109,8 +109,9 @@ typedef struct isd_opts {
     char adapter[4096];
 } isd_opts;
 
-/* isd's and risd's rows: the same keys; risd's adapter defaults to the default model's */
-#define ISD_ROWS(adapter_artifact, adapter_env)                                                    \
+/* isd's and risd's rows: the same keys; risd needs the adapter trained over the target (isd runs
+ * the base model's mask rows, or any adapter given) */
+#define ISD_ROWS(adapter_artifact, adapter_env, adapter_flags)                                                    \
     {.key = "n", .kind = SPECD_OPTION_INT, .offset = offsetof(isd_opts, n), .dflt = "3",          \
      .min = 2, .max = SPECD_MAX_DRAFT + 1,                                                         \
      .help = "stride N: N - 1 proposals, 2N - 1 rows per step"},                                  \
@@ -122,12 +123,12 @@ typedef struct isd_opts {
      .help = "sample: draw proposals from the mask rows' distribution"},                          \
     {.key = "adapter", .kind = SPECD_OPTION_PATH, .offset = offsetof(isd_opts, adapter),          \
      .size = sizeof((isd_opts *)0)->adapter, .artifact = adapter_artifact,                        \
-     .artifact_env = adapter_env,                                                                  \
+     .artifact_env = adapter_env, .flags = adapter_flags,                                          \
      .help = "PEFT LoRA directory (isd: on every row; risd: on the mask rows); a trained "         \
              "mask_embedding in it is fed on the mask rows"}
-static const specd_policy_option isd_rows[] = {ISD_ROWS(NULL, NULL)};
+static const specd_policy_option isd_rows[] = {ISD_ROWS(NULL, NULL, 0)};
 static const specd_policy_option risd_rows[] = {
-    ISD_ROWS("adapters/smollm2-135m-risd", "SPECD_RISD_ADAPTER")};
+    ISD_ROWS("adapters/smollm2-135m-risd", "SPECD_RISD_ADAPTER", SPECD_OPTION_ARTIFACT_NEEDED)};
 const specd_option_table specd_isd_options = SPECD_OPTION_TABLE(isd_rows);
 const specd_option_table specd_risd_options = SPECD_OPTION_TABLE(risd_rows);
 

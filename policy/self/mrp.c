@@ -151,7 +151,7 @@ typedef struct mrp_options {
 #define MRP_FIELD(f) .offset = offsetof(mrp_options, f)
 static const specd_policy_option option_rows[] = {
     {.key = "head", .kind = SPECD_OPTION_PATH, MRP_FIELD(head),
-     .size = sizeof((mrp_options *)0)->head, .flags = SPECD_OPTION_REQUIRED,
+     .size = sizeof((mrp_options *)0)->head, .flags = SPECD_OPTION_REQUIRED | SPECD_OPTION_ARTIFACT_NEEDED,
      .artifact = "mrp/smollm2-135m-mrp.gguf", .artifact_env = "SPECD_MRP_HEAD",
      .help = "MRP head GGUF trained over the target"},
     {.key = "k", .kind = SPECD_OPTION_INT, MRP_FIELD(k), .dflt = "the head's mrp.n_draft, else 3",

@@ -10,7 +10,7 @@ set -euo pipefail
 src=$1
 # policy/ is the framework (its top-level files) and one folder per family: a family includes the
 # framework and its own folder, never another family.
-framework="policy/builtin.h policy/options.h policy/seq_verifier.h policy/mask_rows.h policy/policy_device.h"
+framework="policy/builtin.h policy/options.h policy/seq_verifier.h policy/mask_rows.h policy/policy_device.h policy/artifacts.h"
 below() { # the include prefixes a layer may use
   case $1 in
     common) echo "common" ;;

@@ -23,6 +23,8 @@ import tempfile
 import threading
 import time
 
+from serve_fixture import check, fail, start
+
 BIN, MODEL = sys.argv[1], sys.argv[2]
 SPECD = os.path.join(BIN, "specd")
 # The "ngram speculates" check leans on llama.cpp's greedy answer to the repetitive prompt below,
@@ -31,35 +33,6 @@ SPECD = os.path.join(BIN, "specd")
 os.environ["SPECD_NUMERICS"] = "llama"
 # llama.cpp's (and specd generate's) sampling defaults, so the two can be compared
 SAMPLING = {"temperature": 0.8, "top_k": 40, "top_p": 0.95, "min_p": 0.05}
-
-
-def fail(msg):
-    print("FAIL:", msg, flush=True)
-    sys.exit(1)
-
-
-def check(cond, msg):
-    if not cond:
-        fail(msg)
-
-
-def start(cmd, pattern):
-    """Starts cmd and waits for pattern (with one group: the port) on its stderr."""
-    p = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
-    lines = []
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        line = p.stderr.readline()
-        if not line:
-            break
-        lines.append(line)
-        m = re.search(pattern, line)
-        if m:
-            # keep draining stderr so the process never blocks on a full pipe
-            threading.Thread(target=lambda: [None for _ in p.stderr], daemon=True).start()
-            return p, int(m.group(1))
-    p.kill()
-    fail("%s did not start:\n%s" % (cmd[0], "".join(lines)))
 
 
 def request(port, method, path, body=None, raw=None):
@@ -229,8 +202,8 @@ def serve_tests():
         check(answer_text(results["plain_chat"]) == answer_text(ref_chat),
               "ngram and plain decoding differ under coupled sampling")
         last = results["stream_chat"][1][-1]
-        check("usage" in last and "speculative_decoding" in last["metrics"],
-              "the last chunk has no usage/speculation figures")
+        check("usage" not in last and "speculative_decoding" in last["metrics"],
+              "the last chunk has usage unasked, or no speculation figures")
         check(results["stream_chat"][1][0]["choices"][0]["delta"].get("role") == "assistant",
               "the first chat chunk names no role")
         # a stop string ends the answer before it, in both forms
@@ -370,7 +343,8 @@ def serve_tests():
         c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
         c.request("POST", "/v1/completions", json.dumps(dict(
             model=model_id, prompt="Count from 1 to 1000, separated by commas.", max_tokens=48,
-            temperature=0, stream=True)), {"Content-Type": "application/json"})
+            temperature=0, stream=True, stream_options={"include_usage": True})),
+            {"Content-Type": "application/json"})
         r = c.getresponse()
         first = r.readline()
         check(first.startswith(b"data: "), "no first event: %r" % first)
@@ -387,7 +361,7 @@ def serve_tests():
         c.close()
         events = [json.loads(e[6:]) for e in rest.split("\n\n") if e.startswith("data: {")]
         check(rest.rstrip().endswith("data: [DONE]") and
-              events[-1]["choices"][0]["finish_reason"] == "length" and
+              events[-2]["choices"][0]["finish_reason"] == "length" and
               events[-1]["usage"]["completion_tokens"] == 48, "the request in flight was cut")
         late.sendall(b': "hi"}')
         reply = late.recv(4096)

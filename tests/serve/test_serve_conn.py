@@ -31,6 +31,8 @@ import sys
 import threading
 import time
 
+from serve_fixture import check, fail
+
 BIN, MODEL = sys.argv[1], sys.argv[2]
 SPECD = os.path.join(BIN, "specd")
 KEY = "sk-specd-test-%d" % os.getpid()
@@ -38,16 +40,6 @@ AUTH = {"Authorization": "Bearer " + KEY, "Content-Type": "application/json"}
 REQUEST_TIMEOUT = 2
 PER_IP = 32
 FLOOD_SLOW, FLOOD_IDLE = 150, 150  # together more than the old fixed limit of 256 connections
-
-
-def fail(msg):
-    print("FAIL:", msg, flush=True)
-    sys.exit(1)
-
-
-def check(cond, msg):
-    if not cond:
-        fail(msg)
 
 
 def start():

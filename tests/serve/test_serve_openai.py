@@ -6,7 +6,7 @@ Checks: logprobs (chat: logprobs + top_logprobs; completions: logprobs + echo, m
 a greedy answer's every token is its position's most probable one (the scoring rows line up with
 the decoding rows); echo's first token has a null logprob and the rest are the prompt's; logit_bias
 forces a token; a tiny temperature is greedy (not a 500); a NUL in a string, an unknown
-field, n > 1 and logprobs with stream are refused with a 400 naming the field; a chat message's
+field, n 0 and echo with stream are refused with a 400 naming the field; a chat message's
 "<|im_start|>" stays text (more prompt tokens than the control token, and no injected turn).
 
 usage: test_serve_openai.py BUILD_DIR MODEL
@@ -14,42 +14,16 @@ usage: test_serve_openai.py BUILD_DIR MODEL
 import http.client
 import json
 import os
-import re
-import subprocess
 import sys
-import threading
-import time
+
+from serve_fixture import check, start_serve, stop_serve
 
 BIN, MODEL = sys.argv[1], sys.argv[2]
 SPECD = os.path.join(BIN, "specd")
 
 
-def fail(msg):
-    print("FAIL:", msg, flush=True)
-    sys.exit(1)
-
-
-def check(cond, msg):
-    if not cond:
-        fail(msg)
-
-
 def start():
-    p = subprocess.Popen([SPECD, "serve", "-m", MODEL, "--port", "0", "--max-seqs", "2", "-t",
-                          "2", "--policy", "none"], stderr=subprocess.PIPE, text=True)
-    lines = []
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        line = p.stderr.readline()
-        if not line:
-            break
-        lines.append(line)
-        m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
-        if m:
-            threading.Thread(target=lambda: [None for _ in p.stderr], daemon=True).start()
-            return p, int(m.group(1))
-    p.kill()
-    fail("specd serve did not start:\n" + "".join(lines))
+    return start_serve(SPECD, MODEL, ["--max-seqs", "2", "-t", "2", "--policy", "none"])
 
 
 def request(port, path, body):
@@ -160,12 +134,10 @@ def refusal_tests(port):
     refused(port, COMP, {"prompt": "ab\u0000cd", "max_tokens": 2}, "prompt")
     refused(port, CHAT, {"messages": [{"role": "user", "content": "a\u0000b"}]}, "messages")
     refused(port, COMP, {"prompt": "x", "tools": []}, "tools")
-    refused(port, COMP, {"prompt": "x", "n": 2}, "n")
+    refused(port, COMP, {"prompt": "x", "n": 0}, "n")
     refused(port, COMP, {"prompt": "x", "best_of": 2}, "best_of")
     refused(port, COMP, {"prompt": "x", "suffix": "y"}, "suffix")
     refused(port, COMP, {"prompt": "x", "frequency_penalty": 0.5}, "frequency_penalty")
-    refused(port, CHAT, {"messages": [{"role": "user", "content": "x"}], "logprobs": True,
-                         "stream": True}, "logprobs")
     refused(port, COMP, {"prompt": "x", "echo": True, "stream": True}, "echo")
     status, _ = request(port, COMP, {"prompt": "x", "max_tokens": 1, "user": "u-1"})
     check(status == 200, "'user' is accepted")
@@ -199,14 +171,7 @@ def main():
         sampling_tests(port)
         logprob_tests(port)
     finally:
-        srv.terminate()
-        try:
-            rc = srv.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            srv.kill()
-            fail("specd serve did not stop on SIGTERM")
-    # (under the sanitizers a leak or an error makes this non-zero)
-    check(rc == 0, "specd serve exited %d on SIGTERM" % rc)
+        stop_serve(srv)
     print("test_serve_openai: all passed")
 
 

@@ -138,7 +138,17 @@ static void request_fields(void **state) {
     assert_int_equal(r.adaptive, 0);
     assert_string_equal(r.policy, "ngram");
     assert_string_equal(r.policy_options, "k=3");
-    assert_true(r.n_prompt >= 1);
+    assert_true(r.prompts[0].n >= 1);
+    serve_request_free(&r);
+    /* a batch (lm-evaluation-harness's shape): one prompt each, strings or token ids, and n */
+    assert_int_equal(parse("{\"prompt\":[\"Hello\",[1,2,3],\"Hi\"],\"n\":2,\"best_of\":2}", 0,
+                           &r, &why),
+                     0);
+    assert_int_equal(r.n_prompts, 3);
+    assert_int_equal(r.n, 2);
+    assert_int_equal(r.prompts[1].n, 3);
+    assert_int_equal(r.prompts[1].ids[2], 3);
+    assert_string_equal(r.prompts[2].text, "Hi");
     serve_request_free(&r);
     assert_int_equal(parse("{\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},"
                            "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"Hi\"}]}"
@@ -147,7 +157,7 @@ static void request_fields(void **state) {
                      0);
     assert_int_equal(r.max_tokens, 16);
     assert_string_equal(r.policy, "none");
-    assert_true(r.n_prompt > 5); /* the chat template's tokens */
+    assert_true(r.prompts[0].n > 5); /* the chat template's tokens */
     serve_request_free(&r);
 }
 
@@ -159,8 +169,11 @@ static void request_refusals(void **state) {
     refused("{\"prompt\":\"x\",\"model\":\"other\"}", 0, 404, "model");
     refused("{\"prompt\":\"x\",\"model\":7}", 0, 400, "model");
     refused("{}", 0, 400, "prompt");
-    refused("{\"prompt\":[[1,2],[3]]}", 0, 400, "prompt");
-    refused("{\"prompt\":[\"a\",\"b\"]}", 0, 400, "prompt");
+    refused("{\"prompt\":[[1,2],[-3]]}", 0, 400, "prompt");
+    refused("{\"prompt\":[\"a\",7]}", 0, 400, "prompt");
+    refused("{\"prompt\":[\"a\",\"\"]}", 0, 400, "prompt");
+    refused("{\"prompt\":[[\"a\"]]}", 0, 400, "prompt");
+    refused("{\"prompt\":[[1],[]]}", 0, 400, "prompt");
     refused("{\"prompt\":[]}", 0, 400, "prompt");
     refused("{\"prompt\":[1,-2]}", 0, 400, "prompt");
     refused("{\"prompt\":[1,2.5]}", 0, 400, "prompt");
@@ -175,7 +188,6 @@ static void request_refusals(void **state) {
     refused("{\"prompt\":\"x\",\"min_p\":1}", 0, 400, "min_p");
     refused("{\"prompt\":\"x\",\"top_k\":2.5}", 0, 400, "top_k");
     refused("{\"prompt\":\"x\",\"seed\":-3}", 0, 400, "seed");
-    refused("{\"prompt\":\"x\",\"n\":2}", 0, 400, "n");
     refused("{\"prompt\":\"x\",\"stop\":[\"a\",\"b\",\"c\",\"d\",\"e\"]}", 0, 400, "stop");
     refused("{\"prompt\":\"x\",\"stop\":[\"\"]}", 0, 400, "stop");
     refused("{\"prompt\":\"x\",\"stop\":3}", 0, 400, "stop");
@@ -217,7 +229,7 @@ static void request_refusals(void **state) {
 
 static int count_id(const serve_request *r, int32_t id) {
     int n = 0;
-    for (int64_t i = 0; i < r->n_prompt; i++) n += r->prompt[i] == id;
+    for (int64_t i = 0; i < r->prompts[0].n; i++) n += r->prompts[0].ids[i] == id;
     return n;
 }
 
@@ -252,7 +264,7 @@ static void chat_content_is_text(void **state) {
     assert_int_equal(specd_tokenizer_encode(tok, content, strlen(content), 0, ids, 64, &n_text,
                                             NULL), SPECD_OK);
     assert_true(n_text > n_special);
-    assert_int_equal(injected.n_prompt - plain.n_prompt, (int64_t)(n_text - 1)); /* "Hi" is 1 */
+    assert_int_equal(injected.prompts[0].n - plain.prompts[0].n, (int64_t)(n_text - 1)); /* "Hi" is 1 */
     serve_request_free(&plain);
     serve_request_free(&injected);
     /* the raw form parses them: a completions prompt is the client's own template */
@@ -311,24 +323,24 @@ static void request_openai_fields(void **state) {
     assert_int_equal(r.top_logprobs, 2);
     assert_int_equal(r.echo, 1);
     assert_int_equal(r.max_tokens, 0);
-    assert_string_equal(r.prompt_text, "x");
+    assert_string_equal(r.prompts[0].text, "x");
     serve_request_free(&r);
     /* token ids, alone or as a batch of one (lm-evaluation-harness's form) */
     const char *id_prompts[] = {"{\"prompt\":[504,3575,282]}", "{\"prompt\":[[504,3575,282]]}"};
     for (int i = 0; i < 2; i++) {
         assert_int_equal(parse(id_prompts[i], 0, &r, &why), 0);
-        assert_int_equal(r.n_prompt, 3);
-        assert_int_equal(r.prompt[1], 3575);
+        assert_int_equal(r.prompts[0].n, 3);
+        assert_int_equal(r.prompts[0].ids[1], 3575);
         int32_t ids[8];
         size_t n = 0;
-        assert_int_equal(specd_tokenizer_encode(tok, r.prompt_text, r.prompt_text_len, 0, ids, 8,
+        assert_int_equal(specd_tokenizer_encode(tok, r.prompts[0].text, r.prompts[0].text_len, 0, ids, 8,
                                                 &n, NULL), SPECD_OK);
         assert_int_equal(n, 3); /* the text is the ids' decoding */
-        assert_memory_equal(ids, r.prompt, 3 * sizeof *ids);
+        assert_memory_equal(ids, r.prompts[0].ids, 3 * sizeof *ids);
         serve_request_free(&r);
     }
     assert_int_equal(parse("{\"prompt\":[\"Hello\"]}", 0, &r, &why), 0);
-    assert_string_equal(r.prompt_text, "Hello");
+    assert_string_equal(r.prompts[0].text, "Hello");
     serve_request_free(&r);
     assert_int_equal(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],"
                            "\"logprobs\":true,\"top_logprobs\":20}", 1, &r, &why), 0);
@@ -350,14 +362,16 @@ static void request_openai_refusals(void **state) {
     refused("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"echo\":true}", 1, 400,
             "echo");
     refused("{\"prompt\":\"x\",\"store\":true}", 0, 400, "store");
-    refused("{\"prompt\":\"x\",\"n\":2}", 0, 400, "n");
+    refused("{\"prompt\":\"x\",\"n\":0}", 0, 400, "n");
+    refused("{\"prompt\":\"x\",\"n\":129}", 0, 400, "n");
+    refused("{\"prompt\":[\"a\",\"b\",\"c\"],\"n\":50}", 0, 400, "n"); /* 150 choices */
     refused("{\"prompt\":\"x\",\"best_of\":3}", 0, 400, "best_of");
+    refused("{\"prompt\":\"x\",\"n\":2,\"best_of\":3}", 0, 400, "best_of");
     refused("{\"prompt\":\"x\",\"suffix\":\"end\"}", 0, 400, "suffix");
     refused("{\"prompt\":\"x\",\"presence_penalty\":0.5}", 0, 400, "presence_penalty");
     refused("{\"prompt\":\"x\",\"frequency_penalty\":-1}", 0, 400, "frequency_penalty");
     refused("{\"prompt\":\"x\",\"logprobs\":6}", 0, 400, "logprobs");
     refused("{\"prompt\":\"x\",\"logprobs\":true}", 0, 400, "logprobs");
-    refused("{\"prompt\":\"x\",\"logprobs\":1,\"stream\":true}", 0, 400, "logprobs");
     refused("{\"prompt\":\"x\",\"echo\":true,\"stream\":true}", 0, 400, "echo");
     refused("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"top_logprobs\":2}", 1, 400,
             "top_logprobs");

@@ -372,6 +372,33 @@ static void test_prior_seeds_next_sequence(void **state) {
     assert_true(step(&next, &good) > 1);
 }
 
+/* A new text's opening probe is budgeted over the answer it will get: 2% of 128 allowed tokens
+ * pays for a probe costing 2 plain steps, 2% of the 24-token answers earlier sequences gave does
+ * not. Self-speculative, each step one token for 1.5 plain steps, after a 50-token prompt whose
+ * catch-up costs 0.02 plain steps a token. */
+static void test_opening_probe_fits_the_expected_length(void **state) {
+    (void)state;
+    const int32_t lens[2] = {128, 24};
+    int32_t opened[2];
+    for (int i = 0; i < 2; i++) {
+        specd_adaptive_model learned = {0};
+        for (int seq = 0; seq < 3; seq++) {
+            specd_adaptive g;
+            specd_adaptive_init(&g, 1, 1, 3, seq ? &learned : NULL);
+            specd_adaptive_set_text(&g, 50, 128);
+            sim s = {.c0 = 1e6, .c_self = 1.5e6, .acc = 1, .catch_up = 0.02e6, .gap = 50};
+            opened[i] = 0;
+            for (int j = 0; j < lens[i]; j++) {
+                int32_t k = step(&g, &s);
+                if (j < 4 && k > 0) opened[i] = 1;
+            }
+            learned = g.m;
+        }
+    }
+    assert_int_equal(opened[0], 1);
+    assert_int_equal(opened[1], 0);
+}
+
 static void test_disabled_always_full(void **state) {
     (void)state;
     specd_adaptive g;
@@ -605,6 +632,7 @@ int main(void) {
         cmocka_unit_test(test_probes_again_late_in_a_long_answer),
         cmocka_unit_test(test_self_speculative_on_off),
         cmocka_unit_test(test_prior_seeds_next_sequence),
+        cmocka_unit_test(test_opening_probe_fits_the_expected_length),
         cmocka_unit_test(test_disabled_always_full),
         cmocka_unit_test(test_cost_model_ratio),
         cmocka_unit_test(test_hidden_policy_is_switched_off),

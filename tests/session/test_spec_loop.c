@@ -1,11 +1,12 @@
 /* The stationary batch loop (specd/spec_loop.h) on the real model:
- *  - 64 requests of mixed policies (none, ngram, draft with the target as its own drafter,
- *    layerskip, isd, risd with the shipped adapter), greedy and coupled T 0.8, each with its own
- *    stream key, admitted at different steps, emit exactly what each emits alone (a loop of one
- *    slot), and their events add up to their output;
+ *  - 64 requests (16 under the sanitizers) of mixed policies (none, ngram, draft with the target
+ *    as its own drafter, layerskip, isd, risd with the shipped adapter), greedy and coupled T 0.8,
+ *    each with its own stream key, admitted at different steps, emit exactly what each emits alone
+ *    (a loop of one slot), and their events add up to their output;
  *  - cancel of a running and of a queued request delivers the last event before it returns and
  *    frees the slot; a full queue is SPECD_E_STATE; what cannot fit n_ctx, a bad policy and a
- *    slot-keyed stream are refused at submit; destroy(NULL) is a no-op. */
+ *    slot-keyed stream are refused at submit; destroy(NULL) is a no-op;
+ *  - penalties: recycle beside other requests emits what none does with the same penalties. */
 #include "test_main.h"
 
 #include "fixture_model.h"
@@ -14,7 +15,16 @@
 
 #include <string.h>
 
-enum { N_REQ = 64, N_GEN = 12, MAX_PROMPT = 64, N_PROMPTS = 10, MAX_DRAFT = 4, N_THREADS = 1 };
+/* Under the sanitizers every request runs several times slower; 16 requests still mix every
+ * policy, both samplers and the three admission waves. */
+#ifdef SPECD_TEST_SANITIZED
+enum { N_REQ = 16 };
+#else
+enum { N_REQ = 64 };
+#endif
+/* admitted in three waves: FIRST at once, then WAVE at step 3 and WAVE at step 5 */
+enum { FIRST = N_REQ * 5 / 8, WAVE = (N_REQ - FIRST) / 2 };
+enum { N_GEN = 12, MAX_PROMPT = 64, N_PROMPTS = 10, MAX_DRAFT = 4, N_THREADS = 1 };
 
 static int32_t prompts[N_PROMPTS][MAX_PROMPT];
 static int64_t n_prompts[N_PROMPTS];
@@ -127,17 +137,17 @@ static void drain(specd_loop *loop) {
         step(loop, NULL);
 }
 
-static void test_64_mixed_equals_solo(void **s) {
+static void test_mixed_equals_solo(void **s) {
     (void)s;
     static record batch[N_REQ], solo;
     specd_loop *loop = make_loop(N_REQ, N_REQ, 128);
     /* admitted in three waves: the later ones join while the first are decoding */
     int next = 0, max_running = 0, mixed_steps = 0, finished = 0, emitted = 0;
-    for (; next < 40; next++)
+    for (; next < FIRST; next++)
         submit(loop, next, &batch[next]);
     for (int k = 0; specd_loop_n_running(loop) > 0 || next < N_REQ; k++) {
-        if ((k == 3 && next < 52) || (k == 5 && next < N_REQ))
-            for (int end = next + 12; next < end; next++)
+        if ((k == 3 && next < FIRST + WAVE) || (k == 5 && next < N_REQ))
+            for (int end = k == 3 ? FIRST + WAVE : N_REQ; next < end; next++)
                 submit(loop, next, &batch[next]);
         specd_loop_step_info info;
         step(loop, &info);
@@ -146,7 +156,7 @@ static void test_64_mixed_equals_solo(void **s) {
         emitted += info.n_emitted;
         mixed_steps += info.n_running > 0 && info.n_prefill > 0;
     }
-    assert_true(max_running > 40); /* they really ran side by side */
+    assert_true(max_running > FIRST); /* they really ran side by side */
     assert_true(mixed_steps > 0);  /* prompt chunks rode with running steps */
     specd_loop_stats ls;
     specd_loop_get_stats(loop, &ls);
@@ -384,6 +394,55 @@ static void test_refused_at_submit(void **s) {
     specd_loop_destroy(NULL);
 }
 
+/* Penalties (specd_seq_params.penalties) in the loop: recycle's requests (trees), batched beside others,
+ * emit what none's emit with the same penalties and stream key, which is not what they emit
+ * without them; a policy that cannot apply them is refused at submit. */
+static void test_penalties_in_the_loop(void **s) {
+    (void)s;
+    enum { N_CASES = 4 };
+    static record r[N_CASES][3]; /* none + penalties, recycle + penalties, none without */
+    specd_loop *loop = make_loop(3 * N_CASES, 0, 128);
+    const specd_penalties_params pen = {.presence_penalty = 0.5f, .frequency_penalty = 0.5f,
+                                        .repetition_penalty = 1.3f};
+    for (int c = 0; c < N_CASES; c++)
+        for (int v = 0; v < 3; v++) {
+            specd_seq_params p = specd_seq_default_params();
+            p.policy = v == 1 ? "recycle" : "none";
+            p.sampling.temperature = c % 2 ? 0.8f : 0.0f;
+            p.seed = 11;
+            p.stream_key = 0x9e9a000ULL + (uint64_t)c;
+            p.max_tokens = N_GEN;
+            p.adaptive = 0;
+            if (v < 2) p.penalties = pen;
+            specd_error err;
+            memset(&r[c][v], 0, sizeof r[c][v]);
+            int pr = c / 2;
+            if (specd_loop_submit(loop, prompts[pr], n_prompts[pr], &p, on_event, &r[c][v],
+                                  &r[c][v].id, &err) != SPECD_OK)
+                fail_msg("submit: %s", err.message);
+        }
+    drain(loop);
+    int changed = 0;
+    int64_t drafted = 0;
+    for (int c = 0; c < N_CASES; c++) {
+        for (int v = 0; v < 3; v++) assert_int_equal(r[c][v].status, SPECD_OK);
+        assert_memory_equal(r[c][0].out, r[c][1].out, sizeof(int32_t) * N_GEN);
+        changed += memcmp(r[c][0].out, r[c][2].out, sizeof(int32_t) * N_GEN) != 0;
+        drafted += r[c][1].stats.n_draft_tokens;
+    }
+    assert_true(changed > 0);
+    assert_true(drafted > 0);
+    specd_seq_params p = params_of(3); /* isd: it lays out its own rows */
+    p.penalties = pen;
+    specd_error err;
+    int64_t id = -1;
+    static record refused;
+    assert_int_equal(specd_loop_submit(loop, prompts[0], n_prompts[0], &p, on_event, &refused,
+                                       &id, &err), SPECD_E_INVALID_ARG);
+    assert_non_null(strstr(err.message, "drafter-shaped"));
+    specd_loop_destroy(loop);
+}
+
 int main(void) {
     model = fixture_model_open();
     model_path = specd_test_model_path();
@@ -397,7 +456,8 @@ int main(void) {
         cmocka_unit_test(test_queue_full),
         cmocka_unit_test(test_cancel),
         cmocka_unit_test(test_failing_request_retired),
-        cmocka_unit_test(test_64_mixed_equals_solo),
+        cmocka_unit_test(test_penalties_in_the_loop),
+        cmocka_unit_test(test_mixed_equals_solo),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     fixture_close(model, NULL);

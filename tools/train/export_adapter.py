@@ -26,6 +26,7 @@ from safetensors.torch import save_file
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from isd_model import hf_rows  # noqa: E402
+import target_record  # noqa: E402
 
 ATTN = {"q_proj", "k_proj", "v_proj", "o_proj"}
 
@@ -37,6 +38,9 @@ def main():
     ap.add_argument("--dtype", choices=["f16", "bf16", "f32"], default="f16")
     ap.add_argument("--head-dim", type=int, default=64)
     ap.add_argument("--base", default="HuggingFaceTB/SmolLM2-135M-Instruct")
+    ap.add_argument("--target", default=target_record.TARGET_DEFAULT,
+                    help="the GGUF it was trained over, recorded in target.json")
+    ap.add_argument("--specd", default="build/specd", help="computes the target's fingerprint")
     a = ap.parse_args()
     ck = torch.load(a.ckpt, map_location="cpu")
     args = ck["args"]
@@ -92,6 +96,7 @@ def main():
         f.write("\n")
     size = os.path.getsize(os.path.join(a.out, "adapter_model.safetensors"))
     print(f"wrote {len(tensors)} tensors, {size / 1e6:.2f} MB, to {a.out}")
+    target_record.write(a.out, a.target, a.specd)
 
 
 if __name__ == "__main__":

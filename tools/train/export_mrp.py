@@ -24,6 +24,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from train_mrp import Head, TARGET_DEFAULT, head_from_ckpt, load_target  # noqa: E402
+import target_record  # noqa: E402
 
 HP_KEYS = {"context_length": "u32", "embedding_length": "u32", "feed_forward_length": "u32",
            "attention.head_count": "u32", "attention.head_count_kv": "u32",
@@ -177,6 +178,8 @@ def main():
     ap.add_argument("--holdout-mod", type=int, default=10,
                     help="prompt_id %% M == 0 is held out (train_mrp.py's split)")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--specd", default="build/specd",
+                    help="computes --target's fingerprint for <out>.target.json")
     a = ap.parse_args()
     if a.init:
         _, hp, _ = load_target(a.target)
@@ -201,6 +204,7 @@ def main():
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
     write_head(head, hp, a.out + ".tmp", a.dtype, n_draft, name, extra, dvocab)
     os.replace(a.out + ".tmp", a.out)
+    target_record.write(a.out, a.target, a.specd)
     print(f"wrote {a.out}: L={head.n_layer}, n_draft={n_draft}, {a.dtype} matrices, "
           f"{os.path.getsize(a.out) / 1e6:.2f} MB")
 

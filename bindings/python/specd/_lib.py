@@ -30,12 +30,23 @@ class SpecParams(Structure):
                 ("n_embd", c_int32), ("device", c_int32), ("device_index", c_int32)]
 
 
+class PenaltiesParams(Structure):
+    _fields_ = [("presence_penalty", c_float), ("frequency_penalty", c_float),
+                ("repetition_penalty", c_float)]
+
+
+class RowProcessor(Structure):  # specd/processor.h: callbacks not exposed, only the layout
+    _fields_ = [("apply", c_void_p), ("admit", c_void_p), ("forced", c_void_p),
+                ("commit", c_void_p), ("user", c_void_p)]
+
+
 class SeqParams(Structure):
     _fields_ = [("policy", c_char_p), ("policy_ops", c_void_p), ("policy_options", c_char_p),
                 ("policy_user", c_void_p), ("sampling", SamplingParams), ("seed", c_uint64),
                 ("stream_key", c_uint64), ("rule", c_int), ("tau", c_float),
                 ("adaptive", c_int), ("max_tokens", c_int32),
-                ("stop_tokens", POINTER(c_int32)), ("n_stop_tokens", c_int32)]
+                ("stop_tokens", POINTER(c_int32)), ("n_stop_tokens", c_int32),
+                ("penalties", PenaltiesParams), ("processor", RowProcessor)]
 
 
 class StepLayout(Structure):
@@ -87,7 +98,7 @@ class SeqStats(Structure):
                 ("n_remote_verified", c_int64), ("n_remote_fallback", c_int64),
                 ("n_rows", c_int64), ("n_tokens_run", c_int64), ("n_empty_steps", c_int64),
                 ("n_commit_steps", c_int64), ("lossy", c_int), ("propose_ns", c_uint64),
-                ("verify_ns", c_uint64)]
+                ("verify_ns", c_uint64), ("n_draft_cut", c_int64), ("n_forced", c_int64)]
 
 
 class ModelInfo(Structure):

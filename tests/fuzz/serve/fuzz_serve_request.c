@@ -1,8 +1,9 @@
 /* fuzz_serve_request: the OpenAI request parser of `specd serve` (serve/serve_request.c) on
  * arbitrary bodies, the untrusted bytes of every POST to /v1/completions and /v1/chat/completions.
  * First byte: bit 0 picks the endpoint (1: chat), bits 1-2 one of four servers' limits (a tiny
- * context, another default policy, a max_tokens cap of 1); the rest is the body, as HTTP gives
- * it (not NUL-terminated). A parse either refuses with a 4xx/5xx and a message, or gives a
+ * context, another default policy, a max_tokens cap of 1), bit 3 the tokenizer endpoints'
+ * parsers instead (serve/serve_tokenize.c; bit 0: /detokenize); the rest is the body, as HTTP
+ * gives it (not NUL-terminated). A parse either refuses with a 4xx/5xx and a message, or gives a
  * request that keeps every promise the engine relies on (checked below; abort() otherwise).
  * The tokenizer is the toy vocabulary of the tokenizer tests with a ChatML template, built once:
  * no model file is needed, and the chat path reaches the template and the encoder. */
@@ -12,6 +13,7 @@
 #include <string.h>
 
 #include "serve/serve_request.h"
+#include "serve/serve_tokenize.h"
 #include "specd/gguf.h"
 #include "specd/policy.h"
 #include "specd/tokenizer.h"
@@ -53,12 +55,19 @@ static const serve_limits limits[4] = {
 };
 
 static void check_request(const serve_request *r, const serve_limits *lim, int chat) {
-    if (r->chat != chat || r->n_prompt < 1 || !r->prompt) abort();
+    /* choices: one prompt on chat, a batch on completions, prompts x n within the bound */
+    if (r->chat != chat || r->n_prompts < 1 || !r->prompts || (chat && r->n_prompts != 1) ||
+        r->n < 1 || (int64_t)r->n_prompts * r->n > SERVE_MAX_CHOICES)
+        abort();
     int32_t n_vocab = specd_tokenizer_vocab_size(tok);
-    for (int64_t i = 0; i < r->n_prompt; i++)
-        if (r->prompt[i] < 0 || r->prompt[i] >= n_vocab) abort();
     if (r->max_tokens < 0 || r->max_tokens > lim->max_tokens_cap) abort();
-    if (r->n_prompt + r->max_tokens + lim->step_rows > lim->n_ctx) abort();
+    for (int p = 0; p < r->n_prompts; p++) {
+        const serve_prompt *pr = &r->prompts[p];
+        if (pr->n < 1 || !pr->ids || (!chat && !pr->text)) abort();
+        for (int64_t i = 0; i < pr->n; i++)
+            if (pr->ids[i] < 0 || pr->ids[i] >= n_vocab) abort();
+        if (pr->n + r->max_tokens + lim->step_rows > lim->n_ctx) abort();
+    }
     if (r->n_stop < 0 || r->n_stop > SERVE_MAX_STOP) abort();
     for (int i = 0; i < r->n_stop; i++)
         if (!r->stop[i] || r->stop_len[i] < 1 || r->stop_len[i] > SERVE_MAX_STOP_LEN ||
@@ -85,11 +94,24 @@ static void check_request(const serve_request *r, const serve_limits *lim, int c
         for (size_t j = 0; j < i; j++)
             if (r->bias[j].token == r->bias[i].token) abort();
     }
-    /* logprobs and echo: bounded, never with stream; echo only on completions, with its text */
+    /* logprobs and echo: bounded, echo never with stream and only on completions */
     if (r->top_logprobs < 0 || r->top_logprobs > SERVE_MAX_TOP_LOGPROBS ||
-        (!r->logprobs && r->top_logprobs) || ((r->logprobs || r->echo) && r->stream) ||
-        (r->echo && chat) || (!chat && !r->prompt_text))
+        (!r->logprobs && r->top_logprobs) || (r->echo && r->stream) || (r->echo && chat))
         abort();
+}
+
+/* /tokenize and /detokenize bodies: an answer that is a JSON object, or a 4xx/5xx refusal. */
+static void check_tokenizer_endpoint(const char *body, size_t len, int detokenize) {
+    serve_refusal why;
+    size_t out_len = 0;
+    char *out = detokenize ? serve_detokenize(body, len, tok, &out_len, &why)
+                           : serve_tokenize(body, len, tok, &out_len, &why);
+    if (out) {
+        if (out_len < 2 || out[0] != '{' || out[out_len - 1] != '}') abort();
+        free(out);
+    } else if ((why.status != 400 && why.status != 500) || !why.message[0]) {
+        abort();
+    }
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -100,6 +122,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     size_t len = size - 1;
     char *body = malloc(len ? len : 1);
     if (len) memcpy(body, data + 1, len);
+    if (data[0] & 8) { /* bit 3: the tokenizer endpoints (bit 0: /detokenize) */
+        check_tokenizer_endpoint(body, len, chat);
+        free(body);
+        return 0;
+    }
     serve_request r;
     serve_refusal why;
     if (serve_request_parse(body, len, chat, lim, tok, &r, &why) == 0) {

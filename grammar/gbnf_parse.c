@@ -73,7 +73,9 @@ static int fail_at(parser *p, size_t pos, specd_status st, const char *what, con
     return 0;
 }
 
-static int fail(parser *p, const char *what) { return fail_at(p, p->pos, SPECD_E_FORMAT, what, NULL); }
+static int fail(parser *p, const char *what) {
+    return fail_at(p, p->pos, SPECD_E_FORMAT, what, NULL);
+}
 
 static int nomem(parser *p) {
     if (p->st == SPECD_OK) p->st = specd_fail(p->err, SPECD_E_NOMEM, "gbnf: out of memory");
@@ -109,7 +111,8 @@ static int32_t new_rule(parser *p, size_t name_pos, size_t name_len) {
 
 static uint64_t name_hash(const char *s, size_t n) {
     uint64_t h = 1469598103934665603ULL;
-    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ULL;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)s[i]) * 1099511628211ULL;
     return h;
 }
 
@@ -131,8 +134,8 @@ static int32_t rule_named(parser *p, size_t pos, size_t n) {
 }
 
 static int is_name_char(char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '-' || c == '_';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '_';
 }
 
 static void skip_space(parser *p) {
@@ -141,7 +144,8 @@ static void skip_space(parser *p) {
         if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
             p->pos++;
         } else if (c == '#') {
-            while (p->pos < p->len && p->s[p->pos] != '\n') p->pos++;
+            while (p->pos < p->len && p->s[p->pos] != '\n')
+                p->pos++;
         } else {
             break;
         }
@@ -179,8 +183,8 @@ static int32_t add_charset(parser *p, range *r, size_t n, int neg) {
         uint32_t next = 0;
         for (size_t i = 0; i <= m; i++) {
             uint32_t lo = i < m ? r[i].lo : MAX_CP + 1u;
-            if (lo > next && (!vec_push(&p->cs_lo, (int32_t)next) ||
-                              !vec_push(&p->cs_hi, (int32_t)(lo - 1))))
+            if (lo > next &&
+                (!vec_push(&p->cs_lo, (int32_t)next) || !vec_push(&p->cs_hi, (int32_t)(lo - 1))))
                 return nomem(p) - 1;
             if (i < m) next = r[i].hi + 1;
         }
@@ -205,7 +209,11 @@ static int read_utf8(parser *p, uint32_t *cp) {
     const unsigned char *s = (const unsigned char *)p->s + p->pos;
     size_t left = p->len - p->pos;
     unsigned char c = s[0];
-    int n = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+    int n = c < 0x80             ? 1
+            : (c & 0xE0) == 0xC0 ? 2
+            : (c & 0xF0) == 0xE0 ? 3
+            : (c & 0xF8) == 0xF0 ? 4
+                                 : 0;
     if (!n || (size_t)n > left) return fail(p, "invalid UTF-8");
     uint32_t v = n == 1 ? c : c & (0x7F >> n);
     for (int i = 1; i < n; i++) {
@@ -224,7 +232,10 @@ static int hex_digits(parser *p, int n, uint32_t *cp) {
     for (int i = 0; i < n; i++) {
         if (p->pos >= p->len) return fail(p, "escape cut short");
         char c = p->s[p->pos];
-        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        int d = c >= '0' && c <= '9'   ? c - '0'
+                : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                       : -1;
         if (d < 0) return fail(p, "bad hex digit in escape");
         v = v << 4 | (uint32_t)d;
         p->pos++;
@@ -246,9 +257,14 @@ static int read_char(parser *p, uint32_t *cp) {
     case 'r': *cp = '\r'; return 1;
     case 't': *cp = '\t'; return 1;
     case '0': *cp = 0; return 1;
-    case '\\': case '"': case '\'': case '[': case ']': case '-': case '/': case '^':
-        *cp = (uint32_t)c;
-        return 1;
+    case '\\':
+    case '"':
+    case '\'':
+    case '[':
+    case ']':
+    case '-':
+    case '/':
+    case '^': *cp = (uint32_t)c; return 1;
     case 'x': return hex_digits(p, 2, cp);
     case 'u': return hex_digits(p, 4, cp);
     case 'U': return hex_digits(p, 8, cp);
@@ -295,7 +311,8 @@ static int parse_class(parser *p, vec32 *out) {
         if (ok && n == cap) {
             cap = cap ? 2 * cap : 8;
             range *nr = specd_alloc_array(cap, sizeof *nr);
-            if (!nr) ok = nomem(p);
+            if (!nr)
+                ok = nomem(p);
             else {
                 if (n) memcpy(nr, r, n * sizeof *r);
                 specd_free(r);
@@ -304,7 +321,8 @@ static int parse_class(parser *p, vec32 *out) {
         }
         if (ok) r[n++] = (range){lo, hi};
     }
-    if (ok && p->pos >= p->len) ok = fail_at(p, start, SPECD_E_FORMAT, "unterminated character class", NULL);
+    if (ok && p->pos >= p->len)
+        ok = fail_at(p, start, SPECD_E_FORMAT, "unterminated character class", NULL);
     int32_t c = -1;
     if (ok) {
         p->pos++;
@@ -330,7 +348,8 @@ static int wrap(parser *p, vec32 *out, uint32_t from) {
 
 static int parse_count(parser *p, long *v) {
     skip_space(p);
-    if (p->pos >= p->len || p->s[p->pos] < '0' || p->s[p->pos] > '9') return fail(p, "expected a number in {m,n}");
+    if (p->pos >= p->len || p->s[p->pos] < '0' || p->s[p->pos] > '9')
+        return fail(p, "expected a number in {m,n}");
     long x = 0;
     while (p->pos < p->len && p->s[p->pos] >= '0' && p->s[p->pos] <= '9') {
         x = x * 10 + (p->s[p->pos++] - '0');
@@ -350,8 +369,10 @@ static int parse_count(parser *p, long *v) {
 static int repeat(parser *p, vec32 *out, uint32_t from) {
     char op = p->s[p->pos++];
     long min = 0, max = -1;
-    if (op == '+') min = 1;
-    else if (op == '?') max = 1;
+    if (op == '+')
+        min = 1;
+    else if (op == '?')
+        max = 1;
     else if (op == '{') {
         if (!parse_count(p, &min)) return 0;
         max = min;
@@ -388,9 +409,11 @@ static int repeat(parser *p, vec32 *out, uint32_t from) {
 /* At a name followed by "::=" (the next rule starts here). */
 static int at_rule_start(parser *p) {
     size_t q = p->pos;
-    while (q < p->len && is_name_char(p->s[q])) q++;
+    while (q < p->len && is_name_char(p->s[q]))
+        q++;
     if (q == p->pos) return 0;
-    while (q < p->len && (p->s[q] == ' ' || p->s[q] == '\t')) q++;
+    while (q < p->len && (p->s[q] == ' ' || p->s[q] == '\t'))
+        q++;
     return p->len - q >= 3 && !memcmp(p->s + q, "::=", 3);
 }
 
@@ -427,7 +450,8 @@ static int parse_sequence(parser *p, vec32 *out, int depth) {
             if (!emit(p, out, GE_REF | r << 2)) return 0;
         } else if (is_name_char(c)) {
             size_t start = p->pos;
-            while (p->pos < p->len && is_name_char(p->s[p->pos])) p->pos++;
+            while (p->pos < p->len && is_name_char(p->s[p->pos]))
+                p->pos++;
             int32_t r = rule_named(p, start, p->pos - start);
             if (r < 0 || !emit(p, out, GE_REF | r << 2)) return 0;
         } else {
@@ -463,17 +487,20 @@ static int parse_rules(parser *p) {
     if (p->pos >= p->len) return fail(p, "empty grammar (no root rule)");
     while (p->pos < p->len) {
         size_t start = p->pos;
-        while (p->pos < p->len && is_name_char(p->s[p->pos])) p->pos++;
+        while (p->pos < p->len && is_name_char(p->s[p->pos]))
+            p->pos++;
         if (p->pos == start) return fail(p, "expected a rule name");
         size_t name_len = p->pos - start;
         skip_space(p);
-        if (p->len - p->pos < 3 || memcmp(p->s + p->pos, "::=", 3)) return fail(p, "expected '::='");
+        if (p->len - p->pos < 3 || memcmp(p->s + p->pos, "::=", 3))
+            return fail(p, "expected '::='");
         p->pos += 3;
         int32_t r = rule_named(p, start, name_len);
         if (r < 0) return 0;
         if (p->rules[r].defined) {
             char name[80];
-            snprintf(name, sizeof name, "%.*s' defined twice", (int)(name_len > 60 ? 60 : name_len), p->s + start);
+            snprintf(name, sizeof name, "%.*s' defined twice", (int)(name_len > 60 ? 60 : name_len),
+                     p->s + start);
             return fail_at(p, start, SPECD_E_FORMAT, "rule '", name);
         }
         p->rules[r].defined = 1;
@@ -492,7 +519,8 @@ static int parse_rules(parser *p) {
 static int rule_name_arg(const parser *p, int32_t r, char *buf, size_t n) {
     const rule_info *ri = &p->rules[r];
     if (ri->name_len)
-        snprintf(buf, n, "%.*s'", (int)(ri->name_len > 60 ? 60 : ri->name_len), p->s + ri->name_pos);
+        snprintf(buf, n, "%.*s'", (int)(ri->name_len > 60 ? 60 : ri->name_len),
+                 p->s + ri->name_pos);
     else
         snprintf(buf, n, "(group)'");
     return 1;
@@ -512,7 +540,8 @@ static int check_left_recursion(parser *p, const gram_prog *g) {
         for (int32_t r = 0; r < g->n_rules; r++)
             for (int32_t a = 0; a < g->rule_nalt[r] && !nullable[r]; a++) {
                 int32_t i = g->alt_start[g->rule_alt[r] + a];
-                while (GE_KIND(g->el[i]) == GE_REF && nullable[GE_ARG(g->el[i])]) i++;
+                while (GE_KIND(g->el[i]) == GE_REF && nullable[GE_ARG(g->el[i])])
+                    i++;
                 if (GE_KIND(g->el[i]) == GE_END) nullable[r] = changed = 1;
             }
     }
@@ -565,7 +594,8 @@ static int assemble(parser *p, gram_prog *g) {
     size_t n_el = 0, n_alt = 0;
     for (int32_t r = 0; r < p->n_rules; r++) {
         n_el += p->rules[r].body.n;
-        for (uint32_t i = 0; i < p->rules[r].body.n; i++) n_alt += p->rules[r].body.v[i] == GE_END;
+        for (uint32_t i = 0; i < p->rules[r].body.n; i++)
+            n_alt += p->rules[r].body.v[i] == GE_END;
     }
     g->n_rules = p->n_rules;
     g->n_el = (int32_t)n_el;
@@ -610,13 +640,17 @@ int gram_cs_meets(const gram_prog *p, int32_t c, uint32_t lo, uint32_t hi) {
     int32_t a = p->cs_off[c], b = p->cs_off[c + 1];
     while (a < b) { /* first range whose hi >= lo */
         int32_t m = (a + b) / 2;
-        if (p->cs_hi[m] < lo) a = m + 1;
-        else b = m;
+        if (p->cs_hi[m] < lo)
+            a = m + 1;
+        else
+            b = m;
     }
     return a < p->cs_off[c + 1] && p->cs_lo[a] <= hi;
 }
 
-int gram_cs_has(const gram_prog *p, int32_t c, uint32_t cp) { return gram_cs_meets(p, c, cp, cp); }
+int gram_cs_has(const gram_prog *p, int32_t c, uint32_t cp) {
+    return gram_cs_meets(p, c, cp, cp);
+}
 
 void gram_prog_free(gram_prog *g) {
     specd_free(g->el);
@@ -654,7 +688,8 @@ specd_status gram_parse_gbnf(const char *text, size_t len, gram_prog *out, specd
         g.root = root;
     }
     if (ok) ok = assemble(&p, &g) && check_left_recursion(&p, &g);
-    for (int32_t r = 0; r < p.n_rules; r++) specd_free(p.rules[r].body.v);
+    for (int32_t r = 0; r < p.n_rules; r++)
+        specd_free(p.rules[r].body.v);
     specd_free(p.rules);
     u64map_free(&p.by_name);
     u64map_free(&p.single);

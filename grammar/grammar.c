@@ -8,7 +8,7 @@
 
 /* Masks kept per grammar; past this the cache starts again empty (states of one schema are few,
  * so this is reached only by grammars with unbounded state, such as deep nesting). */
-enum { CACHE_MAX_BYTES = 64 << 20 };
+enum { CACHE_MAX_BYTES = 32 << 20 };
 
 static specd_status create(const char *gbnf, size_t len, const specd_tokenizer *tok,
                            specd_grammar **out, specd_error *err) {
@@ -22,7 +22,8 @@ static specd_status create(const char *gbnf, size_t len, const specd_tokenizer *
         g->n_vocab = specd_tokenizer_vocab_size(tok);
         g->eog = specd_alloc_array((size_t)g->n_vocab + 1, sizeof *g->eog);
         g->in_grammar = specd_alloc_array((size_t)g->n_vocab + 1, 1);
-        if (!g->eog || !g->in_grammar) st = specd_fail(err, SPECD_E_NOMEM, "grammar: out of memory");
+        if (!g->eog || !g->in_grammar)
+            st = specd_fail(err, SPECD_E_NOMEM, "grammar: out of memory");
     }
     if (st == SPECD_OK) {
         for (int32_t t = 0; t < g->n_vocab; t++) {
@@ -98,7 +99,9 @@ void specd_grammar_destroy(specd_grammar *g) {
     specd_free(g);
 }
 
-int32_t specd_grammar_n_vocab(const specd_grammar *g) { return g ? g->n_vocab : 0; }
+int32_t specd_grammar_n_vocab(const specd_grammar *g) {
+    return g ? g->n_vocab : 0;
+}
 
 void specd_grammar_cache_stats(const specd_grammar *g, uint64_t *hits, uint64_t *misses) {
     specd_grammar *m = (specd_grammar *)g; /* the lock is the one mutable part */
@@ -110,7 +113,8 @@ void specd_grammar_cache_stats(const specd_grammar *g, uint64_t *hits, uint64_t 
 
 static uint64_t hash_key(const int32_t *key, size_t len) {
     uint64_t h = 0x51afd7ed558ccdffULL ^ len;
-    for (size_t i = 0; i < len; i++) h = u64_mix(h ^ (uint32_t)key[i]);
+    for (size_t i = 0; i < len; i++)
+        h = u64_mix(h ^ (uint32_t)key[i]);
     return h;
 }
 

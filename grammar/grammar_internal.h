@@ -22,7 +22,7 @@
 #include "specd/grammar.h"
 
 enum { GE_END = 0, GE_CHAR = 1, GE_REF = 2 };
-#define GE_KIND(e) ((e) & 3)
+#define GE_KIND(e) ((e)&3)
 #define GE_ARG(e) ((e) >> 2)
 
 typedef struct gram_prog {
@@ -48,14 +48,31 @@ int gram_cs_has(const gram_prog *p, int32_t c, uint32_t cp);
 int gram_cs_meets(const gram_prog *p, int32_t c, uint32_t lo, uint32_t hi);
 
 /* Token trie in depth-first order: node i (depth depth[i] >= 1, byte byte[i]) has the tokens
- * tok[tok_off[i] .. tok_off[i + 1]) ending at it and its subtree ends before node end[i]. */
+ * tok[tok_off[i] .. tok_off[i + 1]) ending at it and its subtree ends before node end[i], so the
+ * tokens below it are tok[tok_off[i + 1] .. tok_off[end[i]]). */
 typedef struct gram_trie {
     uint8_t *byte, *depth;
+    uint16_t *below; /* classes (gram_byte_class) of the bytes of the nodes below i */
     int32_t *end, *tok_off, *tok;
     int32_t n, max_depth;
 } gram_trie;
 
-/* 1 when token id may be matched by its bytes (normal and byte tokens that do not end generation). */
+/* Byte classes for taking trie subtrees whole: a-z, A-Z, 0-9, space, other printable ASCII but
+ * '"' and '\\', '"', '\\', control, 0x80 and up. */
+enum { GRAM_N_CLASSES = 9 };
+static inline int gram_byte_class(uint8_t b) {
+    if (b >= 'a' && b <= 'z') return 0;
+    if (b >= 'A' && b <= 'Z') return 1;
+    if (b >= '0' && b <= '9') return 2;
+    if (b == ' ') return 3;
+    if (b == '"') return 5;
+    if (b == '\\') return 6;
+    if (b < 0x20 || b == 0x7f) return 7;
+    return b < 0x80 ? 4 : 8;
+}
+
+/* 1 when token id may be matched by its bytes (normal and byte tokens that do not end generation).
+ */
 int gram_token_in_grammar(const specd_tokenizer *tok, int32_t id);
 specd_status gram_trie_build(const specd_tokenizer *tok, gram_trie *out, specd_error *err);
 void gram_trie_free(gram_trie *t);
@@ -105,6 +122,10 @@ typedef struct gram_walk {
     uint32_t stab_cap;
     u64map adv;      /* (set, code point) -> set */
     u64map feasible; /* (set, partial) -> 0/1 */
+    int32_t **first; /* per set: the step from a character boundary by each byte (-1 unknown) */
+    uint32_t first_cap;
+    int16_t *loop; /* per set: the classes whose every byte leads back to it (-1 unknown) */
+    uint32_t loop_cap;
     /* scratch of one closure */
     int32_t *work, *out;
     uint32_t nwork, wcap, nout, ocap;
@@ -125,6 +146,9 @@ int32_t gram_walk_step(gram_walk *w, int32_t set, uint32_t partial, uint8_t byte
                        uint32_t *partial_out);
 /* Advances a set by one whole code point. */
 int32_t gram_walk_advance(gram_walk *w, int32_t set, uint32_t cp);
+/* The byte classes (gram_byte_class) whose every byte leads from set back to set at a character
+ * boundary: inside a JSON string, all printable ASCII but '"' and '\\'. */
+int gram_walk_loop_classes(gram_walk *w, int32_t set);
 /* Set s has the empty stack (the grammar may end). */
 int gram_walk_can_end(const gram_walk *w, int32_t set);
 

@@ -15,24 +15,26 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { HDR = 3, WALK_RESET_FRAMES = 1 << 20, MAX_FORCED_BYTES = 256 };
+/* The walker starts again past these sizes (its per-set byte tables are 1 KB each). */
+enum { HDR = 3, WALK_RESET_FRAMES = 1 << 20, WALK_RESET_SETS = 1 << 12, MAX_FORCED_BYTES = 256 };
 
 struct specd_grammar_matcher {
     specd_grammar *g;
     int32_t *st;
     uint32_t st_len, st_cap;
     gram_walk *w;
-    uint32_t *mask;      /* scratch of apply and allows */
-    int32_t *tmp;        /* scratch of the flattening */
+    uint32_t *mask; /* scratch of apply and allows */
+    int32_t *tmp;   /* scratch of the flattening */
     uint32_t tmp_cap;
-    int32_t *depth_set;  /* trie walk: set and partial at each depth */
+    int32_t *depth_set; /* trie walk: set and partial at each depth */
     uint32_t *depth_partial;
 };
 
 static int reserve(int32_t **p, uint32_t *cap, uint32_t need) {
     if (need <= *cap) return 1;
     uint32_t c = *cap ? *cap : 64;
-    while (c < need) c *= 2;
+    while (c < need)
+        c *= 2;
     int32_t *q = specd_alloc_array(c, sizeof *q);
     if (!q) return 0;
     if (*p) memcpy(q, *p, (size_t)*cap * sizeof *q);
@@ -48,7 +50,8 @@ static gram_walk *walker(specd_grammar_matcher *m) {
         m->w = specd_alloc_array(1, sizeof *m->w);
         if (!m->w) return NULL;
         gram_walk_init(m->w, &m->g->prog);
-    } else if (m->w->nf > WALK_RESET_FRAMES || m->w->overflow != SPECD_OK) {
+    } else if (m->w->nf > WALK_RESET_FRAMES || m->w->ns > WALK_RESET_SETS ||
+               m->w->overflow != SPECD_OK) {
         gram_walk_reset(m->w);
     }
     return m->w->overflow == SPECD_OK ? m->w : NULL;
@@ -75,7 +78,8 @@ static specd_status store_set(specd_grammar_matcher *m, gram_walk *w, int32_t se
                               uint32_t partial) {
     uint32_t n = w->scount[set], words = 0;
     const int32_t *ids = w->sdata + w->soff[set];
-    for (uint32_t i = 0; i < n; i++) words += 1 + (uint32_t)(ids[i] ? w->fdepth[ids[i]] : 0);
+    for (uint32_t i = 0; i < n; i++)
+        words += 1 + (uint32_t)(ids[i] ? w->fdepth[ids[i]] : 0);
     size_t refs_bytes = (size_t)n * sizeof(stack_ref);
     uint32_t need = words + (uint32_t)(refs_bytes / sizeof(int32_t)) + 2;
     if (!reserve(&m->tmp, &m->tmp_cap, need) || !reserve(&m->st, &m->st_cap, HDR + words))
@@ -87,7 +91,8 @@ static specd_status store_set(specd_grammar_matcher *m, gram_walk *w, int32_t se
         int32_t f = ids[i], len = f ? w->fdepth[f] : 0;
         refs[i].p = flat + at;
         flat[at] = len;
-        for (int32_t k = len; k >= 1; k--, f = w->fparent[f]) flat[at + (uint32_t)k] = w->fpos[f];
+        for (int32_t k = len; k >= 1; k--, f = w->fparent[f])
+            flat[at + (uint32_t)k] = w->fpos[f];
         at += 1 + (uint32_t)len;
     }
     qsort(refs, n, sizeof *refs, cmp_stack);
@@ -117,8 +122,10 @@ specd_status specd_grammar_matcher_create(const specd_grammar *g, specd_grammar_
     else if (st == SPECD_OK)
         st = store_set(m, w, set, 0);
     else
-        st = specd_fail(err, st, "grammar matcher: the start state is past a limit (%d stacks, "
-                        "depth %d, or memory)", SPECD_GRAMMAR_MAX_STACKS, SPECD_GRAMMAR_MAX_DEPTH);
+        st = specd_fail(err, st,
+                        "grammar matcher: the start state is past a limit (%d stacks, "
+                        "depth %d, or memory)",
+                        SPECD_GRAMMAR_MAX_STACKS, SPECD_GRAMMAR_MAX_DEPTH);
     if (st != SPECD_OK) {
         if (st == SPECD_E_NOMEM) specd_fail(err, st, "grammar matcher: out of memory");
         specd_grammar_matcher_destroy(m);
@@ -168,7 +175,8 @@ static int32_t run_token(specd_grammar_matcher *m, gram_walk *w, int32_t set, ui
     if (!m->g->in_grammar[token] ||
         specd_tokenizer_token_to_piece(m->g->tok, token, 0, &s, &len, NULL) != SPECD_OK || !len)
         return 0;
-    for (size_t i = 0; i < len && set; i++) set = gram_walk_step(w, set, *partial, (uint8_t)s[i], partial);
+    for (size_t i = 0; i < len && set; i++)
+        set = gram_walk_step(w, set, *partial, (uint8_t)s[i], partial);
     return set;
 }
 
@@ -201,8 +209,10 @@ specd_status specd_grammar_matcher_fill_mask(specd_grammar_matcher *m, uint32_t 
                                              int32_t n_vocab) {
     if (!m || !bits) return SPECD_E_INVALID_ARG;
     specd_grammar *g = m->g;
-    if (n_vocab != g->n_vocab) return SPECD_E_MISMATCH;
-    size_t words = ((size_t)n_vocab + 31) / 32;
+    if (n_vocab < g->n_vocab) return SPECD_E_MISMATCH;
+    size_t words = ((size_t)g->n_vocab + 31) / 32, all = ((size_t)n_vocab + 31) / 32;
+    /* ids past the tokenizer's (a model's padded rows) are never allowed */
+    memset(bits + words, 0, (all - words) * sizeof *bits);
     if (m->st[1]) {
         memset(bits, 0, words * sizeof *bits);
         return SPECD_OK;
@@ -224,18 +234,35 @@ specd_status specd_grammar_matcher_fill_mask(specd_grammar_matcher *m, uint32_t 
     if (ds[0]) {
         for (int32_t i = 0; i < t->n;) {
             int d = t->depth[i];
-            int32_t s = gram_walk_step(w, ds[d - 1], dp[d - 1], t->byte[i], &dp[d]);
+            uint8_t b = t->byte[i];
+            int32_t s, ps = ds[d - 1];
+            const int32_t *tab;
+            /* the common step inline: an ASCII byte at a character boundary, already known */
+            if (b < 0x80 && !dp[d - 1] && (uint32_t)ps < w->first_cap && (tab = w->first[ps]) &&
+                tab[b] >= 0) {
+                s = tab[b];
+                dp[d] = 0;
+            } else {
+                s = gram_walk_step(w, ps, dp[d - 1], b, &dp[d]);
+            }
             if (!s) {
                 i = t->end[i]; /* no token under this prefix can match */
                 continue;
             }
             ds[d] = s;
-            for (int32_t k = t->tok_off[i]; k < t->tok_off[i + 1]; k++)
+            int32_t last = t->tok_off[i + 1];
+            /* every byte below loops back to s: the whole subtree is allowed (asked only where
+             * this node's own byte looped, so that passing states are not probed) */
+            int whole = s == ps && t->below[i] && !dp[d] &&
+                        !(t->below[i] & ~gram_walk_loop_classes(w, s));
+            if (whole) last = t->tok_off[t->end[i]];
+            for (int32_t k = t->tok_off[i]; k < last; k++)
                 bits[t->tok[k] >> 5] |= 1u << (t->tok[k] & 31);
-            i++;
+            i = whole ? t->end[i] : i + 1;
         }
         if (!dp[0] && gram_walk_can_end(w, ds[0]))
-            for (int32_t i = 0; i < g->n_eog; i++) bits[g->eog[i] >> 5] |= 1u << (g->eog[i] & 31);
+            for (int32_t i = 0; i < g->n_eog; i++)
+                bits[g->eog[i] >> 5] |= 1u << (g->eog[i] & 31);
     }
     /* a walk cut by a limit leaves tokens out; it is right for this call but not cached */
     if (w->overflow == SPECD_OK) gram_cache_put(g, m->st, m->st_len, bits);
@@ -249,11 +276,14 @@ static uint32_t *mask_scratch(specd_grammar_matcher *m) {
 
 specd_status specd_grammar_matcher_apply(specd_grammar_matcher *m, float *logits, int32_t n_vocab) {
     if (!m || !logits) return SPECD_E_INVALID_ARG;
+    if (n_vocab < m->g->n_vocab) return SPECD_E_MISMATCH;
     uint32_t *bits = mask_scratch(m);
     if (!bits) return SPECD_E_NOMEM;
-    SPECD_TRY(specd_grammar_matcher_fill_mask(m, bits, n_vocab));
-    for (int32_t t = 0; t < n_vocab; t++)
+    SPECD_TRY(specd_grammar_matcher_fill_mask(m, bits, m->g->n_vocab));
+    for (int32_t t = 0; t < m->g->n_vocab; t++)
         if (!(bits[t >> 5] >> (t & 31) & 1)) logits[t] = -INFINITY;
+    for (int32_t t = m->g->n_vocab; t < n_vocab; t++)
+        logits[t] = -INFINITY;
     return SPECD_OK;
 }
 
@@ -263,7 +293,8 @@ bool specd_grammar_matcher_allows(const specd_grammar_matcher *cm, int32_t token
     if (!m || token < 0 || token >= m->g->n_vocab || m->st[1]) return false;
     if (is_eog(m->g, token)) return specd_grammar_matcher_done(m);
     uint32_t *bits = mask_scratch(m);
-    if (bits && gram_cache_get(m->g, m->st, m->st_len, bits)) return bits[token >> 5] >> (token & 31) & 1;
+    if (bits && gram_cache_get(m->g, m->st, m->st_len, bits))
+        return bits[token >> 5] >> (token & 31) & 1;
     gram_walk *w = walker(m);
     if (!w) return false;
     uint32_t partial = (uint32_t)m->st[0];
@@ -317,14 +348,9 @@ int32_t specd_grammar_matcher_forced(specd_grammar_matcher *m, int32_t *tokens, 
     int32_t set0 = current_set(m, w), set = set0;
     char bytes[MAX_FORCED_BYTES + 4];
     size_t nb = 0;
-    int choice = 0;
     while (set && nb < MAX_FORCED_BYTES) {
         int64_t cp = forced_cp(w, set);
-        if (cp < 0) {
-            /* the complete parse alone: the end is forced, and nothing is drafted for it */
-            choice = !(w->scount[set] == 1 && gram_walk_can_end(w, set));
-            break;
-        }
+        if (cp < 0) break; /* a choice, or the end */
         nb += put_utf8((uint32_t)cp, bytes + nb);
         set = gram_walk_advance(w, set, (uint32_t)cp);
     }
@@ -334,7 +360,9 @@ int32_t specd_grammar_matcher_forced(specd_grammar_matcher *m, int32_t *tokens, 
     if (specd_tokenizer_encode(m->g->tok, bytes, nb, 0, ids, sizeof ids / sizeof *ids, &n, NULL) !=
         SPECD_OK)
         return 0;
-    if (choice && n) n--; /* the model would likely merge the last piece with what follows */
+    /* The last token is kept even where a free choice follows it and the model might have merged
+     * across the boundary: a draft the target rejects costs one verified row, one it accepts saves
+     * a forward. */
     int32_t k = 0;
     uint32_t partial = 0;
     set = set0;

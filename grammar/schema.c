@@ -4,6 +4,7 @@
  * '{', '[', ',' and ':', and each value inside an object or array; nowhere else (so a key and its
  * '":' are one forced run). docs/serving.md lists the keywords honoured, ignored and refused. */
 #include "grammar/grammar_internal.h"
+#include "grammar/schema_pattern.h"
 
 #include "common/alloc.h"
 #include "common/status_internal.h"
@@ -27,49 +28,6 @@ static const char BASE_RULES[] =
     "json-object ::= \"{\" ws ( json-member ( \",\" ws json-member )* )? \"}\"\n"
     "json-array ::= \"[\" ws ( json-value ws ( \",\" ws json-value ws )* )? \"]\"\n";
 
-typedef struct sbuf {
-    char *s;
-    size_t n, cap;
-    int oom;
-} sbuf;
-
-static void sb_put(sbuf *b, const char *s, size_t n) {
-    if (b->oom) return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 1024;
-        while (cap < b->n + n + 1) cap *= 2;
-        char *ns = specd_alloc(cap);
-        if (!ns) {
-            b->oom = 1;
-            return;
-        }
-        if (b->n) memcpy(ns, b->s, b->n);
-        specd_free(b->s);
-        b->s = ns;
-        b->cap = cap;
-    }
-    memcpy(b->s + b->n, s, n);
-    b->n += n;
-    b->s[b->n] = 0;
-}
-
-static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(sbuf *b, const char *fmt, ...) {
-    va_list ap, ap2;
-    va_start(ap, fmt);
-    va_copy(ap2, ap);
-    int n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    char *tmp = n >= 0 ? specd_alloc((size_t)n + 1) : NULL;
-    if (!tmp) b->oom = 1;
-    else {
-        vsnprintf(tmp, (size_t)n + 1, fmt, ap2);
-        sb_put(b, tmp, (size_t)n);
-    }
-    va_end(ap2);
-    specd_free(tmp);
-}
-
 typedef struct gen {
     rt_json j;
     sbuf rules;
@@ -79,21 +37,17 @@ typedef struct gen {
     int depth;
 } gen;
 
-static int refuse(gen *g, specd_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int refuse(gen *g, specd_status st, const char *fmt, ...) {
-    if (g->st != SPECD_OK) return 0;
-    char msg[200];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    g->st = specd_fail(g->err, st, "json schema: %s", msg);
-    return 0;
-}
+#define refuse(g, ...) gram_schema_refuse((g)->err, &(g)->st, __VA_ARGS__)
 
-static const rt_json_node *node(const gen *g, uint32_t i) { return &g->j.nodes[i]; }
-static const char *text(const gen *g, uint32_t i) { return g->j.text + node(g, i)->start; }
-static uint32_t tlen(const gen *g, uint32_t i) { return node(g, i)->end - node(g, i)->start; }
+static const rt_json_node *node(const gen *g, uint32_t i) {
+    return &g->j.nodes[i];
+}
+static const char *text(const gen *g, uint32_t i) {
+    return g->j.text + node(g, i)->start;
+}
+static uint32_t tlen(const gen *g, uint32_t i) {
+    return node(g, i)->end - node(g, i)->start;
+}
 
 static int is_prim(const gen *g, uint32_t i, const char *s) {
     return i && node(g, i)->type == RT_JSON_PRIMITIVE && tlen(g, i) == strlen(s) &&
@@ -104,7 +58,8 @@ static int count_of(gen *g, uint32_t obj, const char *key, long lo, long *out) {
     uint32_t i = rt_json_get(&g->j, obj, key);
     if (!i) return 1;
     double d;
-    if (!rt_json_number(&g->j, i, &d) || d < (double)lo || d > SPECD_GRAMMAR_MAX_REPEAT || d != (long)d)
+    if (!rt_json_number(&g->j, i, &d) || d < (double)lo || d > SPECD_GRAMMAR_MAX_REPEAT ||
+        d != (long)d)
         return refuse(g, SPECD_E_UNSUPPORTED, "%s must be an integer in %ld..%d", key, lo,
                       SPECD_GRAMMAR_MAX_REPEAT);
     *out = (long)d;
@@ -158,233 +113,14 @@ static void compact(gen *g, uint32_t i, sbuf *out) {
 static void put_value_literal(gen *g, uint32_t i, sbuf *b) {
     sbuf t = {0};
     compact(g, i, &t);
-    if (t.oom) b->oom = 1;
-    else put_literal(b, t.s, t.n);
+    if (t.oom)
+        b->oom = 1;
+    else
+        put_literal(b, t.s, t.n);
     specd_free(t.s);
 }
 
 static int rule_for(gen *g, uint32_t i);
-
-/* --- string patterns: a regex subset to GBNF ----------------------------------------------- */
-
-/* Characters a pattern may produce: those a JSON string holds without an escape. */
-static void put_class_ranges(sbuf *b, const uint32_t (*r)[2], size_t n, int neg) {
-    /* complement when neg, then remove 0x00-0x1F, '"' and '\\' */
-    uint32_t keep[64][2];
-    size_t k = 0;
-    uint32_t cur[130][2];
-    size_t nc = 0;
-    if (!neg) {
-        for (size_t i = 0; i < n && nc < 128; i++) memcpy(cur[nc++], r[i], sizeof cur[0]);
-    } else {
-        uint32_t next = 0; /* r sorted by the caller */
-        for (size_t i = 0; i <= n && nc < 128; i++) {
-            uint32_t lo = i < n ? r[i][0] : 0x110000;
-            if (lo > next) {
-                cur[nc][0] = next;
-                cur[nc++][1] = lo - 1;
-            }
-            if (i < n && r[i][1] + 1 > next) next = r[i][1] + 1;
-        }
-    }
-    static const uint32_t bad[3][2] = {{0, 0x1F}, {'"', '"'}, {'\\', '\\'}};
-    for (size_t i = 0; i < nc; i++) {
-        uint32_t lo = cur[i][0], hi = cur[i][1];
-        for (int x = 0; x < 3 && lo <= hi; x++) {
-            if (bad[x][1] < lo || bad[x][0] > hi) continue;
-            if (bad[x][0] > lo && k < 64) {
-                keep[k][0] = lo;
-                keep[k++][1] = bad[x][0] - 1;
-            }
-            lo = bad[x][1] + 1;
-        }
-        if (lo <= hi && k < 64) {
-            keep[k][0] = lo;
-            keep[k++][1] = hi;
-        }
-    }
-    sb_put(b, "[", 1);
-    if (!k) sb_put(b, "^\\x00-\\U0010ffff", 16); /* nothing: an empty class */
-    for (size_t i = 0; i < k; i++) {
-        sb_printf(b, "\\U%08x", keep[i][0]);
-        if (keep[i][1] != keep[i][0]) sb_printf(b, "-\\U%08x", keep[i][1]);
-    }
-    sb_put(b, "]", 1);
-}
-
-typedef struct rx {
-    gen *g;
-    const char *s;
-    size_t n, pos;
-    sbuf *out;
-} rx;
-
-static int rx_utf8(rx *x, uint32_t *cp) {
-    const unsigned char *s = (const unsigned char *)x->s + x->pos;
-    size_t left = x->n - x->pos;
-    int n = s[0] < 0x80 ? 1 : (s[0] & 0xE0) == 0xC0 ? 2 : (s[0] & 0xF0) == 0xE0 ? 3 : 4;
-    if ((size_t)n > left) return refuse(x->g, SPECD_E_FORMAT, "pattern: invalid UTF-8");
-    uint32_t v = n == 1 ? s[0] : s[0] & (0x7F >> n);
-    for (int i = 1; i < n; i++) v = v << 6 | (s[i] & 0x3F);
-    x->pos += (size_t)n;
-    *cp = v;
-    return 1;
-}
-
-static int cmp_r(const void *a, const void *b) {
-    const uint32_t *x = a, *y = b;
-    return (x[0] > y[0]) - (x[0] < y[0]);
-}
-
-/* One escape inside or outside a class: a class shorthand (ranges out) or one character. */
-static int rx_escape(rx *x, uint32_t (*r)[2], size_t *nr, int *neg) {
-    if (x->pos >= x->n) return refuse(x->g, SPECD_E_FORMAT, "pattern ends in '\\'");
-    char c = x->s[x->pos++];
-    static const uint32_t digit[1][2] = {{'0', '9'}};
-    static const uint32_t word[4][2] = {{'0', '9'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}};
-    static const uint32_t space[2][2] = {{'\t', '\r'}, {' ', ' '}};
-    const uint32_t(*set)[2] = NULL;
-    size_t n = 0;
-    switch (c) {
-    case 'd': case 'D': set = digit; n = 1; break;
-    case 'w': case 'W': set = word; n = 4; break;
-    case 's': case 'S': set = space; n = 2; break;
-    case 'n': r[(*nr)++][0] = '\n'; break;
-    case 't': r[(*nr)++][0] = '\t'; break;
-    default:
-        if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))
-            return refuse(x->g, SPECD_E_UNSUPPORTED, "pattern escape '\\%c' is not supported", c);
-        r[(*nr)++][0] = (unsigned char)c;
-    }
-    if (set) {
-        *neg = c >= 'A' && c <= 'Z';
-        for (size_t i = 0; i < n; i++) memcpy(r[(*nr)++], set[i], sizeof r[0]);
-    } else {
-        r[*nr - 1][1] = r[*nr - 1][0];
-    }
-    return 1;
-}
-
-static int rx_alternates(rx *x, int depth);
-
-static int rx_atom(rx *x, int depth) {
-    char c = x->s[x->pos];
-    uint32_t r[64][2];
-    size_t nr = 0;
-    int neg = 0;
-    if (c == '(') {
-        x->pos++;
-        if (x->pos + 1 < x->n && x->s[x->pos] == '?') {
-            if (x->s[x->pos + 1] != ':')
-                return refuse(x->g, SPECD_E_UNSUPPORTED, "pattern: lookaround and named groups are not supported");
-            x->pos += 2;
-        }
-        sb_put(x->out, "(", 1);
-        if (!rx_alternates(x, depth + 1)) return 0;
-        if (x->pos >= x->n || x->s[x->pos] != ')') return refuse(x->g, SPECD_E_FORMAT, "pattern: unclosed '('");
-        x->pos++;
-        sb_put(x->out, ")", 1);
-        return 1;
-    }
-    if (c == '[') {
-        x->pos++;
-        if (x->pos < x->n && x->s[x->pos] == '^') {
-            neg = 1;
-            x->pos++;
-        }
-        int first = 1;
-        while (x->pos < x->n && (x->s[x->pos] != ']' || first)) {
-            first = 0;
-            if (nr >= 60) return refuse(x->g, SPECD_E_UNSUPPORTED, "pattern: character class too long");
-            if (x->s[x->pos] == '\\') {
-                x->pos++;
-                int sub_neg = 0;
-                if (!rx_escape(x, r, &nr, &sub_neg)) return 0;
-                if (sub_neg) return refuse(x->g, SPECD_E_UNSUPPORTED, "pattern: \\D \\W \\S inside a class");
-                continue;
-            }
-            uint32_t lo, hi;
-            if (!rx_utf8(x, &lo)) return 0;
-            hi = lo;
-            if (x->pos + 1 < x->n && x->s[x->pos] == '-' && x->s[x->pos + 1] != ']') {
-                x->pos++;
-                if (x->s[x->pos] == '\\') return refuse(x->g, SPECD_E_UNSUPPORTED, "pattern: escaped range end");
-                if (!rx_utf8(x, &hi)) return 0;
-                if (hi < lo) return refuse(x->g, SPECD_E_FORMAT, "pattern: range out of order");
-            }
-            r[nr][0] = lo;
-            r[nr++][1] = hi;
-        }
-        if (x->pos >= x->n) return refuse(x->g, SPECD_E_FORMAT, "pattern: unclosed '['");
-        x->pos++;
-    } else if (c == '.') {
-        x->pos++;
-        r[0][0] = r[0][1] = '\n';
-        nr = 1;
-        neg = 1;
-    } else if (c == '\\') {
-        x->pos++;
-        if (!rx_escape(x, r, &nr, &neg)) return 0;
-    } else if (c == '^' || c == '$') {
-        return refuse(x->g, SPECD_E_UNSUPPORTED, "pattern: '%c' inside the pattern is not supported", c);
-    } else if (c == '*' || c == '+' || c == '?' || c == '{') {
-        return refuse(x->g, SPECD_E_FORMAT, "pattern: '%c' with nothing to repeat", c);
-    } else {
-        uint32_t cp;
-        if (!rx_utf8(x, &cp)) return 0;
-        r[0][0] = r[0][1] = cp;
-        nr = 1;
-    }
-    if (nr > 1) qsort(r, nr, sizeof r[0], cmp_r);
-    if (!neg && nr == 1 && r[0][0] == r[0][1] && (r[0][0] < 0x20 || r[0][0] == '"' || r[0][0] == '\\'))
-        return refuse(x->g, SPECD_E_UNSUPPORTED,
-                      "pattern: a character JSON must escape (control, '\"' or '\\') is not supported");
-    put_class_ranges(x->out, (const uint32_t(*)[2])r, nr, neg);
-    return 1;
-}
-
-static int rx_sequence(rx *x, int depth) {
-    if (depth > 32) return refuse(x->g, SPECD_E_UNSUPPORTED, "pattern: groups nested too deeply");
-    sb_put(x->out, "(", 1);
-    while (x->pos < x->n && x->s[x->pos] != '|' && x->s[x->pos] != ')') {
-        if (x->s[x->pos] == '$' && x->pos + 1 == x->n) break;
-        sb_put(x->out, " ", 1);
-        if (!rx_atom(x, depth)) return 0;
-        if (x->pos < x->n && strchr("*+?{", x->s[x->pos])) {
-            char q = x->s[x->pos++];
-            if (q == '{') {
-                size_t close = x->pos;
-                while (close < x->n && x->s[close] != '}') close++;
-                int commas = 0, ok = close < x->n && close - x->pos <= 20 && close > x->pos &&
-                                     x->s[x->pos] >= '0' && x->s[x->pos] <= '9';
-                for (size_t at = x->pos; ok && at < close; at++) {
-                    commas += x->s[at] == ',';
-                    ok = (x->s[at] >= '0' && x->s[at] <= '9') || (x->s[at] == ',' && commas == 1);
-                }
-                if (!ok) return refuse(x->g, SPECD_E_FORMAT, "pattern: bad {m,n}");
-                sb_put(x->out, "{", 1);
-                sb_put(x->out, x->s + x->pos, close - x->pos); /* checked by the GBNF parser */
-                sb_put(x->out, "}", 1);
-                x->pos = close + 1;
-            } else {
-                sb_put(x->out, &q, 1);
-            }
-            if (x->pos < x->n && x->s[x->pos] == '?') x->pos++; /* lazy: same language */
-        }
-    }
-    sb_put(x->out, " )", 2);
-    return 1;
-}
-
-static int rx_alternates(rx *x, int depth) {
-    if (!rx_sequence(x, depth)) return 0;
-    while (x->pos < x->n && x->s[x->pos] == '|') {
-        x->pos++;
-        sb_put(x->out, " | ", 3);
-        if (!rx_sequence(x, depth)) return 0;
-    }
-    return 1;
-}
 
 /* A JSON string matching the pattern (the raw text of node i, escapes undone for \\ only). */
 static int pattern_string(gen *g, uint32_t i, sbuf *b) {
@@ -395,28 +131,25 @@ static int pattern_string(gen *g, uint32_t i, sbuf *b) {
     for (uint32_t k = 0; k < tlen(g, i); k++) { /* JSON escapes of the schema text */
         if (s[k] == '\\' && k + 1 < tlen(g, i)) {
             char e = s[++k];
-            pat[n++] = e == 'n' ? '\n' : e == 't' ? '\t' : e == '/' ? '/' : e == '"' ? '"' : e == '\\' ? '\\' : 0;
+            pat[n++] = e == 'n'    ? '\n'
+                       : e == 't'  ? '\t'
+                       : e == '/'  ? '/'
+                       : e == '"'  ? '"'
+                       : e == '\\' ? '\\'
+                                   : 0;
             if (!pat[n - 1]) {
                 specd_free(pat);
-                return refuse(g, SPECD_E_UNSUPPORTED, "pattern: JSON escape '\\%c' in the pattern", e);
+                return refuse(g, SPECD_E_UNSUPPORTED, "pattern: JSON escape '\\%c' in the pattern",
+                              e);
             }
         } else {
             pat[n++] = s[k];
         }
     }
-    rx x = {g, pat, n, 0, b};
-    int anchored_start = n && pat[0] == '^';
-    int anchored_end = n && pat[n - 1] == '$' && (n < 2 || pat[n - 2] != '\\');
-    if (anchored_start) x.pos = 1;
-    sb_put(b, "\"\\\"\" ", 5);
-    if (!anchored_start) sb_put(b, "json-char* ", 11);
-    int ok = rx_alternates(&x, 0);
-    if (ok && anchored_end && x.pos < n && pat[x.pos] == '$') x.pos++;
-    if (ok && x.pos != n) ok = refuse(g, SPECD_E_FORMAT, "pattern: unexpected '%c'", pat[x.pos]);
-    if (!anchored_end) sb_put(b, " json-char*", 11);
-    sb_put(b, " \"\\\"\"", 5);
+    specd_status st = gram_pattern_gbnf(pat, n, b, g->err);
     specd_free(pat);
-    return ok;
+    if (st != SPECD_OK && g->st == SPECD_OK) g->st = st;
+    return st == SPECD_OK;
 }
 
 /* --- schema nodes -------------------------------------------------------------------------- */
@@ -428,12 +161,16 @@ static int type_expr(gen *g, uint32_t i, uint32_t type, sbuf *b);
 static int object_expr(gen *g, uint32_t i, sbuf *b) {
     uint32_t props = rt_json_get(&g->j, i, "properties"), req = rt_json_get(&g->j, i, "required");
     uint32_t extra = rt_json_get(&g->j, i, "additionalProperties");
-    if (props && node(g, props)->type != RT_JSON_OBJECT) return refuse(g, SPECD_E_FORMAT, "properties must be an object");
-    if (req && node(g, req)->type != RT_JSON_ARRAY) return refuse(g, SPECD_E_FORMAT, "required must be an array");
-    if (rt_json_get(&g->j, i, "patternProperties")) return refuse(g, SPECD_E_UNSUPPORTED, "patternProperties is not supported");
+    if (props && node(g, props)->type != RT_JSON_OBJECT)
+        return refuse(g, SPECD_E_FORMAT, "properties must be an object");
+    if (req && node(g, req)->type != RT_JSON_ARRAY)
+        return refuse(g, SPECD_E_FORMAT, "required must be an array");
+    if (rt_json_get(&g->j, i, "patternProperties"))
+        return refuse(g, SPECD_E_UNSUPPORTED, "patternProperties is not supported");
     int extra_ok = !extra || !is_prim(g, extra, "false");
     int extra_rule = -1;
-    if (extra && node(g, extra)->type == RT_JSON_OBJECT) extra_rule = rule_for(g, extra);
+    if (extra && node(g, extra)->type == RT_JSON_OBJECT)
+        extra_rule = rule_for(g, extra);
     else if (extra && !is_prim(g, extra, "true") && !is_prim(g, extra, "false"))
         return refuse(g, SPECD_E_FORMAT, "additionalProperties must be a boolean or a schema");
     /* members: required first */
@@ -475,8 +212,10 @@ static int object_expr(gen *g, uint32_t i, sbuf *b) {
         n_req += is_req[m];
     }
     char member[64];
-    if (extra_rule >= 0) snprintf(member, sizeof member, "json-string \":\" ws s%d ws", extra_rule);
-    else snprintf(member, sizeof member, "json-member");
+    if (extra_rule >= 0)
+        snprintf(member, sizeof member, "json-string \":\" ws s%d ws", extra_rule);
+    else
+        snprintf(member, sizeof member, "json-member");
     sbuf *out = b;
     sb_put(out, "\"{\" ws ", 7);
     if (ok && n_req) {
@@ -498,12 +237,14 @@ static int object_expr(gen *g, uint32_t i, sbuf *b) {
         for (uint32_t m = n; m-- > 0;)
             sb_printf(r, "s%u-t%u ::= ( \",\" ws %s )? s%u-t%u\n", i, m, kv[m].s, i, m + 1);
         sb_put(out, "( ", 2);
-        for (uint32_t m = 0; m < n; m++) sb_printf(out, "%s%s s%u-t%u", m ? " | " : "", kv[m].s, i, m + 1);
+        for (uint32_t m = 0; m < n; m++)
+            sb_printf(out, "%s%s s%u-t%u", m ? " | " : "", kv[m].s, i, m + 1);
         if (extra_ok) sb_printf(out, "%s%s s%u-t%u", n ? " | " : "", member, i, n);
         if (!n && !extra_ok) sb_put(out, "\"\"", 2);
         sb_put(out, " )? ", 4);
     }
-    for (uint32_t m = 0; kv && m < n; m++) specd_free(kv[m].s);
+    for (uint32_t m = 0; kv && m < n; m++)
+        specd_free(kv[m].s);
     specd_free(kv);
     specd_free(key);
     specd_free(is_req);
@@ -514,8 +255,10 @@ static int object_expr(gen *g, uint32_t i, sbuf *b) {
 
 static int array_expr(gen *g, uint32_t i, sbuf *b) {
     uint32_t items = rt_json_get(&g->j, i, "items");
-    if (rt_json_get(&g->j, i, "prefixItems")) return refuse(g, SPECD_E_UNSUPPORTED, "prefixItems is not supported");
-    if (items && node(g, items)->type == RT_JSON_ARRAY) return refuse(g, SPECD_E_UNSUPPORTED, "items as an array (tuples) is not supported");
+    if (rt_json_get(&g->j, i, "prefixItems"))
+        return refuse(g, SPECD_E_UNSUPPORTED, "prefixItems is not supported");
+    if (items && node(g, items)->type == RT_JSON_ARRAY)
+        return refuse(g, SPECD_E_UNSUPPORTED, "items as an array (tuples) is not supported");
     long min = 0, max = -1;
     if (!count_of(g, i, "minItems", 0, &min) || !count_of(g, i, "maxItems", 0, &max)) return 0;
     if (max >= 0 && max < min) return refuse(g, SPECD_E_FORMAT, "maxItems < minItems");
@@ -530,8 +273,10 @@ static int array_expr(gen *g, uint32_t i, sbuf *b) {
         if (min == 0) sb_put(b, "( ", 2);
         sb_printf(b, "%s ws", item);
         long rmin = min > 0 ? min - 1 : 0, rmax = max < 0 ? -1 : max - 1;
-        if (rmax < 0) sb_printf(b, " ( \",\" ws %s ws ){%ld,}", item, rmin);
-        else if (rmax > 0) sb_printf(b, " ( \",\" ws %s ws ){%ld,%ld}", item, rmin, rmax);
+        if (rmax < 0)
+            sb_printf(b, " ( \",\" ws %s ws ){%ld,}", item, rmin);
+        else if (rmax > 0)
+            sb_printf(b, " ( \",\" ws %s ws ){%ld,%ld}", item, rmin, rmax);
         if (min == 0) sb_put(b, " )?", 3);
         sb_put(b, " ", 1);
     }
@@ -542,15 +287,19 @@ static int array_expr(gen *g, uint32_t i, sbuf *b) {
 static int string_expr(gen *g, uint32_t i, sbuf *b) {
     uint32_t pat = rt_json_get(&g->j, i, "pattern");
     if (pat) {
-        if (node(g, pat)->type != RT_JSON_STRING) return refuse(g, SPECD_E_FORMAT, "pattern must be a string");
+        if (node(g, pat)->type != RT_JSON_STRING)
+            return refuse(g, SPECD_E_FORMAT, "pattern must be a string");
         return pattern_string(g, pat, b);
     }
     long min = 0, max = -1;
     if (!count_of(g, i, "minLength", 0, &min) || !count_of(g, i, "maxLength", 0, &max)) return 0;
     if (max >= 0 && max < min) return refuse(g, SPECD_E_FORMAT, "maxLength < minLength");
-    if (!min && max < 0) sb_put(b, "json-string", 11);
-    else if (max < 0) sb_printf(b, "\"\\\"\" json-char{%ld,} \"\\\"\"", min);
-    else sb_printf(b, "\"\\\"\" json-char{%ld,%ld} \"\\\"\"", min, max);
+    if (!min && max < 0)
+        sb_put(b, "json-string", 11);
+    else if (max < 0)
+        sb_printf(b, "\"\\\"\" json-char{%ld,} \"\\\"\"", min);
+    else
+        sb_printf(b, "\"\\\"\" json-char{%ld,%ld} \"\\\"\"", min, max);
     return 1;
 }
 
@@ -564,7 +313,8 @@ static int type_expr(gen *g, uint32_t i, uint32_t type, sbuf *b) {
         sb_put(b, " )", 2);
         return 1;
     }
-    if (type && node(g, type)->type != RT_JSON_STRING) return refuse(g, SPECD_E_FORMAT, "type must be a string or an array");
+    if (type && node(g, type)->type != RT_JSON_STRING)
+        return refuse(g, SPECD_E_FORMAT, "type must be a string or an array");
     if (!type) { /* no type: what the other keywords say */
         if (rt_json_get(&g->j, i, "properties") || rt_json_get(&g->j, i, "additionalProperties") ||
             rt_json_get(&g->j, i, "required"))
@@ -579,11 +329,17 @@ static int type_expr(gen *g, uint32_t i, uint32_t type, sbuf *b) {
     if (rt_json_str_eq(&g->j, type, "object")) return object_expr(g, i, b);
     if (rt_json_str_eq(&g->j, type, "array")) return array_expr(g, i, b);
     if (rt_json_str_eq(&g->j, type, "string")) return string_expr(g, i, b);
-    if (rt_json_str_eq(&g->j, type, "number")) sb_put(b, "json-number", 11);
-    else if (rt_json_str_eq(&g->j, type, "integer")) sb_put(b, "json-int", 8);
-    else if (rt_json_str_eq(&g->j, type, "boolean")) sb_put(b, "json-bool", 9);
-    else if (rt_json_str_eq(&g->j, type, "null")) sb_put(b, "json-null", 9);
-    else return refuse(g, SPECD_E_UNSUPPORTED, "type '%.*s' is not supported", (int)(tlen(g, type) > 40 ? 40 : tlen(g, type)), text(g, type));
+    if (rt_json_str_eq(&g->j, type, "number"))
+        sb_put(b, "json-number", 11);
+    else if (rt_json_str_eq(&g->j, type, "integer"))
+        sb_put(b, "json-int", 8);
+    else if (rt_json_str_eq(&g->j, type, "boolean"))
+        sb_put(b, "json-bool", 9);
+    else if (rt_json_str_eq(&g->j, type, "null"))
+        sb_put(b, "json-null", 9);
+    else
+        return refuse(g, SPECD_E_UNSUPPORTED, "type '%.*s' is not supported",
+                      (int)(tlen(g, type) > 40 ? 40 : tlen(g, type)), text(g, type));
     return 1;
 }
 
@@ -593,14 +349,21 @@ static uint32_t resolve_ref(gen *g, uint32_t ref) {
     uint32_t n = tlen(g, ref);
     const char *sect = NULL;
     size_t skip = 0;
-    if (n > 8 && !memcmp(s, "#/$defs/", 8)) sect = "$defs", skip = 8;
-    else if (n > 14 && !memcmp(s, "#/definitions/", 14)) sect = "definitions", skip = 14;
-    if (!sect) return refuse(g, SPECD_E_UNSUPPORTED, "$ref '%.*s': only #/$defs/... and #/definitions/... are supported", (int)(n > 60 ? 60 : n), s), 0;
+    if (n > 8 && !memcmp(s, "#/$defs/", 8))
+        sect = "$defs", skip = 8;
+    else if (n > 14 && !memcmp(s, "#/definitions/", 14))
+        sect = "definitions", skip = 14;
+    if (!sect)
+        return refuse(g, SPECD_E_UNSUPPORTED,
+                      "$ref '%.*s': only #/$defs/... and #/definitions/... are supported",
+                      (int)(n > 60 ? 60 : n), s),
+               0;
     uint32_t defs = rt_json_get(&g->j, 0, sect);
     if (defs && node(g, defs)->type == RT_JSON_OBJECT)
         for (uint32_t k = defs + 1, m = 0; m < node(g, defs)->size; m++, k = node(g, k + 1)->next)
             if (tlen(g, k) == n - skip && !memcmp(text(g, k), s + skip, n - skip)) return k + 1;
-    return refuse(g, SPECD_E_FORMAT, "$ref '%.*s' names no definition", (int)(n > 60 ? 60 : n), s), 0;
+    return refuse(g, SPECD_E_FORMAT, "$ref '%.*s' names no definition", (int)(n > 60 ? 60 : n), s),
+           0;
 }
 
 /* Defines rule s<i> for schema node i (once) and returns i, or -1. */
@@ -617,13 +380,15 @@ static int rule_for(gen *g, uint32_t i) {
     if (nd->type == RT_JSON_PRIMITIVE && is_prim(g, i, "true")) {
         sb_put(&b, "json-value", 10);
     } else if (nd->type != RT_JSON_OBJECT) {
-        ok = refuse(g, SPECD_E_UNSUPPORTED, "a schema must be an object or true (at byte %u)", nd->start);
+        ok = refuse(g, SPECD_E_UNSUPPORTED, "a schema must be an object or true (at byte %u)",
+                    nd->start);
     } else {
         uint32_t ref = rt_json_get(&g->j, i, "$ref"), cst = rt_json_get(&g->j, i, "const");
         uint32_t en = rt_json_get(&g->j, i, "enum"), any = rt_json_get(&g->j, i, "anyOf");
         uint32_t all = rt_json_get(&g->j, i, "allOf");
         if (!any) any = rt_json_get(&g->j, i, "oneOf");
-        if (rt_json_get(&g->j, i, "not")) ok = refuse(g, SPECD_E_UNSUPPORTED, "'not' is not supported");
+        if (rt_json_get(&g->j, i, "not"))
+            ok = refuse(g, SPECD_E_UNSUPPORTED, "'not' is not supported");
         else if (all && (node(g, all)->type != RT_JSON_ARRAY || node(g, all)->size != 1))
             ok = refuse(g, SPECD_E_UNSUPPORTED, "allOf is supported with one schema only");
         else if (all)
@@ -632,22 +397,30 @@ static int rule_for(gen *g, uint32_t i) {
         } else if (ref) {
             uint32_t t = node(g, ref)->type == RT_JSON_STRING ? resolve_ref(g, ref) : 0;
             int r = t ? rule_for(g, t) : -1;
-            if (r < 0) ok = refuse(g, SPECD_E_FORMAT, "$ref must be a string");
-            else sb_printf(&b, "s%d", r);
+            if (r < 0)
+                ok = refuse(g, SPECD_E_FORMAT, "$ref must be a string");
+            else
+                sb_printf(&b, "s%d", r);
         } else if (cst) {
             put_value_literal(g, cst, &b);
         } else if (en) {
-            if (node(g, en)->type != RT_JSON_ARRAY || !node(g, en)->size) ok = refuse(g, SPECD_E_FORMAT, "enum must be a non-empty array");
-            for (uint32_t v = en + 1, m = 0; ok && m < node(g, en)->size; m++, v = node(g, v)->next) {
+            if (node(g, en)->type != RT_JSON_ARRAY || !node(g, en)->size)
+                ok = refuse(g, SPECD_E_FORMAT, "enum must be a non-empty array");
+            for (uint32_t v = en + 1, m = 0; ok && m < node(g, en)->size;
+                 m++, v = node(g, v)->next) {
                 if (m) sb_put(&b, " | ", 3);
                 put_value_literal(g, v, &b);
             }
         } else if (any) {
-            if (node(g, any)->type != RT_JSON_ARRAY || !node(g, any)->size) ok = refuse(g, SPECD_E_FORMAT, "anyOf/oneOf must be a non-empty array");
-            for (uint32_t v = any + 1, m = 0; ok && m < node(g, any)->size; m++, v = node(g, v)->next) {
+            if (node(g, any)->type != RT_JSON_ARRAY || !node(g, any)->size)
+                ok = refuse(g, SPECD_E_FORMAT, "anyOf/oneOf must be a non-empty array");
+            for (uint32_t v = any + 1, m = 0; ok && m < node(g, any)->size;
+                 m++, v = node(g, v)->next) {
                 int r = rule_for(g, v);
-                if (r < 0) ok = 0;
-                else sb_printf(&b, "%ss%d", m ? " | " : "", r);
+                if (r < 0)
+                    ok = 0;
+                else
+                    sb_printf(&b, "%ss%d", m ? " | " : "", r);
             }
         } else {
             ok = type_expr(g, i, rt_json_get(&g->j, i, "type"), &b);
@@ -684,10 +457,12 @@ specd_status gram_schema_to_gbnf(const char *schema, size_t len, char **out, siz
     sb_put(b, BASE_RULES, sizeof BASE_RULES - 1);
     rt_json_free(&g.j);
     specd_free(g.made);
-    if (g.st == SPECD_OK && b->oom) g.st = specd_fail(err, SPECD_E_NOMEM, "json schema: out of memory");
+    if (g.st == SPECD_OK && b->oom)
+        g.st = specd_fail(err, SPECD_E_NOMEM, "json schema: out of memory");
     if (g.st == SPECD_OK && b->n > SPECD_GRAMMAR_MAX_TEXT)
-        g.st = specd_fail(err, SPECD_E_UNSUPPORTED, "json schema: the grammar is %zu bytes, limit %u",
-                          b->n, (unsigned)SPECD_GRAMMAR_MAX_TEXT);
+        g.st =
+            specd_fail(err, SPECD_E_UNSUPPORTED, "json schema: the grammar is %zu bytes, limit %u",
+                       b->n, (unsigned)SPECD_GRAMMAR_MAX_TEXT);
     if (g.st != SPECD_OK) {
         specd_free(b->s);
         return g.st;

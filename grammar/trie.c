@@ -51,10 +51,11 @@ specd_status gram_trie_build(const specd_tokenizer *tok, gram_trie *out, specd_e
     t.byte = specd_alloc_array(total + 1, 1);
     t.depth = specd_alloc_array(total + 1, 1);
     t.end = specd_alloc_array(total + 1, sizeof *t.end);
+    t.below = specd_alloc_array(total + 1, sizeof *t.below);
     t.tok_off = specd_alloc_array(total + 2, sizeof *t.tok_off);
     t.tok = specd_alloc_array(n + 1, sizeof *t.tok);
     int32_t path[MAX_TOKEN_BYTES + 1]; /* node at each depth on the current path */
-    if (!t.byte || !t.depth || !t.end || !t.tok_off || !t.tok) {
+    if (!t.byte || !t.depth || !t.end || !t.tok_off || !t.tok || !t.below) {
         gram_trie_free(&t);
         specd_free(ps);
         return specd_fail(err, SPECD_E_NOMEM, "grammar: out of memory for the token trie");
@@ -66,8 +67,10 @@ specd_status gram_trie_build(const specd_tokenizer *tok, gram_trie *out, specd_e
         const piece *q = &ps[i];
         uint32_t lcp = 0;
         if (prev)
-            while (lcp < prev->len && lcp < q->len && prev->s[lcp] == q->s[lcp]) lcp++;
-        while (d > lcp) t.end[path[--d]] = t.n; /* close the subtrees left behind */
+            while (lcp < prev->len && lcp < q->len && prev->s[lcp] == q->s[lcp])
+                lcp++;
+        while (d > lcp)
+            t.end[path[--d]] = t.n; /* close the subtrees left behind */
         while (d < q->len) {
             t.byte[t.n] = q->s[d];
             t.depth[t.n] = (uint8_t)(d + 1);
@@ -77,10 +80,18 @@ specd_status gram_trie_build(const specd_tokenizer *tok, gram_trie *out, specd_e
         t.tok[nt++] = q->id; /* tok_off of the next node closes this one's list */
         prev = q;
     }
-    while (d > 0) t.end[path[--d]] = t.n;
+    while (d > 0)
+        t.end[path[--d]] = t.n;
     t.tok_off[t.n] = nt;
     for (int32_t i = 0; i < t.n; i++)
         if (t.depth[i] > t.max_depth) t.max_depth = t.depth[i];
+    /* below[i]: each node adds its byte's class to its ancestors (path holds them) */
+    for (int32_t i = 0; i < t.n; i++) {
+        uint32_t dd = t.depth[i];
+        path[dd - 1] = i;
+        uint16_t c = (uint16_t)(1u << gram_byte_class(t.byte[i]));
+        for (uint32_t a = 0; a + 1 < dd; a++) t.below[path[a]] |= c;
+    }
     specd_free(ps);
     *out = t;
     return SPECD_OK;
@@ -90,6 +101,7 @@ void gram_trie_free(gram_trie *t) {
     specd_free(t->byte);
     specd_free(t->depth);
     specd_free(t->end);
+    specd_free(t->below);
     specd_free(t->tok_off);
     specd_free(t->tok);
     memset(t, 0, sizeof *t);

@@ -57,7 +57,8 @@ static inline int u64map_put(u64map *m, uint64_t key, int32_t val) {
         for (uint32_t i = 0; i < m->cap; i++)
             if (m->vals[i] >= 0) {
                 uint32_t j = (uint32_t)u64_mix(m->keys[i]) & (cap - 1);
-                while (g.vals[j] >= 0) j = (j + 1) & (cap - 1);
+                while (g.vals[j] >= 0)
+                    j = (j + 1) & (cap - 1);
                 g.keys[j] = m->keys[i];
                 g.vals[j] = m->vals[i];
                 g.n++;
@@ -66,7 +67,8 @@ static inline int u64map_put(u64map *m, uint64_t key, int32_t val) {
         *m = g;
     }
     uint32_t i = (uint32_t)u64_mix(key) & (m->cap - 1);
-    while (m->vals[i] >= 0 && m->keys[i] != key) i = (i + 1) & (m->cap - 1);
+    while (m->vals[i] >= 0 && m->keys[i] != key)
+        i = (i + 1) & (m->cap - 1);
     if (m->vals[i] < 0) m->n++;
     m->keys[i] = key;
     m->vals[i] = val;

@@ -14,7 +14,8 @@ enum { MAX_FRAMES = 1 << 22, MAX_SET_WORDS = 1 << 24, MAX_WORK = 1 << 16 };
 static int grow(void **p, uint32_t *cap, uint32_t need, size_t size) {
     if (need <= *cap) return 1;
     uint32_t cap2 = *cap ? *cap : 64;
-    while (cap2 < need) cap2 *= 2;
+    while (cap2 < need)
+        cap2 *= 2;
     void *q = specd_alloc_array(cap2, size);
     if (!q) return 0;
     if (*p) memcpy(q, *p, (size_t)*cap * size);
@@ -45,6 +46,10 @@ void gram_walk_free(gram_walk *w) {
     specd_free(w->stab);
     u64map_free(&w->adv);
     u64map_free(&w->feasible);
+    for (uint32_t i = 0; i < w->first_cap; i++)
+        specd_free(w->first[i]);
+    specd_free(w->first);
+    specd_free(w->loop);
     specd_free(w->work);
     specd_free(w->out);
     u64map_free(&w->seen);
@@ -68,6 +73,11 @@ void gram_walk_reset(gram_walk *w) {
     if (w->stab) memset(w->stab, 0xff, (size_t)w->stab_cap * sizeof *w->stab);
     u64map_clear(&w->adv);
     u64map_clear(&w->feasible);
+    for (uint32_t i = 0; i < w->first_cap; i++) {
+        specd_free(w->first[i]);
+        w->first[i] = NULL;
+    }
+    if (w->loop) memset(w->loop, 0xff, w->loop_cap * sizeof *w->loop);
     if (w->fcap) w->overflow = SPECD_OK;
     intern_set(w, NULL, 0); /* set 0: dead */
 }
@@ -110,7 +120,8 @@ static int32_t intern_frame(gram_walk *w, int32_t pos, int32_t parent) {
 
 static uint64_t hash_ids(const int32_t *ids, uint32_t n) {
     uint64_t h = 0x9e3779b97f4a7c15ULL ^ n;
-    for (uint32_t i = 0; i < n; i++) h = u64_mix(h ^ (uint32_t)ids[i]);
+    for (uint32_t i = 0; i < n; i++)
+        h = u64_mix(h ^ (uint32_t)ids[i]);
     return h;
 }
 
@@ -130,7 +141,8 @@ static int32_t intern_set(gram_walk *w, const int32_t *ids, uint32_t n) {
         memset(t, 0xff, (size_t)cap * sizeof *t);
         for (uint32_t s = 0; s < w->ns; s++) {
             uint32_t i = (uint32_t)hash_ids(w->sdata + w->soff[s], w->scount[s]) & (cap - 1);
-            while (t[i] >= 0) i = (i + 1) & (cap - 1);
+            while (t[i] >= 0)
+                i = (i + 1) & (cap - 1);
             t[i] = (int32_t)s;
         }
         specd_free(w->stab);
@@ -261,7 +273,8 @@ int32_t gram_walk_from_flat(gram_walk *w, const int32_t *st, int32_t n_stacks) {
     w->nout = 0;
     for (int32_t s = 0; s < n_stacks; s++) {
         int32_t len = *st++, f = 0;
-        for (int32_t i = 0; i < len && f >= 0; i++) f = intern_frame(w, st[i], f);
+        for (int32_t i = 0; i < len && f >= 0; i++)
+            f = intern_frame(w, st[i], f);
         st += len;
         if (f < 0 || !push_out(w, f)) return 0;
     }
@@ -317,8 +330,8 @@ static int32_t feasible(gram_walk *w, int32_t set, uint32_t partial) {
     return r ? set : 0;
 }
 
-int32_t gram_walk_step(gram_walk *w, int32_t set, uint32_t partial, uint8_t b,
-                       uint32_t *partial_out) {
+static int32_t step_slow(gram_walk *w, int32_t set, uint32_t partial, uint8_t b,
+                         uint32_t *partial_out) {
     *partial_out = 0;
     if (!partial) {
         if (b < 0x80) return gram_walk_advance(w, set, b);
@@ -339,4 +352,67 @@ int32_t gram_walk_step(gram_walk *w, int32_t set, uint32_t partial, uint8_t b,
     uint32_t np = need | len << 2 | v << 4;
     *partial_out = np;
     return feasible(w, set, np);
+}
+
+/* Steps from a character boundary go through a 256-entry table per set: the trie walk takes most
+ * of its steps there, and an array beats the hash memo by a wide margin. */
+enum { MAX_TABLE_SETS = 1 << 16 };
+
+int32_t gram_walk_step(gram_walk *w, int32_t set, uint32_t partial, uint8_t b,
+                       uint32_t *partial_out) {
+    if (partial || (uint32_t)set >= MAX_TABLE_SETS)
+        return step_slow(w, set, partial, b, partial_out);
+    if ((uint32_t)set >= w->first_cap) {
+        uint32_t cap = w->first_cap ? w->first_cap : 256;
+        while (cap <= (uint32_t)set)
+            cap *= 2;
+        int32_t **t = specd_alloc_array(cap, sizeof *t);
+        if (!t) return step_slow(w, set, partial, b, partial_out);
+        if (w->first) memcpy(t, w->first, w->first_cap * sizeof *t);
+        specd_free(w->first);
+        w->first = t;
+        w->first_cap = cap;
+    }
+    int32_t *tab = w->first[set];
+    if (!tab) {
+        tab = w->first[set] = specd_alloc_array(256, sizeof *tab);
+        if (!tab) return step_slow(w, set, partial, b, partial_out);
+        memset(tab, 0xff, 256 * sizeof *tab);
+    }
+    if (tab[b] >= 0) {
+        /* the partial character after a lead byte depends on the byte alone */
+        uint32_t len = b < 0x80 ? 0 : (b & 0xE0) == 0xC0 ? 1 : (b & 0xF0) == 0xE0 ? 2 : 3;
+        *partial_out = len ? len | len << 2 | (uint32_t)(b & (0x3F >> len)) << 4 : 0;
+        return tab[b];
+    }
+    int32_t r = step_slow(w, set, partial, b, partial_out);
+    if (w->overflow == SPECD_OK) w->first[set][b] = r;
+    return r;
+}
+
+int gram_walk_loop_classes(gram_walk *w, int32_t set) {
+    if ((uint32_t)set >= w->loop_cap) {
+        uint32_t cap = w->loop_cap ? w->loop_cap : 256;
+        while (cap <= (uint32_t)set) cap *= 2;
+        int16_t *l = specd_alloc_array(cap, sizeof *l);
+        if (!l) return 0;
+        memset(l, 0xff, cap * sizeof *l);
+        if (w->loop) memcpy(l, w->loop, w->loop_cap * sizeof *l);
+        specd_free(w->loop);
+        w->loop = l;
+        w->loop_cap = cap;
+    }
+    if (w->loop[set] < 0) {
+        int ok[GRAM_N_CLASSES] = {1, 1, 1, 1, 1, 1, 1, 1, 0}; /* 0x80+: never one byte's loop */
+        for (uint32_t b = 0; b < 0x80; b++) {
+            int c = gram_byte_class((uint8_t)b);
+            uint32_t partial;
+            if (ok[c]) ok[c] = gram_walk_step(w, set, 0, (uint8_t)b, &partial) == set;
+        }
+        if (w->overflow != SPECD_OK) return 0;
+        int16_t m = 0;
+        for (int c = 0; c < GRAM_N_CLASSES; c++) m |= (int16_t)(ok[c] << c);
+        w->loop[set] = m;
+    }
+    return w->loop[set];
 }

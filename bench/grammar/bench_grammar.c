@@ -8,8 +8,10 @@
  *   warm: a second request on the same grammar (fresh matcher, cache filled by the first): what
  *         requests sharing a schema pay;
  *   walk: the cold pass's time over the masks it computed (the cache misses): one trie walk.
- * Prints medians over RUNS of the per-mask cost, the forced-token call, and each as a share of
- * the decode step. usage: bench_grammar MODEL [THREADS] [RUNS] */
+ * Prints medians over RUNS of the per-mask cost, the forced-token call, accepting a token, the
+ * mask costs as a share of the decode step, and the compile time (schema to GBNF, parse, token
+ * trie).
+ * usage: bench_grammar MODEL [THREADS] [RUNS] */
 #include "specd/grammar.h"
 #include "specd/runtime.h"
 #include "specd/tokenizer.h"
@@ -41,8 +43,10 @@ static const workload WORK[] = {
      "Turing\"], \"draft\": false, \"summary\": \"Revenue grew 12% on the back of new products, "
      "while costs stayed flat.\", \"tags\": {\"team\": \"finance\", \"priority\": 2}}"},
     {"person_schema", 1,
-     "{\"type\": \"object\", \"properties\": {\"name\": {\"type\": \"string\"}, \"age\": {\"type\": "
-     "\"integer\"}, \"email\": {\"type\": \"string\", \"pattern\": \"^[a-z.]+@[a-z]+\\\\.[a-z]{2,3}$\"}, "
+     "{\"type\": \"object\", \"properties\": {\"name\": {\"type\": \"string\"}, \"age\": "
+     "{\"type\": "
+     "\"integer\"}, \"email\": {\"type\": \"string\", \"pattern\": "
+     "\"^[a-z.]+@[a-z]+\\\\.[a-z]{2,3}$\"}, "
      "\"city\": {\"enum\": [\"Paris\", \"Oslo\", \"Lima\"]}, \"skills\": {\"type\": \"array\", "
      "\"items\": {\"type\": \"string\"}, \"maxItems\": 5}, \"manager\": {\"anyOf\": [{\"type\": "
      "\"null\"}, {\"$ref\": \"#/$defs/ref\"}]}}, \"required\": [\"name\", \"age\", \"email\", "
@@ -59,8 +63,7 @@ static const workload WORK[] = {
      "\"required\": [\"name\", \"arguments\"], \"additionalProperties\": false}",
      "{\"name\": \"get_weather\", \"arguments\": {\"location\": \"San Francisco, CA\", \"unit\": "
      "\"celsius\", \"days\": 3}}"},
-    {"gbnf_list", 0,
-     "root ::= item+\nitem ::= \"- \" [A-Z] [a-z ,]+ \"\\n\"\n",
+    {"gbnf_list", 0, "root ::= item+\nitem ::= \"- \" [A-Z] [a-z ,]+ \"\\n\"\n",
      "- Buy milk, eggs and bread\n- Call the plumber\n- Water the plants\n"},
 };
 
@@ -99,8 +102,9 @@ int main(int argc, char **argv) {
     }
     const double decode_ms = bench_median(dec, runs);
     printf("anchor: decode step %.3f ms (%d threads, vocab %d)\n", decode_ms, threads, V);
-    printf("%-14s %6s %6s %10s %10s %10s %10s %8s %8s\n", "grammar", "states", "walks",
-           "cold_us", "warm_us", "walk_us", "forced_us", "cold_%", "warm_%");
+    printf("%-14s %6s %6s %10s %10s %10s %10s %10s %8s %8s %10s\n", "grammar", "states", "walks",
+           "cold_us", "warm_us", "walk_us", "forced_us", "accept_us", "cold_%", "warm_%",
+           "compile_ms");
 
     uint32_t *bits = malloc(sizeof(uint32_t) * (size_t)(V + 31) / 32);
     int32_t ids[1024], forced[64];
@@ -108,16 +112,18 @@ int main(int argc, char **argv) {
         const workload *wl = &WORK[w];
         size_t n = 0;
         CHECK(specd_tokenizer_encode(tok, wl->doc, strlen(wl->doc), 0, ids, 1024, &n, &err));
-        double cold[50], warm[50], walk[50], fz[50];
+        double cold[50], warm[50], walk[50], fz[50], comp[50], acc[50];
         uint64_t misses = 0;
         for (int r = 0; r < runs; r++) {
             specd_grammar *g;
+            uint64_t tcomp = specd_now_ns();
             if (wl->schema)
-                CHECK(specd_grammar_create_json_schema(wl->grammar, wl->grammar ? strlen(wl->grammar) : 0,
-                                                       tok, &g, &err));
+                CHECK(specd_grammar_create_json_schema(
+                    wl->grammar, wl->grammar ? strlen(wl->grammar) : 0, tok, &g, &err));
             else
                 CHECK(specd_grammar_create_gbnf(wl->grammar, strlen(wl->grammar), tok, &g, &err));
-            uint64_t tc = 0, tw = 0, tf = 0;
+            comp[r] = (double)(specd_now_ns() - tcomp) * 1e-6;
+            uint64_t tc = 0, tw = 0, tf = 0, ta = 0;
             for (int pass = 0; pass < 2; pass++) {
                 specd_grammar_matcher *m;
                 CHECK(specd_grammar_matcher_create(g, &m, &err));
@@ -132,10 +138,12 @@ int main(int argc, char **argv) {
                     } else {
                         tw += t1 - t0;
                     }
+                    uint64_t t2 = specd_now_ns();
                     if (i < n && specd_grammar_matcher_accept(m, ids[i]) != SPECD_OK) {
                         fprintf(stderr, "bench_grammar: %s: token %zu refused\n", wl->name, i);
                         return 1;
                     }
+                    if (pass == 0) ta += specd_now_ns() - t2;
                 }
                 specd_grammar_matcher_destroy(m);
             }
@@ -146,11 +154,13 @@ int main(int argc, char **argv) {
             warm[r] = (double)tw * 1e-3 / (double)(n + 1);
             walk[r] = misses ? (double)tc * 1e-3 / (double)misses : 0.0;
             fz[r] = (double)tf * 1e-3 / (double)(n + 1);
+            acc[r] = (double)ta * 1e-3 / (double)n;
         }
         double c = bench_median(cold, runs), wm = bench_median(warm, runs);
-        printf("%-14s %6zu %6llu %10.1f %10.1f %10.1f %10.1f %7.2f%% %7.3f%%\n", wl->name, n + 1,
-               (unsigned long long)misses, c, wm, bench_median(walk, runs), bench_median(fz, runs),
-               100.0 * c * 1e-3 / decode_ms, 100.0 * wm * 1e-3 / decode_ms);
+        printf("%-14s %6zu %6llu %10.1f %10.1f %10.1f %10.1f %10.1f %7.2f%% %7.3f%% %10.2f\n",
+               wl->name, n + 1, (unsigned long long)misses, c, wm, bench_median(walk, runs),
+               bench_median(fz, runs), bench_median(acc, runs), 100.0 * c * 1e-3 / decode_ms,
+               100.0 * wm * 1e-3 / decode_ms, bench_median(comp, runs));
     }
     free(bits);
     free(logits);

@@ -24,7 +24,11 @@
  *
  * Thread safety: a specd_grammar is immutable after create except for its mask cache, which a
  * mutex guards; one grammar may serve any number of matchers on any threads. A matcher is one
- * sequence's state: one thread at a time. */
+ * sequence's state: one thread at a time.
+ *
+ * Memory: the token trie (a few MB for a 50k vocabulary) and up to 32 MiB of cached masks per
+ * grammar (past that the cache starts again empty); a matcher's scratch grows with the states it
+ * visits and is dropped past a bound. */
 #ifndef SPECD_GRAMMAR_H
 #define SPECD_GRAMMAR_H
 
@@ -58,15 +62,19 @@ typedef struct specd_grammar_matcher specd_grammar_matcher;
  * with escapes \n \r \t \\ \" \' \[ \] \- \/ \xHH \uHHHH \UHHHHHHHH, ranges a-z, negation [^...],
  * `.` for any character, # comments to the end of the line. A rule may continue on later lines;
  * it ends where the next `name ::=` starts. Errors are SPECD_E_FORMAT with "line L col C: ..."
- * (undefined rule, missing root, bad escape, left recursion, ...). tok is borrowed during the
- * call only. On success *out is a new grammar (caller owns; specd_grammar_destroy). */
+ * (undefined rule, missing root, bad escape, left recursion, ...). tok is borrowed: it must
+ * outlive the grammar (matchers read token bytes through it). On success *out is a new grammar
+ * (caller owns; specd_grammar_destroy). Compiling builds the token trie (a few milliseconds for a
+ * 50k vocabulary): a server keeps one grammar per distinct schema and shares it, which is also
+ * what shares the mask cache. */
 SPECD_API specd_status specd_grammar_create_gbnf(const char *gbnf, size_t len,
                                                  const specd_tokenizer *tok, specd_grammar **out,
                                                  specd_error *err);
 
 /* Compiles a JSON Schema schema[0..len): the output is one JSON value that matches it. schema
  * NULL (len 0) or "{}" means any JSON object (OpenAI's response_format json_object). Unsupported
- * keywords are SPECD_E_UNSUPPORTED naming the keyword, or ignored where docs/serving.md says so. */
+ * keywords are SPECD_E_UNSUPPORTED naming the keyword, or ignored where docs/serving.md says so.
+ * tok as for specd_grammar_create_gbnf. */
 SPECD_API specd_status specd_grammar_create_json_schema(const char *schema, size_t len,
                                                         const specd_tokenizer *tok,
                                                         specd_grammar **out, specd_error *err);
@@ -104,20 +112,22 @@ SPECD_API bool specd_grammar_matcher_allows(const specd_grammar_matcher *m, int3
 SPECD_API specd_status specd_grammar_matcher_accept(specd_grammar_matcher *m, int32_t token);
 
 /* bits[0 .. (n_vocab + 31) / 32): bit (t % 32) of word t / 32 set when token t is allowed.
- * n_vocab must be the grammar's (SPECD_E_MISMATCH otherwise). Masks are cached in the grammar by
- * the matcher's state, so requests sharing a grammar share them. */
+ * n_vocab may exceed the grammar's (a model's padded logit rows): ids past the tokenizer's are
+ * never allowed; a smaller n_vocab is SPECD_E_MISMATCH. Masks are cached in the grammar by the
+ * matcher's state, so requests sharing a grammar share them. */
 SPECD_API specd_status specd_grammar_matcher_fill_mask(specd_grammar_matcher *m, uint32_t *bits,
                                                        int32_t n_vocab);
 
-/* Sets the logits of the tokens not allowed to -INFINITY (same mask as fill_mask). */
+/* Sets the logits of the tokens not allowed to -INFINITY (same mask and n_vocab rule as
+ * fill_mask). */
 SPECD_API specd_status specd_grammar_matcher_apply(specd_grammar_matcher *m, float *logits,
                                                    int32_t n_vocab);
 
 /* Jump-forward: up to max tokens that the grammar forces next, into tokens; returns how many
- * (0 when the next bytes are not forced). The forced bytes (the characters every parse agrees
- * on, such as a key, '":' or closing brackets) are tokenized as the tokenizer encodes them; the
- * last token is left out when a free choice follows it (the model would likely merge across
- * it). Each token is allowed in sequence from m's state; m itself is not advanced. */
+ * (0 when the next bytes are not forced). The forced bytes (up to 256 bytes of the characters
+ * every parse agrees on, such as a key, '":' or closing brackets) are tokenized as the tokenizer
+ * encodes them. Each token is allowed in sequence from m's state; m itself is not advanced. The
+ * tokens are drafts: verification decides, so any choice of them is lossless. */
 SPECD_API int32_t specd_grammar_matcher_forced(specd_grammar_matcher *m, int32_t *tokens,
                                                int32_t max);
 

@@ -31,7 +31,9 @@ static const specd_tokenizer *toy_tokenizer(void) {
     return tok;
 }
 
-static int bit(const uint32_t *bits, int32_t t) { return (int)(bits[t >> 5] >> (t & 31) & 1); }
+static int bit(const uint32_t *bits, int32_t t) {
+    return (int)(bits[t >> 5] >> (t & 31) & 1);
+}
 
 static void drive(const specd_grammar *g, const uint8_t *in, size_t n, int32_t V) {
     specd_grammar_matcher *m, *c;
@@ -45,10 +47,12 @@ static void drive(const specd_grammar *g, const uint8_t *in, size_t n, int32_t V
         if (specd_grammar_matcher_allows(m, t) != bit(bits, t)) abort();
         if (!bit(bits, t)) { /* the allowed token of rank in[i] among the allowed ones */
             int32_t n_ok = 0, k;
-            for (k = 0; k < V; k++) n_ok += bit(bits, k);
+            for (k = 0; k < V; k++)
+                n_ok += bit(bits, k);
             if (!n_ok) break;
             int32_t want = in[i] % n_ok;
-            for (k = 0; k < V && (want -= bit(bits, k)) >= 0;) k++;
+            for (k = 0; k < V && (want -= bit(bits, k)) >= 0;)
+                k++;
             t = k;
             if (specd_grammar_matcher_copy(c, m) != SPECD_OK) abort();
         }
@@ -82,7 +86,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         st = specd_grammar_create_json_schema((const char *)text, len, tok, &g, &err);
         char buf[64];
         size_t n = 0;
-        specd_status st2 = specd_grammar_to_gbnf((const char *)text, len, buf, sizeof buf, &n, NULL);
+        specd_status st2 =
+            specd_grammar_to_gbnf((const char *)text, len, buf, sizeof buf, &n, NULL);
         if (st == SPECD_OK && st2 != SPECD_OK && st2 != SPECD_E_INVALID_ARG) abort();
     } else {
         st = specd_grammar_create_gbnf((const char *)text, len, tok, &g, &err);

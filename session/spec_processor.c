@@ -45,6 +45,12 @@ static specd_row_path committed_path(const spec_seq *q) {
                             .n_prompt = q->n_prompt, .n_committed = q->n_history};
 }
 
+static int stops(const spec_seq *q, int32_t token) {
+    for (int32_t i = 0; i < q->n_stop; i++)
+        if (q->stop[i] == token) return 1;
+    return 0;
+}
+
 /* How many of drafts[0..n) after path every processor but `skip` admits. */
 static int32_t admitted(const spec_seq *q, const specd_row_path *path, const int32_t *drafts,
                         int32_t n, int32_t skip) {
@@ -60,6 +66,8 @@ void specd_seq_proc_admit_chain(spec_seq *q) {
     if (q->n_proc == 0 || q->n_draft == 0) return;
     specd_row_path path = committed_path(q);
     int32_t n = admitted(q, &path, q->draft, q->n_draft, -1);
+    for (int32_t i = 0; i + 1 < n; i++)
+        if (stops(q, q->draft[i])) n = i + 1; /* the sequence ends there: what follows is waste */
     q->stats.n_draft_cut += q->n_draft - n;
     q->n_draft = n;
 }
@@ -77,13 +85,21 @@ void specd_seq_proc_admit_tree(spec_seq *q, int32_t n_vocab, int32_t *n) {
     if (q->n_proc == 0 || *n == 0) return;
     specd_row_path path = committed_path(q);
     int32_t *index = q->tree_path; /* free until verification: old node -> new node, or -1 */
-    int32_t m = 0;
+    /* first decide every node on the tree as laid out (node_path reads ancestors by their
+     * slots), then compact: compacting while deciding would move a later node into a slot an
+     * ancestor of a node still to decide is read from */
     for (int32_t i = 0; i < *n; i++) {
         int32_t par = q->tree_parent[i];
         index[i] = -1;
-        if (par >= 0 && index[par] < 0) continue; /* its parent was cut */
+        if (par >= 0 && (index[par] < 0 || stops(q, q->draft[par])))
+            continue; /* its parent was cut, or ends the sequence */
         int32_t depth = node_path(q, i);
-        if (admitted(q, &path, q->history + q->n_history, depth, -1) < depth) continue;
+        if (admitted(q, &path, q->history + q->n_history, depth, -1) == depth) index[i] = 0;
+    }
+    int32_t m = 0;
+    for (int32_t i = 0; i < *n; i++) {
+        if (index[i] < 0) continue;
+        int32_t par = q->tree_parent[i];
         index[i] = m;
         q->draft[m] = q->draft[i];
         q->tree_parent[m] = par < 0 ? -1 : index[par];
@@ -119,12 +135,6 @@ void specd_seq_proc_force(spec_seq *q, int32_t max, int32_t n_vocab) {
         q->n_draft += f;
         q->stats.n_forced += f;
     }
-}
-
-static int stops(const spec_seq *q, int32_t token) {
-    for (int32_t i = 0; i < q->n_stop; i++)
-        if (q->stop[i] == token) return 1;
-    return 0;
 }
 
 /* 1 when row r cannot be reached: the row it follows is unreachable or bans its draft, or its

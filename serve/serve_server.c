@@ -573,6 +573,13 @@ static char *metrics_text(serve_server *s, size_t *len) {
                        es.prompt_tokens);
     serve_prom_counter(&p, "specd:generation_tokens_total", "Tokens generated.",
                        es.generation_tokens);
+    serve_grammars_stats gs;
+    serve_grammars_get_stats(s->grammars, &gs);
+    serve_prom_counter(&p, "specd:grammar_compilations_total",
+                       "Output grammars compiled (a request whose grammar was cached compiles none).",
+                       gs.misses);
+    serve_prom_counter(&p, "specd:grammar_cache_hits_total",
+                       "Requests whose output grammar was already compiled.", gs.hits);
     serve_prom_counter(&p, "specd:loop_steps_total", "Steps of the batch loop.", es.loop.n_steps);
     serve_prom_counter(&p, "specd:loop_forward_tokens_total",
                        "Tokens the loop's forwards ran (steps and prompt chunks).",

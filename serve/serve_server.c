@@ -223,7 +223,7 @@ static void count_end(gen *g, int client_left) {
     const char *r = client_left || failed(g) ? NULL : finish_reason(g, &g->ch[0]);
     if (client_left) atomic_fetch_add(&g->srv->n_abort, 1);
     else if (!r) atomic_fetch_add(&g->srv->n_failed, 1);
-    else if (!strcmp(r, "stop")) atomic_fetch_add(&g->srv->n_stop, 1);
+    else if (strcmp(r, "length")) atomic_fetch_add(&g->srv->n_stop, 1); /* stop, tool_calls */
     else atomic_fetch_add(&g->srv->n_length, 1);
     if (r) observe(g->srv, &g->srv->e2e, now_s() - g->t_start);
 }

@@ -16,8 +16,11 @@ int serve_constrain_grammar(serve_grammars *c, const serve_request *req, serve_g
 
 /* One choice's processor over g (g NULL: *ops zeroed, nothing to free). On success ops is what
  * goes into specd_seq_params.processor, and (cleanup, user) what serve_engine_submit frees after
- * the sequence (it holds its own reference to g). */
-specd_status serve_constrain_processor(serve_grammar_ref *g, specd_row_processor *ops,
-                                       serve_job_cleanup *cleanup, void **user, specd_error *err);
+ * the sequence (it holds its own reference to g). eog[0..n_eog) (borrowed: it must outlive the
+ * sequence) are the end-of-generation ids: drafts past one are cut and the rows past one left
+ * unmasked (never used: the sequence stops there). */
+specd_status serve_constrain_processor(serve_grammar_ref *g, const int32_t *eog, int32_t n_eog,
+                                       specd_row_processor *ops, serve_job_cleanup *cleanup,
+                                       void **user, specd_error *err);
 
 #endif

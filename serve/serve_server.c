@@ -464,7 +464,8 @@ static int submit_choices(serve_server *s, gen *g, serve_refusal *why) {
         serve_job_cleanup cleanup;
         void *cleanup_user;
         specd_status st =
-            serve_constrain_processor(g->grammar, &sp.processor, &cleanup, &cleanup_user, &err);
+            serve_constrain_processor(g->grammar, s->eog, s->n_eog, &sp.processor, &cleanup,
+                                      &cleanup_user, &err);
         if (st == SPECD_OK)
             st = serve_engine_submit(s->engine, c->prompt->ids, c->prompt->n, &sp, cleanup,
                                      cleanup_user, &c->job, &err);

@@ -59,7 +59,10 @@ static void usage(FILE *out) {
             "                          to finish before they are cancelled (default 10000)\n\n"
             "A request may set policy, policy_options (no file paths) and draft_max besides\n"
             "OpenAI's fields; a request with a seed gets the tokens `specd generate --seed`\n"
-            "gives with the same sampling. Stops on SIGINT or SIGTERM.\n");
+            "gives with the same sampling. Structured output: response_format (json_object,\n"
+            "json_schema), grammar (GBNF), json_schema, tools with tool_choice (answers as\n"
+            "tool_calls); penalties: presence_penalty, frequency_penalty, repetition_penalty;\n"
+            "all lossless under speculation (docs/serving.md). Stops on SIGINT or SIGTERM.\n");
 }
 
 static int parse_long(const char *flag, const char *s, long lo, long hi, long *out) {

@@ -32,6 +32,8 @@ struct serve_job {
     specd_seq_stats stats;
     int cancel_requested;
     int out_of_memory; /* its tokens could not be stored: it ends failed (engine thread only) */
+    serve_job_cleanup cleanup; /* frees what params.processor borrows (after the close) */
+    void *cleanup_user;
     serve_job *next_in, *next_cancel, *next_live;
 };
 
@@ -60,7 +62,10 @@ struct serve_engine {
 /* Drops one reference; the caller holds eng->mu. Returns 1 when the job must be freed. */
 static int unref_locked(serve_job *j) { return --j->refs == 0; }
 
+/* Last reference: the loop has closed the sequence (it closes before it delivers the last event),
+ * so its processor may go. */
 static void job_free(serve_job *j) {
+    if (j->cleanup) j->cleanup(j->cleanup_user);
     pthread_cond_destroy(&j->cv);
     free(j->prompt);
     free(j->policy);
@@ -329,12 +334,17 @@ static void *dup_bytes(const void *p, size_t n) {
 }
 
 specd_status serve_engine_submit(serve_engine *eng, const int32_t *prompt, int64_t n_prompt,
-                                 const specd_seq_params *params, serve_job **out,
-                                 specd_error *err) {
-    if (n_prompt < 1) return specd_fail(err, SPECD_E_INVALID_ARG, "serve: empty prompt");
-    serve_job *j = calloc(1, sizeof *j);
-    if (!j) return specd_fail(err, SPECD_E_NOMEM, "serve: no memory");
+                                 const specd_seq_params *params, serve_job_cleanup cleanup,
+                                 void *cleanup_user, serve_job **out, specd_error *err) {
+    serve_job *j = n_prompt < 1 ? NULL : calloc(1, sizeof *j);
+    if (!j) {
+        if (cleanup) cleanup(cleanup_user);
+        return n_prompt < 1 ? specd_fail(err, SPECD_E_INVALID_ARG, "serve: empty prompt")
+                            : specd_fail(err, SPECD_E_NOMEM, "serve: no memory");
+    }
     pthread_cond_init(&j->cv, NULL);
+    j->cleanup = cleanup;
+    j->cleanup_user = cleanup_user;
     j->eng = eng;
     j->params = *params;
     j->prompt = dup_bytes(prompt, (size_t)n_prompt * sizeof *prompt);

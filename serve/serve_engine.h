@@ -36,12 +36,18 @@ void serve_engine_stop(serve_engine *eng);
  * Handlers may still hold jobs: each is freed by its last serve_job_release. NULL is a no-op. */
 void serve_engine_destroy(serve_engine *eng);
 
+/* What a job's row processor needs freed once its sequence has closed. */
+typedef void (*serve_job_cleanup)(void *user);
+
 /* Hands a request to the engine thread. prompt and params (with the strings, stop tokens and
- * logit bias it points to) are copied. Caller owns the job (serve_job_release). SPECD_E_STATE
- * once stopping. max_tokens 0 is a job that is done at once, with no tokens. */
+ * logit bias it points to) are copied; params->processor's user pointer is borrowed until the
+ * job is freed, which is after its sequence closed: cleanup (may be NULL) is then called with
+ * cleanup_user, also when the submit fails (the job takes ownership of cleanup_user). Caller
+ * owns the job (serve_job_release). SPECD_E_STATE once stopping. max_tokens 0 is a job that is
+ * done at once, with no tokens. */
 specd_status serve_engine_submit(serve_engine *eng, const int32_t *prompt, int64_t n_prompt,
-                                 const specd_seq_params *params, serve_job **out,
-                                 specd_error *err);
+                                 const specd_seq_params *params, serve_job_cleanup cleanup,
+                                 void *cleanup_user, serve_job **out, specd_error *err);
 /* Snapshot of the counters. */
 void serve_engine_get_stats(serve_engine *eng, serve_engine_stats *out);
 

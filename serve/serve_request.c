@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "serve/serve_structured.h"
 #include "specd/policy.h"
 
 int serve_refuse(serve_refusal *why, int status, const char *type, const char *param,
@@ -110,39 +111,133 @@ static char *message_content(const cJSON *c, int i, serve_refusal *why) {
     return out;
 }
 
+/* a + sep + b (either may be NULL or empty), malloc'd; a is freed. */
+static char *join_text(char *a, const char *sep, const char *b) {
+    size_t la = a ? strlen(a) : 0, ls = strlen(sep), lb = b ? strlen(b) : 0;
+    char *out = malloc(la + ls + lb + 1);
+    if (out) {
+        memcpy(out, a ? a : "", la);
+        memcpy(out + la, la && lb ? sep : "", la && lb ? ls : 0);
+        size_t at = la + (la && lb ? ls : 0);
+        memcpy(out + at, b ? b : "", lb);
+        out[at + lb] = '\0';
+    }
+    free(a);
+    return out;
+}
+
+/* An assistant turn's tool_calls as the text a forced call is decoded as (serve_structured.h):
+ * one {"name": N, "arguments": {...}} per line, the arguments parsed back from OpenAI's string
+ * (kept as the string when it is not JSON), so the model sees its own calls in the shape it
+ * writes them. */
+static char *tool_calls_text(const cJSON *calls, int i, serve_refusal *why) {
+    if (!cJSON_IsArray(calls)) {
+        BAD("messages", "'messages'[%d].tool_calls must be an array", i);
+        return NULL;
+    }
+    char *text = NULL;
+    const cJSON *c;
+    cJSON_ArrayForEach(c, calls) {
+        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(c, "function");
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(fn, "name");
+        const cJSON *args = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
+        if (!cJSON_IsString(name) || (args && !cJSON_IsString(args) && !cJSON_IsObject(args))) {
+            BAD("messages", "'messages'[%d].tool_calls: each must be {\"function\": {\"name\": "
+                            "string, \"arguments\": string}}", i);
+            free(text);
+            return NULL;
+        }
+        cJSON *one = cJSON_CreateObject();
+        cJSON *a = !args ? cJSON_CreateObject()
+                   : cJSON_IsObject(args) ? cJSON_Duplicate(args, 1)
+                                          : cJSON_Parse(args->valuestring);
+        if (args && cJSON_IsString(args) && !a) a = cJSON_CreateString(args->valuestring);
+        char *line = NULL;
+        if (one && a && cJSON_AddStringToObject(one, "name", name->valuestring)) {
+            cJSON_AddItemToObject(one, "arguments", a);
+            a = NULL;
+            line = cJSON_PrintUnformatted(one);
+        }
+        cJSON_Delete(a);
+        cJSON_Delete(one);
+        char *joined = line ? join_text(text, "\n", line) : NULL;
+        cJSON_free(line);
+        if (!joined) {
+            if (!line) free(text);
+            serve_refuse(why, 500, "server_error", NULL, "no memory");
+            return NULL;
+        }
+        text = joined;
+    }
+    return text ? text : join_text(NULL, "", "");
+}
+
+/* One message's role and text. Tool results (role tool, with their tool_call_id) keep their role:
+ * ChatML writes any role name; an assistant turn's tool_calls follow its content as text. */
+static int chat_message(const cJSON *msg, int i, const char **role, char **text,
+                        serve_refusal *why) {
+    const cJSON *rl = cJSON_GetObjectItemCaseSensitive(msg, "role");
+    const cJSON *content = cJSON_GetObjectItemCaseSensitive(msg, "content");
+    const cJSON *calls = cJSON_GetObjectItemCaseSensitive(msg, "tool_calls");
+    int has_calls = calls && !cJSON_IsNull(calls);
+    if (!cJSON_IsObject(msg) || !cJSON_IsString(rl))
+        return BAD("messages", "'messages'[%d] must be an object with a string 'role'", i);
+    const char *r = rl->valuestring;
+    if (strcmp(r, "system") && strcmp(r, "user") && strcmp(r, "assistant") &&
+        strcmp(r, "developer") && strcmp(r, "tool"))
+        return BAD("messages", "'messages'[%d].role '%.40s' is not system, developer, user, "
+                               "assistant or tool", i, r);
+    if (has_calls && strcmp(r, "assistant"))
+        return BAD("messages", "'messages'[%d]: only assistant messages have tool_calls", i);
+    if ((!content || cJSON_IsNull(content)) && !has_calls)
+        return BAD("messages", "'messages'[%d] must have a 'content'%s", i,
+                   strcmp(r, "assistant") ? "" : " or 'tool_calls'");
+    *role = strcmp(r, "developer") ? r : "system";
+    *text = content && !cJSON_IsNull(content) ? message_content(content, i, why)
+                                              : join_text(NULL, "", "");
+    if (!*text) return why->status ? -1 : serve_refuse(why, 500, "server_error", NULL, "no memory");
+    if (!has_calls) return 0;
+    char *ct = tool_calls_text(calls, i, why);
+    if (!ct) return -1;
+    *text = join_text(*text, "\n", ct);
+    free(ct);
+    return *text ? 0 : serve_refuse(why, 500, "server_error", NULL, "no memory");
+}
+
 /* The conversation's tokens in the model's chat template: only the template's own markers are
  * special tokens; each message's content is text, whatever it contains (else a client could
- * close its turn and open a system turn with "<|im_start|>" in its content). */
-static int encode_chat(const cJSON *root, const specd_tokenizer *tok, serve_prompt *r,
-                       serve_refusal *why) {
+ * close its turn and open a system turn with "<|im_start|>" in its content). tool_prompt (may
+ * be NULL): the tools' description, appended to the first message when it is a system one,
+ * else a system message of its own before the others. */
+static int encode_chat(const cJSON *root, const specd_tokenizer *tok, const char *tool_prompt,
+                       serve_prompt *r, serve_refusal *why) {
     const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(root, "messages");
     if (!msgs) return BAD("messages", "'messages' is required");
-    int n = cJSON_IsArray(msgs) ? cJSON_GetArraySize(msgs) : -1;
-    if (n <= 0) return BAD("messages", "'messages' must be a non-empty array");
+    int n_in = cJSON_IsArray(msgs) ? cJSON_GetArraySize(msgs) : -1;
+    if (n_in <= 0) return BAD("messages", "'messages' must be a non-empty array");
+    int n = n_in + (tool_prompt ? 1 : 0); /* room for the tools' own system message */
     specd_chat_message *m = calloc((size_t)n, sizeof *m);
     char **contents = calloc((size_t)n, sizeof *contents);
     int rc = -1;
     if (!m || !contents) goto done;
-    for (int i = 0; i < n; i++) {
-        const cJSON *msg = cJSON_GetArrayItem(msgs, i);
-        const cJSON *role = cJSON_GetObjectItemCaseSensitive(msg, "role");
-        const cJSON *content = cJSON_GetObjectItemCaseSensitive(msg, "content");
-        if (!cJSON_IsObject(msg) || !cJSON_IsString(role) || !content) {
-            BAD("messages", "'messages'[%d] must be an object with a string 'role' and "
-                            "a 'content'", i);
+    int k = 0;
+    for (int i = 0; i < n_in; i++, k++) {
+        if (chat_message(cJSON_GetArrayItem(msgs, i), i, &m[k].role, &contents[k], why))
             goto done;
+        if (tool_prompt && i == 0) {
+            if (!strcmp(m[0].role, "system")) {
+                if (!(contents[0] = join_text(contents[0], "\n\n", tool_prompt))) goto done;
+                n--;
+            } else { /* the tools' system message first */
+                m[1] = m[0];
+                contents[1] = contents[0];
+                m[0].role = "system";
+                if (!(contents[0] = join_text(NULL, "", tool_prompt))) goto done;
+                k++;
+            }
         }
-        const char *rl = role->valuestring;
-        if (strcmp(rl, "system") && strcmp(rl, "user") && strcmp(rl, "assistant") &&
-            strcmp(rl, "developer")) {
-            BAD("messages", "'messages'[%d].role '%.40s' is not system, developer, user or "
-                            "assistant", i, rl);
-            goto done;
-        }
-        if (!(contents[i] = message_content(content, i, why))) goto done;
-        m[i].role = strcmp(rl, "developer") ? rl : "system";
-        m[i].content = contents[i];
     }
+    for (int i = 0; i < n; i++) m[i].content = contents[i];
     specd_error err;
     size_t need = 0;
     specd_tokenizer_encode_chat(tok, m, (size_t)n, 1, SPECD_TOKENIZE_ADD_SPECIAL, NULL, 0, &need,
@@ -161,7 +256,7 @@ static int encode_chat(const cJSON *root, const specd_tokenizer *tok, serve_prom
     rc = 0;
 done:
     if (contents)
-        for (int i = 0; i < n; i++) free(contents[i]);
+        for (int i = 0; i < n_in + (tool_prompt ? 1 : 0); i++) free(contents[i]);
     free(contents);
     free(m);
     if (rc && why->status == 0) serve_refuse(why, 500, "server_error", NULL, "no memory");
@@ -339,13 +434,13 @@ static int parse_sampling(const cJSON *root, serve_request *r, serve_refusal *wh
 static const char *const common_fields[] = {
     "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "stream",
     "stream_options", "n", "logit_bias", "logprobs", "presence_penalty", "frequency_penalty",
-    "policy", "policy_options", "draft_max", "adaptive", NULL};
+    "repetition_penalty", "policy", "policy_options", "draft_max", "adaptive", NULL};
 static const char *const chat_fields[] = {"messages", "max_completion_tokens", "top_logprobs",
                                           NULL};
 static const char *const completion_fields[] = {"prompt", "echo", "best_of", "suffix", NULL};
 /* OpenAI fields accepted and ignored because they change nothing a client gets back here:
- * user (the end user's id, for the provider's abuse monitoring), parallel_tool_calls (tools are
- * not supported, so there are no calls to run in parallel), store (checked: false only, since
+ * user (the end user's id, for the provider's abuse monitoring), parallel_tool_calls (an answer
+ * here is at most one call, so there are none to run in parallel), store (checked: false only, since
  * nothing is stored). Listed in docs/serving.md. */
 static const char *const ignored_fields[] = {"user", "parallel_tool_calls", "store", NULL};
 
@@ -359,7 +454,8 @@ static int check_fields(const cJSON *root, int chat, serve_refusal *why) {
     const cJSON *f;
     cJSON_ArrayForEach(f, root) {
         const char *name = f->string;
-        if (listed(common_fields, name) || listed(chat ? chat_fields : completion_fields, name))
+        if (listed(common_fields, name) || listed(chat ? chat_fields : completion_fields, name) ||
+            serve_structured_field(name)) /* serve_structured_parse says which endpoint */
             continue;
         if (listed(ignored_fields, name)) {
             if (!strcmp(name, "store") && cJSON_IsTrue(f))
@@ -444,6 +540,23 @@ static int parse_logit_bias(const cJSON *root, const specd_tokenizer *tok, serve
     return 0;
 }
 
+/* presence_penalty and frequency_penalty (OpenAI's, [-2, 2]) and repetition_penalty
+ * (llama-server's and vLLM's, (0, 10]): a row processor in the session (specd/processor.h), so
+ * every verified row gets them and speculation stays lossless. */
+static int parse_penalties(const cJSON *root, serve_request *r, serve_refusal *why) {
+    double v;
+    int has;
+    r->penalties = (specd_penalties_params){0, 0, 1};
+    if (get_number(root, "presence_penalty", -2, 2, 0, &v, &has, why)) return -1;
+    if (has) r->penalties.presence_penalty = (float)v;
+    if (get_number(root, "frequency_penalty", -2, 2, 0, &v, &has, why)) return -1;
+    if (has) r->penalties.frequency_penalty = (float)v;
+    if (get_number(root, "repetition_penalty", 0, 10, 0, &v, &has, why)) return -1;
+    if (has && v <= 0) return BAD("repetition_penalty", "'repetition_penalty' must be in (0, 10]");
+    if (has) r->penalties.repetition_penalty = (float)v;
+    return 0;
+}
+
 /* OpenAI fields taken at their neutral value only: a request that needs them changed is refused
  * (naming the field) rather than answered as if it had not asked. */
 static int parse_neutral(const cJSON *root, int chat, serve_request *r, serve_refusal *why) {
@@ -451,13 +564,7 @@ static int parse_neutral(const cJSON *root, int chat, serve_request *r, serve_re
     int has;
     if (get_number(root, "n", 1, SERVE_MAX_CHOICES, 1, &v, &has, why)) return -1;
     r->n = has ? (int)v : 1;
-    for (int i = 0; i < 2; i++) {
-        const char *name = i ? "frequency_penalty" : "presence_penalty";
-        if (get_number(root, name, -2, 2, 0, &v, &has, why)) return -1;
-        if (has && v != 0)
-            return BAD(name, "'%s' is not supported (the sampler has no penalties): 0 only",
-                       name);
-    }
+    if (parse_penalties(root, r, why)) return -1;
     if (chat) return 0;
     if (get_number(root, "best_of", 1, 1e9, 1, &v, &has, why)) return -1;
     /* best_of = n is n choices all returned: the same thing */
@@ -465,6 +572,23 @@ static int parse_neutral(const cJSON *root, int chat, serve_request *r, serve_re
     const cJSON *sf = cJSON_GetObjectItemCaseSensitive(root, "suffix");
     if (sf && !cJSON_IsNull(sf) && !(cJSON_IsString(sf) && !sf->valuestring[0]))
         return BAD("suffix", "'suffix' is not supported (no insertion mode)");
+    return 0;
+}
+
+/* The structured-output fields, and which of them holds the constraint (named by a grammar the
+ * server cannot compile). */
+static int parse_structured(const cJSON *root, int chat, serve_request *r, serve_refusal *why) {
+    if (!(r->structured = calloc(1, sizeof *r->structured)))
+        return serve_refuse(why, 500, "server_error", NULL, "no memory");
+    if (serve_structured_parse(root, chat, r->structured, why)) return -1;
+    const serve_structured *st = r->structured;
+    const cJSON *js = cJSON_GetObjectItemCaseSensitive(root, "json_schema");
+    const char *param = st->kind == SERVE_CONSTRAINT_NONE    ? ""
+                        : st->kind == SERVE_CONSTRAINT_GBNF  ? "grammar"
+                        : st->tool_mode == SERVE_TOOLS_FORCED ? "tools"
+                        : js && !cJSON_IsNull(js)            ? "json_schema"
+                                                             : "response_format";
+    snprintf(r->constraint_param, sizeof r->constraint_param, "%s", param);
     return 0;
 }
 
@@ -561,13 +685,21 @@ int serve_request_parse(const char *body, size_t len, int chat, const serve_limi
         }
         if (get_bool(so, "include_usage", &r.include_usage, why)) goto fail;
     }
+    if (parse_structured(root, chat, &r, why)) goto fail;
     if (chat) {
         if (!(r.prompts = calloc(1, sizeof *r.prompts))) {
             serve_refuse(why, 500, "server_error", NULL, "no memory");
             goto fail;
         }
         r.n_prompts = 1;
-        if (encode_chat(root, tok, &r.prompts[0], why)) goto fail;
+        char *tools = serve_structured_tool_prompt(r.structured);
+        if (!tools && r.structured->tool_mode != SERVE_TOOLS_OFF && r.structured->n_tools > 0) {
+            serve_refuse(why, 500, "server_error", NULL, "no memory");
+            goto fail;
+        }
+        int bad = encode_chat(root, tok, tools, &r.prompts[0], why);
+        free(tools);
+        if (bad) goto fail;
     } else {
         if (parse_prompt(root, tok, &r, why)) goto fail;
     }
@@ -603,5 +735,7 @@ void serve_request_free(serve_request *r) {
     free(r->policy);
     free(r->policy_options);
     free(r->bias);
+    serve_structured_free(r->structured);
+    free(r->structured);
     memset(r, 0, sizeof *r);
 }

@@ -5,9 +5,12 @@
  * template, content always as text), max_tokens (0 with echo scores the prompt only),
  * temperature (below SERVE_GREEDY_BELOW: greedy), top_p, top_k, min_p, seed, stop (a string or up
  * to 4), stream, stream_options.include_usage, logit_bias, logprobs (+ top_logprobs on chat),
- * echo (completions), n (choices per prompt); best_of (1 or n), suffix, presence_penalty,
- * frequency_penalty only at their neutral values; specd's own: policy, policy_options, draft_max, adaptive (false: no adaptive
- * guard, draft every step). Any other field is refused with its name, except the few OpenAI
+ * echo (completions), n (choices per prompt), presence_penalty, frequency_penalty,
+ * repetition_penalty (specd_seq_params.penalties), the structured-output fields
+ * (serve_structured.h: response_format, grammar, json_schema, tools, tool_choice); best_of (1 or
+ * n) and suffix only at their neutral values; specd's own: policy, policy_options, draft_max,
+ * adaptive (false: no adaptive guard, draft every step). Chat messages may be tool results (role
+ * tool) and assistant turns with tool_calls (rendered as text: serve_request.c). Any other field is refused with its name, except the few OpenAI
  * fields that change nothing here (serve_request.c: ignored_fields), so that no field a client
  * relies on is silently dropped. */
 #ifndef SPECD_SERVE_REQUEST_H
@@ -49,6 +52,8 @@ typedef struct serve_prompt {
     size_t text_len;
 } serve_prompt;
 
+struct serve_structured;
+
 typedef struct serve_request {
     int chat;
     serve_prompt *prompts; /* malloc'd, n_prompts >= 1 (chat: 1; completions: a batch) */
@@ -70,6 +75,9 @@ typedef struct serve_request {
     int adaptive; /* the adaptive guard (default on) */
     char *policy;         /* registry name (malloc'd) */
     char *policy_options; /* malloc'd, may be NULL: the request's (or the default's) plus k= */
+    specd_penalties_params penalties;
+    struct serve_structured *structured; /* malloc'd (never NULL after a parse) */
+    char constraint_param[24]; /* the field that holds the output constraint, "" when none */
 } serve_request;
 
 /* Why a request was refused: an HTTP status and an OpenAI error body's fields. */

@@ -81,6 +81,17 @@ static void finish_reason(FILE *f, const char *reason) {
     fputc('}', f);
 }
 
+/* A chat message's (or delta's) content, or null and the tool calls. */
+static void content(FILE *f, const serve_choice_out *c) {
+    fputs("\"content\":", f);
+    if (c->tool_calls) {
+        fputs("null,\"tool_calls\":", f);
+        fputs(c->tool_calls, f); /* JSON written by cJSON */
+        return;
+    }
+    json_string(f, c->text, c->text_len);
+}
+
 /* text: the echo's bytes then the text's, as one string. 0, or -1 when out of memory. */
 static int text_value(FILE *f, const serve_choice_out *c) {
     if (!c->echo) {
@@ -106,8 +117,8 @@ char *serve_json_answer(const serve_answer_meta *m, const serve_choice_out *c, i
     for (int i = 0; i < n; i++) {
         fprintf(f, "%s{\"index\":%d,", i ? "," : "", c[i].index);
         if (m->chat) {
-            fputs("\"message\":{\"role\":\"assistant\",\"content\":", f);
-            json_string(f, c[i].text, c[i].text_len);
+            fputs("\"message\":{\"role\":\"assistant\",", f);
+            content(f, &c[i]);
             fputs("},\"logprobs\":", f);
         } else {
             fputs("\"text\":", f);
@@ -139,8 +150,7 @@ char *serve_sse_chunk(const serve_answer_meta *m, const serve_choice_out *c, int
     if (m->chat) {
         fputs("\"delta\":{", f);
         if (first) fputs("\"role\":\"assistant\",", f);
-        fputs("\"content\":", f);
-        json_string(f, c->text, c->text_len);
+        content(f, c);
         fputs("},", f);
     } else {
         fputs("\"text\":", f);

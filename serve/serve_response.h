@@ -28,6 +28,8 @@ typedef struct serve_choice_out {
     size_t echo_len;
     const char *text;
     size_t text_len;
+    const char *tool_calls; /* chat: OpenAI's tool_calls array as JSON text (content is null), or
+                               NULL */
     const char *finish_reason;             /* NULL: null (a chunk that does not end the choice) */
     const serve_answer_logprobs *logprobs; /* NULL, or not asked: "logprobs": null */
 } serve_choice_out;

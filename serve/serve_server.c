@@ -1,5 +1,6 @@
 #include "serve/serve_server.h"
 
+#include <cjson/cJSON.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -8,12 +9,14 @@
 #include <time.h>
 
 #include "common/status_internal.h"
+#include "serve/serve_constrain.h"
 #include "serve/serve_detok.h"
 #include "serve/serve_engine.h"
 #include "serve/serve_logprobs.h"
 #include "serve/serve_prom.h"
 #include "serve/serve_request.h"
 #include "serve/serve_response.h"
+#include "serve/serve_structured.h"
 #include "serve/serve_tokenize.h"
 #include "specd/metrics.h"
 
@@ -27,6 +30,7 @@ struct serve_server {
     const specd_tokenizer *tok;
     serve_engine *engine;
     serve_http *http;
+    serve_grammars *grammars; /* compiled grammars shared across requests */
     serve_limits limits;
     size_t http_max_body;
     char *model_id, *default_policy, *default_policy_options;
@@ -81,6 +85,7 @@ typedef struct choice {
     int64_t n_toks, cap_toks;
     int64_t lp_sent; /* streamed: tokens whose logprobs were sent */
     int done, stop_cancelled, first_sent, end_sent;
+    cJSON *calls; /* with tools: the answer read back as OpenAI tool_calls, or NULL */
     specd_status status;
     char message[256];
     specd_seq_stats stats;
@@ -90,6 +95,9 @@ typedef struct gen {
     serve_server *srv;
     serve_request req;
     serve_answer_meta meta;
+    unsigned long long number; /* the request's number (its id's), seeds the calls' ids */
+    serve_grammar_ref *grammar; /* the output constraint's, or NULL */
+    int tools;                  /* tools on: an answer may be a call (streamed text waits) */
     choice *ch;
     int n_ch;
     int fd;
@@ -146,6 +154,10 @@ static int pump_choice(gen *g, choice *c, int timeout_ms) {
         c->status = v.status;
         snprintf(c->message, sizeof c->message, "%s", v.message);
         c->stats = v.stats;
+        if (g->tools && v.status == SPECD_OK && c->detok.text)
+            serve_structured_tool_calls(g->req.structured, c->detok.text, c->detok.len,
+                                        g->number * SERVE_MAX_CHOICES + (unsigned)c->index,
+                                        &c->calls);
     }
     return 0;
 }
@@ -174,6 +186,7 @@ static int all_done(const gen *g) {
 }
 
 static const char *finish_reason(const gen *g, const choice *c) {
+    if (c->calls) return "tool_calls";
     if (c->detok.stopped || c->stop_cancelled) return "stop";
     if (c->status != SPECD_OK) return NULL; /* failed */
     return c->n_toks > 0 && is_eog(g->srv, c->toks[c->n_toks - 1]) ? "stop" : "length";
@@ -210,7 +223,7 @@ static void count_end(gen *g, int client_left) {
     const char *r = client_left || failed(g) ? NULL : finish_reason(g, &g->ch[0]);
     if (client_left) atomic_fetch_add(&g->srv->n_abort, 1);
     else if (!r) atomic_fetch_add(&g->srv->n_failed, 1);
-    else if (!strcmp(r, "stop")) atomic_fetch_add(&g->srv->n_stop, 1);
+    else if (strcmp(r, "length")) atomic_fetch_add(&g->srv->n_stop, 1); /* stop, tool_calls */
     else atomic_fetch_add(&g->srv->n_length, 1);
     if (r) observe(g->srv, &g->srv->e2e, now_s() - g->t_start);
 }
@@ -221,8 +234,10 @@ static void gen_free(gen *g) {
         serve_job_release(g->ch[i].job); /* cancels it when still running: its slot frees */
         serve_detok_free(&g->ch[i].detok);
         free(g->ch[i].toks);
+        cJSON_Delete(g->ch[i].calls);
     }
     free(g->ch);
+    serve_grammar_release(g->grammar);
     serve_request_free(&g->req);
     free(g->out);
     free(g);
@@ -271,13 +286,31 @@ static int queue_out(gen *g, char *chunk, size_t len) {
     return 0;
 }
 
+/* A choice's calls as JSON text (malloc'd; NULL when out of memory). Streamed (indexed), each
+ * call carries its position in the list, as OpenAI's tool_calls deltas do. */
+static char *calls_text(const cJSON *calls, int indexed) {
+    cJSON *copy = cJSON_Duplicate(calls, 1);
+    if (!copy) return NULL;
+    int i = 0;
+    cJSON *call;
+    cJSON_ArrayForEach(call, copy)
+        if (indexed) cJSON_AddNumberToObject(call, "index", i++);
+    char *p = cJSON_PrintUnformatted(copy);
+    cJSON_Delete(copy);
+    char *out = p ? strdup(p) : NULL; /* cJSON's allocator is not necessarily free()'s */
+    cJSON_free(p);
+    return out;
+}
+
 /* A choice's next chunk, when it has one: new text, new tokens whose logprobs were asked for, or
  * its end. 0, or -1 when out of memory. */
 static int stream_choice(gen *g, choice *c) {
     serve_server *s = g->srv;
     if (c->end_sent) return 0;
-    size_t off, n;
-    serve_detok_take(&c->detok, c->done, &off, &n);
+    size_t off = 0, n = 0;
+    /* with tools the text waits for the end: only then is it known to be a call or an answer */
+    if (!g->tools || c->done) serve_detok_take(&c->detok, c->done, &off, &n);
+    if (c->calls) n = 0;
     int new_lp = g->req.logprobs && c->n_toks > c->lp_sent;
     if (n == 0 && !new_lp && !c->done) return 0;
     serve_answer_logprobs lp = {0};
@@ -288,15 +321,20 @@ static int stream_choice(gen *g, choice *c) {
         return -1;
     }
     c->lp_sent = c->n_toks;
+    char *calls = c->calls ? calls_text(c->calls, 1) : NULL;
     serve_choice_out o = {.index = c->index,
                           .text = c->detok.text ? c->detok.text + off : "",
                           .text_len = n,
+                          .tool_calls = calls,
                           .finish_reason = c->done ? finish_reason(g, c) : NULL,
                           .logprobs = new_lp ? &lp : NULL};
     size_t len = 0;
-    char *chunk = serve_sse_chunk(&g->meta, &o, !c->first_sent, g->req.include_usage,
-                                  c->done ? &c->stats : NULL, s->tok, &len);
+    char *chunk = c->calls && !calls ? NULL
+                                     : serve_sse_chunk(&g->meta, &o, !c->first_sent,
+                                                       g->req.include_usage,
+                                                       c->done ? &c->stats : NULL, s->tok, &len);
     serve_logprobs_free(&lp);
+    free(calls);
     c->first_sent = 1;
     c->end_sent = c->done;
     return queue_out(g, chunk, len);
@@ -358,8 +396,9 @@ static void stream_release(void *user) {
 static void reply_whole(serve_server *s, gen *g, serve_http_reply *r) {
     serve_choice_out *o = calloc((size_t)g->n_ch, sizeof *o);
     serve_answer_logprobs *lp = calloc((size_t)g->n_ch, sizeof *lp);
+    char **calls = calloc((size_t)g->n_ch, sizeof *calls);
     serve_refusal why;
-    int ok = o && lp;
+    int ok = o && lp && calls;
     if (!ok) serve_refuse(&why, 500, "server_error", NULL, "no memory");
     for (int i = 0; ok && i < g->n_ch; i++) {
         choice *c = &g->ch[i];
@@ -367,7 +406,12 @@ static void reply_whole(serve_server *s, gen *g, serve_http_reply *r) {
         serve_detok_take(&c->detok, 1, &off, &n); /* final: a cut character leaves the text */
         ok = !serve_logprobs_compute(s->engine, s->tok, &g->req, c->prompt, c->toks, c->n_toks, 0,
                                      &lp[i], &why);
+        if (ok && c->calls && !(calls[i] = calls_text(c->calls, 0))) {
+            ok = 0;
+            serve_refuse(&why, 500, "server_error", NULL, "no memory");
+        }
         o[i] = (serve_choice_out){.index = c->index,
+                                  .tool_calls = calls[i],
                                   .text = c->detok.text ? c->detok.text : "",
                                   .text_len = c->detok.len,
                                   .finish_reason = finish_reason(g, c),
@@ -384,6 +428,8 @@ static void reply_whole(serve_server *s, gen *g, serve_http_reply *r) {
         if (!r->body) r->status = 500;
     }
     for (int i = 0; lp && i < g->n_ch; i++) serve_logprobs_free(&lp[i]);
+    for (int i = 0; calls && i < g->n_ch; i++) free(calls[i]);
+    free(calls);
     free(lp);
     free(o);
 }
@@ -403,8 +449,9 @@ static int submit_choices(serve_server *s, gen *g, serve_refusal *why) {
     sp.stream_key = 0; /* reproducible: the seed alone keys the request (see serve_server.h) */
     sp.max_tokens = g->req.max_tokens;
     sp.adaptive = g->req.adaptive;
-    sp.stop_tokens = s->eog;
+    sp.stop_tokens = s->eog; /* a complete grammar allows only these: the answer ends there */
     sp.n_stop_tokens = s->n_eog;
+    sp.penalties = g->req.penalties;
     for (int k = 0; k < g->n_ch; k++) {
         choice *c = &g->ch[k];
         c->index = k;
@@ -414,8 +461,13 @@ static int submit_choices(serve_server *s, gen *g, serve_refusal *why) {
         sp.seed = g->req.has_seed ? g->req.seed + (uint64_t)(k % g->req.n)
                                   : atomic_fetch_add(&s->next_seed, 1);
         specd_error err;
+        serve_job_cleanup cleanup;
+        void *cleanup_user;
         specd_status st =
-            serve_engine_submit(s->engine, c->prompt->ids, c->prompt->n, &sp, &c->job, &err);
+            serve_constrain_processor(g->grammar, &sp.processor, &cleanup, &cleanup_user, &err);
+        if (st == SPECD_OK)
+            st = serve_engine_submit(s->engine, c->prompt->ids, c->prompt->n, &sp, cleanup,
+                                     cleanup_user, &c->job, &err);
         if (st != SPECD_OK)
             return serve_refuse(why, st == SPECD_E_STATE ? 503 : 500, "server_error", NULL, "%s",
                                 err.message);
@@ -439,9 +491,16 @@ static void generate(serve_server *s, const serve_http_request *hr, int chat,
         free(g);
         return;
     }
+    if (serve_constrain_grammar(s->grammars, &g->req, &g->grammar, &why)) {
+        reply_refusal(s, r, &why);
+        gen_free(g);
+        return;
+    }
+    const serve_structured *st = g->req.structured;
+    g->tools = st->tool_mode != SERVE_TOOLS_OFF && st->n_tools > 0;
     g->meta.chat = chat;
-    snprintf(g->meta.id, sizeof g->meta.id, "%s-%llu", chat ? "chatcmpl" : "cmpl",
-             (unsigned long long)atomic_fetch_add(&s->next_id, 1));
+    g->number = (unsigned long long)atomic_fetch_add(&s->next_id, 1);
+    snprintf(g->meta.id, sizeof g->meta.id, "%s-%llu", chat ? "chatcmpl" : "cmpl", g->number);
     g->meta.created = (long long)time(NULL);
     g->meta.model = s->model_id;
     g->meta.policy = g->req.policy;
@@ -514,6 +573,13 @@ static char *metrics_text(serve_server *s, size_t *len) {
                        es.prompt_tokens);
     serve_prom_counter(&p, "specd:generation_tokens_total", "Tokens generated.",
                        es.generation_tokens);
+    serve_grammars_stats gs;
+    serve_grammars_get_stats(s->grammars, &gs);
+    serve_prom_counter(&p, "specd:grammar_compilations_total",
+                       "Output grammars compiled (a request whose grammar was cached compiles none).",
+                       gs.misses);
+    serve_prom_counter(&p, "specd:grammar_cache_hits_total",
+                       "Requests whose output grammar was already compiled.", gs.hits);
     serve_prom_counter(&p, "specd:loop_steps_total", "Steps of the batch loop.", es.loop.n_steps);
     serve_prom_counter(&p, "specd:loop_forward_tokens_total",
                        "Tokens the loop's forwards ran (steps and prompt chunks).",
@@ -680,6 +746,8 @@ specd_status serve_server_create(const specd_model *model, const specd_tokenizer
     if (!s->model_id || !s->default_policy ||
         (p->default_policy_options && !s->default_policy_options))
         st = specd_fail(err, SPECD_E_NOMEM, "serve: no memory");
+    if (st == SPECD_OK && !(s->grammars = serve_grammars_create(tok)))
+        st = specd_fail(err, SPECD_E_NOMEM, "serve: no memory");
     if (st == SPECD_OK) st = serve_engine_create(model, &p->loop, &s->engine, err);
     if (st == SPECD_OK) st = serve_http_create(&p->http, handle, s, &s->http, err);
     if (st != SPECD_OK) {
@@ -715,6 +783,7 @@ void serve_server_destroy(serve_server *s) {
     serve_engine_stop(s->engine);
     serve_http_destroy(s->http);
     serve_engine_destroy(s->engine);
+    serve_grammars_destroy(s->grammars); /* after every request: none holds a grammar now */
     free(s->model_id);
     free(s->default_policy);
     free(s->default_policy_options);

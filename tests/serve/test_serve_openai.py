@@ -137,7 +137,7 @@ def refusal_tests(port):
     refused(port, COMP, {"prompt": "x", "n": 0}, "n")
     refused(port, COMP, {"prompt": "x", "best_of": 2}, "best_of")
     refused(port, COMP, {"prompt": "x", "suffix": "y"}, "suffix")
-    refused(port, COMP, {"prompt": "x", "frequency_penalty": 0.5}, "frequency_penalty")
+    refused(port, COMP, {"prompt": "x", "frequency_penalty": 2.5}, "frequency_penalty")
     refused(port, COMP, {"prompt": "x", "echo": True, "stream": True}, "echo")
     status, _ = request(port, COMP, {"prompt": "x", "max_tokens": 1, "user": "u-1"})
     check(status == 200, "'user' is accepted")

@@ -10,6 +10,7 @@
 #include "serve/serve_detok.h"
 #include "serve/serve_prom.h"
 #include "serve/serve_request.h"
+#include "serve/serve_structured.h"
 #include "specd/gguf.h"
 #include "specd/runtime.h"
 
@@ -300,6 +301,49 @@ static void chat_tokens_match_rendering(void **state) {
     }
 }
 
+/* The tools' prompt joins the system message (or comes first as one); an assistant turn's
+ * tool_calls are its call JSON as text; a tool result keeps its role (ChatML takes any). */
+static void chat_tools_rendered(void **state) {
+    (void)state;
+    static const char *const tools =
+        "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\","
+        "\"parameters\":{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}}}}}],"
+        "\"tool_choice\":\"required\"";
+    static const char *const turns =
+        "{\"role\":\"user\",\"content\":\"Weather?\"},"
+        "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"call_1\",\"type\":"
+        "\"function\",\"function\":{\"name\":\"get_weather\",\"arguments\":\"{\\\"city\\\": "
+        "\\\"Paris\\\"}\"}}]},"
+        "{\"role\":\"tool\",\"tool_call_id\":\"call_1\",\"content\":\"22 C\"}";
+    for (int with_system = 0; with_system < 2; with_system++) {
+        char body[2048];
+        snprintf(body, sizeof body, "{\"messages\":[%s%s],%s}",
+                 with_system ? "{\"role\":\"system\",\"content\":\"Be brief.\"}," : "", turns,
+                 tools);
+        serve_request r;
+        serve_refusal why;
+        if (parse(body, 1, &r, &why)) fail_msg("%s", why.message);
+        char *tp = serve_structured_tool_prompt(r.structured);
+        assert_non_null(tp);
+        char sys[4096];
+        snprintf(sys, sizeof sys, "%s%s", with_system ? "Be brief.\n\n" : "", tp);
+        specd_chat_message m[] = {
+            {"system", sys},
+            {"user", "Weather?"},
+            {"assistant", "{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}"},
+            {"tool", "22 C"}};
+        int32_t want[1024];
+        size_t n = 0;
+        assert_int_equal(specd_tokenizer_encode_chat(tok, m, 4, 1, SPECD_TOKENIZE_ADD_SPECIAL,
+                                                     want, 1024, &n, NULL), SPECD_OK);
+        assert_int_equal(r.prompts[0].n, (int64_t)n);
+        assert_memory_equal(r.prompts[0].ids, want, n * sizeof *want);
+        assert_string_equal(r.constraint_param, "tools");
+        free(tp);
+        serve_request_free(&r);
+    }
+}
+
 static void request_openai_fields(void **state) {
     (void)state;
     serve_request r;
@@ -324,6 +368,12 @@ static void request_openai_fields(void **state) {
     assert_int_equal(r.echo, 1);
     assert_int_equal(r.max_tokens, 0);
     assert_string_equal(r.prompts[0].text, "x");
+    assert_true(r.penalties.presence_penalty == 0.0f && r.penalties.repetition_penalty == 1.0f);
+    serve_request_free(&r);
+    assert_int_equal(parse("{\"prompt\":\"x\",\"presence_penalty\":-2,\"frequency_penalty\":0.5,"
+                           "\"repetition_penalty\":1.3}", 0, &r, &why), 0);
+    assert_true(r.penalties.presence_penalty == -2.0f && r.penalties.frequency_penalty == 0.5f &&
+                r.penalties.repetition_penalty == 1.3f);
     serve_request_free(&r);
     /* token ids, alone or as a batch of one (lm-evaluation-harness's form) */
     const char *id_prompts[] = {"{\"prompt\":[504,3575,282]}", "{\"prompt\":[[504,3575,282]]}"};
@@ -357,7 +407,8 @@ static void request_openai_refusals(void **state) {
     refused("{\"prompt\":\"ab\",\"stop\":[\"\\u0000x\"]}", 0, 400, "stop");
     /* unknown fields are named, not ignored */
     refused("{\"prompt\":\"x\",\"tools\":[]}", 0, 400, "tools");
-    refused("{\"prompt\":\"x\",\"repetition_penalty\":1.1}", 0, 400, "repetition_penalty");
+    refused("{\"prompt\":\"x\",\"repetition_penalty\":0}", 0, 400, "repetition_penalty");
+    refused("{\"prompt\":\"x\",\"repetition_penalty\":10.5}", 0, 400, "repetition_penalty");
     refused("{\"prompt\":\"x\",\"top_logprobs\":2}", 0, 400, "top_logprobs");
     refused("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"echo\":true}", 1, 400,
             "echo");
@@ -368,8 +419,14 @@ static void request_openai_refusals(void **state) {
     refused("{\"prompt\":\"x\",\"best_of\":3}", 0, 400, "best_of");
     refused("{\"prompt\":\"x\",\"n\":2,\"best_of\":3}", 0, 400, "best_of");
     refused("{\"prompt\":\"x\",\"suffix\":\"end\"}", 0, 400, "suffix");
-    refused("{\"prompt\":\"x\",\"presence_penalty\":0.5}", 0, 400, "presence_penalty");
-    refused("{\"prompt\":\"x\",\"frequency_penalty\":-1}", 0, 400, "frequency_penalty");
+    refused("{\"prompt\":\"x\",\"presence_penalty\":2.5}", 0, 400, "presence_penalty");
+    refused("{\"prompt\":\"x\",\"frequency_penalty\":-2.01}", 0, 400, "frequency_penalty");
+    /* tool messages: content required; tool_calls only on assistant turns */
+    refused("{\"messages\":[{\"role\":\"tool\",\"content\":null}]}", 1, 400, "messages");
+    refused("{\"messages\":[{\"role\":\"user\",\"content\":\"x\",\"tool_calls\":[]}]}", 1,
+            400, "messages");
+    refused("{\"messages\":[{\"role\":\"assistant\",\"content\":null,\"tool_calls\":{}}]}", 1,
+            400, "messages");
     refused("{\"prompt\":\"x\",\"logprobs\":6}", 0, 400, "logprobs");
     refused("{\"prompt\":\"x\",\"logprobs\":true}", 0, 400, "logprobs");
     refused("{\"prompt\":\"x\",\"echo\":true,\"stream\":true}", 0, 400, "echo");
@@ -426,6 +483,7 @@ int main(void) {
         cmocka_unit_test(request_refusals),
         cmocka_unit_test(chat_content_is_text),
         cmocka_unit_test(chat_tokens_match_rendering),
+        cmocka_unit_test(chat_tools_rendered),
         cmocka_unit_test(request_openai_fields),
         cmocka_unit_test(request_openai_refusals),
         cmocka_unit_test(prom_text),

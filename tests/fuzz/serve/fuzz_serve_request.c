@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "serve/serve_request.h"
+#include "serve/serve_structured.h"
 #include "serve/serve_tokenize.h"
 #include "specd/gguf.h"
 #include "specd/policy.h"
@@ -94,6 +95,16 @@ static void check_request(const serve_request *r, const serve_limits *lim, int c
         for (size_t j = 0; j < i; j++)
             if (r->bias[j].token == r->bias[i].token) abort();
     }
+    /* penalties in their ranges; the structured fields read, tools only on chat */
+    const specd_penalties_params *pp = &r->penalties;
+    if (!(pp->presence_penalty >= -2 && pp->presence_penalty <= 2) ||
+        !(pp->frequency_penalty >= -2 && pp->frequency_penalty <= 2) ||
+        !(pp->repetition_penalty > 0 && pp->repetition_penalty <= 10))
+        abort();
+    if (!r->structured || (!chat && r->structured->n_tools) ||
+        (r->structured->kind == SERVE_CONSTRAINT_GBNF && !r->structured->source) ||
+        (r->structured->kind != SERVE_CONSTRAINT_NONE) != (r->constraint_param[0] != '\0'))
+        abort();
     /* logprobs and echo: bounded, echo never with stream and only on completions */
     if (r->top_logprobs < 0 || r->top_logprobs > SERVE_MAX_TOP_LOGPROBS ||
         (!r->logprobs && r->top_logprobs) || (r->echo && r->stream) || (r->echo && chat))

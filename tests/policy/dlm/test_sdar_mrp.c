@@ -275,8 +275,8 @@ static void test_copies_match_lone_steps(void **s) {
     (void)s;
     double worst = 0, least_bad = INFINITY;
     int exact = 0, checked = 0;
-    copies_vs_lone(4, 2, "aligned", 14, &worst, &least_bad, &exact, &checked);
-    copies_vs_lone(6, 3, "aligned", 14, &worst, &least_bad, &exact, &checked);
+    copies_vs_lone(4, 2, "aligned", 8, &worst, &least_bad, &exact, &checked);
+    copies_vs_lone(6, 3, "aligned", 8, &worst, &least_bad, &exact, &checked);
     fprintf(stderr,
             "sdar spec copies (pack=aligned): %d of %d copies bitwise equal to the lone step "
             "(max |logit diff| %g); with copies seeing each other the least max |diff| is %.3g\n",
@@ -291,7 +291,7 @@ static void test_copies_match_lone_steps(void **s) {
 
     double dense_worst = 0, dense_bad = INFINITY;
     int dense_exact = 0, dense_checked = 0;
-    copies_vs_lone(6, 3, "dense", 14, &dense_worst, &dense_bad, &dense_exact, &dense_checked);
+    copies_vs_lone(6, 3, "dense", 8, &dense_worst, &dense_bad, &dense_exact, &dense_checked);
     fprintf(stderr,
             "sdar spec copies (pack=dense, measured only): %d of %d copies bitwise equal to the "
             "lone step, max |logit diff| %.3g\n",

@@ -154,4 +154,11 @@ void specd_spec_seq_q_to_host(spec_seq *q);
 specd_status specd_spec_find_seq(const specd_spec *spec, int32_t seq, spec_seq **out,
                                  specd_error *err);
 
+/* Whether token is one of the sequence's stop tokens (the sequence ends at it). */
+static inline int specd_seq_is_stop(const spec_seq *q, int32_t token) {
+    for (int32_t i = 0; i < q->n_stop; i++)
+        if (q->stop[i] == token) return 1;
+    return 0;
+}
+
 #endif

@@ -45,12 +45,6 @@ static specd_row_path committed_path(const spec_seq *q) {
                             .n_prompt = q->n_prompt, .n_committed = q->n_history};
 }
 
-static int stops(const spec_seq *q, int32_t token) {
-    for (int32_t i = 0; i < q->n_stop; i++)
-        if (q->stop[i] == token) return 1;
-    return 0;
-}
-
 /* How many of drafts[0..n) after path every processor but `skip` admits. */
 static int32_t admitted(const spec_seq *q, const specd_row_path *path, const int32_t *drafts,
                         int32_t n, int32_t skip) {
@@ -66,8 +60,9 @@ void specd_seq_proc_admit_chain(spec_seq *q) {
     if (q->n_proc == 0 || q->n_draft == 0) return;
     specd_row_path path = committed_path(q);
     int32_t n = admitted(q, &path, q->draft, q->n_draft, -1);
+    /* the sequence ends at a stop token: drafts after one are never used */
     for (int32_t i = 0; i + 1 < n; i++)
-        if (stops(q, q->draft[i])) n = i + 1; /* the sequence ends there: what follows is waste */
+        if (specd_seq_is_stop(q, q->draft[i])) n = i + 1;
     q->stats.n_draft_cut += q->n_draft - n;
     q->n_draft = n;
 }
@@ -91,7 +86,7 @@ void specd_seq_proc_admit_tree(spec_seq *q, int32_t n_vocab, int32_t *n) {
     for (int32_t i = 0; i < *n; i++) {
         int32_t par = q->tree_parent[i];
         index[i] = -1;
-        if (par >= 0 && (index[par] < 0 || stops(q, q->draft[par])))
+        if (par >= 0 && (index[par] < 0 || specd_seq_is_stop(q, q->draft[par])))
             continue; /* its parent was cut, or ends the sequence */
         int32_t depth = node_path(q, i);
         if (admitted(q, &path, q->history + q->n_history, depth, -1) == depth) index[i] = 0;
@@ -145,7 +140,7 @@ static int row_dead(const spec_seq *q, const uint8_t *dead, const float *rows, i
     int32_t node = r - 1;
     int32_t from = q->tree && q->tree_parent[node] >= 0 ? 1 + q->tree_parent[node]
                    : q->tree ? 0 : r - 1;
-    return dead[from] || stops(q, q->draft[node]) ||
+    return dead[from] || specd_seq_is_stop(q, q->draft[node]) ||
            !(rows[(size_t)from * (size_t)n_vocab + q->draft[node]] > -INFINITY);
 }
 

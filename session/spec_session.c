@@ -803,12 +803,6 @@ static specd_status verify_keyed_chain(specd_spec *spec, spec_seq *q, const floa
     return SPECD_OK;
 }
 
-static int is_stop(const spec_seq *q, int32_t token) {
-    for (int32_t i = 0; i < q->n_stop; i++)
-        if (q->stop[i] == token) return 1;
-    return 0;
-}
-
 /* A plain step of a policy that catches up (SPECD_POLICY_HIDDEN_CATCH_UP): its row (the
  * pending token's, whose next token the step just decided) goes to the policy. The tokens are
  * decided already, so a policy that cannot take the row only loses its drafts' context: said
@@ -937,7 +931,7 @@ specd_status specd_spec_seq_verify_step(specd_spec *spec, spec_seq *q, const spe
     int32_t n = 0;
     while (n < o.n_emitted && n < remaining) {
         int32_t t = o.emitted[n++];
-        if (is_stop(q, t)) {
+        if (specd_seq_is_stop(q, t)) {
             q->done = 1;
             break;
         }

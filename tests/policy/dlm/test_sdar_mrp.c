@@ -9,9 +9,10 @@
  *    bitwise the rows of the same block state run alone as a static step over the same cache.
  *    Negative control: the same packed step with a deliberately wrong visibility (every copy
  *    seeing every copy) must differ, so the check can fail. pack=dense (copies B rows apart) is
- *    measured and printed, not asserted: on this runtime its copies >= 1 are not bitwise the lone
- *    steps (attention's positional groupings, policy/dlm/sdar_layout.h), which is why aligned is the
- *    default; a runtime that summed over compacted visible keys would make it exact.
+ *    measured and printed, not asserted: it was not bitwise while attention grouped keys by
+ *    position (policy/dlm/sdar_layout.h), which is why aligned is the default; since attention
+ *    packs a row's visible keys (kernels/cpu/attention.c) it has printed 29 of 29 copies
+ *    bitwise, but the policy promises only aligned.
  * Checked by hand that the identity can fail: with specd_sdar_visible_copies broken on purpose
  * (every copy row also seeing the earlier copies) the copies test fails (max |diff| 15.7) and so
  * do both identity tests (greedy: block=4,spec=1 differs at prompt 1 token 11; T = 0.8: at

@@ -361,6 +361,12 @@ static int compile_grammar(cli_engine *e, const cli_options *o) {
         size_t len = 0;
         char *text = read_text(flag, o->grammar, &len);
         if (!text) return 1;
+        if (len == 0) { /* the library reads an empty schema as "any object": say so instead */
+            fprintf(stderr, "specd: %s %s is empty%s\n", flag, o->grammar,
+                    o->grammar_schema ? " (--json-schema object: any JSON object)" : "");
+            free(text);
+            return 2;
+        }
         st = o->grammar_schema ? specd_grammar_create_json_schema(text, len, e->tok, &e->grammar,
                                                                   &err)
                                : specd_grammar_create_gbnf(text, len, e->tok, &e->grammar, &err);

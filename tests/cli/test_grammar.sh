@@ -77,7 +77,8 @@ for drafts in on off; do
 done
 
 printf '{"type": "object", "properties": {"a": {"type": "frobnicate"}}}' > "$tmp/bad.json"
-for bad in "--json-schema $tmp/bad.json" "--json-schema $tmp/missing.json" \
+: > "$tmp/empty.json"
+for bad in "--json-schema $tmp/bad.json" "--json-schema $tmp/missing.json" "--json-schema $tmp/empty.json" \
            "--grammar $tmp/yn.gbnf --json-schema $schema"; do
   set +e
   # shellcheck disable=SC2086

@@ -172,14 +172,16 @@ static AVX2 INLINE __m256i pair16(const char *blk, size_t wb, int j, size_t off,
                                    blk16(blk, wb, j + 4, off, rem), 1);
 }
 
-/* the 4x4 dword transpose of x[0..3] in 128 bits (transpose4's low halves) */
+/* the 4x4 dword transpose of x[0..3] in 128 bits (transpose4's low halves), in 128-bit
+ * operations: widening the inputs to 256 bits made the compiler store them as 16 bytes and load
+ * 32, which misses store forwarding */
 static AVX2 INLINE void transpose4_128(const __m128i x[4], __m128i out[4]) {
-    __m256i w[4], t[4];
-    for (int j = 0; j < 4; j++)
-        w[j] = _mm256_castsi128_si256(x[j]);
-    transpose4(w, t);
-    for (int j = 0; j < 4; j++)
-        out[j] = _mm256_castsi256_si128(t[j]);
+    const __m128i a = _mm_unpacklo_epi32(x[0], x[1]), b = _mm_unpackhi_epi32(x[0], x[1]);
+    const __m128i c = _mm_unpacklo_epi32(x[2], x[3]), e = _mm_unpackhi_epi32(x[2], x[3]);
+    out[0] = _mm_unpacklo_epi64(a, c);
+    out[1] = _mm_unpackhi_epi64(a, c);
+    out[2] = _mm_unpacklo_epi64(b, e);
+    out[3] = _mm_unpackhi_epi64(b, e);
 }
 
 /* The scales of the group's blocks: d (and Q4_1's m) in lane j, zero past rem. Each block's

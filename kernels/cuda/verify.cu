@@ -239,6 +239,134 @@ static __device__ void top_k_cut(smem &m, const row_view &rv, int32_t n, float t
     pr->thr_i = nth_with_key(m, rv, n, t, all, key, r);
 }
 
+/* How many kept tokens have a z key below bound. */
+static __device__ int32_t count_below(smem &m, const row_view &rv, int32_t n, float t,
+                                      const keep_spec &ks, uint64_t bound) {
+    int32_t c = 0;
+    for (int32_t x = threadIdx.x; x < n; x += VT) {
+        const float z = zval(biased(rv, raw_logit(rv, x), x), t, 0);
+        c += kept(ks, z, x) && (uint64_t)zkey(z) < bound;
+    }
+    return block_count(m, c);
+}
+
+/* The lowest key of the next chunk when more than CAP kept tokens are below bound: the CAP-th
+ * largest key kc when the chunk [kc, bound) holds at most CAP tokens, else kc + 1 (the chunk
+ * stops above kc's run, which would overflow it), unless kc's run alone exceeds CAP: then kc,
+ * with *tie_run its length. */
+static __device__ uint32_t chunk_floor(smem &m, const row_view &rv, int32_t n, float t,
+                                       const keep_spec &ks, uint64_t bound, int *tie_run) {
+    const uint32_t kc = select_key(m, rv, n, t, ks, bound, CAP);
+    int32_t ge = 0, eq = 0;
+    for (int32_t x = threadIdx.x; x < n; x += VT) {
+        const float z = zval(biased(rv, raw_logit(rv, x), x), t, 0);
+        if (!kept(ks, z, x)) continue;
+        const uint32_t key = zkey(z);
+        ge += key >= kc && (uint64_t)key < bound;
+        eq += key == kc;
+    }
+    const int32_t n_ge = block_count(m, ge), n_eq = block_count(m, eq);
+    if (n_ge <= CAP) return kc;
+    if (n_ge > n_eq) return kc + 1;
+    *tie_run = n_eq;
+    return kc;
+}
+
+/* Adds a run of tie_run tokens of z key lo (one e value) to the running sum m.f[0] one by one:
+ * the rank in the run (from 1) at which it reaches target, or 0. */
+static __device__ int32_t add_tie_run(smem &m, uint32_t lo, int tie_run, float zmax,
+                                      float target) {
+    if (threadIdx.x == 0) {
+        const float e = specd_dev_fast_exp_neg(__fsub_rn(zkey_float(lo), zmax));
+        float cum = m.f[0];
+        int32_t hit = 0;
+        for (int32_t j = 1; j <= tie_run && !hit; j++) {
+            cum = __fadd_rn(cum, e);
+            if (cum >= target) hit = j;
+        }
+        m.f[0] = cum;
+        m.sel[3] = hit;
+    }
+    __syncthreads();
+    const int32_t hit = m.sel[3];
+    __syncthreads();
+    return hit;
+}
+
+/* Gathers the kept tokens whose z key is in [lo, bound) into the chunk (m.ckey, m.cidx), in no
+ * particular order; returns their count. */
+static __device__ int32_t gather_chunk(smem &m, const row_view &rv, int32_t n, float t,
+                                       const keep_spec &ks, uint32_t lo, uint64_t bound) {
+    if (threadIdx.x == 0) m.sel[2] = 0;
+    __syncthreads();
+    for (int32_t x = threadIdx.x; x < n; x += VT) {
+        const float z = zval(biased(rv, raw_logit(rv, x), x), t, 0);
+        if (!kept(ks, z, x)) continue;
+        const uint32_t key = zkey(z);
+        if (key >= lo && (uint64_t)key < bound) {
+            const int32_t at = atomicAdd(&m.sel[2], 1);
+            m.ckey[at] = key;
+            m.cidx[at] = x;
+        }
+    }
+    __syncthreads();
+    return m.sel[2];
+}
+
+/* Sorts the chunk's cn (key, index) pairs by key descending, then index ascending: a bitonic
+ * sort over the next power of two, the pairs past cn padded to sort last. */
+static __device__ void sort_chunk(smem &m, int32_t cn) {
+    const int tid = threadIdx.x;
+    int32_t width = 1;
+    while (width < cn) width *= 2;
+    for (int32_t j = cn + tid; j < width; j += VT) {
+        m.ckey[j] = 0; /* below every finite z's key: sorts last */
+        m.cidx[j] = 0x7fffffff;
+    }
+    __syncthreads();
+    for (int32_t size = 2; size <= width; size *= 2)
+        for (int32_t stride = size / 2; stride > 0; stride /= 2) {
+            for (int32_t i = tid; i < width / 2; i += VT) {
+                const int32_t a = 2 * stride * (i / stride) + i % stride, b = a + stride;
+                const int first_better_a = (a & size) == 0;
+                const int b_first = m.ckey[b] > m.ckey[a] ||
+                                    (m.ckey[b] == m.ckey[a] && m.cidx[b] < m.cidx[a]);
+                if (b_first == first_better_a) {
+                    const uint32_t k = m.ckey[a];
+                    const int32_t ix = m.cidx[a];
+                    m.ckey[a] = m.ckey[b];
+                    m.cidx[a] = m.cidx[b];
+                    m.ckey[b] = k;
+                    m.cidx[b] = ix;
+                }
+            }
+            __syncthreads();
+        }
+}
+
+/* Adds the sorted chunk's e values to the running sum m.f[0] in order (e in parallel, the sum
+ * itself sequential): the chunk index at which it reaches target, or -1. */
+static __device__ int32_t add_chunk(smem &m, int32_t cn, float zmax, float target) {
+    for (int32_t j = threadIdx.x; j < cn; j += VT)
+        m.sb[j] = specd_dev_fast_exp_neg(__fsub_rn(zkey_float(m.ckey[j]), zmax));
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float cum = m.f[0];
+        int32_t hit = -1;
+        for (int32_t j = 0; j < cn; j++) {
+            cum = __fadd_rn(cum, m.sb[j]);
+            if (cum >= target) {
+                hit = j;
+                break;
+            }
+        }
+        m.f[0] = cum;
+        m.sel[3] = hit;
+    }
+    __syncthreads();
+    return m.sel[3];
+}
+
 /* Top-p cut (xform.c apply_top_p): over the tokens the top-k cut kept, Z' = the 256-lane sum of
  * e = exp(z - zmax), then e added one by one in (z descending, index ascending) order until the
  * running sum reaches top_p * Z'; that token is the cut. The running sum is the engine's
@@ -262,50 +390,12 @@ static __device__ void top_p_cut(smem &m, const row_view &rv, int32_t n, float t
     if (tid == 0) m.f[0] = 0.0f; /* the running sum (thread 0's) */
     uint64_t bound = (uint64_t)1 << 32;
     for (;;) {
-        int32_t c = 0;
-        for (int32_t x = tid; x < n; x += VT) {
-            const float z = zval(biased(rv, raw_logit(rv, x), x), t, 0);
-            c += kept(ks, z, x) && (uint64_t)zkey(z) < bound;
-        }
-        const int32_t left = block_count(m, c);
+        const int32_t left = count_below(m, rv, n, t, ks, bound);
         if (left == 0) return; /* never crossed */
-        uint32_t lo = 0;
         int tie_run = 0;
-        if (left > CAP) {
-            const uint32_t kc = select_key(m, rv, n, t, ks, bound, CAP);
-            int32_t ge = 0, eq = 0;
-            for (int32_t x = tid; x < n; x += VT) {
-                const float z = zval(biased(rv, raw_logit(rv, x), x), t, 0);
-                if (!kept(ks, z, x)) continue;
-                const uint32_t key = zkey(z);
-                ge += key >= kc && (uint64_t)key < bound;
-                eq += key == kc;
-            }
-            const int32_t n_ge = block_count(m, ge), n_eq = block_count(m, eq);
-            if (n_ge <= CAP) {
-                lo = kc;
-            } else if (n_ge > n_eq) {
-                lo = kc + 1; /* the chunk stops above kc's run, which would overflow it */
-            } else {
-                lo = kc; /* kc's run alone exceeds CAP */
-                tie_run = n_eq;
-            }
-        }
+        const uint32_t lo = left > CAP ? chunk_floor(m, rv, n, t, ks, bound, &tie_run) : 0;
         if (tie_run) {
-            if (tid == 0) {
-                const float e = specd_dev_fast_exp_neg(__fsub_rn(zkey_float(lo), zmax));
-                float cum = m.f[0];
-                int32_t hit = 0;
-                for (int32_t j = 1; j <= tie_run && !hit; j++) {
-                    cum = __fadd_rn(cum, e);
-                    if (cum >= target) hit = j;
-                }
-                m.f[0] = cum;
-                m.sel[3] = hit;
-            }
-            __syncthreads();
-            const int32_t hit = m.sel[3];
-            __syncthreads();
+            const int32_t hit = add_tie_run(m, lo, tie_run, zmax, target);
             if (hit) {
                 const int32_t at = nth_with_key(m, rv, n, t, ks, lo, hit);
                 pr->thresh = 1;
@@ -316,65 +406,10 @@ static __device__ void top_p_cut(smem &m, const row_view &rv, int32_t n, float t
             bound = lo;
             continue;
         }
-        /* gather the chunk [lo, bound), sort it by (z descending, index ascending), add it */
-        if (tid == 0) m.sel[2] = 0;
-        __syncthreads();
-        for (int32_t x = tid; x < n; x += VT) {
-            const float z = zval(biased(rv, raw_logit(rv, x), x), t, 0);
-            if (!kept(ks, z, x)) continue;
-            const uint32_t key = zkey(z);
-            if (key >= lo && (uint64_t)key < bound) {
-                const int32_t at = atomicAdd(&m.sel[2], 1);
-                m.ckey[at] = key;
-                m.cidx[at] = x;
-            }
-        }
-        __syncthreads();
-        const int32_t cn = m.sel[2];
-        int32_t width = 1;
-        while (width < cn) width *= 2;
-        for (int32_t j = cn + tid; j < width; j += VT) {
-            m.ckey[j] = 0; /* below every finite z's key: sorts last */
-            m.cidx[j] = 0x7fffffff;
-        }
-        __syncthreads();
-        for (int32_t size = 2; size <= width; size *= 2)
-            for (int32_t stride = size / 2; stride > 0; stride /= 2) {
-                for (int32_t i = tid; i < width / 2; i += VT) {
-                    const int32_t a = 2 * stride * (i / stride) + i % stride, b = a + stride;
-                    const int first_better_a = (a & size) == 0;
-                    const int b_first = m.ckey[b] > m.ckey[a] ||
-                                        (m.ckey[b] == m.ckey[a] && m.cidx[b] < m.cidx[a]);
-                    if (b_first == first_better_a) {
-                        const uint32_t k = m.ckey[a];
-                        const int32_t ix = m.cidx[a];
-                        m.ckey[a] = m.ckey[b];
-                        m.cidx[a] = m.cidx[b];
-                        m.ckey[b] = k;
-                        m.cidx[b] = ix;
-                    }
-                }
-                __syncthreads();
-            }
-        /* e of the sorted chunk in parallel; the running sum itself is sequential */
-        for (int32_t j = tid; j < cn; j += VT)
-            m.sb[j] = specd_dev_fast_exp_neg(__fsub_rn(zkey_float(m.ckey[j]), zmax));
-        __syncthreads();
-        if (tid == 0) {
-            float cum = m.f[0];
-            int32_t hit = -1;
-            for (int32_t j = 0; j < cn; j++) {
-                cum = __fadd_rn(cum, m.sb[j]);
-                if (cum >= target) {
-                    hit = j;
-                    break;
-                }
-            }
-            m.f[0] = cum;
-            m.sel[3] = hit;
-        }
-        __syncthreads();
-        const int32_t hit = m.sel[3];
+        /* the chunk [lo, bound), sorted by (z descending, index ascending), added in order */
+        const int32_t cn = gather_chunk(m, rv, n, t, ks, lo, bound);
+        sort_chunk(m, cn);
+        const int32_t hit = add_chunk(m, cn, zmax, target);
         if (hit >= 0) {
             pr->thresh = 1;
             pr->thr_z = zkey_float(m.ckey[hit]);

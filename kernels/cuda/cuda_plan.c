@@ -62,27 +62,36 @@ static uintptr_t weight_alignment(uint32_t w_type) {
     }
 }
 
+/* What the matmul_q and matmul_k checks share past the weight type: n_in a whole number of blocks
+ * of block elements, the shape, and with rows, the buffers, their alignment (wa bytes for the
+ * weights, 4 for xq) and the grid. op names the operation in the reason. */
+static int check_qmm(const char *op, int32_t block, uintptr_t wa, const void *w, int32_t n_in,
+                     int32_t n_out, const void *xq, int32_t n_rows, const float *y, int64_t ld_y,
+                     char *why, size_t why_size) {
+    if (n_in <= 0 || n_in % block != 0)
+        return refuse(why, why_size, "%s: n_in %d is not a positive multiple of %d", op, n_in,
+                      block);
+    if (n_out <= 0 || n_rows < 0)
+        return refuse(why, why_size, "%s: bad shape n_out %d, n_rows %d", op, n_out, n_rows);
+    if (ld_y < n_out)
+        return refuse(why, why_size, "%s: ld_y %lld < n_out %d", op, (long long)ld_y, n_out);
+    if (n_rows == 0) return SPECD_CUDA_OK;
+    if (!w || !xq || !y) return refuse(why, why_size, "%s: NULL buffer", op);
+    if (!aligned(w, wa))
+        return refuse(why, why_size, "%s: weights are not %u-byte aligned", op, (unsigned)wa);
+    if (!aligned(xq, 4)) return refuse(why, why_size, "%s: xq is not 4-byte aligned", op);
+    if (!specd_cuda_grid_for((int64_t)n_out * n_rows, SPECD_CUDA_QMM_PAIRS_PER_BLOCK))
+        return refuse(why, why_size, "%s: %d x %d outputs is too many blocks", op, n_out, n_rows);
+    return SPECD_CUDA_OK;
+}
+
 int specd_cuda_check_matmul_q(uint32_t w_type, const void *w, int32_t n_in, int32_t n_out,
                               const void *xq, int32_t n_rows, const float *y, int64_t ld_y,
                               char *why, size_t why_size) {
     const uintptr_t wa = weight_alignment(w_type);
     if (!wa) return refuse(why, why_size, "matmul_q: weight type %u is not Q4_0, Q4_1 or Q8_0",
                            w_type);
-    if (n_in <= 0 || n_in % 32 != 0)
-        return refuse(why, why_size, "matmul_q: n_in %d is not a positive multiple of 32", n_in);
-    if (n_out <= 0 || n_rows < 0)
-        return refuse(why, why_size, "matmul_q: bad shape n_out %d, n_rows %d", n_out, n_rows);
-    if (ld_y < n_out)
-        return refuse(why, why_size, "matmul_q: ld_y %lld < n_out %d", (long long)ld_y, n_out);
-    if (n_rows == 0) return SPECD_CUDA_OK;
-    if (!w || !xq || !y) return refuse(why, why_size, "matmul_q: NULL buffer");
-    if (!aligned(w, wa))
-        return refuse(why, why_size, "matmul_q: weights are not %u-byte aligned", (unsigned)wa);
-    if (!aligned(xq, 4)) return refuse(why, why_size, "matmul_q: xq is not 4-byte aligned");
-    if (!specd_cuda_grid_for((int64_t)n_out * n_rows, SPECD_CUDA_QMM_PAIRS_PER_BLOCK))
-        return refuse(why, why_size, "matmul_q: %d x %d outputs is too many blocks", n_out,
-                      n_rows);
-    return SPECD_CUDA_OK;
+    return check_qmm("matmul_q", 32, wa, w, n_in, n_out, xq, n_rows, y, ld_y, why, why_size);
 }
 
 size_t specd_cuda_q8_k_row_bytes(int64_t n) {
@@ -112,22 +121,8 @@ int specd_cuda_check_matmul_k(uint32_t w_type, const void *w, int32_t n_in, int3
                               char *why, size_t why_size) {
     if (w_type != SPECD_DTYPE_Q4_K && w_type != SPECD_DTYPE_Q6_K)
         return refuse(why, why_size, "matmul_k: weight type %u is not Q4_K or Q6_K", w_type);
-    if (n_in <= 0 || n_in % 256 != 0)
-        return refuse(why, why_size, "matmul_k: n_in %d is not a positive multiple of 256",
-                      n_in);
-    if (n_out <= 0 || n_rows < 0)
-        return refuse(why, why_size, "matmul_k: bad shape n_out %d, n_rows %d", n_out, n_rows);
-    if (ld_y < n_out)
-        return refuse(why, why_size, "matmul_k: ld_y %lld < n_out %d", (long long)ld_y, n_out);
-    if (n_rows == 0) return SPECD_CUDA_OK;
-    if (!w || !xq || !y) return refuse(why, why_size, "matmul_k: NULL buffer");
     /* Q4_K (144 bytes) and Q6_K (210 bytes) blocks hold fp16 fields at even offsets */
-    if (!aligned(w, 2)) return refuse(why, why_size, "matmul_k: weights are not 2-byte aligned");
-    if (!aligned(xq, 4)) return refuse(why, why_size, "matmul_k: xq is not 4-byte aligned");
-    if (!specd_cuda_grid_for((int64_t)n_out * n_rows, SPECD_CUDA_QMM_PAIRS_PER_BLOCK))
-        return refuse(why, why_size, "matmul_k: %d x %d outputs is too many blocks", n_out,
-                      n_rows);
-    return SPECD_CUDA_OK;
+    return check_qmm("matmul_k", 256, 2, w, n_in, n_out, xq, n_rows, y, ld_y, why, why_size);
 }
 
 int specd_cuda_check_matmul_f(uint32_t w_type, const void *w, int32_t n_in, int32_t n_out,

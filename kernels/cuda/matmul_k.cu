@@ -6,11 +6,13 @@
  * sums_l = sums_l + d * lane_l (two roundings, d = fp16 d_w * d_x); Q4_K's minimum term
  * sum = sum - dmin * (bsums . mins) runs alongside in one float; at the end
  * sum = sum + sums_l for l = 0..7 in order. No step depends on how many pairs or rows there are.
+ * The pairs' layout: kernels/cuda/qmm_pairs.cuh.
  *
  * Block layouts (kernels/cpu/quant_blocks.h): Q4_K = fp16 d, fp16 dmin, scales[12], qs[128]
  * (144 bytes); Q6_K = ql[128], qh[64], int8 scales[16], fp16 d (210 bytes); Q8_K = float d,
  * int8 qs[256], int16 bsums[16] (292 bytes). */
 #include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/qmm_pairs.cuh"
 
 #include "kernels/cpu/dtype.h"
 
@@ -78,16 +80,13 @@ static __global__ void matmul_k_kernel(const uint8_t *__restrict__ w, int32_t n_
                                        int32_t n_out, const uint8_t *__restrict__ xq,
                                        int32_t n_rows, float *__restrict__ y, int64_t ld_y) {
     enum { WBYTES = TYPE == SPECD_DTYPE_Q4_K ? 144 : 210 };
-    const int l = threadIdx.x & 7;
-    const int64_t p = (int64_t)blockIdx.x * SPECD_CUDA_QMM_PAIRS_PER_BLOCK + threadIdx.x / 8;
-    const bool live = p < (int64_t)n_out * n_rows;
-    const int64_t o = live ? p / n_rows : 0, r = live ? p % n_rows : 0; /* see matmul_q.cu */
-    const uint8_t *wrow = w + o * n_blocks * (int64_t)WBYTES;
-    const uint8_t *xrow = xq + r * n_blocks * (int64_t)SPECD_CUDA_Q8_K_BLOCK_BYTES;
+    const specd_qmm_pair q = specd_qmm_pair_of_thread(w, WBYTES, xq, SPECD_CUDA_Q8_K_BLOCK_BYTES,
+                                                       n_blocks, n_out, n_rows);
+    const int l = q.lane;
     float sums = 0.0f, sum = 0.0f;
     for (int32_t b = 0; b < n_blocks; b++) {
-        const uint8_t *wb = wrow + (int64_t)b * WBYTES;
-        const uint8_t *xb = xrow + (int64_t)b * SPECD_CUDA_Q8_K_BLOCK_BYTES;
+        const uint8_t *wb = q.wrow + (int64_t)b * WBYTES;
+        const uint8_t *xb = q.xrow + (int64_t)b * SPECD_CUDA_Q8_K_BLOCK_BYTES;
         const float xd = *(const float *)xb;
         if (TYPE == SPECD_DTYPE_Q4_K) {
             int summ;
@@ -109,20 +108,16 @@ static __global__ void matmul_k_kernel(const uint8_t *__restrict__ w, int32_t n_
         const float s = __shfl_sync(0xffffffffu, sums, base + k);
         sum = __fadd_rn(sum, s);
     }
-    if (live && l == 0) y[r * ld_y + o] = sum;
+    specd_qmm_store(q, y, ld_y, sum);
 }
 
 extern "C" int specd_cuda_matmul_k(uint32_t w_type, const void *w, int32_t n_in, int32_t n_out,
                                    const void *xq, int32_t n_rows, float *y, int64_t ld_y,
                                    void *stream) {
-    size_t why_size;
-    char *why = specd_cuda_refusal_buffer(&why_size);
-    if (specd_cuda_check_matmul_k(w_type, w, n_in, n_out, xq, n_rows, y, ld_y, why, why_size) !=
-        SPECD_CUDA_OK)
-        return SPECD_CUDA_E_ARGUMENT;
-    if (n_rows == 0) return SPECD_CUDA_OK;
-    const uint32_t grid =
-        specd_cuda_grid_for((int64_t)n_out * n_rows, SPECD_CUDA_QMM_PAIRS_PER_BLOCK);
+    uint32_t grid;
+    const int rc = specd_cuda_qmm_grid(specd_cuda_check_matmul_k, w_type, w, n_in, n_out, xq,
+                                       n_rows, y, ld_y, &grid);
+    if (rc != SPECD_CUDA_OK || grid == 0) return rc;
     const cudaStream_t s = SPECD_CUDA_STREAM(stream);
     const uint8_t *wb = (const uint8_t *)w, *xb = (const uint8_t *)xq;
     if (w_type == SPECD_DTYPE_Q4_K)

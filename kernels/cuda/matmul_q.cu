@@ -7,11 +7,10 @@
  * are then summed as ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)) (float addition is commutative, so
  * the xor-shuffle tree below rounds exactly so). Q4_1 adds its minimum terms, m_w * s_x folded
  * block by block into one scalar, at the end. The pair's result never depends on which other
- * pairs share its warp or how many rows there are.
- *
- * Pairs are numbered p = o * n_rows + r, so the pairs of one weight row sit side by side and its
- * blocks are read once into L1 for all of them. */
+ * pairs share its warp or how many rows there are. The pairs' layout:
+ * kernels/cuda/qmm_pairs.cuh. */
 #include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/qmm_pairs.cuh"
 
 #include "kernels/cpu/dtype.h"
 
@@ -48,18 +47,14 @@ template <int TYPE>
 static __global__ void matmul_q_kernel(const uint8_t *__restrict__ w, int32_t n_blocks,
                                        int32_t n_out, const uint8_t *__restrict__ xq,
                                        int32_t n_rows, float *__restrict__ y, int64_t ld_y) {
-    const int i = threadIdx.x & 7;
-    const int64_t p = (int64_t)blockIdx.x * SPECD_CUDA_QMM_PAIRS_PER_BLOCK + threadIdx.x / 8;
-    const bool live = p < (int64_t)n_out * n_rows;
-    /* A pair past the end still takes part in the shuffles below (every lane of the warp must),
-     * on row 0 and output 0, and writes nothing. */
-    const int64_t o = live ? p / n_rows : 0, r = live ? p % n_rows : 0;
-    const uint8_t *wrow = w + o * n_blocks * (int64_t)qblock<TYPE>::BYTES;
-    const uint8_t *xrow = xq + r * n_blocks * (int64_t)SPECD_CUDA_Q8_BLOCK_BYTES;
+    const specd_qmm_pair q = specd_qmm_pair_of_thread(w, qblock<TYPE>::BYTES, xq,
+                                                       SPECD_CUDA_Q8_BLOCK_BYTES, n_blocks,
+                                                       n_out, n_rows);
+    const int i = q.lane;
     float lane = 0.0f, mins = 0.0f;
     for (int32_t b = 0; b < n_blocks; b++) {
-        const uint8_t *wb = wrow + (int64_t)b * qblock<TYPE>::BYTES;
-        const uint8_t *xb = xrow + (int64_t)b * SPECD_CUDA_Q8_BLOCK_BYTES;
+        const uint8_t *wb = q.wrow + (int64_t)b * qblock<TYPE>::BYTES;
+        const uint8_t *xb = q.xrow + (int64_t)b * SPECD_CUDA_Q8_BLOCK_BYTES;
         const int sumi = __dp4a(qblock<TYPE>::quants(wb, i), *(const int *)(xb + 4 + 4 * i), 0);
         const uint16_t *wh = (const uint16_t *)wb, *xh = (const uint16_t *)xb;
         const float d = __fmul_rn(specd_dev_h2f(wh[0]), specd_dev_h2f(xh[0]));
@@ -70,20 +65,16 @@ static __global__ void matmul_q_kernel(const uint8_t *__restrict__ w, int32_t n_
     lane = __fadd_rn(lane, __shfl_xor_sync(0xffffffffu, lane, 2));
     lane = __fadd_rn(lane, __shfl_xor_sync(0xffffffffu, lane, 1));
     if (TYPE == SPECD_DTYPE_Q4_1) lane = __fadd_rn(lane, mins);
-    if (live && i == 0) y[r * ld_y + o] = lane;
+    specd_qmm_store(q, y, ld_y, lane);
 }
 
 extern "C" int specd_cuda_matmul_q(uint32_t w_type, const void *w, int32_t n_in, int32_t n_out,
                                    const void *xq, int32_t n_rows, float *y, int64_t ld_y,
                                    void *stream) {
-    size_t why_size;
-    char *why = specd_cuda_refusal_buffer(&why_size);
-    if (specd_cuda_check_matmul_q(w_type, w, n_in, n_out, xq, n_rows, y, ld_y, why, why_size) !=
-        SPECD_CUDA_OK)
-        return SPECD_CUDA_E_ARGUMENT;
-    if (n_rows == 0) return SPECD_CUDA_OK;
-    const uint32_t grid =
-        specd_cuda_grid_for((int64_t)n_out * n_rows, SPECD_CUDA_QMM_PAIRS_PER_BLOCK);
+    uint32_t grid;
+    const int rc = specd_cuda_qmm_grid(specd_cuda_check_matmul_q, w_type, w, n_in, n_out, xq,
+                                       n_rows, y, ld_y, &grid);
+    if (rc != SPECD_CUDA_OK || grid == 0) return rc;
     const cudaStream_t s = SPECD_CUDA_STREAM(stream);
     const uint8_t *wb = (const uint8_t *)w, *xb = (const uint8_t *)xq;
     const int32_t nb = n_in / 32;

@@ -239,6 +239,134 @@ static __device__ void top_k_cut(smem &m, const row_view &rv, int32_t n, float t
     pr->thr_i = nth_with_key(m, rv, n, t, all, key, r);
 }
 
+/* How many kept tokens have a z key below bound. */
+static __device__ int32_t count_below(smem &m, const row_view &rv, int32_t n, float t,
+                                      const keep_spec &ks, uint64_t bound) {
+    int32_t c = 0;
+    for (int32_t x = threadIdx.x; x < n; x += VT) {
+        const float z = zval(biased(rv, raw_logit(rv, x), x), t, 0);
+        c += kept(ks, z, x) && (uint64_t)zkey(z) < bound;
+    }
+    return block_count(m, c);
+}
+
+/* The lowest key of the next chunk when more than CAP kept tokens are below bound: the CAP-th
+ * largest key kc when the chunk [kc, bound) holds at most CAP tokens, else kc + 1 (the chunk
+ * stops above kc's run, which would overflow it), unless kc's run alone exceeds CAP: then kc,
+ * with *tie_run its length. */
+static __device__ uint32_t chunk_floor(smem &m, const row_view &rv, int32_t n, float t,
+                                       const keep_spec &ks, uint64_t bound, int *tie_run) {
+    const uint32_t kc = select_key(m, rv, n, t, ks, bound, CAP);
+    int32_t ge = 0, eq = 0;
+    for (int32_t x = threadIdx.x; x < n; x += VT) {
+        const float z = zval(biased(rv, raw_logit(rv, x), x), t, 0);
+        if (!kept(ks, z, x)) continue;
+        const uint32_t key = zkey(z);
+        ge += key >= kc && (uint64_t)key < bound;
+        eq += key == kc;
+    }
+    const int32_t n_ge = block_count(m, ge), n_eq = block_count(m, eq);
+    if (n_ge <= CAP) return kc;
+    if (n_ge > n_eq) return kc + 1;
+    *tie_run = n_eq;
+    return kc;
+}
+
+/* Adds a run of tie_run tokens of z key lo (one e value) to the running sum m.f[0] one by one:
+ * the rank in the run (from 1) at which it reaches target, or 0. */
+static __device__ int32_t add_tie_run(smem &m, uint32_t lo, int tie_run, float zmax,
+                                      float target) {
+    if (threadIdx.x == 0) {
+        const float e = specd_dev_fast_exp_neg(__fsub_rn(zkey_float(lo), zmax));
+        float cum = m.f[0];
+        int32_t hit = 0;
+        for (int32_t j = 1; j <= tie_run && !hit; j++) {
+            cum = __fadd_rn(cum, e);
+            if (cum >= target) hit = j;
+        }
+        m.f[0] = cum;
+        m.sel[3] = hit;
+    }
+    __syncthreads();
+    const int32_t hit = m.sel[3];
+    __syncthreads();
+    return hit;
+}
+
+/* Gathers the kept tokens whose z key is in [lo, bound) into the chunk (m.ckey, m.cidx), in no
+ * particular order; returns their count. */
+static __device__ int32_t gather_chunk(smem &m, const row_view &rv, int32_t n, float t,
+                                       const keep_spec &ks, uint32_t lo, uint64_t bound) {
+    if (threadIdx.x == 0) m.sel[2] = 0;
+    __syncthreads();
+    for (int32_t x = threadIdx.x; x < n; x += VT) {
+        const float z = zval(biased(rv, raw_logit(rv, x), x), t, 0);
+        if (!kept(ks, z, x)) continue;
+        const uint32_t key = zkey(z);
+        if (key >= lo && (uint64_t)key < bound) {
+            const int32_t at = atomicAdd(&m.sel[2], 1);
+            m.ckey[at] = key;
+            m.cidx[at] = x;
+        }
+    }
+    __syncthreads();
+    return m.sel[2];
+}
+
+/* Sorts the chunk's cn (key, index) pairs by key descending, then index ascending: a bitonic
+ * sort over the next power of two, the pairs past cn padded to sort last. */
+static __device__ void sort_chunk(smem &m, int32_t cn) {
+    const int tid = threadIdx.x;
+    int32_t width = 1;
+    while (width < cn) width *= 2;
+    for (int32_t j = cn + tid; j < width; j += VT) {
+        m.ckey[j] = 0; /* below every finite z's key: sorts last */
+        m.cidx[j] = 0x7fffffff;
+    }
+    __syncthreads();
+    for (int32_t size = 2; size <= width; size *= 2)
+        for (int32_t stride = size / 2; stride > 0; stride /= 2) {
+            for (int32_t i = tid; i < width / 2; i += VT) {
+                const int32_t a = 2 * stride * (i / stride) + i % stride, b = a + stride;
+                const int first_better_a = (a & size) == 0;
+                const int b_first = m.ckey[b] > m.ckey[a] ||
+                                    (m.ckey[b] == m.ckey[a] && m.cidx[b] < m.cidx[a]);
+                if (b_first == first_better_a) {
+                    const uint32_t k = m.ckey[a];
+                    const int32_t ix = m.cidx[a];
+                    m.ckey[a] = m.ckey[b];
+                    m.cidx[a] = m.cidx[b];
+                    m.ckey[b] = k;
+                    m.cidx[b] = ix;
+                }
+            }
+            __syncthreads();
+        }
+}
+
+/* Adds the sorted chunk's e values to the running sum m.f[0] in order (e in parallel, the sum
+ * itself sequential): the chunk index at which it reaches target, or -1. */
+static __device__ int32_t add_chunk(smem &m, int32_t cn, float zmax, float target) {
+    for (int32_t j = threadIdx.x; j < cn; j += VT)
+        m.sb[j] = specd_dev_fast_exp_neg(__fsub_rn(zkey_float(m.ckey[j]), zmax));
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float cum = m.f[0];
+        int32_t hit = -1;
+        for (int32_t j = 0; j < cn; j++) {
+            cum = __fadd_rn(cum, m.sb[j]);
+            if (cum >= target) {
+                hit = j;
+                break;
+            }
+        }
+        m.f[0] = cum;
+        m.sel[3] = hit;
+    }
+    __syncthreads();
+    return m.sel[3];
+}
+
 /* Top-p cut (xform.c apply_top_p): over the tokens the top-k cut kept, Z' = the 256-lane sum of
  * e = exp(z - zmax), then e added one by one in (z descending, index ascending) order until the
  * running sum reaches top_p * Z'; that token is the cut. The running sum is the engine's
@@ -262,50 +390,12 @@ static __device__ void top_p_cut(smem &m, const row_view &rv, int32_t n, float t
     if (tid == 0) m.f[0] = 0.0f; /* the running sum (thread 0's) */
     uint64_t bound = (uint64_t)1 << 32;
     for (;;) {
-        int32_t c = 0;
-        for (int32_t x = tid; x < n; x += VT) {
-            const float z = zval(biased(rv, raw_logit(rv, x), x), t, 0);
-            c += kept(ks, z, x) && (uint64_t)zkey(z) < bound;
-        }
-        const int32_t left = block_count(m, c);
+        const int32_t left = count_below(m, rv, n, t, ks, bound);
         if (left == 0) return; /* never crossed */
-        uint32_t lo = 0;
         int tie_run = 0;
-        if (left > CAP) {
-            const uint32_t kc = select_key(m, rv, n, t, ks, bound, CAP);
-            int32_t ge = 0, eq = 0;
-            for (int32_t x = tid; x < n; x += VT) {
-                const float z = zval(biased(rv, raw_logit(rv, x), x), t, 0);
-                if (!kept(ks, z, x)) continue;
-                const uint32_t key = zkey(z);
-                ge += key >= kc && (uint64_t)key < bound;
-                eq += key == kc;
-            }
-            const int32_t n_ge = block_count(m, ge), n_eq = block_count(m, eq);
-            if (n_ge <= CAP) {
-                lo = kc;
-            } else if (n_ge > n_eq) {
-                lo = kc + 1; /* the chunk stops above kc's run, which would overflow it */
-            } else {
-                lo = kc; /* kc's run alone exceeds CAP */
-                tie_run = n_eq;
-            }
-        }
+        const uint32_t lo = left > CAP ? chunk_floor(m, rv, n, t, ks, bound, &tie_run) : 0;
         if (tie_run) {
-            if (tid == 0) {
-                const float e = specd_dev_fast_exp_neg(__fsub_rn(zkey_float(lo), zmax));
-                float cum = m.f[0];
-                int32_t hit = 0;
-                for (int32_t j = 1; j <= tie_run && !hit; j++) {
-                    cum = __fadd_rn(cum, e);
-                    if (cum >= target) hit = j;
-                }
-                m.f[0] = cum;
-                m.sel[3] = hit;
-            }
-            __syncthreads();
-            const int32_t hit = m.sel[3];
-            __syncthreads();
+            const int32_t hit = add_tie_run(m, lo, tie_run, zmax, target);
             if (hit) {
                 const int32_t at = nth_with_key(m, rv, n, t, ks, lo, hit);
                 pr->thresh = 1;
@@ -316,65 +406,10 @@ static __device__ void top_p_cut(smem &m, const row_view &rv, int32_t n, float t
             bound = lo;
             continue;
         }
-        /* gather the chunk [lo, bound), sort it by (z descending, index ascending), add it */
-        if (tid == 0) m.sel[2] = 0;
-        __syncthreads();
-        for (int32_t x = tid; x < n; x += VT) {
-            const float z = zval(biased(rv, raw_logit(rv, x), x), t, 0);
-            if (!kept(ks, z, x)) continue;
-            const uint32_t key = zkey(z);
-            if (key >= lo && (uint64_t)key < bound) {
-                const int32_t at = atomicAdd(&m.sel[2], 1);
-                m.ckey[at] = key;
-                m.cidx[at] = x;
-            }
-        }
-        __syncthreads();
-        const int32_t cn = m.sel[2];
-        int32_t width = 1;
-        while (width < cn) width *= 2;
-        for (int32_t j = cn + tid; j < width; j += VT) {
-            m.ckey[j] = 0; /* below every finite z's key: sorts last */
-            m.cidx[j] = 0x7fffffff;
-        }
-        __syncthreads();
-        for (int32_t size = 2; size <= width; size *= 2)
-            for (int32_t stride = size / 2; stride > 0; stride /= 2) {
-                for (int32_t i = tid; i < width / 2; i += VT) {
-                    const int32_t a = 2 * stride * (i / stride) + i % stride, b = a + stride;
-                    const int first_better_a = (a & size) == 0;
-                    const int b_first = m.ckey[b] > m.ckey[a] ||
-                                        (m.ckey[b] == m.ckey[a] && m.cidx[b] < m.cidx[a]);
-                    if (b_first == first_better_a) {
-                        const uint32_t k = m.ckey[a];
-                        const int32_t ix = m.cidx[a];
-                        m.ckey[a] = m.ckey[b];
-                        m.cidx[a] = m.cidx[b];
-                        m.ckey[b] = k;
-                        m.cidx[b] = ix;
-                    }
-                }
-                __syncthreads();
-            }
-        /* e of the sorted chunk in parallel; the running sum itself is sequential */
-        for (int32_t j = tid; j < cn; j += VT)
-            m.sb[j] = specd_dev_fast_exp_neg(__fsub_rn(zkey_float(m.ckey[j]), zmax));
-        __syncthreads();
-        if (tid == 0) {
-            float cum = m.f[0];
-            int32_t hit = -1;
-            for (int32_t j = 0; j < cn; j++) {
-                cum = __fadd_rn(cum, m.sb[j]);
-                if (cum >= target) {
-                    hit = j;
-                    break;
-                }
-            }
-            m.f[0] = cum;
-            m.sel[3] = hit;
-        }
-        __syncthreads();
-        const int32_t hit = m.sel[3];
+        /* the chunk [lo, bound), sorted by (z descending, index ascending), added in order */
+        const int32_t cn = gather_chunk(m, rv, n, t, ks, lo, bound);
+        sort_chunk(m, cn);
+        const int32_t hit = add_chunk(m, cn, zmax, target);
         if (hit >= 0) {
             pr->thresh = 1;
             pr->thr_z = zkey_float(m.ckey[hit]);
@@ -700,133 +735,180 @@ static __device__ void rejection_walk(smem &m, const specd_cuda_verify_seq *sq,
     }
 }
 
-static __global__ void verify_kernel(const char *logits, int32_t dtype, int64_t stride,
-                                     int32_t n, float mask_at,
-                                     const specd_cuda_verify_seq *seqs, int32_t *slots,
-                                     uint32_t *counts, specd_cuda_verify_out *out) {
-    __shared__ smem m;
-    const int32_t q = (int32_t)blockIdx.y, s = (int32_t)blockIdx.x;
-    const specd_cuda_verify_seq *sq = &seqs[q];
-    const int32_t k = sq->k;
-    if (s > k || sq->row[s] < 0) return; /* past this sequence's slots, or no bonus slot */
-    const int tid = threadIdx.x;
-    const int32_t row = sq->row[s];
-    const size_t es = dtype == SPECD_CUDA_LOGITS_F32 ? 4 : 2;
-    const row_view rv = {logits + (size_t)row * (size_t)stride * es, dtype, mask_at, sq->bias};
-    const int greedy = sq->rule == SPECD_CUDA_VERIFY_GREEDY || sq->temperature == 0.0f;
-    /* a plain step (no draft) is the keyed sample under every rule, as the host's is */
-    const int rejection = sq->rule == SPECD_CUDA_VERIFY_REJECTION && !greedy && k > 0;
-    const float t = sq->temperature;
+/* A thread's share of pass 1 over its groups of four tokens. */
+struct scan_part {
+    int bad;       /* a NaN or +inf logit */
+    int ovf;       /* a biased logit of +inf */
+    int32_t nfin;  /* tokens of finite z */
+    float rawmax;  /* the largest raw logit */
+    float lmin;    /* the smallest finite biased logit */
+    float zbest;   /* the best z, and its index (the lowest on ties) */
+    int32_t ibest;
+};
 
-    /* Pass 1: the engine's row check and preparation (xform.c specd_row_check, prepare), in
-     * groups of four tokens (one Philox block). Without top-k, top-p and min-p the keyed sample
-     * is the argmax of z + G over every finite z whatever zmax is, so the race runs in this same
-     * pass from -inf (the CPU starts it at the maximum's score: the same winner) and the row is
-     * read once. */
-    const float min_p = sq->min_p;
-    const int cut_k = sq->top_k > 0 && sq->top_k < n;
-    const int cut_p = sq->top_p < 1.0f;
-    const int race_now = !greedy && !rejection && !cut_k && !cut_p && !(min_p > 0.0f);
-    const uint32_t pos = sq->pos[s];
-    int bad = 0, ovf = 0;
-    int32_t nfin = 0;
-    float rawmax = -INFINITY, lmin = INFINITY, zbest = -INFINITY;
-    int32_t ibest = 0x7fffffff;
-    race_state rs = {-INFINITY, 0x7fffffff};
+/* Pass 1 over tokens 4g .. 4g + 3: the engine's row check and preparation (xform.c
+ * specd_row_check, prepare) on each, and their z values (-inf past the row). */
+static __device__ __forceinline__ void scan_group(const row_view &rv, int32_t n, float t,
+                                                  int greedy, int32_t g, float z[4],
+                                                  scan_part *sp) {
+    for (int j = 0; j < 4; j++) {
+        const int32_t x = 4 * g + j;
+        if (x >= n) {
+            z[j] = -INFINITY;
+            continue;
+        }
+        const float raw = raw_logit(rv, x);
+        sp->bad |= (raw != raw) | (raw == INFINITY);
+        sp->rawmax = raw > sp->rawmax ? raw : sp->rawmax;
+        const float l = biased(rv, raw, x);
+        sp->ovf |= l == INFINITY;
+        if (l > -INFINITY && l < sp->lmin) sp->lmin = l;
+        z[j] = zval(l, t, greedy);
+        sp->nfin += z[j] != -INFINITY;
+        if (z[j] > sp->zbest) {
+            sp->zbest = z[j];
+            sp->ibest = x;
+        }
+    }
+}
+
+/* The block's OR of the threads' bits. */
+static __device__ uint32_t block_or(smem &m, uint32_t bits) {
+    const int t = threadIdx.x;
+    m.hist[t] = bits;
+    __syncthreads();
+    for (int s = VT / 2; s > 0; s /= 2) {
+        if (t < s) m.hist[t] |= m.hist[t + s];
+        __syncthreads();
+    }
+    const uint32_t r = m.hist[0];
+    __syncthreads();
+    return r;
+}
+
+/* The engine's verdict on a row before anything is decided from it: a NaN or +inf logit
+ * (F_BAD), every token masked (F_MASKED), or a preparation that fails (F_PREP: a biased logit of
+ * +inf, no finite z, or, under a temperature, a z range that overflows); 0 when it is sound. */
+static __device__ __forceinline__ int32_t row_flags(uint32_t bits, float rmax, float mask_at,
+                                                    float zmax, float row_lmin, float t,
+                                                    int greedy) {
+    if (bits & 1u) return F_BAD;
+    if (rmax <= mask_at) return F_MASKED;
+    if ((bits & 2u) || zmax == -INFINITY) return F_PREP;
+    if (!greedy && (!isfinite(zmax) || !isfinite(__fdiv_rn(row_lmin, t)))) return F_PREP;
+    return 0;
+}
+
+/* What pass 1 leaves of a slot's row, the same in every thread of the block. */
+struct row_scan {
+    float zmax;    /* the best z and its index: the argmax */
+    int32_t imax;
+    int32_t n_fin; /* tokens of finite z */
+    int32_t flags; /* row_flags */
+};
+
+/* Pass 1: the engine's row check and preparation, in groups of four tokens (one Philox block);
+ * when race_now, the keyed race over every finite z runs in the same pass (into rs). */
+static __device__ row_scan scan_row(smem &m, const specd_cuda_verify_seq *sq, const row_view &rv,
+                                    int32_t n, uint32_t pos, int greedy, int race_now,
+                                    race_state *rs) {
+    const int tid = threadIdx.x;
+    const float t = sq->temperature;
+    scan_part sp = {0, 0, 0, -INFINITY, INFINITY, -INFINITY, 0x7fffffff};
     for (int32_t g = tid; 4 * g < n; g += VT) {
+        float z[4];
+        scan_group(rv, n, t, greedy, g, z, &sp);
+        if (race_now) race4(sq, pos, g, z, 0, 0.0f, 0, 0.0f, 0.0f, rs);
+    }
+    row_scan r;
+    reduce_best(m.sv, m.si, sp.zbest, sp.ibest);
+    r.zmax = m.sv[0];
+    r.imax = m.si[0];
+    __syncthreads();
+    reduce_best(m.sv, m.si, sp.rawmax, 0);
+    const float rmax = m.sv[0];
+    __syncthreads();
+    const uint32_t bits = block_or(m, (uint32_t)(sp.bad | (sp.ovf << 1)));
+    reduce_best(m.sv, m.si, -sp.lmin, 0);
+    const float row_lmin = -m.sv[0];
+    __syncthreads();
+    r.n_fin = block_count(m, sp.nfin);
+    r.flags = row_flags(bits, rmax, rv.mask_at, r.zmax, row_lmin, t, greedy);
+    return r;
+}
+
+/* The race's winner over the block: the best score, then the lowest index. */
+static __device__ int32_t race_winner(smem &m, const race_state &rs) {
+    reduce_best(m.sv, m.si, rs.best, rs.best_i);
+    const int32_t token = m.si[0];
+    __syncthreads();
+    return token;
+}
+
+/* Pass 2's keyed sample over the tokens a cut row keeps: the race starts at the maximum's score,
+ * as the CPU's does. */
+static __device__ int32_t keyed_sample(smem &m, const specd_cuda_verify_seq *sq,
+                                       const row_view &rv, int32_t n, uint32_t pos,
+                                       const prepared &pr, int32_t imax) {
+    const float t = sq->temperature;
+    uint32_t w[4];
+    sample_words(sq, pos, (uint32_t)imax >> 2, w);
+    race_state rs = {__fadd_rn(pr.zmax, specd_dev_gumbel(specd_dev_uniform(w[imax & 3]))), imax};
+    for (int32_t g = threadIdx.x; 4 * g < n; g += VT) {
         float z[4];
         for (int j = 0; j < 4; j++) {
             const int32_t x = 4 * g + j;
-            if (x >= n) {
-                z[j] = -INFINITY;
-                continue;
-            }
-            const float raw = raw_logit(rv, x);
-            bad |= (raw != raw) | (raw == INFINITY);
-            rawmax = raw > rawmax ? raw : rawmax;
-            const float l = biased(rv, raw, x);
-            ovf |= l == INFINITY;
-            if (l > -INFINITY && l < lmin) lmin = l;
-            z[j] = zval(l, t, greedy);
-            nfin += z[j] != -INFINITY;
-            if (z[j] > zbest) {
-                zbest = z[j];
-                ibest = x;
-            }
+            z[j] = x < n ? zval(biased(rv, raw_logit(rv, x), x), t, 0) : -INFINITY;
         }
-        if (race_now) race4(sq, pos, g, z, 0, 0.0f, 0, 0.0f, 0.0f, &rs);
+        race4(sq, pos, g, z, pr.thresh, pr.thr_z, pr.thr_i, sq->min_p, pr.zmax, &rs);
     }
-    reduce_best(m.sv, m.si, zbest, ibest);
-    const float zmax = m.sv[0];
-    const int32_t imax = m.si[0];
-    __syncthreads();
-    reduce_best(m.sv, m.si, rawmax, 0);
-    const float rmax = m.sv[0];
-    __syncthreads();
-    m.hist[tid] = (uint32_t)(bad | (ovf << 1));
-    __syncthreads();
-    for (int st = VT / 2; st > 0; st /= 2) {
-        if (tid < st) m.hist[tid] |= m.hist[tid + st];
-        __syncthreads();
-    }
-    const uint32_t bits = m.hist[0];
-    __syncthreads();
-    reduce_best(m.sv, m.si, -lmin, 0);
-    const float row_lmin = -m.sv[0];
-    __syncthreads();
-    const int32_t n_fin = block_count(m, nfin);
-    int32_t flags = 0;
-    if (bits & 1u)
-        flags = F_BAD;
-    else if (rmax <= mask_at)
-        flags = F_MASKED;
-    else if ((bits & 2u) || zmax == -INFINITY)
-        flags = F_PREP;
-    else if (!greedy && (!isfinite(zmax) || !isfinite(__fdiv_rn(row_lmin, t))))
-        flags = F_PREP;
+    return race_winner(m, rs);
+}
 
-    int32_t token = imax;
-    prepared pr = {zmax, 0, 0.0f, 0, 1.0f};
-    if (race_now) {
-        reduce_best(m.sv, m.si, rs.best, rs.best_i);
-        token = m.si[0];
-        __syncthreads();
-    } else if (flags == 0 && !greedy) {
-        /* Pass 2 (top-k, top-p, min-p, REJECTION): the cuts need the whole row; then the race
-         * over the kept tokens starts at the maximum's score as the CPU's does, or (REJECTION)
-         * the row's softmax sum Z in the engine's lane order. */
-        if (cut_k && n_fin >= sq->top_k) top_k_cut(m, rv, n, t, sq->top_k, &pr);
-        if (cut_p) top_p_cut(m, rv, n, t, sq->top_p, &pr);
-        if (rejection) {
-            float acc = 0.0f;
-            for (int32_t x = tid; x < n; x += VT) acc = __fadd_rn(acc, e_at(rv, pr, t, min_p, x));
-            pr.sum = lane_sum(m, acc);
-        } else {
-            uint32_t w[4];
-            sample_words(sq, pos, (uint32_t)imax >> 2, w);
-            rs.best = __fadd_rn(zmax, specd_dev_gumbel(specd_dev_uniform(w[imax & 3])));
-            rs.best_i = imax;
-            for (int32_t g = tid; 4 * g < n; g += VT) {
-                float z[4];
-                for (int j = 0; j < 4; j++) {
-                    const int32_t x = 4 * g + j;
-                    z[j] = x < n ? zval(biased(rv, raw_logit(rv, x), x), t, 0) : -INFINITY;
-                }
-                race4(sq, pos, g, z, pr.thresh, pr.thr_z, pr.thr_i, min_p, zmax, &rs);
-            }
-            reduce_best(m.sv, m.si, rs.best, rs.best_i);
-            token = m.si[0];
-            __syncthreads();
-        }
-    }
-    /* The engine checks every q row it is given before it decides anything, under every rule
-     * (only REJECTION reads them); slot s checks the q row of draft (node) s. */
-    if (sq->draft_probs && s < k && q_row_bad(m, sq, s, n))
-        flags |= F_BADQ;
+/* REJECTION: the prepared row's softmax sum Z, in the engine's lane order. */
+static __device__ float softmax_sum(smem &m, const row_view &rv, const prepared &pr, float t,
+                                    float min_p, int32_t n) {
+    float acc = 0.0f;
+    for (int32_t x = threadIdx.x; x < n; x += VT) acc = __fadd_rn(acc, e_at(rv, pr, t, min_p, x));
+    return lane_sum(m, acc);
+}
 
-    /* Publish the slot; the sequence's last slot to arrive walks the chain. */
-    int32_t *slot = slots + ((size_t)q * SLOTS + (size_t)s) * SPECD_CUDA_VERIFY_SLOT_WORDS;
-    if (tid == 0) {
+/* A slot's block decides its row (xform.c specd_row_check, prepare): *flags (row_flags), *pr the
+ * prepared row, and the target's token there, the argmax (GREEDY, T = 0) or the keyed sample;
+ * under REJECTION the argmax stands in and pr->sum holds the row's softmax sum. */
+static __device__ int32_t decide_slot(smem &m, const specd_cuda_verify_seq *sq,
+                                      const row_view &rv, int32_t n, uint32_t pos, int greedy,
+                                      int rejection, int32_t *flags, prepared *pr) {
+    const float t = sq->temperature, min_p = sq->min_p;
+    const int cut_k = sq->top_k > 0 && sq->top_k < n;
+    const int cut_p = sq->top_p < 1.0f;
+    /* Without top-k, top-p and min-p the keyed sample is the argmax of z + G over every finite z
+     * whatever zmax is, so the race runs in pass 1 from -inf (the CPU starts it at the maximum's
+     * score: the same winner) and the row is read once. */
+    const int race_now = !greedy && !rejection && !cut_k && !cut_p && !(min_p > 0.0f);
+    race_state rs = {-INFINITY, 0x7fffffff};
+    const row_scan sc = scan_row(m, sq, rv, n, pos, greedy, race_now, &rs);
+    const prepared whole = {sc.zmax, 0, 0.0f, 0, 1.0f};
+    *pr = whole;
+    *flags = sc.flags;
+    if (race_now) return race_winner(m, rs);
+    if (sc.flags != 0 || greedy) return sc.imax;
+    /* Pass 2 (top-k, top-p, min-p, REJECTION): the cuts need the whole row. */
+    if (cut_k && sc.n_fin >= sq->top_k) top_k_cut(m, rv, n, t, sq->top_k, pr);
+    if (cut_p) top_p_cut(m, rv, n, t, sq->top_p, pr);
+    if (rejection) {
+        pr->sum = softmax_sum(m, rv, *pr, t, min_p, n);
+        return sc.imax;
+    }
+    return keyed_sample(m, sq, rv, n, pos, *pr, sc.imax);
+}
+
+/* Publishes a slot's decision in its scratch words (slot) and counts its arrival (count): true,
+ * in every thread, in the block of the sequence's last slot to arrive, which then walks it. */
+static __device__ int publish_slot(smem &m, const specd_cuda_verify_seq *sq, int32_t *slot,
+                                   uint32_t *count, int32_t token, int32_t flags,
+                                   const prepared &pr) {
+    if (threadIdx.x == 0) {
         slot[W_TOKEN] = token;
         slot[W_FLAGS] = flags;
         slot[W_ZMAX] = (int32_t)__float_as_uint(pr.zmax);
@@ -835,15 +917,19 @@ static __global__ void verify_kernel(const char *logits, int32_t dtype, int64_t 
         slot[W_THR_I] = pr.thr_i;
         slot[W_SUM] = (int32_t)__float_as_uint(pr.sum);
         __threadfence();
-        const uint32_t n_part = (uint32_t)k + (sq->row[k] >= 0 ? 1u : 0u);
-        m.last = atomicAdd(&counts[q], 1u) == n_part - 1;
+        const uint32_t n_part = (uint32_t)sq->k + (sq->row[sq->k] >= 0 ? 1u : 0u);
+        m.last = atomicAdd(count, 1u) == n_part - 1;
     }
     __syncthreads();
-    if (!m.last) return;
-    __threadfence();
-    const volatile int32_t *vs = slots + (size_t)q * SLOTS * SPECD_CUDA_VERIFY_SLOT_WORDS;
-    specd_cuda_verify_out *o = &out[q];
-    /* the engine's checks before any decision: every row read, then every q row */
+    return m.last;
+}
+
+/* The engine's checks before any decision, over the slots (vs) the sequence's blocks published:
+ * every row read (F_BAD, F_MASKED), then every q row (F_BADQ). Thread 0 writes the status; true
+ * when the walk may go on. */
+static __device__ int sequence_sound(const specd_cuda_verify_seq *sq, const volatile int32_t *vs,
+                                     specd_cuda_verify_out *o) {
+    const int32_t k = sq->k;
     int32_t status = SPECD_CUDA_VERIFY_OK, bad_row = -1;
     for (int32_t j = 0; j <= k && status == SPECD_CUDA_VERIFY_OK; j++) {
         if (sq->row[j] < 0) continue;
@@ -858,16 +944,18 @@ static __global__ void verify_kernel(const char *logits, int32_t dtype, int64_t 
             bad_row = j;
         }
     }
-    if (tid == 0) {
+    if (threadIdx.x == 0) {
         o->status = status;
         o->bad_row = bad_row;
     }
-    if (status != SPECD_CUDA_VERIFY_OK) return;
-    if (rejection) {
-        rejection_walk(m, sq, vs, logits, dtype, stride, n, mask_at, o);
-        return;
-    }
-    if (tid != 0) return;
+    return status == SPECD_CUDA_VERIFY_OK;
+}
+
+/* GREEDY and COUPLED's walk (accept.c verify_walk), by one thread: from the root, each slot's
+ * token is emitted and the child whose draft equals it accepted, until none does (the token was
+ * the correction, or a leaf's bonus) or the chain ends without a bonus slot. */
+static __device__ void token_walk(const specd_cuda_verify_seq *sq, const volatile int32_t *vs,
+                                  specd_cuda_verify_out *o) {
     int32_t v = -1, na = 0;
     for (;;) {
         const int32_t j = v + 1;
@@ -890,6 +978,42 @@ static __global__ void verify_kernel(const char *logits, int32_t dtype, int64_t 
     }
     o->n_accepted = na;
     o->n_emitted = na + (sq->row[v + 1] >= 0 ? 1 : 0);
+}
+
+/* Block (slot s, sequence q): decide the slot's row, publish it; the sequence's last block to
+ * arrive checks the sequence and walks it. */
+static __global__ void verify_kernel(const char *logits, int32_t dtype, int64_t stride,
+                                     int32_t n, float mask_at,
+                                     const specd_cuda_verify_seq *seqs, int32_t *slots,
+                                     uint32_t *counts, specd_cuda_verify_out *out) {
+    __shared__ smem m;
+    const int32_t q = (int32_t)blockIdx.y, s = (int32_t)blockIdx.x;
+    const specd_cuda_verify_seq *sq = &seqs[q];
+    const int32_t k = sq->k;
+    if (s > k || sq->row[s] < 0) return; /* past this sequence's slots, or no bonus slot */
+    const size_t es = dtype == SPECD_CUDA_LOGITS_F32 ? 4 : 2;
+    const row_view rv = {logits + (size_t)sq->row[s] * (size_t)stride * es, dtype, mask_at,
+                         sq->bias};
+    const int greedy = sq->rule == SPECD_CUDA_VERIFY_GREEDY || sq->temperature == 0.0f;
+    /* a plain step (no draft) is the keyed sample under every rule, as the host's is */
+    const int rejection = sq->rule == SPECD_CUDA_VERIFY_REJECTION && !greedy && k > 0;
+    int32_t flags;
+    prepared pr;
+    const int32_t token = decide_slot(m, sq, rv, n, sq->pos[s], greedy, rejection, &flags, &pr);
+    /* The engine checks every q row it is given before it decides anything, under every rule
+     * (only REJECTION reads them); slot s checks the q row of draft (node) s. */
+    if (sq->draft_probs && s < k && q_row_bad(m, sq, s, n))
+        flags |= F_BADQ;
+    int32_t *slot = slots + ((size_t)q * SLOTS + (size_t)s) * SPECD_CUDA_VERIFY_SLOT_WORDS;
+    if (!publish_slot(m, sq, slot, &counts[q], token, flags, pr)) return;
+    __threadfence();
+    const volatile int32_t *vs = slots + (size_t)q * SLOTS * SPECD_CUDA_VERIFY_SLOT_WORDS;
+    specd_cuda_verify_out *o = &out[q];
+    if (!sequence_sound(sq, vs, o)) return;
+    if (rejection)
+        rejection_walk(m, sq, vs, logits, dtype, stride, n, mask_at, o);
+    else if (threadIdx.x == 0)
+        token_walk(sq, vs, o);
 }
 
 extern "C" int specd_cuda_verify(const specd_cuda_verify_args *a, void *stream) {

@@ -90,10 +90,15 @@ static rt_cuda_matrix put_matrix(upload *u, const rt_matrix *m, const char *what
     return d;
 }
 
+/* the GGUF tensors, for a failed upload's message */
+static const char *const vec_names[RT_N_LAYER_VEC] = {
+    [RT_ATTN_NORM] = "attn_norm", [RT_FFN_NORM] = "ffn_norm", [RT_Q_NORM] = "attn_q_norm",
+    [RT_K_NORM] = "attn_k_norm",  [RT_BQ] = "attn_q.bias",    [RT_BK] = "attn_k.bias",
+    [RT_BV] = "attn_v.bias"};
+
 static specd_status upload_weights(rt_cuda *g, const specd_model *m, upload *u, specd_error *err) {
     const specd_model_info *in = &m->info;
-    const size_t E = (size_t)in->n_embd, hd = (size_t)in->head_dim;
-    const size_t NQ = (size_t)in->n_head * hd, NKV = (size_t)in->n_head_kv * hd;
+    const size_t E = (size_t)in->n_embd;
     if (embed_type_ok(m->tok_embd.type)) {
         g->tok_embd = put_matrix(u, &m->tok_embd, "token_embd");
     } else {
@@ -119,13 +124,12 @@ static specd_status upload_weights(rt_cuda *g, const specd_model *m, upload *u, 
     for (int32_t l = 0; l < in->n_layer; l++) {
         const rt_layer *L = &m->layers[l];
         rt_cuda_layer *D = &g->layers[l];
-        D->attn_norm = put(u, L->attn_norm, E * sizeof(float), "attn_norm");
-        D->ffn_norm = put(u, L->ffn_norm, E * sizeof(float), "ffn_norm");
-        D->q_norm = L->q_norm ? put(u, L->q_norm, hd * sizeof(float), "attn_q_norm") : NULL;
-        D->k_norm = L->k_norm ? put(u, L->k_norm, hd * sizeof(float), "attn_k_norm") : NULL;
-        D->bq = L->bq ? put(u, L->bq, NQ * sizeof(float), "attn_q.bias") : NULL;
-        D->bk = L->bk ? put(u, L->bk, NKV * sizeof(float), "attn_k.bias") : NULL;
-        D->bv = L->bv ? put(u, L->bv, NKV * sizeof(float), "attn_v.bias") : NULL;
+        for (int v = 0; v < RT_N_LAYER_VEC; v++) {
+            const float *h = rt_model_vec(m, l, (rt_vec)v);
+            D->vec[v] =
+                h ? put(u, h, (size_t)rt_vec_len(in, (rt_vec)v) * sizeof(float), vec_names[v])
+                  : NULL;
+        }
         for (int p = 0; p < RT_N_PROJ; p++)
             D->w[p] = put_matrix(u, &L->w[p], "layer weight");
     }

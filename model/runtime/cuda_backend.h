@@ -25,7 +25,7 @@ typedef struct rt_cuda_matrix {
 } rt_cuda_matrix;
 
 typedef struct rt_cuda_layer {
-    const float *attn_norm, *ffn_norm, *q_norm, *k_norm, *bq, *bk, *bv; /* device; NULL: none */
+    const float *vec[RT_N_LAYER_VEC]; /* device, by enum rt_vec; NULL: none */
     rt_cuda_matrix w[RT_N_PROJ];
 } rt_cuda_layer;
 

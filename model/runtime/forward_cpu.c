@@ -85,21 +85,6 @@ static float *row(const cpu_run *t, rt_buf b, int64_t r) {
     return buf(t, b) + r * rt_buf_width(t->c, b);
 }
 
-static const float *vec(const specd_context *c, int32_t l, rt_vec v) {
-    const rt_layer *L = l >= 0 ? &c->model->layers[l] : NULL;
-    switch (v) {
-    case RT_ATTN_NORM: return L->attn_norm;
-    case RT_FFN_NORM: return L->ffn_norm;
-    case RT_Q_NORM: return L->q_norm;
-    case RT_K_NORM: return L->k_norm;
-    case RT_BQ: return L->bq;
-    case RT_BK: return L->bk;
-    case RT_BV: return L->bv;
-    case RT_OUTPUT_NORM: return c->model->output_norm;
-    }
-    return NULL;
-}
-
 static const rt_matrix *matrix(const specd_context *c, int32_t l, int proj) {
     return proj == RT_HEAD ? &c->model->output : &c->model->layers[l].w[proj];
 }
@@ -129,7 +114,7 @@ static int embed(rt_run *r, rt_span s) {
 static int rmsnorm(rt_run *r, rt_span s, rt_buf src, rt_buf dst, int32_t l, rt_vec v,
                    int32_t n_heads) {
     const cpu_run *t = cpu(r);
-    const float eps = t->c->model->info.rms_eps, *w = vec(t->c, l, v);
+    const float eps = t->c->model->info.rms_eps, *w = rt_model_vec(t->c->model, l, v);
     const int64_t hd = rt_buf_width(t->c, src) / n_heads;
     for (int64_t i = s.r0; i < s.r1; i++) {
         const float *x = row(t, src, i);
@@ -142,7 +127,7 @@ static int rmsnorm(rt_run *r, rt_span s, rt_buf src, rt_buf dst, int32_t l, rt_v
 
 static int add_vec(rt_run *r, rt_span s, rt_buf dst, int32_t l, rt_vec v) {
     const cpu_run *t = cpu(r);
-    const float *b = vec(t->c, l, v);
+    const float *b = rt_model_vec(t->c->model, l, v);
     const int64_t n = rt_buf_width(t->c, dst);
     for (int64_t i = s.r0; i < s.r1; i++) {
         float *y = row(t, dst, i);
@@ -171,8 +156,8 @@ static int rope(rt_run *r, rt_span s, rt_buf b, int32_t n_heads) {
     const int neox = in->arch != SPECD_ARCH_LLAMA;
     const int64_t half = in->n_rot / 2;
     for (int64_t i = s.r0; i < s.r1; i++)
-        specd_rope_f32_simd(row(t, b, i), n_heads, in->head_dim, in->n_rot,
-                            c->rope_cos + i * half, c->rope_sin + i * half, neox, c->simd);
+        specd_rope_f32_simd(row(t, b, i), n_heads, in->head_dim, in->n_rot, c->rope_cos + i * half,
+                            c->rope_sin + i * half, neox, c->simd);
     return 0;
 }
 

@@ -21,13 +21,13 @@ typedef struct step {
     const rt_step *s;
     specd_context *c;
     rt_cuda *g;
-    int32_t n;    /* tokens */
-    unsigned flags;   /* enum rt_graph_flags of the step */
-    int have;     /* what xq holds: -1 nothing, else enum rt_cuda_vec of the rows last quantized */
+    int32_t n;      /* tokens */
+    unsigned flags; /* enum rt_graph_flags of the step */
+    int have; /* what xq holds: -1 nothing, else enum rt_cuda_vec of the rows last quantized */
     int32_t launches; /* kernels enqueued so far */
     int bucket_kv;    /* attention reads each sequence's length rounded up (a graph's shape) */
     const char *op;   /* the failing operation */
-    int rc;         /* and its status */
+    int rc;           /* and its status */
 } step;
 
 #define IN(g, off, type) ((type *)((char *)(g)->in_dev + (g)->off))
@@ -70,25 +70,15 @@ static float *buf(const rt_cuda *g, rt_buf b) {
 }
 
 static const float *vec(const rt_cuda *g, int32_t l, rt_vec v) {
-    const rt_cuda_layer *L = l >= 0 ? &g->layers[l] : NULL;
-    switch (v) {
-    case RT_ATTN_NORM: return L->attn_norm;
-    case RT_FFN_NORM: return L->ffn_norm;
-    case RT_Q_NORM: return L->q_norm;
-    case RT_K_NORM: return L->k_norm;
-    case RT_BQ: return L->bq;
-    case RT_BK: return L->bk;
-    case RT_BV: return L->bv;
-    case RT_OUTPUT_NORM: return g->output_norm;
-    }
-    return NULL;
+    return v == RT_OUTPUT_NORM ? g->output_norm : g->layers[l].vec[v];
 }
 
 /* what a failure reports */
-static const char *const vec_op[] = {[RT_ATTN_NORM] = "rmsnorm",     [RT_FFN_NORM] = "rmsnorm (ffn)",
-                                     [RT_Q_NORM] = "rmsnorm (q)",    [RT_K_NORM] = "rmsnorm (k)",
-                                     [RT_BQ] = "add (q bias)",       [RT_BK] = "add (k bias)",
-                                     [RT_BV] = "add (v bias)",       [RT_OUTPUT_NORM] = "rmsnorm (output)"};
+static const char *const vec_op[] = {
+    [RT_ATTN_NORM] = "rmsnorm",  [RT_FFN_NORM] = "rmsnorm (ffn)",
+    [RT_Q_NORM] = "rmsnorm (q)", [RT_K_NORM] = "rmsnorm (k)",
+    [RT_BQ] = "add (q bias)",    [RT_BK] = "add (k bias)",
+    [RT_BV] = "add (v bias)",    [RT_OUTPUT_NORM] = "rmsnorm (output)"};
 
 static rt_span share(rt_run *r, int32_t n, int32_t ways, int32_t way) {
     (void)r;
@@ -144,8 +134,7 @@ static int add(rt_run *r, rt_span sp, rt_buf a, rt_buf dst) {
     const int64_t ld = rt_buf_width(st->c, dst);
     float *y = buf(g, dst) + sp.r0 * ld;
     RUN(st, "add (residual)",
-        g->k->add(buf(g, a) + sp.r0 * ld, ld, y, ld, y, ld, sp.r1 - sp.r0, (int32_t)ld,
-                  g->stream));
+        g->k->add(buf(g, a) + sp.r0 * ld, ld, y, ld, y, ld, sp.r1 - sp.r0, (int32_t)ld, g->stream));
     return 0;
 }
 
@@ -360,17 +349,17 @@ static int stage(step *st, int32_t n_out, const int32_t *out_rows, int *any_embd
         outr[j] = out_rows[j];
     const specd_cudart *rt = g->rt;
     COPY(st, "cudaMemcpyAsync (inputs)",
-        rt->memcpy_async(g->in_dev, g->in_host, g->ints_bytes, SPECD_CUDA_MEMCPY_HOST_TO_DEVICE,
-                         g->stream));
+         rt->memcpy_async(g->in_dev, g->in_host, g->ints_bytes, SPECD_CUDA_MEMCPY_HOST_TO_DEVICE,
+                          g->stream));
     COPY(st, "cudaMemcpyAsync (masks)",
-        rt->memcpy_async((char *)g->in_dev + g->off_mask, (char *)g->in_host + g->off_mask,
-                         (size_t)st->n * (size_t)g->mask_words * sizeof(uint32_t),
-                         SPECD_CUDA_MEMCPY_HOST_TO_DEVICE, g->stream));
+         rt->memcpy_async((char *)g->in_dev + g->off_mask, (char *)g->in_host + g->off_mask,
+                          (size_t)st->n * (size_t)g->mask_words * sizeof(uint32_t),
+                          SPECD_CUDA_MEMCPY_HOST_TO_DEVICE, g->stream));
     if (*any_embd)
         COPY(st, "cudaMemcpyAsync (input vectors)",
-            rt->memcpy_async((char *)g->in_dev + g->off_embd, (char *)g->in_host + g->off_embd,
-                             (size_t)st->n * (size_t)E * sizeof(float),
-                             SPECD_CUDA_MEMCPY_HOST_TO_DEVICE, g->stream));
+             rt->memcpy_async((char *)g->in_dev + g->off_embd, (char *)g->in_host + g->off_embd,
+                              (size_t)st->n * (size_t)E * sizeof(float),
+                              SPECD_CUDA_MEMCPY_HOST_TO_DEVICE, g->stream));
     return 0;
 }
 

@@ -25,6 +25,31 @@ int64_t rt_buf_width(const specd_context *c, rt_buf b) {
     }
 }
 
+const float *rt_model_vec(const specd_model *m, int32_t l, rt_vec v) {
+    if (v == RT_OUTPUT_NORM) return m->output_norm;
+    const rt_layer *L = &m->layers[l];
+    switch (v) {
+    case RT_ATTN_NORM: return L->attn_norm;
+    case RT_FFN_NORM: return L->ffn_norm;
+    case RT_Q_NORM: return L->q_norm;
+    case RT_K_NORM: return L->k_norm;
+    case RT_BQ: return L->bq;
+    case RT_BK: return L->bk;
+    default: return L->bv;
+    }
+}
+
+int64_t rt_vec_len(const specd_model_info *in, rt_vec v) {
+    switch (v) {
+    case RT_Q_NORM:
+    case RT_K_NORM: return in->head_dim;
+    case RT_BQ: return (int64_t)in->n_head * in->head_dim;
+    case RT_BK:
+    case RT_BV: return (int64_t)in->n_head_kv * in->head_dim;
+    default: return in->n_embd;
+    }
+}
+
 /* Whether a LoRA pair adapts this projection for some row of the step (the gates then choose
  * the rows). The adapter is read only when a gate asks for it: validation made sure one is set
  * then, and a step without gates must not touch an adapter its caller may have let go. */
@@ -43,22 +68,34 @@ static int lora(const rt_ops *B, rt_run *r, const rt_step *st, rt_span s, int32_
  * threads. */
 static int qkv_rows(const rt_ops *B, rt_run *r, const rt_step *st, int32_t l) {
     const specd_context *c = st->c;
-    const specd_model_info *in = &c->model->info;
-    const rt_layer *L = &c->model->layers[l];
+    const specd_model *m = c->model;
+    const specd_model_info *in = &m->info;
     const rt_span q = B->share(r, st->n_tok, 3, 0), k = B->share(r, st->n_tok, 3, 1),
                   v = B->share(r, st->n_tok, 3, 2);
     DO(lora(B, r, st, q, l, RT_Q, RT_BUF_XN, RT_BUF_Q));
-    if (L->bq) DO(B->add_vec(r, q, RT_BUF_Q, l, RT_BQ));
-    if (L->q_norm) DO(B->rmsnorm(r, q, RT_BUF_Q, RT_BUF_Q, l, RT_Q_NORM, in->n_head));
+    if (rt_model_vec(m, l, RT_BQ)) DO(B->add_vec(r, q, RT_BUF_Q, l, RT_BQ));
+    if (rt_model_vec(m, l, RT_Q_NORM))
+        DO(B->rmsnorm(r, q, RT_BUF_Q, RT_BUF_Q, l, RT_Q_NORM, in->n_head));
     DO(B->rope(r, q, RT_BUF_Q, in->n_head));
     DO(lora(B, r, st, k, l, RT_K, RT_BUF_XN, RT_BUF_K));
-    if (L->bk) DO(B->add_vec(r, k, RT_BUF_K, l, RT_BK));
-    if (L->k_norm) DO(B->rmsnorm(r, k, RT_BUF_K, RT_BUF_K, l, RT_K_NORM, in->n_head_kv));
+    if (rt_model_vec(m, l, RT_BK)) DO(B->add_vec(r, k, RT_BUF_K, l, RT_BK));
+    if (rt_model_vec(m, l, RT_K_NORM))
+        DO(B->rmsnorm(r, k, RT_BUF_K, RT_BUF_K, l, RT_K_NORM, in->n_head_kv));
     DO(B->rope(r, k, RT_BUF_K, in->n_head_kv));
     DO(B->store_kv(r, k, l, RT_BUF_K));
     DO(lora(B, r, st, v, l, RT_V, RT_BUF_XN, RT_BUF_V));
-    if (L->bv) DO(B->add_vec(r, v, RT_BUF_V, l, RT_BV));
+    if (rt_model_vec(m, l, RT_BV)) DO(B->add_vec(r, v, RT_BUF_V, l, RT_BV));
     DO(B->store_kv(r, v, l, RT_BUF_V));
+    return 0;
+}
+
+/* dst = W src for the step's rows: src prepared by each caller's rows, then multiplied. */
+static int project(const rt_ops *B, rt_run *r, const rt_step *st, rt_span rows, int32_t l, int proj,
+                   rt_buf src, rt_buf dst, int prof_op) {
+    DO(B->prepare(r, rows, l, proj, src));
+    B->sync(r, PR_QUANT);
+    DO(B->matmul(r, st->n_tok, l, proj, src, dst));
+    B->sync(r, prof_op);
     return 0;
 }
 
@@ -78,10 +115,7 @@ static int layer(const rt_ops *B, rt_run *r, const rt_step *st, int32_t l, int l
     B->sync(r, PR_ROPE_KV);
     DO(B->attention(r, l));
     B->sync(r, PR_ATTN);
-    DO(B->prepare(r, rows, l, RT_O, RT_BUF_ATT));
-    B->sync(r, PR_QUANT);
-    DO(B->matmul(r, n, l, RT_O, RT_BUF_ATT, RT_BUF_TMP));
-    B->sync(r, PR_MM_O);
+    DO(project(B, r, st, rows, l, RT_O, RT_BUF_ATT, RT_BUF_TMP, PR_MM_O));
     DO(lora(B, r, st, rows, l, RT_O, RT_BUF_ATT, RT_BUF_TMP));
     DO(B->add(r, rows, RT_BUF_TMP, RT_BUF_X));
     DO(B->rmsnorm(r, rows, RT_BUF_X, RT_BUF_XN, l, RT_FFN_NORM, 1));
@@ -95,10 +129,7 @@ static int layer(const rt_ops *B, rt_run *r, const rt_step *st, int32_t l, int l
     DO(lora(B, r, st, rows, l, RT_UP, RT_BUF_XN, RT_BUF_U));
     DO(B->swiglu(r, rows));
     B->mark(r, PR_SWIGLU);
-    DO(B->prepare(r, rows, l, RT_DOWN, RT_BUF_G));
-    B->sync(r, PR_QUANT);
-    DO(B->matmul(r, n, l, RT_DOWN, RT_BUF_G, RT_BUF_TMP));
-    B->sync(r, PR_MM_DOWN);
+    DO(project(B, r, st, rows, l, RT_DOWN, RT_BUF_G, RT_BUF_TMP, PR_MM_DOWN));
     DO(lora(B, r, st, rows, l, RT_DOWN, RT_BUF_G, RT_BUF_TMP));
     DO(B->add(r, rows, RT_BUF_TMP, RT_BUF_X));
     /* the next layer's first phase reads and writes only these rows, with this caller, so it

@@ -22,9 +22,18 @@ typedef enum rt_buf {
     RT_BUF_LOGITS /* output row j's logits (n_vocab) */
 } rt_buf;
 
-/* The model's vectors, per layer or (RT_OUTPUT_NORM) for the model. */
-typedef enum rt_vec { RT_ATTN_NORM, RT_FFN_NORM, RT_Q_NORM, RT_K_NORM, RT_BQ, RT_BK, RT_BV,
-                      RT_OUTPUT_NORM } rt_vec;
+/* The model's vectors: a layer's (RT_N_LAYER_VEC of them), then the model's output norm. */
+typedef enum rt_vec {
+    RT_ATTN_NORM,
+    RT_FFN_NORM,
+    RT_Q_NORM, /* qwen3 */
+    RT_K_NORM, /* qwen3 */
+    RT_BQ,     /* qwen2 */
+    RT_BK,     /* qwen2 */
+    RT_BV,     /* qwen2 */
+    RT_N_LAYER_VEC,
+    RT_OUTPUT_NORM = RT_N_LAYER_VEC
+} rt_vec;
 
 /* A matrix is (layer, enum rt_proj), or the output head: */
 enum { RT_HEAD = RT_N_PROJ };
@@ -41,10 +50,10 @@ typedef struct rt_run rt_run;
 typedef struct rt_step {
     specd_context *c;
     int32_t n_tok;
-    int any_gate;            /* a row has a non-zero LoRA gate (the adapter is then read) */
-    int32_t n_out;           /* rows finished by the output norm; 0: none */
-    const int32_t *out_rows; /* n_out step rows, in output order */
-    int logits;              /* the head runs for those rows (host or device logits) */
+    int any_gate;                /* a row has a non-zero LoRA gate (the adapter is then read) */
+    int32_t n_out;               /* rows finished by the output norm; 0: none */
+    const int32_t *out_rows;     /* n_out step rows, in output order */
+    int logits;                  /* the head runs for those rows (host or device logits) */
     float *host_logits, *hidden; /* the caller's, or NULL */
     const float **device_logits; /* receives the device address of the logits; NULL: not asked */
 } rt_step;
@@ -67,7 +76,7 @@ typedef struct rt_ops {
     int (*rmsnorm)(rt_run *r, rt_span s, rt_buf src, rt_buf dst, int32_t layer, rt_vec v,
                    int32_t n_heads);
     int (*add_vec)(rt_run *r, rt_span s, rt_buf dst, int32_t layer, rt_vec v); /* dst += v */
-    int (*add)(rt_run *r, rt_span s, rt_buf a, rt_buf dst);                     /* dst += a */
+    int (*add)(rt_run *r, rt_span s, rt_buf a, rt_buf dst);                    /* dst += a */
     int (*rope)(rt_run *r, rt_span s, rt_buf x, int32_t n_heads);
     /* K or V rows into the layer's cache at their rows' cache positions */
     int (*store_kv)(rt_run *r, rt_span s, int32_t layer, rt_buf kv);
@@ -84,6 +93,11 @@ typedef struct rt_ops {
     /* the hidden-state tap: RT_BUF_XN's output rows to the caller */
     int (*hidden)(rt_run *r, rt_span s);
 } rt_ops;
+
+/* The host copy of vector v of layer l (any layer for RT_OUTPUT_NORM), NULL when the
+ * architecture has none, and its length in floats. */
+const float *rt_model_vec(const specd_model *m, int32_t l, rt_vec v);
+int64_t rt_vec_len(const specd_model_info *in, rt_vec v);
 
 /* A row's width in floats of buffer b. */
 int64_t rt_buf_width(const specd_context *c, rt_buf b);

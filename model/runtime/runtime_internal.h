@@ -46,7 +46,7 @@ struct specd_lora {
     int32_t n_layer;
     int64_t n_in[RT_N_PROJ], n_out[RT_N_PROJ];
     rt_lora_pair *pairs; /* n_layer x RT_N_PROJ; a == NULL when the module is not adapted */
-    float *mask_embd;    /* n_embd: the trained mask-row input (specd_lora_mask_embedding), or NULL */
+    float *mask_embd; /* n_embd: the trained mask-row input (specd_lora_mask_embedding), or NULL */
     int32_t n_mask_embd;
 };
 
@@ -132,9 +132,9 @@ struct specd_context {
     int fast; /* SPECD_NUMERICS_FAST: the matmuls' fast order (kernels/cpu/matmul_fast.c) */
     int32_t lora_rank_cap; /* per-thread LoRA scratch capacity */
     float *lora_scratch;   /* n_threads x lora_rank_cap */
-    uint16_t *kv; /* [seq][layer]: K [n_ctx][kv_dim] then V^T [kv_dim][n_ctx], F16 (V is
-                     transposed as in llama.cpp's cache, so attention's V dots run along
-                     positions in its order) */
+    uint16_t *kv;          /* [seq][layer]: K [n_ctx][kv_dim] then V^T [kv_dim][n_ctx], F16 (V is
+                              transposed as in llama.cpp's cache, so attention's V dots run along
+                              positions in its order) */
     /* scratch for n_batch tokens */
     float *x, *xn, *q, *k, *v, *att, *tmp, *g, *u;
     float *rope_cos, *rope_sin; /* per token: n_rot / 2 angles, the same in every layer */

@@ -90,10 +90,15 @@ static rt_cuda_matrix put_matrix(upload *u, const rt_matrix *m, const char *what
     return d;
 }
 
+/* the GGUF tensors, for a failed upload's message */
+static const char *const vec_names[RT_N_LAYER_VEC] = {
+    [RT_ATTN_NORM] = "attn_norm", [RT_FFN_NORM] = "ffn_norm", [RT_Q_NORM] = "attn_q_norm",
+    [RT_K_NORM] = "attn_k_norm",  [RT_BQ] = "attn_q.bias",    [RT_BK] = "attn_k.bias",
+    [RT_BV] = "attn_v.bias"};
+
 static specd_status upload_weights(rt_cuda *g, const specd_model *m, upload *u, specd_error *err) {
     const specd_model_info *in = &m->info;
-    const size_t E = (size_t)in->n_embd, hd = (size_t)in->head_dim;
-    const size_t NQ = (size_t)in->n_head * hd, NKV = (size_t)in->n_head_kv * hd;
+    const size_t E = (size_t)in->n_embd;
     if (embed_type_ok(m->tok_embd.type)) {
         g->tok_embd = put_matrix(u, &m->tok_embd, "token_embd");
     } else {
@@ -119,13 +124,12 @@ static specd_status upload_weights(rt_cuda *g, const specd_model *m, upload *u, 
     for (int32_t l = 0; l < in->n_layer; l++) {
         const rt_layer *L = &m->layers[l];
         rt_cuda_layer *D = &g->layers[l];
-        D->attn_norm = put(u, L->attn_norm, E * sizeof(float), "attn_norm");
-        D->ffn_norm = put(u, L->ffn_norm, E * sizeof(float), "ffn_norm");
-        D->q_norm = L->q_norm ? put(u, L->q_norm, hd * sizeof(float), "attn_q_norm") : NULL;
-        D->k_norm = L->k_norm ? put(u, L->k_norm, hd * sizeof(float), "attn_k_norm") : NULL;
-        D->bq = L->bq ? put(u, L->bq, NQ * sizeof(float), "attn_q.bias") : NULL;
-        D->bk = L->bk ? put(u, L->bk, NKV * sizeof(float), "attn_k.bias") : NULL;
-        D->bv = L->bv ? put(u, L->bv, NKV * sizeof(float), "attn_v.bias") : NULL;
+        for (int v = 0; v < RT_N_LAYER_VEC; v++) {
+            const float *h = rt_model_vec(m, l, (rt_vec)v);
+            D->vec[v] =
+                h ? put(u, h, (size_t)rt_vec_len(in, (rt_vec)v) * sizeof(float), vec_names[v])
+                  : NULL;
+        }
         for (int p = 0; p < RT_N_PROJ; p++)
             D->w[p] = put_matrix(u, &L->w[p], "layer weight");
     }
@@ -413,8 +417,7 @@ static specd_status setup(specd_context *c, rt_cuda *g, specd_error *err) {
     return st;
 }
 
-specd_status rt_cuda_context_create(const specd_model *model, const specd_context_params *p,
-                                    specd_context **out, specd_error *err) {
+static specd_status cuda_create(specd_context *c, specd_error *err) {
     specd_error why;
     const specd_cuda_kernels *k = specd_cuda_kernels_get(&why);
     if (!k)
@@ -422,40 +425,14 @@ specd_status rt_cuda_context_create(const specd_model *model, const specd_contex
     const specd_cudart *rt = specd_cudart_get(&why);
     if (!rt)
         return specd_fail(err, SPECD_E_UNSUPPORTED, "context: no CUDA backend: %s", why.message);
-    specd_context *c = specd_alloc_array(1, sizeof *c);
     rt_cuda *g = specd_alloc_array(1, sizeof *g);
-    if (!c || !g) {
-        specd_free(c);
-        specd_free(g);
-        return specd_fail(err, SPECD_E_NOMEM, "context: out of memory");
-    }
+    if (!g) return specd_fail(err, SPECD_E_NOMEM, "context: out of memory");
     g->k = k;
     g->rt = rt;
     c->cuda = g;
-    c->model = model;
-    c->p = *p;
-    c->n_threads = p->n_threads;
-    c->kv_dim = (size_t)model->info.n_head_kv * (size_t)model->info.head_dim;
-    /* the host side holds only what validation and bookkeeping need */
-    const size_t B = (size_t)p->n_batch;
-    c->kv_len = specd_alloc_array((size_t)p->n_seq, sizeof(int32_t));
-    c->tok = specd_alloc_array(B, sizeof(rt_token));
-    c->mark = specd_alloc_array(B > (size_t)p->n_seq ? B : (size_t)p->n_seq, 1);
-    c->out_rows = specd_alloc_array(B > (size_t)p->n_ctx ? B : (size_t)p->n_ctx, sizeof(int32_t));
-    if (!c->kv_len || !c->tok || !c->mark || !c->out_rows) {
-        specd_context_destroy(c);
-        return specd_fail(err, SPECD_E_NOMEM, "context: out of memory");
-    }
-    const specd_status st = setup(c, g, err);
-    if (st != SPECD_OK) {
-        specd_context_destroy(c);
-        return st;
-    }
+    SPECD_TRY(setup(c, g, err));
     c->kv_bytes = g->kv_bytes;
-    c->total_bytes = sizeof *c + sizeof *g + (size_t)p->n_seq * sizeof(int32_t) +
-                     B * (sizeof(rt_token) + sizeof(int32_t)) + g->in_bytes + g->kv_bytes +
-                     g->scratch_bytes;
-    *out = c;
+    c->total_bytes += sizeof *g + g->in_bytes + g->kv_bytes + g->scratch_bytes;
     return SPECD_OK;
 }
 
@@ -469,7 +446,7 @@ static void free_lora(rt_cuda *g) {
     g->lora_rank = 0;
 }
 
-void rt_cuda_context_destroy(specd_context *c) {
+static void cuda_destroy(specd_context *c) {
     rt_cuda *g = c->cuda;
     if (!g) return;
     if (g->stream) {
@@ -494,7 +471,7 @@ void rt_cuda_context_destroy(specd_context *c) {
     c->cuda = NULL;
 }
 
-specd_status rt_cuda_set_lora(specd_context *c, const specd_lora *lo, specd_error *err) {
+static specd_status cuda_set_lora(specd_context *c, const specd_lora *lo, specd_error *err) {
     rt_cuda *g = c->cuda;
     rt_graph_cache_clear(&g->graphs); /* the graphs hold the old adapter's addresses */
     free_lora(g);
@@ -548,9 +525,38 @@ specd_status rt_cuda_set_lora(specd_context *c, const specd_lora *lo, specd_erro
     return SPECD_OK;
 }
 
-void rt_cuda_device_memory(const specd_context *c, size_t *weights, size_t *kv, size_t *scratch) {
-    const rt_cuda *g = c ? c->cuda : NULL;
-    if (weights) *weights = g ? g->weights_bytes + g->lora_bytes : 0;
-    if (kv) *kv = g ? g->kv_bytes : 0;
-    if (scratch) *scratch = g ? g->scratch_bytes : 0;
+static void cuda_device_memory(const specd_context *c, size_t *weights, size_t *kv,
+                               size_t *scratch) {
+    const rt_cuda *g = c->cuda;
+    if (weights) *weights = g->weights_bytes + g->lora_bytes;
+    if (kv) *kv = g->kv_bytes;
+    if (scratch) *scratch = g->scratch_bytes;
 }
+
+static int32_t cuda_device_launches(const specd_context *c) {
+    return c->cuda->last_launches;
+}
+
+static void cuda_graph_stats(const specd_context *c, specd_device_graph_stats *out) {
+    const rt_cuda *g = c->cuda;
+    out->enabled = g->graphs_on;
+    out->cached = g->graphs.n;
+    out->capacity = g->graphs.cap;
+    out->captures = g->graph_captures;
+    out->replays = g->graph_replays;
+    out->evictions = g->graphs.evictions;
+    out->fallbacks = g->graph_fallbacks;
+    out->last_graphed = g->last_graphed;
+    out->last_host_launches = g->last_host_launches;
+}
+
+const rt_backend rt_backend_cuda = {.name = "CUDA",
+                                    .device_logits = 1,
+                                    .create = cuda_create,
+                                    .destroy = cuda_destroy,
+                                    .set_lora = cuda_set_lora,
+                                    .extend = rt_cuda_extend,
+                                    .kv_compact = rt_cuda_kv_compact,
+                                    .device_memory = cuda_device_memory,
+                                    .device_launches = cuda_device_launches,
+                                    .graph_stats = cuda_graph_stats};

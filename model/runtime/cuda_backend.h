@@ -1,13 +1,13 @@
 /* The runtime's CUDA backend: a context whose weights, KV cache and forward pass live on a CUDA
  * device (specd_context_params.device = SPECD_DEVICE_CUDA). libspecd reaches the device only
  * through kernels/cuda/cudart.h (the runtime, opened with dlopen) and the kernel table of
- * kernels/cuda/cuda_kernels.h. context.c and forward.c validate every call as for the CPU, then
- * hand it here; this side never sees a bad argument. */
+ * kernels/cuda/cuda_kernels.h. Its table (rt_backend_cuda, context_cuda.c) is what context.c
+ * and forward.c call after their checks; this side never sees a bad argument. */
 #ifndef SPECD_MODEL_RUNTIME_CUDA_BACKEND_H
 #define SPECD_MODEL_RUNTIME_CUDA_BACKEND_H
 
+#include "model/runtime/backend.h"
 #include "model/runtime/cuda_graph.h"
-#include "model/runtime/runtime_internal.h"
 
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/cudart.h"
@@ -25,7 +25,7 @@ typedef struct rt_cuda_matrix {
 } rt_cuda_matrix;
 
 typedef struct rt_cuda_layer {
-    const float *attn_norm, *ffn_norm, *q_norm, *k_norm, *bq, *bk, *bv; /* device; NULL: none */
+    const float *vec[RT_N_LAYER_VEC]; /* device, by enum rt_vec; NULL: none */
     rt_cuda_matrix w[RT_N_PROJ];
 } rt_cuda_layer;
 
@@ -84,24 +84,14 @@ typedef struct rt_cuda {
     int last_graphed;           /* the last step ran as a graph */
 } rt_cuda;
 
-/* After the shared validation of specd_context_create. */
-specd_status rt_cuda_context_create(const specd_model *model, const specd_context_params *p,
-                                    specd_context **out, specd_error *err);
-/* Frees the device side (c->cuda); the caller frees the host arrays. */
-void rt_cuda_context_destroy(specd_context *c);
-/* After specd_context_set_lora's checks: the adapter's device copy (NULL: drop it). */
-specd_status rt_cuda_set_lora(specd_context *c, const specd_lora *lora, specd_error *err);
-/* The validated extend (c->tok filled): runs it on the device and copies the requested rows
+/* The validated step (forward_cuda.c): runs it on the device and copies the requested rows
  * back; the caller then commits (kv_len and commit flags). On a device failure kv_len is
- * unchanged. device_logits (may be NULL) receives the device address of the n_out logits rows
- * (the context's scratch: valid until its next call). */
-specd_status rt_cuda_extend(specd_context *c, const specd_seq_batch *seqs, int32_t n_seqs,
-                            int32_t n_tok, int32_t n_out, const int32_t *out_rows, float *logits,
-                            float *hidden, const float **device_logits, specd_error *err);
-/* rt_kv_compact's device twin (validated arguments). */
+ * unchanged. s->device_logits (may be NULL) receives the device address of the n_out logits
+ * rows (the context's scratch: valid until its next call). */
+specd_status rt_cuda_extend(const rt_step *s, specd_error *err);
+/* The cache's row moves on the device (forward_cuda.c; validated arguments). */
 specd_status rt_cuda_kv_compact(specd_context *c, int32_t seq, int32_t from, int32_t n_rows,
                                 const int32_t *rows, specd_error *err);
-void rt_cuda_device_memory(const specd_context *c, size_t *weights, size_t *kv, size_t *scratch);
 
 /* A failed device call as a status: a refused launch (SPECD_E_INTERNAL, the launcher's reason)
  * or a CUDA error (SPECD_E_IO, the runtime's text). */

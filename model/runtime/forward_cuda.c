@@ -1,12 +1,13 @@
-/* The CUDA backend's extend (model/runtime/cuda_backend.h): the CPU forward pass's graph
- * (model/runtime/forward.c), op for op in its order, with libspecd_cuda.so's kernels on one
- * stream. The step's token ids, positions, gates, KV destinations, output rows, visibility masks
- * and input vectors are written into a pinned staging buffer and go up in at most three copies;
- * the requested logits and hidden rows come back, then one synchronisation reports any failure.
- * The kernels between the upload and the copies back run as one CUDA graph per step shape when
- * graphs are on (model/runtime/cuda_graph.h): captured the first time a shape runs, replayed
- * after. Nothing is allocated per step except a new shape's graph. Every kernel reduces an element in an order fixed by the model's
- * sizes, never by the batch, so a row's bits do not depend on the rows beside it. */
+/* The CUDA backend's extend (model/runtime/cuda_backend.h): the forward recipe (recipe.c) over
+ * libspecd_cuda.so's kernels on one stream. The step's token ids, positions, gates, KV
+ * destinations, output rows, visibility masks and input vectors are written into a pinned
+ * staging buffer and go up in at most three copies; the requested logits and hidden rows come
+ * back, then one synchronisation reports any failure. The kernels between the upload and the
+ * copies back run as one CUDA graph per step shape when graphs are on
+ * (model/runtime/cuda_graph.h): captured the first time a shape runs, replayed after. Nothing is
+ * allocated per step except a new shape's graph. Every kernel reduces an element in an order
+ * fixed by the model's sizes, never by the batch, so a row's bits do not depend on the rows
+ * beside it. */
 #include "model/runtime/cuda_backend.h"
 
 #include "common/log_internal.h"
@@ -17,15 +18,16 @@
 #include <string.h>
 
 typedef struct step {
+    const rt_step *s;
     specd_context *c;
     rt_cuda *g;
-    int32_t n;    /* tokens */
-    int any_gate; /* a token has a non-zero LoRA gate */
-    int have;     /* what xq holds: -1 nothing, else enum rt_cuda_vec of the rows last quantized */
+    int32_t n;      /* tokens */
+    unsigned flags; /* enum rt_graph_flags of the step */
+    int have; /* what xq holds: -1 nothing, else enum rt_cuda_vec of the rows last quantized */
     int32_t launches; /* kernels enqueued so far */
     int bucket_kv;    /* attention reads each sequence's length rounded up (a graph's shape) */
     const char *op;   /* the failing operation */
-    int rc;         /* and its status */
+    int rc;           /* and its status */
 } step;
 
 #define IN(g, off, type) ((type *)((char *)(g)->in_dev + (g)->off))
@@ -45,11 +47,142 @@ typedef struct step {
 #define RUN(st, what, call) ENQUEUE(st, what, call, 1)
 #define COPY(st, what, call) ENQUEUE(st, what, call, 0)
 
+/* The recipe's ops (recipe.h) on the device: each enqueues its kernels for all the step's rows
+ * on the context's stream, which orders them, so there are no phases to meet at. */
+static step *dev(rt_run *r) {
+    return (step *)r;
+}
+
+static float *buf(const rt_cuda *g, rt_buf b) {
+    switch (b) {
+    case RT_BUF_X: return g->x;
+    case RT_BUF_XN: return g->xn;
+    case RT_BUF_TMP: return g->tmp;
+    case RT_BUF_Q: return g->q;
+    case RT_BUF_K: return g->k_rows;
+    case RT_BUF_V: return g->v_rows;
+    case RT_BUF_ATT: return g->att;
+    case RT_BUF_G: return g->g;
+    case RT_BUF_U: return g->u;
+    case RT_BUF_LOGITS: return g->logits;
+    }
+    return NULL;
+}
+
+static const float *vec(const rt_cuda *g, int32_t l, rt_vec v) {
+    return v == RT_OUTPUT_NORM ? g->output_norm : g->layers[l].vec[v];
+}
+
+/* what a failure reports */
+static const char *const vec_op[] = {
+    [RT_ATTN_NORM] = "rmsnorm",  [RT_FFN_NORM] = "rmsnorm (ffn)",
+    [RT_Q_NORM] = "rmsnorm (q)", [RT_K_NORM] = "rmsnorm (k)",
+    [RT_BQ] = "add (q bias)",    [RT_BK] = "add (k bias)",
+    [RT_BV] = "add (v bias)",    [RT_OUTPUT_NORM] = "rmsnorm (output)"};
+
+static rt_span share(rt_run *r, int32_t n, int32_t ways, int32_t way) {
+    (void)r;
+    (void)ways;
+    (void)way;
+    return (rt_span){0, n};
+}
+
+static void phase(rt_run *r, int prof_op) {
+    (void)r;
+    (void)prof_op;
+}
+
+static int embed(rt_run *r, rt_span sp) {
+    step *st = dev(r);
+    rt_cuda *g = st->g;
+    const specd_model_info *in = &st->c->model->info;
+    const int32_t E = in->n_embd;
+    RUN(st, "embed",
+        g->k->embed(g->tok_embd.type, g->tok_embd.data, in->n_vocab, E,
+                    IN(g, off_ids, const int32_t) + sp.r0,
+                    st->flags & RT_GRAPH_EMBD ? IN(g, off_embd, const float) + (size_t)sp.r0 * E
+                                              : NULL,
+                    E, g->x + (size_t)sp.r0 * E, E, sp.r1 - sp.r0, g->stream));
+    return 0;
+}
+
+static int rmsnorm(rt_run *r, rt_span sp, rt_buf src, rt_buf dst, int32_t l, rt_vec v,
+                   int32_t n_heads) {
+    step *st = dev(r);
+    rt_cuda *g = st->g;
+    const int64_t ld = rt_buf_width(st->c, src), hd = ld / n_heads;
+    RUN(st, vec_op[v],
+        g->k->rmsnorm(buf(g, src) + sp.r0 * ld, hd, vec(g, l, v), buf(g, dst) + sp.r0 * ld, hd,
+                      (sp.r1 - sp.r0) * n_heads, (int32_t)hd, st->c->model->info.rms_eps,
+                      g->stream));
+    return 0;
+}
+
+static int add_vec(rt_run *r, rt_span sp, rt_buf dst, int32_t l, rt_vec v) {
+    step *st = dev(r);
+    rt_cuda *g = st->g;
+    const int64_t ld = rt_buf_width(st->c, dst);
+    float *y = buf(g, dst) + sp.r0 * ld;
+    RUN(st, vec_op[v],
+        g->k->add(y, ld, vec(g, l, v), 0, y, ld, sp.r1 - sp.r0, (int32_t)ld, g->stream));
+    return 0;
+}
+
+static int add(rt_run *r, rt_span sp, rt_buf a, rt_buf dst) {
+    step *st = dev(r);
+    rt_cuda *g = st->g;
+    const int64_t ld = rt_buf_width(st->c, dst);
+    float *y = buf(g, dst) + sp.r0 * ld;
+    RUN(st, "add (residual)",
+        g->k->add(buf(g, a) + sp.r0 * ld, ld, y, ld, y, ld, sp.r1 - sp.r0, (int32_t)ld, g->stream));
+    return 0;
+}
+
+static int rope(rt_run *r, rt_span sp, rt_buf x, int32_t n_heads) {
+    step *st = dev(r);
+    rt_cuda *g = st->g;
+    const specd_model_info *in = &st->c->model->info;
+    const int64_t ld = rt_buf_width(st->c, x);
+    RUN(st, x == RT_BUF_Q ? "rope (q)" : "rope (k)",
+        g->k->rope(buf(g, x) + sp.r0 * ld, ld, sp.r1 - sp.r0, IN(g, off_pos, const int32_t) + sp.r0,
+                   n_heads, in->head_dim, in->n_rot, in->rope_freq_base,
+                   in->arch != SPECD_ARCH_LLAMA, g->stream));
+    return 0;
+}
+
+/* K planes [layer] then V planes [layer], each [seq][n_ctx][kv_dim] (rows at kv_dst). */
+static int store_kv(rt_run *r, rt_span sp, int32_t l, rt_buf b) {
+    step *st = dev(r);
+    rt_cuda *g = st->g;
+    const int32_t NKV = (int32_t)st->c->kv_dim;
+    const size_t plane = (size_t)(b == RT_BUF_V ? g->n_layers + l : l) * g->kv_plane;
+    RUN(st, b == RT_BUF_K ? "store_f16 (k)" : "store_f16 (v)",
+        g->k->store_f16(buf(g, b) + (int64_t)sp.r0 * NKV, NKV, sp.r1 - sp.r0, NKV,
+                        IN(g, off_kv_dst, const int32_t) + sp.r0, g->kv + plane, NKV, g->stream));
+    return 0;
+}
+
+/* The matmul quantizes its input itself, once for the matrices that share it: a new input
+ * starts here. */
+static int prepare(rt_run *r, rt_span sp, int32_t l, int proj, rt_buf src) {
+    (void)sp;
+    (void)l;
+    (void)proj;
+    (void)src;
+    dev(r)->have = -1;
+    return 0;
+}
+
 /* y = W x for n rows, quantizing x first unless xq already holds it for this kind. */
-static int matmul(step *st, const rt_cuda_matrix *w, const float *x, int64_t ld_x, int32_t n,
-                  float *y, int64_t ld_y) {
-    const specd_cuda_kernels *k = st->g->k;
-    void *s = st->g->stream;
+static int matmul(rt_run *r, int32_t n, int32_t l, int proj, rt_buf src, rt_buf dst) {
+    step *st = dev(r);
+    rt_cuda *g = st->g;
+    const specd_cuda_kernels *k = g->k;
+    void *s = g->stream;
+    const rt_cuda_matrix *w = proj == RT_HEAD ? &g->output : &g->layers[l].w[proj];
+    const float *x = buf(g, src);
+    float *y = buf(g, dst);
+    const int64_t ld_x = rt_buf_width(st->c, src), ld_y = rt_buf_width(st->c, dst);
     if (w->vec == RT_VEC_F) {
         RUN(st, "matmul_f",
             k->matmul_f(w->type, w->data, w->n_in, w->n_out, x, ld_x, n, y, ld_y, s));
@@ -57,41 +190,44 @@ static int matmul(step *st, const rt_cuda_matrix *w, const float *x, int64_t ld_
     }
     if (st->have != w->vec) {
         if (w->vec == RT_VEC_Q8)
-            RUN(st, "quantize_q8", k->quantize_q8(x, ld_x, n, w->n_in, st->g->xq, s));
+            RUN(st, "quantize_q8", k->quantize_q8(x, ld_x, n, w->n_in, g->xq, s));
         else
-            RUN(st, "quantize_q8_k", k->quantize_q8_k(x, ld_x, n, w->n_in, st->g->xq, s));
+            RUN(st, "quantize_q8_k", k->quantize_q8_k(x, ld_x, n, w->n_in, g->xq, s));
         st->have = w->vec;
     }
     if (w->vec == RT_VEC_Q8)
-        RUN(st, "matmul_q",
-            k->matmul_q(w->type, w->data, w->n_in, w->n_out, st->g->xq, n, y, ld_y, s));
+        RUN(st, "matmul_q", k->matmul_q(w->type, w->data, w->n_in, w->n_out, g->xq, n, y, ld_y, s));
     else
-        RUN(st, "matmul_k",
-            k->matmul_k(w->type, w->data, w->n_in, w->n_out, st->g->xq, n, y, ld_y, s));
+        RUN(st, "matmul_k", k->matmul_k(w->type, w->data, w->n_in, w->n_out, g->xq, n, y, ld_y, s));
     return 0;
 }
 
 /* y += gate * scale * B (A x) for the rows with a non-zero gate (the kernel skips the others). */
-static int lora(step *st, int32_t l, int proj, const float *x, int64_t ld_x, float *y,
-                int64_t ld_y) {
+static int lora(rt_run *r, rt_span sp, int32_t l, int proj, rt_buf src, rt_buf dst) {
+    step *st = dev(r);
     rt_cuda *g = st->g;
-    if (!st->any_gate || !g->lora_pairs) return 0;
+    if (!st->s->any_gate || !g->lora_pairs) return 0;
     const rt_cuda_lora_pair *pr = &g->lora_pairs[(size_t)l * RT_N_PROJ + (size_t)proj];
     if (!pr->a) return 0;
     const specd_lora *lo = st->c->lora;
+    const int64_t ld_x = rt_buf_width(st->c, src), ld_y = rt_buf_width(st->c, dst);
     ENQUEUE(st, "lora",
             g->k->lora(pr->a, pr->b, (int32_t)lo->n_in[proj], (int32_t)lo->n_out[proj],
-                       g->lora_rank, g->lora_scale, x, ld_x, IN(g, off_gate, const float), st->n,
-                       y, ld_y, g->lora_work, g->lora_work_floats, g->stream),
+                       g->lora_rank, g->lora_scale, buf(g, src) + sp.r0 * ld_x, ld_x,
+                       IN(g, off_gate, const float) + sp.r0, sp.r1 - sp.r0,
+                       buf(g, dst) + sp.r0 * ld_y, ld_y, g->lora_work, g->lora_work_floats,
+                       g->stream),
             2); /* down and up */
     return 0;
 }
 
-static int attention(step *st, int32_t l, float scale) {
+static int attention(rt_run *r, int32_t l) {
+    step *st = dev(r);
     specd_context *c = st->c;
     rt_cuda *g = st->g;
     const specd_model_info *in = &c->model->info;
     const int64_t hd = in->head_dim, NQ = (int64_t)in->n_head * hd;
+    const float scale = 1.0f / sqrtf((float)hd);
     for (int32_t t0 = 0, t1; t0 < st->n; t0 = t1) {
         int32_t n_kv = c->tok[t0].n_pos;
         for (t1 = t0 + 1; t1 < st->n && c->tok[t1].seq == c->tok[t0].seq; t1++)
@@ -127,66 +263,51 @@ static int attention(step *st, int32_t l, float scale) {
     return 0;
 }
 
-static int layer(step *st, int32_t l) {
-    specd_context *c = st->c;
+static int swiglu(rt_run *r, rt_span sp) {
+    step *st = dev(r);
     rt_cuda *g = st->g;
-    const specd_cuda_kernels *k = g->k;
-    void *s = g->stream;
-    const specd_model_info *in = &c->model->info;
-    const rt_cuda_layer *L = &g->layers[l];
-    const int32_t n = st->n, E = in->n_embd, F = in->n_ff, hd = in->head_dim;
-    const int32_t NQ = in->n_head * hd, NKV = (int32_t)c->kv_dim;
-    const int neox = in->arch != SPECD_ARCH_LLAMA;
-    const int32_t *pos = IN(g, off_pos, const int32_t);
-    RUN(st, "rmsnorm", k->rmsnorm(g->x, E, L->attn_norm, g->xn, E, n, E, in->rms_eps, s));
-    st->have = -1;
-    if (matmul(st, &L->w[RT_Q], g->xn, E, n, g->q, NQ) ||
-        matmul(st, &L->w[RT_K], g->xn, E, n, g->k_rows, NKV) ||
-        matmul(st, &L->w[RT_V], g->xn, E, n, g->v_rows, NKV))
-        return -1;
-    if (lora(st, l, RT_Q, g->xn, E, g->q, NQ) || lora(st, l, RT_K, g->xn, E, g->k_rows, NKV) ||
-        lora(st, l, RT_V, g->xn, E, g->v_rows, NKV))
-        return -1;
-    if (L->bq) RUN(st, "add (q bias)", k->add(g->q, NQ, L->bq, 0, g->q, NQ, n, NQ, s));
-    if (L->bk) RUN(st, "add (k bias)", k->add(g->k_rows, NKV, L->bk, 0, g->k_rows, NKV, n, NKV, s));
-    if (L->bv) RUN(st, "add (v bias)", k->add(g->v_rows, NKV, L->bv, 0, g->v_rows, NKV, n, NKV, s));
-    if (L->q_norm)
-        RUN(st, "rmsnorm (q)",
-            k->rmsnorm(g->q, hd, L->q_norm, g->q, hd, n * in->n_head, hd, in->rms_eps, s));
-    if (L->k_norm)
-        RUN(st, "rmsnorm (k)",
-            k->rmsnorm(g->k_rows, hd, L->k_norm, g->k_rows, hd, n * in->n_head_kv, hd, in->rms_eps,
-                       s));
-    RUN(st, "rope (q)",
-        k->rope(g->q, NQ, n, pos, in->n_head, hd, in->n_rot, in->rope_freq_base, neox, s));
-    RUN(st, "rope (k)",
-        k->rope(g->k_rows, NKV, n, pos, in->n_head_kv, hd, in->n_rot, in->rope_freq_base, neox, s));
-    const size_t layer_off = (size_t)l * g->kv_plane;
-    const int32_t *dst = IN(g, off_kv_dst, const int32_t);
-    RUN(st, "store_f16 (k)", k->store_f16(g->k_rows, NKV, n, NKV, dst, g->kv + layer_off, NKV, s));
-    RUN(st, "store_f16 (v)",
-        k->store_f16(g->v_rows, NKV, n, NKV, dst,
-                     g->kv + (size_t)g->n_layers * g->kv_plane + layer_off, NKV, s));
-    if (attention(st, l, 1.0f / sqrtf((float)hd))) return -1;
-    st->have = -1;
-    if (matmul(st, &L->w[RT_O], g->att, NQ, n, g->tmp, E) ||
-        lora(st, l, RT_O, g->att, NQ, g->tmp, E))
-        return -1;
-    RUN(st, "add (residual)", k->add(g->tmp, E, g->x, E, g->x, E, n, E, s));
-    RUN(st, "rmsnorm (ffn)", k->rmsnorm(g->x, E, L->ffn_norm, g->xn, E, n, E, in->rms_eps, s));
-    st->have = -1;
-    if (matmul(st, &L->w[RT_GATE], g->xn, E, n, g->g, F) ||
-        matmul(st, &L->w[RT_UP], g->xn, E, n, g->u, F) || lora(st, l, RT_GATE, g->xn, E, g->g, F) ||
-        lora(st, l, RT_UP, g->xn, E, g->u, F))
-        return -1;
-    RUN(st, "swiglu", k->swiglu(g->g, F, g->u, F, g->g, F, n, F, s));
-    st->have = -1;
-    if (matmul(st, &L->w[RT_DOWN], g->g, F, n, g->tmp, E) ||
-        lora(st, l, RT_DOWN, g->g, F, g->tmp, E))
-        return -1;
-    RUN(st, "add (residual)", k->add(g->tmp, E, g->x, E, g->x, E, n, E, s));
+    const int64_t F = st->c->model->info.n_ff;
+    float *gr = g->g + sp.r0 * F;
+    RUN(st, "swiglu",
+        g->k->swiglu(gr, F, g->u + sp.r0 * F, F, gr, F, sp.r1 - sp.r0, (int32_t)F, g->stream));
     return 0;
 }
+
+static int gather(rt_run *r, rt_span sp, rt_buf src, rt_buf dst) {
+    step *st = dev(r);
+    rt_cuda *g = st->g;
+    const int64_t ld = rt_buf_width(st->c, src);
+    RUN(st, "gather",
+        g->k->gather(buf(g, src), ld, IN(g, off_out, const int32_t) + sp.r0, sp.r1 - sp.r0,
+                     (int32_t)ld, buf(g, dst) + sp.r0 * ld, ld, g->stream));
+    return 0;
+}
+
+/* The hidden rows go back with the logits after the kernels (copy_back): the caller's buffer
+ * changes from step to step, and a step graph holds only device work. */
+static int hidden(rt_run *r, rt_span sp) {
+    (void)r;
+    (void)sp;
+    return 0;
+}
+
+static const rt_ops cuda_ops = {.name = "cuda",
+                                .share = share,
+                                .mark = phase,
+                                .sync = phase,
+                                .embed = embed,
+                                .rmsnorm = rmsnorm,
+                                .add_vec = add_vec,
+                                .add = add,
+                                .rope = rope,
+                                .store_kv = store_kv,
+                                .prepare = prepare,
+                                .matmul = matmul,
+                                .lora = lora,
+                                .attention = attention,
+                                .swiglu = swiglu,
+                                .gather = gather,
+                                .hidden = hidden};
 
 /* Row r's visibility bits: its own row packed, or positions 0..l0 + i (causal). */
 static void stage_mask(const rt_cuda *g, const rt_token *t, uint32_t *words) {
@@ -212,13 +333,11 @@ static int stage(step *st, int32_t n_out, const int32_t *out_rows, int *any_embd
     int32_t *dst = STAGED(g, off_kv_dst, int32_t), *outr = STAGED(g, off_out, int32_t);
     float *embd = STAGED(g, off_embd, float);
     *any_embd = 0;
-    st->any_gate = 0;
     for (int32_t r = 0; r < st->n; r++) {
         const rt_token *t = &c->tok[r];
         ids[r] = t->embd ? -1 : t->token;
         pos[r] = t->pos;
         gate[r] = t->gate;
-        st->any_gate |= t->gate != 0.0f;
         dst[r] = t->seq * c->p.n_ctx + t->l0 + t->i;
         stage_mask(g, t, STAGED(g, off_mask, uint32_t) + (size_t)r * (size_t)g->mask_words);
         if (t->embd) {
@@ -230,41 +349,23 @@ static int stage(step *st, int32_t n_out, const int32_t *out_rows, int *any_embd
         outr[j] = out_rows[j];
     const specd_cudart *rt = g->rt;
     COPY(st, "cudaMemcpyAsync (inputs)",
-        rt->memcpy_async(g->in_dev, g->in_host, g->ints_bytes, SPECD_CUDA_MEMCPY_HOST_TO_DEVICE,
-                         g->stream));
+         rt->memcpy_async(g->in_dev, g->in_host, g->ints_bytes, SPECD_CUDA_MEMCPY_HOST_TO_DEVICE,
+                          g->stream));
     COPY(st, "cudaMemcpyAsync (masks)",
-        rt->memcpy_async((char *)g->in_dev + g->off_mask, (char *)g->in_host + g->off_mask,
-                         (size_t)st->n * (size_t)g->mask_words * sizeof(uint32_t),
-                         SPECD_CUDA_MEMCPY_HOST_TO_DEVICE, g->stream));
+         rt->memcpy_async((char *)g->in_dev + g->off_mask, (char *)g->in_host + g->off_mask,
+                          (size_t)st->n * (size_t)g->mask_words * sizeof(uint32_t),
+                          SPECD_CUDA_MEMCPY_HOST_TO_DEVICE, g->stream));
     if (*any_embd)
         COPY(st, "cudaMemcpyAsync (input vectors)",
-            rt->memcpy_async((char *)g->in_dev + g->off_embd, (char *)g->in_host + g->off_embd,
-                             (size_t)st->n * (size_t)E * sizeof(float),
-                             SPECD_CUDA_MEMCPY_HOST_TO_DEVICE, g->stream));
+             rt->memcpy_async((char *)g->in_dev + g->off_embd, (char *)g->in_host + g->off_embd,
+                              (size_t)st->n * (size_t)E * sizeof(float),
+                              SPECD_CUDA_MEMCPY_HOST_TO_DEVICE, g->stream));
     return 0;
 }
 
 /* The step's kernels, from the embedding to the output head: what a step graph holds. */
-static int kernels(step *st, int32_t n_out, unsigned flags) {
-    specd_context *c = st->c;
-    rt_cuda *g = st->g;
-    const specd_model_info *in = &c->model->info;
-    const int32_t E = in->n_embd;
-    RUN(st, "embed",
-        g->k->embed(g->tok_embd.type, g->tok_embd.data, in->n_vocab, E,
-                    IN(g, off_ids, const int32_t),
-                    flags & RT_GRAPH_EMBD ? IN(g, off_embd, const float) : NULL, E, g->x, E,
-                    st->n, g->stream));
-    for (int32_t l = 0; l < g->n_layers; l++)
-        if (layer(st, l)) return -1;
-    if (!(flags & RT_GRAPH_OUTPUT)) return 0;
-    RUN(st, "gather",
-        g->k->gather(g->x, E, IN(g, off_out, const int32_t), n_out, E, g->tmp, E, g->stream));
-    RUN(st, "rmsnorm (output)",
-        g->k->rmsnorm(g->tmp, E, g->output_norm, g->xn, E, n_out, E, in->rms_eps, g->stream));
-    if (!(flags & RT_GRAPH_LOGITS)) return 0;
-    st->have = -1;
-    return matmul(st, &g->output, g->xn, E, n_out, g->logits, in->n_vocab);
+static int kernels(step *st) {
+    return rt_forward_recipe(&cuda_ops, (rt_run *)st, st->s) ? -1 : 0;
 }
 
 /* The requested rows back to the host (the output head left xn as it was). */
@@ -284,10 +385,11 @@ static int copy_back(step *st, int32_t n_out, float *logits, float *hidden) {
 }
 
 /* The step's graph key: its shape, and each sequence's rows and rounded attention length. */
-static int graph_key(const step *st, int32_t n_out, unsigned flags, rt_graph_key *k) {
+static int graph_key(const step *st, rt_graph_key *k) {
     const specd_context *c = st->c;
     const rt_cuda *g = st->g;
-    rt_graph_key_begin(k, g->graph_key, g->graph_key_cap, st->n, n_out, g->n_layers, flags);
+    rt_graph_key_begin(k, g->graph_key, g->graph_key_cap, st->n, st->s->n_out, g->n_layers,
+                       st->flags);
     for (int32_t t0 = 0, t1; t0 < st->n; t0 = t1) {
         int32_t n_kv = c->tok[t0].n_pos;
         for (t1 = t0 + 1; t1 < st->n && c->tok[t1].seq == c->tok[t0].seq; t1++)
@@ -316,7 +418,7 @@ static void graphs_fail(rt_cuda *g, const char *what, int rc) {
 
 /* Captures the step's kernels into a new graph and caches it; NULL when the capture failed
  * (graphs are then off, nothing was launched). */
-static rt_graph_entry *capture(step *st, int32_t n_out, unsigned flags, const rt_graph_key *k) {
+static rt_graph_entry *capture(step *st, const rt_graph_key *k) {
     rt_cuda *g = st->g;
     const specd_cudart *rt = g->rt;
     int rc = rt->stream_begin_capture(g->stream, SPECD_CUDA_CAPTURE_THREAD_LOCAL);
@@ -325,7 +427,7 @@ static rt_graph_entry *capture(step *st, int32_t n_out, unsigned flags, const rt
         return NULL;
     }
     const int32_t before = st->launches;
-    const int failed = kernels(st, n_out, flags);
+    const int failed = kernels(st);
     void *graph = NULL, *exec = NULL;
     rc = rt->stream_end_capture(g->stream, &graph);
     if (failed || rc || !graph) {
@@ -351,13 +453,13 @@ static rt_graph_entry *capture(step *st, int32_t n_out, unsigned flags, const rt
 
 /* The step's kernels as a graph: 1 when they were enqueued so, 0 to launch them directly (no
  * graph for this step), -1 when the graph's launch failed (st->op, st->rc). */
-static int run_graph(step *st, int32_t n_out, unsigned flags) {
+static int run_graph(step *st) {
     rt_cuda *g = st->g;
     rt_graph_key k;
-    if (!g->graphs_on || graph_key(st, n_out, flags, &k)) return 0;
+    if (!g->graphs_on || graph_key(st, &k)) return 0;
     st->bucket_kv = 1;
     rt_graph_entry *e = rt_graph_cache_find(&g->graphs, &k);
-    if (!e) e = capture(st, n_out, flags, &k);
+    if (!e) e = capture(st, &k);
     st->bucket_kv = 0;
     if (!e) return 0; /* out of memory caching it, or graphs just turned off */
     const int rc = g->rt->graph_launch(e->exec, g->stream);
@@ -372,37 +474,32 @@ static int run_graph(step *st, int32_t n_out, unsigned flags) {
     return 1;
 }
 
-static int forward(step *st, int32_t n_out, const int32_t *out_rows, float *logits, float *hidden,
-                   int want_device_logits, int *graphed) {
+static int forward(step *st, int *graphed) {
+    const rt_step *s = st->s;
     int any_embd = 0;
     *graphed = 0;
-    if (stage(st, n_out, out_rows, &any_embd)) return -1;
-    unsigned flags = 0;
-    if (n_out > 0 && (logits || hidden || want_device_logits)) flags |= RT_GRAPH_OUTPUT;
-    if (n_out > 0 && (logits || want_device_logits)) flags |= RT_GRAPH_LOGITS;
-    if (st->any_gate && st->g->lora_pairs) flags |= RT_GRAPH_LORA;
-    if (any_embd) flags |= RT_GRAPH_EMBD;
-    if (!(flags & RT_GRAPH_OUTPUT)) n_out = 0;
-    const int r = run_graph(st, n_out, flags);
+    if (stage(st, s->n_out, s->out_rows, &any_embd)) return -1;
+    /* forward.c asks for output rows only when something reads them */
+    if (s->n_out > 0) st->flags |= RT_GRAPH_OUTPUT;
+    if (s->logits) st->flags |= RT_GRAPH_LOGITS;
+    if (st->s->any_gate && st->g->lora_pairs) st->flags |= RT_GRAPH_LORA;
+    if (any_embd) st->flags |= RT_GRAPH_EMBD;
+    const int r = run_graph(st);
     if (r < 0) return -1;
     *graphed = r;
-    if (!r && kernels(st, n_out, flags)) return -1;
-    return copy_back(st, n_out, logits, hidden);
+    if (!r && kernels(st)) return -1;
+    return copy_back(st, s->n_out, s->host_logits, s->hidden);
 }
 
-specd_status rt_cuda_extend(specd_context *c, const specd_seq_batch *seqs, int32_t n_seqs,
-                            int32_t n_tok, int32_t n_out, const int32_t *out_rows, float *logits,
-                            float *hidden, const float **device_logits, specd_error *err) {
-    (void)seqs;
-    (void)n_seqs;
+specd_status rt_cuda_extend(const rt_step *s, specd_error *err) {
+    specd_context *c = s->c;
     rt_cuda *g = c->cuda;
-    step st = {.c = c, .g = g, .n = n_tok, .have = -1, .op = "cudaSetDevice"};
+    step st = {.s = s, .c = c, .g = g, .n = s->n_tok, .have = -1, .op = "cudaSetDevice"};
     int graphed = 0;
-    if (device_logits) *device_logits = NULL;
     int rc = g->rt->set_device(g->device);
     if (rc)
         st.rc = rc;
-    else if (forward(&st, n_out, out_rows, logits, hidden, device_logits != NULL, &graphed))
+    else if (forward(&st, &graphed))
         rc = st.rc;
     if (rc) {
         /* drain what was enqueued: the staging buffer may not be rewritten under a copy */
@@ -418,7 +515,7 @@ specd_status rt_cuda_extend(specd_context *c, const specd_seq_batch *seqs, int32
     g->last_launches = st.launches;
     g->last_host_launches = graphed ? 1 : st.launches;
     g->last_graphed = graphed;
-    if (device_logits && n_out > 0) *device_logits = g->logits;
+    if (s->device_logits && s->n_out > 0) *s->device_logits = g->logits;
     return SPECD_OK;
 }
 

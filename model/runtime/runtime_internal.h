@@ -7,9 +7,6 @@
 #include "common/threadpool.h"
 #include "kernels/cpu/dtype.h"
 
-/* most query rows of one attention tile (forward.c) */
-enum { ATT_TILE = 16 };
-
 /* A weight matrix y = W x: n_out rows of n_in columns of type `type` (ggml ne[0] = n_in). */
 typedef struct rt_matrix {
     const void *data;
@@ -49,7 +46,7 @@ struct specd_lora {
     int32_t n_layer;
     int64_t n_in[RT_N_PROJ], n_out[RT_N_PROJ];
     rt_lora_pair *pairs; /* n_layer x RT_N_PROJ; a == NULL when the module is not adapted */
-    float *mask_embd;    /* n_embd: the trained mask-row input (specd_lora_mask_embedding), or NULL */
+    float *mask_embd; /* n_embd: the trained mask-row input (specd_lora_mask_embedding), or NULL */
     int32_t n_mask_embd;
 };
 
@@ -117,23 +114,28 @@ typedef struct rt_token {
 struct specd_context {
     const specd_model *model;
     specd_context_params p;
-    specd_threadpool *pool;
+    const struct rt_backend *backend; /* picked at creation (backend.h) */
     int n_threads;
-    int simd; /* the specd_cpu_path in use (kernels/cpu/cpu_dispatch.h), read once */
-    int fast; /* SPECD_NUMERICS_FAST: the matmuls' fast order (kernels/cpu/matmul_fast.c) */
     const specd_lora *lora;
-    int32_t lora_rank_cap; /* per-thread LoRA scratch capacity */
-    float *lora_scratch;   /* n_threads x lora_rank_cap */
-
     size_t kv_dim;   /* n_head_kv * head_dim */
-    uint16_t *kv;    /* [seq][layer]: K [n_ctx][kv_dim] then V^T [kv_dim][n_ctx], F16 (V is
-                        transposed as in llama.cpp's cache, so attention's V dots run along
-                        positions in its order) */
     int32_t *kv_len; /* per sequence */
     size_t kv_bytes, total_bytes;
+    rt_token *tok;     /* n_batch: the extend in flight */
+    uint8_t *mark;     /* max(n_batch, n_seq) flags for validation */
+    int32_t *out_rows; /* n_batch */
+    rt_prof *prof;     /* SPECD_PROFILE, else NULL */
 
+    /* The CPU backend's (cpu_backend.h) */
+    specd_threadpool *pool;
+    const struct rt_ops *ops; /* its kernels in the context's numerics mode (forward_cpu.c) */
+    int simd; /* the specd_cpu_path in use (kernels/cpu/cpu_dispatch.h), read once */
+    int fast; /* SPECD_NUMERICS_FAST: the matmuls' fast order (kernels/cpu/matmul_fast.c) */
+    int32_t lora_rank_cap; /* per-thread LoRA scratch capacity */
+    float *lora_scratch;   /* n_threads x lora_rank_cap */
+    uint16_t *kv;          /* [seq][layer]: K [n_ctx][kv_dim] then V^T [kv_dim][n_ctx], F16 (V is
+                              transposed as in llama.cpp's cache, so attention's V dots run along
+                              positions in its order) */
     /* scratch for n_batch tokens */
-    rt_token *tok;
     float *x, *xn, *q, *k, *v, *att, *tmp, *g, *u;
     float *rope_cos, *rope_sin; /* per token: n_rot / 2 angles, the same in every layer */
     void *xq;                   /* quantized activation rows */
@@ -143,26 +145,15 @@ struct specd_context {
     size_t probs_stride;        /* n_ctx rounded up to 32 */
     float *att_work;            /* n_threads x att_work_stride: attention tile scratch */
     size_t att_work_stride;     /* specd_attention_rows_work(ATT_TILE, n_ctx, head_dim) */
-    uint8_t *mark;              /* max(n_batch, n_seq) flags for validation */
-    int32_t *out_rows;          /* n_batch */
-    rt_prof *prof;              /* SPECD_PROFILE, else NULL */
-    struct rt_cuda *cuda;       /* the CUDA backend (cuda_backend.h); NULL: the CPU's */
+
+    /* The CUDA backend's (cuda_backend.h) */
+    struct rt_cuda *cuda;
 };
 
-/* SPECD_PROFILE: allocate (NULL when unset or out of memory) / print to stderr and free. */
+/* SPECD_PROFILE (profile.c): allocate (NULL when unset or out of memory) / print to stderr and
+ * free / count one extend of n_tok tokens that took wall_ns. */
 rt_prof *rt_prof_create(int n_threads);
 void rt_prof_destroy(rt_prof *p);
-
-static inline uint16_t *rt_kv_k(const specd_context *c, int32_t seq, int32_t layer) {
-    size_t per_layer = 2 * (size_t)c->p.n_ctx * c->kv_dim;
-    return c->kv + ((size_t)seq * (size_t)c->model->info.n_layer + (size_t)layer) * per_layer;
-}
-static inline uint16_t *rt_kv_vt(const specd_context *c, int32_t seq, int32_t layer) {
-    return rt_kv_k(c, seq, layer) + (size_t)c->p.n_ctx * c->kv_dim;
-}
-
-/* Moves cache rows of seq: keeps [0, from) then rows[0..n) in order (ascending, >= from). */
-void rt_kv_compact(specd_context *c, int32_t seq, int32_t from, int32_t n_rows,
-                   const int32_t *rows);
+void rt_prof_step(rt_prof *p, int32_t n_tok, uint64_t wall_ns);
 
 #endif

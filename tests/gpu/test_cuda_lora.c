@@ -1,5 +1,5 @@
 /* libspecd_cuda.so's gated LoRA against the CPU forward pass's arithmetic for one row
- * (lora_row in model/runtime/forward.c, internal to the forward pass and so restated below):
+ * (the lora op of model/runtime/forward_cpu.c, internal to the runtime and so restated below):
  * t = A x and s = B t as float sums in index order, y += (gate * scale) * s, rows with gate 0
  * untouched; and batch invariance: each row alone has the bits it has inside batches of 2..64
  * rows. Skipped (exit 77) without the kernel library or a device. */

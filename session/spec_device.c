@@ -10,6 +10,7 @@
 #include "common/status_internal.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/cudart.h"
+#include "session/spec_verifier.h"
 #include "verifier/accept/accept_bias.h"
 
 /* A step the batch's launch decided, until its sequence takes it. */
@@ -413,3 +414,23 @@ specd_status specd_spec_device_verify(specd_device_verify **dev, spec_seq *q, in
     *done = take(q, &d->host_out[0], n_emitted, n_accepted);
     return SPECD_OK;
 }
+
+/* ---- the device backend of the session's verifier table (session/spec_verifier.h) ---- */
+
+static specd_status device_backend_verify(specd_spec *spec, spec_seq *q, const specd_logits *lg,
+                                          int32_t row0, specd_step_outcome *out,
+                                          const float **rows, specd_error *err) {
+    int done = 0;
+    int32_t n_emitted = 0, n_accepted = 0;
+    if (q->n_step_rows > 0 && lg && lg->device == SPECD_DEVICE_CUDA && !q->n_proc)
+        SPECD_TRY(specd_spec_device_verify(&spec->device, q, spec->params.n_vocab, lg, row0,
+                                           &done, &n_emitted, &n_accepted, err));
+    if (!done) return specd_verifier_cpu.verify(spec, q, lg, row0, out, rows, err);
+    *rows = NULL;
+    /* lossy as the engine says of a drafted step under relaxed tau */
+    specd_spec_chain_outcome(q, n_emitted, n_accepted, q->n_draft > 0 && q->tau > 0.0f, out);
+    return SPECD_OK;
+}
+
+const spec_verifier_ops specd_verifier_device = {.name = "device",
+                                                 .verify = device_backend_verify};

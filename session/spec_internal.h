@@ -10,12 +10,15 @@
 #include "session/spec_logits.h"
 #include "specd/spec_batch.h"
 
+typedef struct spec_verifier_ops spec_verifier_ops; /* session/spec_verifier.h */
+
 typedef struct spec_seq {
     int open;
     int done;
     int32_t id;
     const specd_policy_ops *ops;
     void *policy;
+    const spec_verifier_ops *verifier; /* decides its drafter-shaped steps: cpu, device, remote */
     specd_accept *accept;   /* verification under the sequence's rule and transform */
     specd_sampler *sampler; /* plain steps: the same keyed sample the engine uses */
     specd_accept_rule rule;
@@ -43,9 +46,9 @@ typedef struct spec_seq {
     int32_t *draft;         /* max_draft */
     float *q;               /* max_draft x n_vocab, drafter shape only */
     int has_q;
-    /* has_q with the rows on the CUDA device instead (the `remote` policy's drafter keeps them
-     * there: policy/ar/remote_q.h), n_draft rows of n_vocab floats, until the next layout; q is
-     * then not written: a host reader fetches first (specd_spec_seq_q_to_host) */
+    /* has_q with the rows on the CUDA device instead (policy ABI 3 device_q: the `remote`
+     * policy's drafter keeps them there), n_draft rows of n_vocab floats, until the next layout;
+     * q is then not written: a host reader fetches first (specd_spec_seq_q_to_host) */
     const float *q_dev;
     int32_t *step_tokens, *step_pos, *step_rows; /* max_step_rows */
     /* per scored row: 1 when the layout gated it to the policy's LoRA (a mask row whose
@@ -107,6 +110,11 @@ static inline int specd_policy_catches_up(const specd_policy_ops *ops) {
 }
 static inline int specd_policy_has_tree(const specd_policy_ops *ops) {
     return ops->abi_version >= 2 && ops->propose_tree != NULL;
+}
+/* The last proposal's q rows where a drafter left them on a CUDA device (ABI 3 device_q), or
+ * NULL. */
+static inline const float *specd_policy_device_q(const specd_policy_ops *ops, const void *state) {
+    return ops->abi_version >= 3 && ops->device_q ? ops->device_q(state) : NULL;
 }
 /* A drafter that learns from the target's verified rows (ABI 3 observe_rows). */
 static inline int specd_policy_observes_rows(const specd_policy_ops *ops) {

@@ -6,11 +6,23 @@
 #include "session/adaptive.h"
 #include "session/batch_cost.h"
 #include "session/penalties.h"
-#include "session/remote_verify.h"
 #include "session/spec_logits.h"
 #include "specd/spec_batch.h"
+#include "verifier/remote/remote_verify.h"
 
 typedef struct spec_verifier_ops spec_verifier_ops; /* session/spec_verifier.h */
+
+/* A step a batch's one device launch already decided (session/spec_device.h), handed to its
+ * sequence's verify. */
+typedef enum spec_decision {
+    SPEC_UNDECIDED = 0, /* the sequence's verifier decides */
+    SPEC_DECIDED,       /* n_emitted tokens in q->emitted (a tree's path in q->tree_path) */
+    SPEC_TO_HOST        /* the kernel found the step bad: the engine decides and says why */
+} spec_decision;
+typedef struct spec_decided {
+    spec_decision state;
+    int32_t n_emitted, n_accepted;
+} spec_decided;
 
 typedef struct spec_seq {
     int open;
@@ -127,6 +139,7 @@ struct specd_spec {
     guard_prior priors[N_PRIORS];
     int32_t next_prior; /* round-robin replacement when all slots are taken */
     specd_rverify *rv;  /* the remote verifier, or NULL */
+    specd_logits_scratch rv_check; /* the row of CUDA logits its keyed check reads */
     specd_logits_scratch scratch; /* logits converted for the acceptance engine */
     specd_logits_scratch hidden_scratch; /* hidden states converted for policies */
 
@@ -136,6 +149,7 @@ struct specd_spec {
     uint64_t *batch_gen;
     int32_t *batch_ids;
     specd_step_outcome *batch_out;
+    spec_decided *batch_decided; /* the batch's device launch, per entry */
     specd_status *batch_status;
     uint64_t batch_t0;        /* the batch's layout started */
     specd_batch_cost cost;    /* what batched forwards cost: the guard's currency */
@@ -153,6 +167,11 @@ specd_status specd_spec_seq_layout_step(specd_spec *spec, spec_seq *q, specd_ste
 specd_status specd_spec_seq_verify_step(specd_spec *spec, spec_seq *q, const specd_logits *logits,
                                         const specd_logits *hidden, int32_t row0,
                                         specd_step_outcome *out, specd_error *err);
+/* The same, with what a batch's device launch decided of the step (NULL: nothing). */
+specd_status specd_spec_seq_verify_decided(specd_spec *spec, spec_seq *q,
+                                           const specd_logits *logits, const specd_logits *hidden,
+                                           int32_t row0, const spec_decided *decided,
+                                           specd_step_outcome *out, specd_error *err);
 /* Every host reader of q->q calls this first: when q's rows are on the device only (q->q_dev),
  * copies them into q->q and checks them as the drafter's host rows are checked. Rows that fail
  * (or cannot be copied) are unusable q, as host rows failing the client's checks are: the drafts

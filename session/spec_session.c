@@ -119,7 +119,9 @@ specd_status specd_spec_create(const specd_spec_params *params, specd_spec **out
     s->batch_ids = specd_alloc_array(n, sizeof *s->batch_ids);
     s->batch_out = specd_alloc_array(n, sizeof *s->batch_out);
     s->batch_status = specd_alloc_array(n, sizeof *s->batch_status);
-    if (!s->batch || !s->batch_gen || !s->batch_ids || !s->batch_out || !s->batch_status) {
+    s->batch_decided = specd_alloc_array(n, sizeof *s->batch_decided);
+    if (!s->batch || !s->batch_gen || !s->batch_ids || !s->batch_out || !s->batch_status ||
+        !s->batch_decided) {
         specd_spec_destroy(s);
         return specd_fail(err, SPECD_E_NOMEM, "spec: out of memory");
     }
@@ -163,6 +165,7 @@ void specd_spec_destroy(specd_spec *spec) {
     specd_rverify_destroy(spec->rv);
     specd_logits_scratch_free(&spec->scratch);
     specd_logits_scratch_free(&spec->hidden_scratch);
+    specd_logits_scratch_free(&spec->rv_check);
     specd_logits_scratch_free(&spec->proc_scratch);
     specd_free(spec->proc_dead);
     specd_device_verify_free(spec->device);
@@ -176,6 +179,7 @@ void specd_spec_destroy(specd_spec *spec) {
     specd_free(spec->batch_ids);
     specd_free(spec->batch_out);
     specd_free(spec->batch_status);
+    specd_free(spec->batch_decided);
     specd_free(spec->seqs);
     specd_free(spec);
 }
@@ -866,13 +870,20 @@ static void count_step(spec_seq *q, const specd_step_outcome *o, int32_t n) {
 specd_status specd_spec_seq_verify_step(specd_spec *spec, spec_seq *q, const specd_logits *lg,
                                         const specd_logits *hidden, int32_t row0,
                                         specd_step_outcome *out, specd_error *err) {
+    return specd_spec_seq_verify_decided(spec, q, lg, hidden, row0, NULL, out, err);
+}
+
+specd_status specd_spec_seq_verify_decided(specd_spec *spec, spec_seq *q,
+                                           const specd_logits *lg, const specd_logits *hidden,
+                                           int32_t row0, const spec_decided *decided,
+                                           specd_step_outcome *out, specd_error *err) {
     if (!q->laid_out)
         return specd_fail(err, SPECD_E_STATE, "spec: sequence %d has no step laid out", q->id);
     uint64_t t0 = specd_now_ns();
     const float *logits = NULL, *hid = NULL; /* the host rows read, if any */
     specd_step_outcome o;
     if (q->ops->propose || q->plain_step) { /* the sequence's verifier (spec_verifier.h) */
-        SPECD_TRY(q->verifier->verify(spec, q, lg, row0, &o, &logits, err));
+        SPECD_TRY(q->verifier->verify(spec, q, lg, row0, decided, &o, &logits, err));
         hid = catch_up_hidden(spec, q, hidden, row0);
     } else {
         SPECD_TRY(verify_own(spec, q, lg, hidden, row0, &o, &logits, err));

@@ -85,8 +85,9 @@ static specd_status engine_decide(const specd_spec *spec, spec_seq *q, const flo
 }
 
 static specd_status cpu_verify(specd_spec *spec, spec_seq *q, const specd_logits *lg,
-                               int32_t row0, specd_step_outcome *out, const float **rows,
-                               specd_error *err) {
+                               int32_t row0, const spec_decided *decided,
+                               specd_step_outcome *out, const float **rows, specd_error *err) {
+    (void)decided;
     SPECD_TRY(specd_spec_seq_host_rows(spec, q, lg, row0, rows, err));
     specd_spec_seq_q_to_host(q);
     int32_t n_emitted, n_accepted;
@@ -107,6 +108,21 @@ static specd_status remote_open(specd_spec *spec, spec_seq *q, const int32_t *pr
 
 static void remote_close(specd_spec *spec, spec_seq *q) { specd_rverify_close(spec->rv, q->id); }
 
+/* The row the client's keyed check reads from CUDA logits, through the logits intake. */
+typedef struct check_rows {
+    specd_spec *spec;
+    const spec_seq *q;
+    const specd_logits *lg;
+    int32_t row0;
+} check_rows;
+
+static specd_status check_row(void *ctx, uint32_t i, const float **row, specd_error *err) {
+    const check_rows *c = ctx;
+    return specd_logits_intake(&c->spec->rv_check, 1, c->spec->params.n_vocab, c->lg,
+                               c->row0 + (int32_t)i, 1, &c->q->mask, "the verifier's row", NULL,
+                               NULL, row, err);
+}
+
 /* CUDA logits through the daemon's CUDA IPC pool: 1 when it decided. */
 static int remote_on_device(specd_spec *spec, spec_seq *q, const specd_logits *lg, int32_t row0,
                             int32_t *n_emitted, int32_t *n_accepted) {
@@ -114,8 +130,9 @@ static int remote_on_device(specd_spec *spec, spec_seq *q, const specd_logits *l
         q->n_draft < 1 || q->n_chain != 0 || q->n_step_rows != q->n_draft + 1)
         return 0;
     const float *qrows = !q->has_q ? NULL : q->q_dev ? q->q_dev : q->q;
+    check_rows rows = {.spec = spec, .q = q, .lg = lg, .row0 = row0};
     return specd_rverify_chain_device(spec->rv, q->id, (uint64_t)q->stats.n_steps + 1, q->draft,
-                                      q->n_draft, lg, row0, &q->mask, qrows,
+                                      q->n_draft, lg, row0, check_row, &rows, qrows,
                                       q->has_q && q->q_dev, /* a CUDA drafter's rows, in place */
                                       q->emitted, n_emitted, n_accepted, NULL) == SPECD_OK;
 }
@@ -124,8 +141,9 @@ static int remote_on_device(specd_spec *spec, spec_seq *q, const specd_logits *l
  * the engine decides here and the tokens are committed to it, so its history stays the
  * sequence's. */
 static specd_status remote_verify(specd_spec *spec, spec_seq *q, const specd_logits *lg,
-                                  int32_t row0, specd_step_outcome *out, const float **rows,
-                                  specd_error *err) {
+                                  int32_t row0, const spec_decided *decided,
+                                  specd_step_outcome *out, const float **rows, specd_error *err) {
+    (void)decided;
     int32_t n_emitted = 0, n_accepted = 0;
     *rows = NULL;
     if (remote_on_device(spec, q, lg, row0, &n_emitted, &n_accepted)) {

@@ -26,9 +26,11 @@ struct spec_verifier_ops {
     void (*close)(specd_spec *spec, spec_seq *q);
     /* Decides q's laid-out step from rows [row0, row0 + q->n_step_rows) of lg: *out (its
      * emitted tokens and keep list in q's arrays), *rows the host rows the decision read (NULL
-     * when it was decided where the logits lie). */
+     * when it was decided where the logits lie). decided: what a batch's device launch made of
+     * the step (session/spec_device.h), or NULL; only the device backend is handed one. */
     specd_status (*verify)(specd_spec *spec, spec_seq *q, const specd_logits *lg, int32_t row0,
-                           specd_step_outcome *out, const float **rows, specd_error *err);
+                           const spec_decided *decided, specd_step_outcome *out,
+                           const float **rows, specd_error *err);
 };
 
 extern const spec_verifier_ops specd_verifier_cpu;

@@ -1,17 +1,18 @@
-/* Verification of sequences' steps on the CUDA device their logits live on
- * (kernels/cuda/verify.cu through the kernel library's table), without copying the logits block to
- * the host. It takes every step the acceptance engine takes for a drafter chain or tree or a
- * plain step (no remote verifier): rule GREEDY, COUPLED or REJECTION, exact or relaxed (tau > 0:
+/* The session's device verifier backend (specd_verifier_device, session/spec_verifier.h):
+ * verification of sequences' steps on the CUDA device their logits live on (kernels/cuda/verify.cu,
+ * run by the device verify driver verifier/device/device_verify.h), without copying the logits
+ * block to the host. It takes every step the acceptance engine takes for a drafter chain or tree or
+ * a plain step (no remote verifier): rule GREEDY, COUPLED or REJECTION, exact or relaxed (tau > 0:
  * the outcome says lossy, as the engine's result does); temperature, top-k, top-p, min-p and the
  * logit bias (the engine's own list, verifier/accept/accept_bias.h, as a dense device row built and
- * uploaded once per sequence, -inf bans included; a token listed twice is refused when the
- * sequence opens); the drafter's q rows under every rule (copied to the device and checked there
- * as the engine checks them; read by REJECTION only). Left to the copy path
- * (session/spec_logits.c): LoRA-gated rows, more than SPECD_CUDA_VERIFY_MAX_K drafts, a
- * self-speculative policy's own verify, a machine whose kernel library does not load (said once
- * per process), and a step the kernel finds bad (a bad row or q, a row that overflows or bans
- * every token): the copy path then gives the engine's readable error. SPECD_CUDA_VERIFY=host in
- * the environment forces the copy path.
+ * uploaded once per sequence, -inf bans included; a token listed twice is refused when the sequence
+ * opens); the drafter's q rows under every rule (copied to the device and checked there as the
+ * engine checks them; read by REJECTION only). Left to the copy path (session/spec_logits.c):
+ * LoRA-gated rows, more than SPECD_CUDA_VERIFY_MAX_K drafts, a self-speculative policy's own
+ * verify, a machine whose kernel library does not load (said once per process), and a step the
+ * kernel finds bad (a bad row or q, a row that overflows or bans every token): the copy path then
+ * gives the engine's readable error. SPECD_CUDA_VERIFY=host in the environment forces the copy
+ * path.
  *
  * A batch (specd/spec_batch.h) is decided in one launch: specd_spec_device_decide_batch, before
  * the batch's sequences are verified one by one, decides every eligible one together and hands

@@ -354,9 +354,9 @@ static specd_status pool_ready(specd_rverify *r, specd_error *err) {
 specd_status specd_rverify_chain_device(specd_rverify *r, int32_t seq, uint64_t step,
                                         const int32_t *draft, int32_t k, const specd_logits *lg,
                                         int32_t row0, specd_rverify_row_reader read_row,
-                                        void *read_ctx, const float *q, int q_on_device, int32_t *emitted,
-                                        int32_t *n_emitted, int32_t *n_accepted,
-                                        specd_error *err) {
+                                        void *read_ctx, const float *q, int q_on_device,
+                                        int32_t *emitted, int32_t *n_emitted,
+                                        int32_t *n_accepted, specd_error *err) {
     if (r->pool_off)
         return specd_fail(err, SPECD_E_UNSUPPORTED, "spec: the verifier's CUDA pool is off");
     if (!lg || lg->device != SPECD_DEVICE_CUDA || !lg->data ||

@@ -1,5 +1,6 @@
 /* The spec session's state, shared by its files: spec_session.c (sequences, the per-sequence
- * step) and spec_batch.c (batched steps, specd/spec_batch.h). Not a public header. */
+ * step), spec_batch.c (batched steps, specd/spec_batch.h) and the verifier backends
+ * (spec_verifier.c, spec_device.c: session/spec_verifier.h). Not a public header. */
 #ifndef SPECD_SESSION_SPEC_INTERNAL_H
 #define SPECD_SESSION_SPEC_INTERNAL_H
 

@@ -103,7 +103,8 @@ specd_status specd_spec_batch_verify_hidden(specd_spec *spec, const specd_logits
                           last->row_offset + last->layout.n_rows, logits->n_rows);
     specd_status first = SPECD_OK;
     int32_t n_failed = 0;
-    specd_spec_device_verify_batch(spec, logits); /* CUDA logits: one launch for the batch */
+    /* CUDA logits: one launch decides the batch's device steps, each handed to its verify */
+    specd_spec_device_decide_batch(spec, logits, spec->batch_decided);
     for (int32_t i = 0; i < n; i++) {
         const specd_batch_seq *b = &spec->batch[i];
         spec_seq *q = &spec->seqs[b->seq];
@@ -114,8 +115,8 @@ specd_status specd_spec_batch_verify_hidden(specd_spec *spec, const specd_logits
                             "spec: sequence %d of the batch was verified, laid out again or "
                             "closed since", b->seq);
         else
-            st = specd_spec_seq_verify_step(spec, q, logits, hidden, b->row_offset,
-                                            &spec->batch_out[i], &e);
+            st = specd_spec_seq_verify_decided(spec, q, logits, hidden, b->row_offset,
+                                               &spec->batch_decided[i], &spec->batch_out[i], &e);
         spec->batch_status[i] = st;
         if (st != SPECD_OK) {
             n_failed++;
@@ -125,7 +126,6 @@ specd_status specd_spec_batch_verify_hidden(specd_spec *spec, const specd_logits
             }
         }
     }
-    specd_spec_device_verify_batch_end(spec);
     observe_batch(spec);
     *out = (specd_batch_result){.n_seqs = n, .seq = spec->batch_ids,
                                 .outcome = spec->batch_out, .status = spec->batch_status,

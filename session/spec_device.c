@@ -1,4 +1,6 @@
-/* Device verification of steps from CUDA logits (session/spec_device.h). */
+/* Device verification of steps from CUDA logits (session/spec_device.h): what a sequence's step
+ * is to the kernel, its q and bias rows on the device, the batch's launch; the kernel itself is
+ * run by the device verify driver (verifier/device/device_verify.h). */
 #include "session/spec_device.h"
 
 #include <stdatomic.h>
@@ -8,30 +10,19 @@
 #include "common/alloc.h"
 #include "common/log_internal.h"
 #include "common/status_internal.h"
-#include "kernels/cuda/cuda_kernels.h"
-#include "kernels/cuda/cudart.h"
+#include "verifier/device/device_verify.h"
+#include "session/spec_verifier.h"
 #include "verifier/accept/accept_bias.h"
 
-/* A step the batch's launch decided, until its sequence takes it. */
-typedef struct pending_step {
-    const spec_seq *q;
-    uint64_t step_gen;
-    int32_t row0;
-    int32_t out; /* index into host_out */
-} pending_step;
-
 struct specd_device_verify {
-    const specd_cuda_kernels *k;
+    specd_verify_device *drv; /* the kernel, its runtime and buffers (verifier/device/) */
     const specd_cudart *rt;
-    int32_t cap_seqs;  /* sequences the buffers below hold */
-    void *out;         /* device: cap_seqs specd_cuda_verify_out */
-    void *scratch;     /* device: specd_cuda_verify_scratch_bytes(cap_seqs) */
+    int32_t cap_seqs;  /* sequences the host arrays below hold */
     float *q;          /* device: cap_q floats of q rows, or NULL */
     size_t cap_q;
     specd_cuda_verify_seq *seqs;      /* host: cap_seqs */
     specd_cuda_verify_out *host_out;  /* host: cap_seqs */
-    pending_step *pending;            /* host: cap_seqs */
-    int32_t n_pending;
+    int32_t *batch_at;                /* host: cap_seqs, a launched sequence's batch entry */
     int unavailable;
     /* the dense logit bias of each biased sequence, by sequence id (session/spec_device.h) */
     struct seq_bias *bias;
@@ -59,22 +50,16 @@ uint64_t specd_device_verify_bias_uploads(void) {
 }
 
 static void free_buffers(specd_device_verify *d) {
-    if (d->rt) {
-        if (d->out) d->rt->free(d->out);
-        if (d->scratch) d->rt->free(d->scratch);
-        if (d->q) d->rt->free(d->q);
-    }
-    d->out = d->scratch = NULL;
+    if (d->rt && d->q) d->rt->free(d->q);
     d->q = NULL;
     d->cap_q = 0;
     specd_free(d->seqs);
     specd_free(d->host_out);
-    specd_free(d->pending);
+    specd_free(d->batch_at);
     d->seqs = NULL;
     d->host_out = NULL;
-    d->pending = NULL;
+    d->batch_at = NULL;
     d->cap_seqs = 0;
-    d->n_pending = 0;
 }
 
 static void free_bias(specd_device_verify *d) {
@@ -93,6 +78,7 @@ void specd_device_verify_free(specd_device_verify *d) {
     if (!d) return;
     free_buffers(d);
     free_bias(d);
+    specd_verify_device_close(d->drv);
     specd_free(d);
 }
 
@@ -100,14 +86,10 @@ void specd_device_verify_free(specd_device_verify *d) {
 static int reserve_seqs(specd_device_verify *d, int32_t n) {
     if (n <= d->cap_seqs) return 1;
     free_buffers(d);
-    size_t sb = specd_cuda_verify_scratch_bytes(n);
     d->seqs = specd_alloc_array((size_t)n, sizeof *d->seqs);
     d->host_out = specd_alloc_array((size_t)n, sizeof *d->host_out);
-    d->pending = specd_alloc_array((size_t)n, sizeof *d->pending);
-    if (!sb || !d->seqs || !d->host_out || !d->pending ||
-        d->rt->malloc(&d->out, (size_t)n * sizeof(specd_cuda_verify_out)) != SPECD_CUDA_SUCCESS ||
-        d->rt->malloc(&d->scratch, sb) != SPECD_CUDA_SUCCESS) {
-        (void)d->rt->get_last_error();
+    d->batch_at = specd_alloc_array((size_t)n, sizeof *d->batch_at);
+    if (!d->seqs || !d->host_out || !d->batch_at || !specd_verify_device_reserve(d->drv, n)) {
         free_buffers(d);
         return 0;
     }
@@ -134,16 +116,12 @@ static int reserve_q(specd_device_verify *d, size_t floats) {
 static void open_device(specd_device_verify *d) {
     specd_error e;
     const char *why = NULL;
-    d->k = specd_cuda_kernels_get(&e);
-    if (!d->k)
+    if (specd_verify_device_open(-1, 1, &d->drv, &e) != SPECD_OK) {
         why = e.message;
-    else if (d->k->struct_size < offsetof(specd_cuda_kernels, verify) + sizeof d->k->verify ||
-             !d->k->verify)
-        why = "the kernel library predates the verify kernel";
-    else if (!(d->rt = specd_cudart_get(&e)))
-        why = e.message;
-    else if (!reserve_seqs(d, 1))
-        why = "no device memory for its buffers";
+    } else {
+        d->rt = specd_verify_device_runtime(d->drv);
+        if (!reserve_seqs(d, 1)) why = "no memory for its buffers";
+    }
     if (!why) return;
     d->unavailable = 1;
     if (!atomic_exchange(&warned_unavailable, 1))
@@ -298,13 +276,8 @@ static int launch(specd_device_verify *d, const specd_logits *lg, int32_t n_voca
     specd_cuda_verify_args a = {.logits = lg->data, .dtype = (int32_t)lg->dtype,
                                 .row_stride = lg->row_stride, .n_rows = lg->n_rows,
                                 .n_vocab = n_vocab, .mask_at = specd_dtype_lowest(lg->dtype),
-                                .n_seqs = n, .seqs = d->seqs, .out = d->out,
-                                .scratch = d->scratch,
-                                .scratch_bytes = specd_cuda_verify_scratch_bytes(d->cap_seqs)};
-    int rc = d->k->verify(&a, NULL);
-    if (rc == SPECD_CUDA_OK)
-        rc = d->rt->memcpy(d->host_out, d->out, (size_t)n * sizeof *d->host_out,
-                           SPECD_CUDA_MEMCPY_DEVICE_TO_HOST);
+                                .n_seqs = n, .seqs = d->seqs};
+    int rc = specd_verify_device_run(d->drv, &a, d->host_out);
     if (rc == SPECD_CUDA_OK) atomic_fetch_add(&n_device_launches, 1);
     return rc;
 }
@@ -328,13 +301,14 @@ static int take(spec_seq *q, const specd_cuda_verify_out *o, int32_t *n_emitted,
     return 1;
 }
 
-void specd_spec_device_verify_batch(specd_spec *spec, const specd_logits *lg) {
+void specd_spec_device_decide_batch(specd_spec *spec, const specd_logits *lg,
+                                   spec_decided *decided) {
+    for (int32_t i = 0; i < spec->n_batch; i++) decided[i] = (spec_decided){SPEC_UNDECIDED, 0, 0};
     if (!spec->device) {
         if (!lg || lg->device != SPECD_DEVICE_CUDA) return;
         if (!device_of(&spec->device, NULL)) return;
     }
     specd_device_verify *d = spec->device;
-    d->n_pending = 0;
     if (d->unavailable || !lg || !lg->data || lg->device != SPECD_DEVICE_CUDA || spec->rv) return;
     const int32_t n_vocab = spec->params.n_vocab;
     if (!reserve_seqs(d, spec->n_batch)) return;
@@ -348,7 +322,9 @@ void specd_spec_device_verify_batch(specd_spec *spec, const specd_logits *lg) {
     for (int32_t i = 0; i < spec->n_batch; i++) {
         const specd_batch_seq *b = &spec->batch[i];
         const spec_seq *q = &spec->seqs[b->seq];
-        if (!q->open || !q->laid_out || q->step_gen != spec->batch_gen[i] || q->n_step_rows < 1)
+        /* the steps the device backend's own verify would take to the device */
+        if (!q->open || !q->laid_out || q->step_gen != spec->batch_gen[i] ||
+            q->n_step_rows < 1 || q->verifier != &specd_verifier_device || q->n_proc)
             continue;
         float *qdev = d->q ? d->q + q_at : NULL;
         if (!describe(q, n_vocab, lg, b->row_offset, qdev, &d->seqs[n])) continue;
@@ -358,19 +334,19 @@ void specd_spec_device_verify_batch(specd_spec *spec, const specd_logits *lg) {
             return;
         }
         q_at += (size_t)q_rows(q) * (size_t)n_vocab;
-        d->pending[n] = (pending_step){q, q->step_gen, b->row_offset, n};
-        n++;
+        d->batch_at[n++] = i;
     }
     if (n == 0) return;
     if (launch(d, lg, n_vocab, n) != SPECD_CUDA_OK) {
         (void)d->rt->get_last_error(); /* each sequence's own launch reports it */
         return;
     }
-    d->n_pending = n;
-}
-
-void specd_spec_device_verify_batch_end(specd_spec *spec) {
-    if (spec->device) spec->device->n_pending = 0;
+    for (int32_t j = 0; j < n; j++) {
+        spec_decided *o = &decided[d->batch_at[j]];
+        spec_seq *q = &spec->seqs[spec->batch[d->batch_at[j]].seq];
+        o->state = take(q, &d->host_out[j], &o->n_emitted, &o->n_accepted) ? SPEC_DECIDED
+                                                                            : SPEC_TO_HOST;
+    }
 }
 
 specd_status specd_spec_device_verify(specd_device_verify **dev, spec_seq *q, int32_t n_vocab,
@@ -380,19 +356,10 @@ specd_status specd_spec_device_verify(specd_device_verify **dev, spec_seq *q, in
     *done = 0;
     if (!lg || !lg->data || lg->device != SPECD_DEVICE_CUDA) return SPECD_OK;
     specd_device_verify *d = *dev;
-    if (d) /* decided by the batch's launch */
-        for (int32_t i = 0; i < d->n_pending; i++) {
-            pending_step *p = &d->pending[i];
-            if (p->q != q || p->step_gen != q->step_gen || p->row0 != row0) continue;
-            p->q = NULL; /* taken */
-            *done = take(q, &d->host_out[p->out], n_emitted, n_accepted);
-            return SPECD_OK;
-        }
     specd_cuda_verify_seq s;
     if (!describe(q, n_vocab, lg, row0, NULL, &s)) return SPECD_OK;
     if (!(d = device_of(dev, err))) return SPECD_E_NOMEM;
     if (d->unavailable) return SPECD_OK;
-    d->n_pending = 0; /* the batch's buffers are reused below */
     if (!bias_of(d, q, n_vocab, &s.bias)) return SPECD_OK; /* the copy path decides */
     int rc = SPECD_CUDA_OK;
     if (q_rows(q)) {
@@ -413,3 +380,26 @@ specd_status specd_spec_device_verify(specd_device_verify **dev, spec_seq *q, in
     *done = take(q, &d->host_out[0], n_emitted, n_accepted);
     return SPECD_OK;
 }
+
+/* ---- the device backend of the session's verifier table (session/spec_verifier.h) ---- */
+
+static specd_status device_backend_verify(specd_spec *spec, spec_seq *q, const specd_logits *lg,
+                                          int32_t row0, const spec_decided *decided,
+                                          specd_step_outcome *out, const float **rows,
+                                          specd_error *err) {
+    int done = decided && decided->state == SPEC_DECIDED;
+    int32_t n_emitted = done ? decided->n_emitted : 0, n_accepted = done ? decided->n_accepted : 0;
+    if (decided && decided->state == SPEC_TO_HOST) /* the kernel refused it: the engine says why */
+        return specd_verifier_cpu.verify(spec, q, lg, row0, NULL, out, rows, err);
+    if (!done && q->n_step_rows > 0 && lg && lg->device == SPECD_DEVICE_CUDA && !q->n_proc)
+        SPECD_TRY(specd_spec_device_verify(&spec->device, q, spec->params.n_vocab, lg, row0,
+                                           &done, &n_emitted, &n_accepted, err));
+    if (!done) return specd_verifier_cpu.verify(spec, q, lg, row0, NULL, out, rows, err);
+    *rows = NULL;
+    /* lossy as the engine says of a drafted step under relaxed tau */
+    specd_spec_chain_outcome(q, n_emitted, n_accepted, q->n_draft > 0 && q->tau > 0.0f, out);
+    return SPECD_OK;
+}
+
+const spec_verifier_ops specd_verifier_device = {.name = "device",
+                                                 .verify = device_backend_verify};

@@ -1,21 +1,22 @@
-/* Verification of sequences' steps on the CUDA device their logits live on
- * (kernels/cuda/verify.cu through the kernel library's table), without copying the logits block to
- * the host. It takes every step the acceptance engine takes for a drafter chain or tree or a
- * plain step (no remote verifier): rule GREEDY, COUPLED or REJECTION, exact or relaxed (tau > 0:
+/* The session's device verifier backend (specd_verifier_device, session/spec_verifier.h):
+ * verification of sequences' steps on the CUDA device their logits live on (kernels/cuda/verify.cu,
+ * run by the device verify driver verifier/device/device_verify.h), without copying the logits
+ * block to the host. It takes every step the acceptance engine takes for a drafter chain or tree or
+ * a plain step (no remote verifier): rule GREEDY, COUPLED or REJECTION, exact or relaxed (tau > 0:
  * the outcome says lossy, as the engine's result does); temperature, top-k, top-p, min-p and the
  * logit bias (the engine's own list, verifier/accept/accept_bias.h, as a dense device row built and
- * uploaded once per sequence, -inf bans included; a token listed twice is refused when the
- * sequence opens); the drafter's q rows under every rule (copied to the device and checked there
- * as the engine checks them; read by REJECTION only). Left to the copy path
- * (session/spec_logits.c): LoRA-gated rows, more than SPECD_CUDA_VERIFY_MAX_K drafts, a
- * self-speculative policy's own verify, a machine whose kernel library does not load (said once
- * per process), and a step the kernel finds bad (a bad row or q, a row that overflows or bans
- * every token): the copy path then gives the engine's readable error. SPECD_CUDA_VERIFY=host in
- * the environment forces the copy path.
+ * uploaded once per sequence, -inf bans included; a token listed twice is refused when the sequence
+ * opens); the drafter's q rows under every rule (copied to the device and checked there as the
+ * engine checks them; read by REJECTION only). Left to the copy path (session/spec_logits.c):
+ * LoRA-gated rows, more than SPECD_CUDA_VERIFY_MAX_K drafts, a self-speculative policy's own
+ * verify, a machine whose kernel library does not load (said once per process), and a step the
+ * kernel finds bad (a bad row or q, a row that overflows or bans every token): the copy path then
+ * gives the engine's readable error. SPECD_CUDA_VERIFY=host in the environment forces the copy
+ * path.
  *
- * A batch (specd/spec_batch.h) is decided in one launch: specd_spec_device_verify_batch, before
- * the batch's sequences are verified one by one, verifies every eligible one together, and each
- * sequence's specd_spec_device_verify then takes its decision from there. */
+ * A batch (specd/spec_batch.h) is decided in one launch: specd_spec_device_decide_batch, before
+ * the batch's sequences are verified one by one, decides every eligible one together and hands
+ * each its decision (spec_decided), which its verify takes without another launch. */
 #ifndef SPECD_SESSION_SPEC_DEVICE_H
 #define SPECD_SESSION_SPEC_DEVICE_H
 
@@ -25,8 +26,8 @@
 
 typedef struct specd_device_verify specd_device_verify;
 
-/* Tries q's laid-out step (rows [row0, row0 + q->n_step_rows) of lg) on the device: the batch's
- * decision when specd_spec_device_verify_batch made one for this step, else a launch of its own.
+/* Tries q's laid-out step (rows [row0, row0 + q->n_step_rows) of lg) on the device, a launch of
+ * its own.
  * *done = 1: decided there, q->emitted holds *n_emitted tokens, *n_accepted drafts accepted (a
  * tree's path in q->tree_path). *done = 0: the caller takes the copy path. A CUDA failure is an
  * error (SPECD_E_INVALID_ARG naming it). *dev is created on first use and freed by
@@ -37,11 +38,13 @@ specd_status specd_spec_device_verify(specd_device_verify **dev, spec_seq *q, in
 void specd_device_verify_free(specd_device_verify *dev);
 
 /* One launch for every eligible sequence of spec's laid-out batch whose rows lg holds (CUDA
- * logits, no remote verifier). Nothing fails here: a sequence it could not decide (or any failure,
- * which its own launch then reports) is left to specd_spec_device_verify.
- * specd_spec_device_verify_batch_end drops what the batch's sequences did not take. */
-void specd_spec_device_verify_batch(specd_spec *spec, const specd_logits *lg);
-void specd_spec_device_verify_batch_end(specd_spec *spec);
+ * logits, the device backend, no row processors): decided[i] for the batch's entry i (spec->n_batch
+ * entries): SPEC_DECIDED (its tokens in its q->emitted, a tree's path in q->tree_path),
+ * SPEC_TO_HOST (the kernel found the step bad: the engine decides it and says what is wrong), or
+ * SPEC_UNDECIDED (not launched, or any failure, which its own launch then reports). Nothing fails
+ * here. */
+void specd_spec_device_decide_batch(specd_spec *spec, const specd_logits *lg,
+                                   spec_decided *decided);
 
 /* Steps decided on the device so far in this process (tests assert the path was taken), and the
  * launches that decided them (a batch's steps share one). */

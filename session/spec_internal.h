@@ -1,14 +1,29 @@
 /* The spec session's state, shared by its files: spec_session.c (sequences, the per-sequence
- * step) and spec_batch.c (batched steps, specd/spec_batch.h). Not a public header. */
+ * step), spec_batch.c (batched steps, specd/spec_batch.h) and the verifier backends
+ * (spec_verifier.c, spec_device.c: session/spec_verifier.h). Not a public header. */
 #ifndef SPECD_SESSION_SPEC_INTERNAL_H
 #define SPECD_SESSION_SPEC_INTERNAL_H
 
 #include "session/adaptive.h"
 #include "session/batch_cost.h"
 #include "session/penalties.h"
-#include "session/remote_verify.h"
 #include "session/spec_logits.h"
 #include "specd/spec_batch.h"
+#include "verifier/remote/remote_verify.h"
+
+typedef struct spec_verifier_ops spec_verifier_ops; /* session/spec_verifier.h */
+
+/* A step a batch's one device launch already decided (session/spec_device.h), handed to its
+ * sequence's verify. */
+typedef enum spec_decision {
+    SPEC_UNDECIDED = 0, /* the sequence's verifier decides */
+    SPEC_DECIDED,       /* n_emitted tokens in q->emitted (a tree's path in q->tree_path) */
+    SPEC_TO_HOST        /* the kernel found the step bad: the engine decides and says why */
+} spec_decision;
+typedef struct spec_decided {
+    spec_decision state;
+    int32_t n_emitted, n_accepted;
+} spec_decided;
 
 typedef struct spec_seq {
     int open;
@@ -16,6 +31,7 @@ typedef struct spec_seq {
     int32_t id;
     const specd_policy_ops *ops;
     void *policy;
+    const spec_verifier_ops *verifier; /* decides its drafter-shaped steps: cpu, device, remote */
     specd_accept *accept;   /* verification under the sequence's rule and transform */
     specd_sampler *sampler; /* plain steps: the same keyed sample the engine uses */
     specd_accept_rule rule;
@@ -43,9 +59,9 @@ typedef struct spec_seq {
     int32_t *draft;         /* max_draft */
     float *q;               /* max_draft x n_vocab, drafter shape only */
     int has_q;
-    /* has_q with the rows on the CUDA device instead (the `remote` policy's drafter keeps them
-     * there: policy/ar/remote_q.h), n_draft rows of n_vocab floats, until the next layout; q is
-     * then not written: a host reader fetches first (specd_spec_seq_q_to_host) */
+    /* has_q with the rows on the CUDA device instead (policy ABI 3 device_q: the `remote`
+     * policy's drafter keeps them there), n_draft rows of n_vocab floats, until the next layout;
+     * q is then not written: a host reader fetches first (specd_spec_seq_q_to_host) */
     const float *q_dev;
     int32_t *step_tokens, *step_pos, *step_rows; /* max_step_rows */
     /* per scored row: 1 when the layout gated it to the policy's LoRA (a mask row whose
@@ -108,6 +124,11 @@ static inline int specd_policy_catches_up(const specd_policy_ops *ops) {
 static inline int specd_policy_has_tree(const specd_policy_ops *ops) {
     return ops->abi_version >= 2 && ops->propose_tree != NULL;
 }
+/* The last proposal's q rows where a drafter left them on a CUDA device (ABI 3 device_q), or
+ * NULL. */
+static inline const float *specd_policy_device_q(const specd_policy_ops *ops, const void *state) {
+    return ops->abi_version >= 3 && ops->device_q ? ops->device_q(state) : NULL;
+}
 /* A drafter that learns from the target's verified rows (ABI 3 observe_rows). */
 static inline int specd_policy_observes_rows(const specd_policy_ops *ops) {
     return ops->abi_version >= 3 && ops->propose != NULL && ops->observe_rows != NULL;
@@ -119,6 +140,7 @@ struct specd_spec {
     guard_prior priors[N_PRIORS];
     int32_t next_prior; /* round-robin replacement when all slots are taken */
     specd_rverify *rv;  /* the remote verifier, or NULL */
+    specd_logits_scratch rv_check; /* the row of CUDA logits its keyed check reads */
     specd_logits_scratch scratch; /* logits converted for the acceptance engine */
     specd_logits_scratch hidden_scratch; /* hidden states converted for policies */
 
@@ -128,6 +150,7 @@ struct specd_spec {
     uint64_t *batch_gen;
     int32_t *batch_ids;
     specd_step_outcome *batch_out;
+    spec_decided *batch_decided; /* the batch's device launch, per entry */
     specd_status *batch_status;
     uint64_t batch_t0;        /* the batch's layout started */
     specd_batch_cost cost;    /* what batched forwards cost: the guard's currency */
@@ -145,6 +168,11 @@ specd_status specd_spec_seq_layout_step(specd_spec *spec, spec_seq *q, specd_ste
 specd_status specd_spec_seq_verify_step(specd_spec *spec, spec_seq *q, const specd_logits *logits,
                                         const specd_logits *hidden, int32_t row0,
                                         specd_step_outcome *out, specd_error *err);
+/* The same, with what a batch's device launch decided of the step (NULL: nothing). */
+specd_status specd_spec_seq_verify_decided(specd_spec *spec, spec_seq *q,
+                                           const specd_logits *logits, const specd_logits *hidden,
+                                           int32_t row0, const spec_decided *decided,
+                                           specd_step_outcome *out, specd_error *err);
 /* Every host reader of q->q calls this first: when q's rows are on the device only (q->q_dev),
  * copies them into q->q and checks them as the drafter's host rows are checked. Rows that fail
  * (or cannot be copied) are unusable q, as host rows failing the client's checks are: the drafts

@@ -7,12 +7,12 @@
 #include "common/clock.h"
 #include "common/log_internal.h"
 #include "common/status_internal.h"
-#include "policy/ar/remote_q.h"
 #include "policy/builtin.h"
 #include "session/spec_internal.h"
 #include "session/spec_processor.h"
 #include "specd/runtime.h"
 #include "session/spec_device.h"
+#include "session/spec_verifier.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -119,7 +119,9 @@ specd_status specd_spec_create(const specd_spec_params *params, specd_spec **out
     s->batch_ids = specd_alloc_array(n, sizeof *s->batch_ids);
     s->batch_out = specd_alloc_array(n, sizeof *s->batch_out);
     s->batch_status = specd_alloc_array(n, sizeof *s->batch_status);
-    if (!s->batch || !s->batch_gen || !s->batch_ids || !s->batch_out || !s->batch_status) {
+    s->batch_decided = specd_alloc_array(n, sizeof *s->batch_decided);
+    if (!s->batch || !s->batch_gen || !s->batch_ids || !s->batch_out || !s->batch_status ||
+        !s->batch_decided) {
         specd_spec_destroy(s);
         return specd_fail(err, SPECD_E_NOMEM, "spec: out of memory");
     }
@@ -163,6 +165,7 @@ void specd_spec_destroy(specd_spec *spec) {
     specd_rverify_destroy(spec->rv);
     specd_logits_scratch_free(&spec->scratch);
     specd_logits_scratch_free(&spec->hidden_scratch);
+    specd_logits_scratch_free(&spec->rv_check);
     specd_logits_scratch_free(&spec->proc_scratch);
     specd_free(spec->proc_dead);
     specd_device_verify_free(spec->device);
@@ -176,6 +179,7 @@ void specd_spec_destroy(specd_spec *spec) {
     specd_free(spec->batch_ids);
     specd_free(spec->batch_out);
     specd_free(spec->batch_status);
+    specd_free(spec->batch_decided);
     specd_free(spec->seqs);
     specd_free(spec);
 }
@@ -206,7 +210,8 @@ static const specd_policy_ops *resolve_policy(const specd_seq_params *p, specd_e
         (v2 && (ops->flags & SPECD_POLICY_WANTS_PREFILL_HIDDEN) &&
          (!(ops->flags & SPECD_POLICY_WANTS_HIDDEN) || !ops->prefill_hidden)) ||
         (v2 && (ops->flags & SPECD_POLICY_HIDDEN_CATCH_UP) &&
-         !(ops->flags & SPECD_POLICY_WANTS_PREFILL_HIDDEN))) {
+         !(ops->flags & SPECD_POLICY_WANTS_PREFILL_HIDDEN)) ||
+        (ops->abi_version >= 3 && (ops->device_q != NULL) != (ops->fetch_q != NULL))) {
         specd_fail(err, SPECD_E_MISMATCH,
                    "spec: policy '%s' has ABI %u (want 1..%u) or lacks required slots",
                    ops->name ? ops->name : "?", ops->abi_version, SPECD_POLICY_ABI_VERSION);
@@ -401,8 +406,9 @@ specd_status specd_spec_seq_open(specd_spec *spec, int32_t seq, const int32_t *p
         seq_release(q);
         return st;
     }
-    if (spec->rv &&
-        (st = specd_rverify_open(spec->rv, seq, prompt, n_prompt, params, err)) != SPECD_OK) {
+    q->verifier = specd_spec_verifier_choose(spec, params);
+    if (q->verifier->open &&
+        (st = q->verifier->open(spec, q, prompt, n_prompt, params, err)) != SPECD_OK) {
         seq_release(q);
         return st;
     }
@@ -454,9 +460,10 @@ specd_status specd_spec_seq_prefill_hidden(specd_spec *spec, int32_t seq, const 
 
 void specd_spec_seq_close(specd_spec *spec, int32_t seq) {
     if (!spec || seq < 0 || seq >= spec->params.max_seqs || !spec->seqs[seq].open) return;
-    seq_learned(spec, &spec->seqs[seq]);
-    specd_rverify_close(spec->rv, seq);
-    seq_release(&spec->seqs[seq]);
+    spec_seq *q = &spec->seqs[seq];
+    seq_learned(spec, q);
+    if (q->verifier->close) q->verifier->close(spec, q);
+    seq_release(q);
 }
 
 int specd_spec_seq_done(const specd_spec *spec, int32_t seq) {
@@ -576,7 +583,7 @@ static specd_status layout_chain(const specd_spec *spec, spec_seq *q, int32_t k,
         SPECD_TRY(q->ops->propose(q->policy, q->history, q->n_history, k, q->draft, &q->n_draft,
                                   q->q, &q->has_q, err));
         q->stats.propose_ns += specd_now_ns() - t0;
-        if (q->has_q) q->q_dev = specd_remote_q_device(q->ops, q->policy);
+        if (q->has_q) q->q_dev = specd_policy_device_q(q->ops, q->policy);
         if (q->n_draft < 0 || q->n_draft > k)
             return specd_fail(err, SPECD_E_INTERNAL, "policy %s proposed %d tokens (max %d)",
                               q->ops->name, q->n_draft, k);
@@ -691,24 +698,13 @@ specd_status specd_spec_seq_layout(specd_spec *spec, int32_t seq, specd_step_lay
     return specd_spec_seq_layout_step(spec, q, out, err);
 }
 
-/* A drafter-shaped step's outcome from q->emitted: keep the pending row and accepted drafts. */
-static void chain_outcome(spec_seq *q, int32_t n_emitted, int32_t n_accepted, int lossy,
-                          specd_step_outcome *out) {
-    q->keep[0] = 0;
-    for (int32_t i = 1; i <= n_accepted; i++) q->keep[i] = q->tree ? 1 + q->tree_path[i - 1] : i;
-    *out = (specd_step_outcome){.n_emitted = n_emitted, .emitted = q->emitted,
-                                .n_keep = n_accepted + 1, .keep = q->keep,
-                                .n_drafted = q->n_draft, .n_accepted = n_accepted,
-                                .lossy = lossy};
-}
-
 /* (spec_internal.h) The device kernel's own check of unusable rows (BAD_Q) sends the step to the
  * copy path, whose verify_chain calls this first: the same rows fail here, so the step is the
  * plain one the host path makes of unusable q. */
 void specd_spec_seq_q_to_host(spec_seq *q) {
     if (!q->has_q || !q->q_dev) return;
     specd_error e;
-    specd_status st = specd_remote_q_fetch(q->ops, q->policy, q->q, &e);
+    specd_status st = q->ops->fetch_q(q->policy, q->q, &e);
     q->q_dev = NULL;
     if (st == SPECD_OK) return;
     if (!q->warned_bad_q)
@@ -719,57 +715,6 @@ void specd_spec_seq_q_to_host(spec_seq *q) {
     q->n_draft = 0;
     q->has_q = 0;
     q->tree = 0;
-}
-
-/* Drafter shape: verify [pending | drafts] rows; keep the pending row and accepted drafts. */
-static specd_status verify_chain(specd_spec *spec, spec_seq *q, const float *logits,
-                                 specd_step_outcome *out, specd_error *err) {
-    int32_t n_vocab = spec->params.n_vocab;
-    specd_spec_seq_q_to_host(q);
-    specd_sample_key key = q->key;
-    key.position = (uint32_t)q->n_history;
-    int32_t n_emitted, n_accepted = 0;
-    int lossy = 0;
-    int remote = 0;
-    if (q->n_draft > 0 && spec->rv && !q->tree) { /* the verify protocol carries chains */
-        int fatal;
-        specd_error e;
-        specd_status st = specd_rverify_chain(spec->rv, q->id, (uint64_t)q->stats.n_steps + 1,
-                                              q->draft, q->n_draft, logits,
-                                              q->has_q ? q->q : NULL, q->emitted, &n_emitted,
-                                              &n_accepted, &fatal, &e);
-        if (fatal) return specd_fail(err, st, "%s", e.message);
-        remote = st == SPECD_OK;
-        q->stats.n_remote_verified += remote;
-        q->stats.n_remote_fallback += !remote; /* same keyed decision, made here */
-    }
-    if (remote) {
-        /* decided by the daemon, which has appended the tokens to its history */
-    } else if (q->tree) {
-        specd_tree_input in = {.n_nodes = q->n_draft, .parent = q->tree_parent, .token = q->draft,
-                               .draft_probs = q->has_q ? q->q : NULL, .q_vocab = n_vocab,
-                               .target_logits = logits, .n_vocab = n_vocab, .key = key};
-        specd_tree_result res = {.path = q->tree_path, .tokens = q->emitted};
-        SPECD_TRY(specd_accept_tree(q->accept, &in, &res, err));
-        n_emitted = res.n_emitted;
-        n_accepted = res.n_accepted;
-        lossy = res.lossy;
-    } else if (q->n_draft == 0) {
-        SPECD_TRY(specd_sampler_sample(q->sampler, logits, n_vocab, key, &q->emitted[0], err));
-        n_emitted = 1;
-    } else {
-        specd_chain_input in = {.k = q->n_draft, .draft = q->draft,
-                                .draft_probs = q->has_q ? q->q : NULL, .q_vocab = n_vocab,
-                                .target_logits = logits, .n_vocab = n_vocab, .key = key};
-        specd_chain_result res = {.tokens = q->emitted, .accept_prob = q->accept_prob};
-        SPECD_TRY(specd_accept_chain(q->accept, &in, &res, err));
-        n_emitted = res.n_emitted;
-        n_accepted = res.n_accepted;
-        lossy = res.lossy;
-    }
-    if (spec->rv && !remote) specd_rverify_commit(spec->rv, q->id, q->emitted, n_emitted);
-    chain_outcome(q, n_emitted, n_accepted, lossy, out);
-    return SPECD_OK;
 }
 
 /* A self-speculative layout's keyed chain (specd_step_layout.n_chain): verified here on the
@@ -833,98 +778,117 @@ static void observe_rows(const specd_spec *spec, spec_seq *q, const float *logit
     q->stats.propose_ns += specd_now_ns() - t0;
 }
 
-specd_status specd_spec_seq_verify_step(specd_spec *spec, spec_seq *q, const specd_logits *lg,
-                                        const specd_logits *hidden, int32_t row0,
-                                        specd_step_outcome *out, specd_error *err) {
-    if (!q->laid_out)
-        return specd_fail(err, SPECD_E_STATE, "spec: sequence %d has no step laid out", q->id);
-    uint64_t t0 = specd_now_ns();
+/* A plain step's hidden row for a policy that catches up (SPECD_POLICY_HIDDEN_CATCH_UP), or
+ * NULL: only the policy's context needs it, so a bad one is left out and the step stands. */
+static const float *catch_up_hidden(specd_spec *spec, spec_seq *q, const specd_logits *hidden,
+                                    int32_t row0) {
+    if (!(specd_policy_flags(q->ops) & SPECD_POLICY_WANTS_HIDDEN) || !q->plain_step || !hidden ||
+        q->n_step_rows < 1 || !specd_policy_catches_up(q->ops))
+        return NULL;
     char what[32];
-    snprintf(what, sizeof what, "sequence %d", (int)q->id);
-    const float *logits = NULL; /* a commit-only step scores no rows */
-    int32_t n_flat = 0;
-    /* CUDA logits: decided on the device where the kernel can (session/spec_device.h) */
-    int on_device = 0;
-    int32_t dev_emitted = 0, dev_accepted = 0;
-    if (q->n_step_rows > 0 && lg && lg->device == SPECD_DEVICE_CUDA && !spec->rv && !q->n_proc)
-        SPECD_TRY(specd_spec_device_verify(&spec->device, q, spec->params.n_vocab, lg, row0,
-                                           &on_device, &dev_emitted, &dev_accepted, err));
-    /* ... or by the verifier daemon on its device, through CUDA IPC (session/remote_verify.h);
-     * when it does not answer, the host path below asks it again through host memory or
-     * decides here */
-    if (lg && lg->device == SPECD_DEVICE_CUDA && spec->rv && q->ops->propose && !q->tree &&
-        q->n_draft > 0 && q->n_chain == 0 && q->n_step_rows == q->n_draft + 1 &&
-        specd_rverify_chain_device(spec->rv, q->id, (uint64_t)q->stats.n_steps + 1, q->draft,
-                                   q->n_draft, lg, row0, &q->mask,
-                                   !q->has_q ? NULL : q->q_dev ? q->q_dev : q->q,
-                                   q->has_q && q->q_dev, /* a CUDA drafter's rows, in place */
-                                   q->emitted, &dev_emitted, &dev_accepted, NULL) == SPECD_OK) {
-        on_device = 1;
-        q->stats.n_remote_verified++;
-    }
-    if (q->n_step_rows > 0 && !on_device && q->n_proc > 0)
-        SPECD_TRY(specd_seq_proc_rows(spec, q, lg, row0, what, &logits, err));
-    else if (q->n_step_rows > 0 && !on_device)
-        SPECD_TRY(specd_logits_intake(&spec->scratch, specd_spec_max_step_rows(spec),
-                                      spec->params.n_vocab, lg, row0, q->n_step_rows, &q->mask,
-                                      what, q->step_gated, &n_flat, &logits, err));
-    if (n_flat > 0 && !q->warned_gated_nan) {
-        q->warned_gated_nan = 1;
-        specd_log(SPECD_LOG_WARN,
-                  "spec: sequence %d: policy %s's adapter gave NaN/inf logits on %d LoRA-gated "
-                  "mask row(s); their proposals are dropped and the base rows decide the step "
-                  "(said once per sequence)", (int)q->id, q->ops->name, (int)n_flat);
-    }
+    snprintf(what, sizeof what, "sequence %d hidden", (int)q->id);
+    const float *hid = NULL;
+    if (specd_logits_intake(&spec->hidden_scratch, specd_spec_max_step_rows(spec),
+                            spec->params.n_embd, hidden, row0, q->n_step_rows, NULL, what, NULL,
+                            NULL, &hid, NULL) != SPECD_OK)
+        return NULL;
+    return hid;
+}
+
+/* A self-speculative policy's own step: a keyed chain the engine decides, or the policy's
+ * verify (with the rows' hidden states when it wants them). *logits: the host rows read. */
+static specd_status verify_own(specd_spec *spec, spec_seq *q, const specd_logits *lg,
+                               const specd_logits *hidden, int32_t row0, specd_step_outcome *o,
+                               const float **logits, specd_error *err) {
+    SPECD_TRY(specd_spec_seq_host_rows(spec, q, lg, row0, logits, err));
     const float *hid = NULL;
     int wants_hidden = specd_policy_flags(q->ops) & SPECD_POLICY_WANTS_HIDDEN;
-    if (wants_hidden && q->plain_step && hidden && q->n_step_rows > 0 &&
-        specd_policy_catches_up(q->ops)) {
-        /* only the policy's context needs the row: a bad one is left out, the step stands */
-        snprintf(what, sizeof what, "sequence %d hidden", (int)q->id);
-        if (specd_logits_intake(&spec->hidden_scratch, specd_spec_max_step_rows(spec),
-                                spec->params.n_embd, hidden, row0, q->n_step_rows, NULL, what,
-                                NULL, NULL, &hid, NULL) != SPECD_OK)
-            hid = NULL;
-    } else if (wants_hidden && q->n_step_rows > 0 && !q->plain_step && q->n_chain == 0) {
+    if (wants_hidden && q->n_step_rows > 0 && q->n_chain == 0) {
         if (!hidden)
             return specd_fail(err, SPECD_E_INVALID_ARG,
                               "spec: sequence %d: policy %s verifies with hidden states and "
                               "none were given", q->id, q->ops->name);
+        char what[32];
         snprintf(what, sizeof what, "sequence %d hidden", (int)q->id);
         SPECD_TRY(specd_logits_intake(&spec->hidden_scratch, specd_spec_max_step_rows(spec),
                                       spec->params.n_embd, hidden, row0, q->n_step_rows, NULL,
                                       what, NULL, NULL, &hid, err));
     }
-    specd_step_outcome o;
+    if (q->n_chain > 0) return verify_keyed_chain(spec, q, *logits, o, err);
+    /* the policy's verify is its own work too (a residual head drafts there) */
     uint64_t p0 = specd_now_ns();
-    if (on_device) /* lossy as the engine says of a drafted step under relaxed tau */
-        chain_outcome(q, dev_emitted, dev_accepted, q->n_draft > 0 && q->tau > 0.0f, &o);
-    else if (q->ops->propose || q->plain_step)
-        SPECD_TRY(verify_chain(spec, q, logits, &o, err));
-    else if (q->n_chain > 0)
-        SPECD_TRY(verify_keyed_chain(spec, q, logits, &o, err));
-    else if (wants_hidden)
-        SPECD_TRY(q->ops->verify_hidden(q->policy, logits, hid, spec->params.n_embd, &o, err));
+    if (wants_hidden)
+        SPECD_TRY(q->ops->verify_hidden(q->policy, *logits, hid, spec->params.n_embd, o, err));
     else
-        SPECD_TRY(q->ops->verify(q->policy, logits, &o, err));
-    /* a self-speculative policy's verify is its own work too (a residual head drafts there) */
-    if (!q->ops->propose && !q->plain_step && q->n_chain == 0)
-        q->stats.propose_ns += specd_now_ns() - p0;
+        SPECD_TRY(q->ops->verify(q->policy, *logits, o, err));
+    q->stats.propose_ns += specd_now_ns() - p0;
+    return SPECD_OK;
+}
+
+/* What the step's verification returned fits the step (a policy's own verify may not). */
+static specd_status check_outcome(const specd_spec *spec, const spec_seq *q,
+                                  const specd_step_outcome *o, specd_error *err) {
     int32_t most = specd_spec_max_step_rows(spec);
     int may_emit_none = specd_policy_flags(q->ops) & SPECD_POLICY_MAY_EMIT_NONE;
-    if (o.n_emitted < (may_emit_none ? 0 : 1) || o.n_emitted > most)
+    if (o->n_emitted < (may_emit_none ? 0 : 1) || o->n_emitted > most)
         return specd_fail(err, SPECD_E_INTERNAL, "policy %s emitted %d tokens", q->ops->name,
-                          o.n_emitted);
+                          o->n_emitted);
     /* hosts copy the keep list into max_step_rows slots and index the step's rows with it */
-    if (o.n_keep < 0 || o.n_keep > most || o.n_keep > q->n_step_tokens)
+    if (o->n_keep < 0 || o->n_keep > most || o->n_keep > q->n_step_tokens)
         return specd_fail(err, SPECD_E_INTERNAL, "policy %s kept %d of %d rows", q->ops->name,
-                          o.n_keep, q->n_step_tokens);
-    for (int32_t i = 0; i < o.n_keep; i++)
-        if (o.keep[i] < 0 || o.keep[i] >= q->n_step_tokens ||
-            (i > 0 && o.keep[i] <= o.keep[i - 1]))
+                          o->n_keep, q->n_step_tokens);
+    for (int32_t i = 0; i < o->n_keep; i++)
+        if (o->keep[i] < 0 || o->keep[i] >= q->n_step_tokens ||
+            (i > 0 && o->keep[i] <= o->keep[i - 1]))
             return specd_fail(err, SPECD_E_INTERNAL,
                               "policy %s: keep list is not ascending rows of the step",
                               q->ops->name);
+    return SPECD_OK;
+}
+
+/* The step's counters. */
+static void count_step(spec_seq *q, const specd_step_outcome *o, int32_t n) {
+    specd_seq_stats *s = &q->stats;
+    s->n_steps++;
+    s->n_emitted += n;
+    s->n_rows += q->n_step_rows;
+    s->n_tokens_run += q->n_step_tokens;
+    s->n_empty_steps += n == 0;
+    s->n_commit_steps += q->n_step_rows == 0;
+    if (o->n_drafted > 0) {
+        s->n_drafts++;
+        s->n_draft_tokens += o->n_drafted;
+        s->n_accepted += o->n_accepted;
+        for (int32_t i = 0; i < o->n_drafted && i < SPECD_MAX_DRAFT; i++) {
+            s->drafted_at[i]++;
+            if (i < o->n_accepted) s->accepted_at[i]++;
+        }
+    }
+    if (o->lossy) s->lossy = 1;
+}
+
+specd_status specd_spec_seq_verify_step(specd_spec *spec, spec_seq *q, const specd_logits *lg,
+                                        const specd_logits *hidden, int32_t row0,
+                                        specd_step_outcome *out, specd_error *err) {
+    return specd_spec_seq_verify_decided(spec, q, lg, hidden, row0, NULL, out, err);
+}
+
+specd_status specd_spec_seq_verify_decided(specd_spec *spec, spec_seq *q,
+                                           const specd_logits *lg, const specd_logits *hidden,
+                                           int32_t row0, const spec_decided *decided,
+                                           specd_step_outcome *out, specd_error *err) {
+    if (!q->laid_out)
+        return specd_fail(err, SPECD_E_STATE, "spec: sequence %d has no step laid out", q->id);
+    uint64_t t0 = specd_now_ns();
+    const float *logits = NULL, *hid = NULL; /* the host rows read, if any */
+    specd_step_outcome o;
+    if (q->ops->propose || q->plain_step) { /* the sequence's verifier (spec_verifier.h) */
+        SPECD_TRY(q->verifier->verify(spec, q, lg, row0, decided, &o, &logits, err));
+        hid = catch_up_hidden(spec, q, hidden, row0);
+    } else {
+        SPECD_TRY(verify_own(spec, q, lg, hidden, row0, &o, &logits, err));
+    }
+    SPECD_TRY(check_outcome(spec, q, &o, err));
 
     /* Stop at the first stop token and at max_tokens; the step's other tokens are dropped. */
     int64_t remaining = q->max_tokens - (q->n_history - q->n_prompt);
@@ -946,25 +910,9 @@ specd_status specd_spec_seq_verify_step(specd_spec *spec, spec_seq *q, const spe
     if (hid && q->plain_step && n > 0) catch_up_row(spec, q, hid, q->n_history - 1 - n);
     if (logits && specd_policy_observes_rows(q->ops)) observe_rows(spec, q, logits);
 
-    specd_seq_stats *s = &q->stats;
-    s->n_steps++;
-    s->n_emitted += n;
-    s->n_rows += q->n_step_rows;
-    s->n_tokens_run += q->n_step_tokens;
-    s->n_empty_steps += n == 0;
-    s->n_commit_steps += q->n_step_rows == 0;
-    if (o.n_drafted > 0) {
-        s->n_drafts++;
-        s->n_draft_tokens += o.n_drafted;
-        s->n_accepted += o.n_accepted;
-        for (int32_t i = 0; i < o.n_drafted && i < SPECD_MAX_DRAFT; i++) {
-            s->drafted_at[i]++;
-            if (i < o.n_accepted) s->accepted_at[i]++;
-        }
-    }
-    if (o.lossy) s->lossy = 1;
+    count_step(q, &o, n);
     uint64_t dt = specd_now_ns() - t0;
-    s->verify_ns += dt;
+    q->stats.verify_ns += dt;
     q->own_ns += dt;
     *out = o;
     return SPECD_OK;

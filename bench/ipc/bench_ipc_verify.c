@@ -6,7 +6,7 @@
  *   cuda  device f32 logits: in-process = the device acceptance kernel on the rows plus its
  *         result copied back (what session/spec_device.c does); ipc = device-to-device copy of
  *         the rows into the CUDA IPC pool + event + Verify by reference + the daemon's kernel
- *         (specd-verifier --device cuda:0) + Result (session/remote_verify.c's path).
+ *         (specd-verifier --device cuda:0) + Result (verifier/remote/remote_verify.c's path).
  * Both paths decide the same tokens (checked every step). Prints the median and p99 per step of
  * each and the median added by the round trip.
  * usage: bench_ipc_verify SPECD_VERIFIER [cpu|cuda] [steps] */

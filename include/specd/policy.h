@@ -16,8 +16,9 @@
  * self-speculative layout (specd_step_layout.n_chain: explicit key rows per draft, optional
  * bonus row).
  * ABI 3 adds observe_rows: a drafter-shaped policy sees the target's logits of each verified
- * step's rows (Token Recycling's adjacency table learns from them). Its slot is read only when
- * abi_version >= 3, so ABI 1 and ABI 2 policies load unchanged.
+ * step's rows (Token Recycling's adjacency table learns from them); and device_q / fetch_q: a
+ * drafter whose q rows stay on a CUDA device hands them to the session where they lie. Its slots
+ * are read only when abi_version >= 3, so ABI 1 and ABI 2 policies load unchanged.
  *
  * Two shapes fit:
  *  - Drafter policies (draft model, n-gram, layer-skip) implement `propose`: given the sequence so
@@ -250,6 +251,17 @@ typedef struct specd_policy_ops {
      * counts as the policy's (specd_seq_stats.propose_ns). */
     void (*observe_rows)(void *state, const int32_t *tokens, int32_t n_rows, const float *logits,
                          int64_t row_stride, int32_t n_vocab);
+    /* optional, both or neither (else SPECD_E_MISMATCH), drafter shape with
+     * SPECD_POLICY_NEEDS_Q: q rows a proposal left on a CUDA device instead of writing them
+     * into q (the `remote` policy under specd-drafter --q-device cuda). device_q: the last
+     * proposal's rows (n_draft rows of n_vocab floats on the session's CUDA device, not checked
+     * yet; valid until the next propose or destroy), or NULL when q was written as usual. The
+     * session verifies on the device from there, reading them in place, and calls fetch_q only
+     * when a host reader needs them: copy them into q (room for max_draft rows) and check them
+     * as host rows are checked; an error means they are unusable, and the session drops the
+     * step's drafts (a plain step; said once per sequence). */
+    const float *(*device_q)(const void *state);
+    specd_status (*fetch_q)(void *state, float *q, specd_error *err);
 } specd_policy_ops;
 
 /* --- registry ------------------------------------------------------------------------------ */

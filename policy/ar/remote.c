@@ -6,8 +6,9 @@
  * (through its shared buffer; specd_ipc_client_propose_q_device), so the session verifies it
  * against the q it was drawn from. A drafter that keeps q on the host's CUDA device
  * (--q-device cuda[:N]) leaves the rows there: the session reads them on the device
- * (policy/ar/remote_q.h) and fetches them only for a host reader. One client per sequence, so the
- * drafter's buffer for this sequence changes only at this sequence's next propose. */
+ * (policy ABI 3 device_q) and fetches them (fetch_q) only for a host reader. One client per
+ * sequence, so the drafter's buffer for this sequence changes only at this sequence's next
+ * propose. */
 #include "policy/builtin.h"
 #include "policy/ar/remote_q.h"
 
@@ -198,16 +199,15 @@ static specd_status remote_propose(void *state, const int32_t *history, int64_t 
     return SPECD_OK;
 }
 
-const float *specd_remote_q_device(const specd_policy_ops *ops, const void *state) {
-    if (ops != &specd_policy_remote || !state) return NULL;
+/* policy ABI 3 device_q / fetch_q (specd/policy.h) */
+static const float *remote_device_q(const void *state) {
     return ((const remote_state *)state)->q_dev;
 }
 
-specd_status specd_remote_q_fetch(const specd_policy_ops *ops, void *state, float *q,
-                                  specd_error *err) {
-    if (ops != &specd_policy_remote || !state || !((remote_state *)state)->q_dev)
-        return specd_fail(err, SPECD_E_STATE, "policy remote: no draft distributions on the device");
+static specd_status remote_fetch_q(void *state, float *q, specd_error *err) {
     remote_state *s = state;
+    if (!s->q_dev)
+        return specd_fail(err, SPECD_E_STATE, "policy remote: no draft distributions on the device");
     specd_status st = specd_ipc_client_fetch_q(s->client, q, err);
     atomic_fetch_add(&n_q_fetched, 1);
     if (st == SPECD_OK) s->q_dev = NULL; /* on the host now */
@@ -223,4 +223,6 @@ const specd_policy_ops specd_policy_remote = {
     .create = remote_create,
     .destroy = remote_destroy,
     .propose = remote_propose,
+    .device_q = remote_device_q,
+    .fetch_q = remote_fetch_q,
 };

@@ -6,6 +6,9 @@
 # A layer is a folder, or a named set of files (files_of). serve/ sits above session and below
 # the programs (cli's `specd serve`, the daemons' --metrics-port); the JSON and UTF-8 writers it
 # shares with cli/ live in common/ (the specd_text library), so serve includes nothing of cli/.
+# verifier/ holds the verifiers' pieces below the session: the acceptance engine (accept), the
+# device verify driver (device: the session's device backend and specd-verifier both run the
+# kernel through it) and the remote verifier's client (remote, over ipc/); none includes session/.
 set -euo pipefail
 src=$1
 # policy/ is the framework (its top-level files) and one folder per family: a family includes the
@@ -18,14 +21,21 @@ below() { # the include prefixes a layer may use
     model) echo "common kernels model" ;;
     grammar) echo "common model/runtime/json.h grammar" ;;
     verifier/accept) echo "common kernels verifier/accept" ;;
+    verifier/device) echo "common kernels verifier/device" ;;
     ipc) echo "common kernels ipc" ;;
+    verifier/remote) echo "common kernels verifier/accept ipc verifier/remote" ;;
     policy) echo "common kernels model verifier/accept ipc $framework" ;;
     policy/ar|policy/self|policy/dlm) echo "common kernels model verifier/accept ipc $framework $1" ;;
-    session) echo "common kernels model grammar verifier/accept ipc policy session" ;;
+    session) echo "common kernels model grammar verifier/accept ipc verifier/remote policy session" ;;
     serve) echo "common kernels model grammar verifier/accept ipc policy session serve" ;;
     drafter) echo "common kernels model verifier/accept ipc policy session drafter serve/serve_daemon_metrics.h" ;;
     verifier/daemon) echo "common kernels model verifier/accept ipc policy session verifier/daemon serve/serve_daemon_metrics.h" ;;
     cli) echo "common kernels model grammar verifier/accept ipc policy session cli serve" ;;
+  esac
+}
+shared_below() { # layers every verifier above them uses: the device verify driver
+  case $1 in
+    session|verifier/daemon) echo "verifier/device" ;;
   esac
 }
 files_of() { # the paths a layer's files are found under
@@ -35,8 +45,8 @@ files_of() { # the paths a layer's files are found under
   esac
 }
 bad=0
-for layer in common kernels model grammar verifier/accept ipc policy policy/ar policy/self policy/dlm session serve drafter verifier/daemon cli; do
-  allowed=$(below "$layer")
+for layer in common kernels model grammar verifier/accept verifier/device ipc verifier/remote policy policy/ar policy/self policy/dlm session serve drafter verifier/daemon cli; do
+  allowed="$(below "$layer") $(shared_below "$layer")"
   for f in $(files_of "$layer"); do # a renamed file must not leave its layer unchecked
     [ -e "$src/$f" ] || { echo "layer $layer: $f does not exist"; bad=1; }
   done

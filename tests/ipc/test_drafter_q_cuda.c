@@ -35,7 +35,7 @@
 #include "ipc/transport.h"
 #include "kernels/cuda/cudart.h"
 #include "policy/ar/remote_q.h"
-#include "session/remote_verify.h"
+#include "verifier/remote/remote_verify.h"
 #include "session/spec_device.h"
 #include "specd/log.h"
 #include "specd/runtime.h"

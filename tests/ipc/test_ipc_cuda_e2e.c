@@ -2,7 +2,7 @@
  * v2, specd_logits.device = CUDA) and a real specd-verifier --device cuda process over a real
  * ZeroMQ ipc:// socket. The host copies each step's rows device to device into one reusable CUDA
  * IPC pool, the daemon opens the pool once and decides on its device with the acceptance kernel
- * (session/remote_verify.h, verifier/daemon/verifier_device.h). Shown here:
+ * (verifier/remote/remote_verify.h, verifier/daemon/verifier_device.h). Shown here:
  *   - output token-identical to in-process verification, greedy (f32 rows) and at T 0.8 (bf16
  *     rows, padded stride), every drafting step before the kill decided through the pool;
  *   - REJECTION with a sampling drafter's q at T 0.8: q rows travel in the pool beside the
@@ -23,7 +23,7 @@
 #include "ipc/daemon_util.h"
 #include "kernels/cpu/fp16.h"
 #include "kernels/cuda/cudart.h"
-#include "session/remote_verify.h"
+#include "verifier/remote/remote_verify.h"
 #include "session/spec_device.h"
 #include "specd/spec.h"
 #include "specd/spec_batch.h"

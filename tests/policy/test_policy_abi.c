@@ -7,13 +7,16 @@
  * (max_step_rows), steps that emit nothing, and commit-only steps that score no rows; the
  * statistics count them. An ABI 3 drafter sees every verified row's input token and logits
  * (observe_rows), on the per-sequence and the batched path; an ABI 2 policy's struct ends before
- * that slot and it is never read. */
+ * that slot and it is never read. An ABI 3 drafter whose q rows stay on a device (device_q,
+ * fetch_q) has them fetched for the host's verification, once per drafted step; rows it cannot
+ * fetch drop the drafts (a plain step); one slot without the other is refused. */
 #include "test_main.h"
 
 #include "kernels/cpu/fp16.h"
 #include "specd/spec_batch.h"
 
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 enum { V = 32 };
@@ -234,6 +237,78 @@ static void test_observe_rows_gated_by_version(void **s) {
     free(v2);
 }
 
+/* ABI 3 device_q / fetch_q: q rows "on the device" (this test's stand-in pointer, never read by
+ * the host path), fetched into the host q before the engine reads them. */
+static const float device_rows_stand_in[1];
+static int n_fetched, fetch_fails;
+
+static specd_status toy_q_propose(void *st, const int32_t *h, int64_t n, int32_t max_draft,
+                                  int32_t *draft, int32_t *n_draft, float *q, int *has_q,
+                                  specd_error *err) {
+    specd_status rc = toy_propose(st, h, n, max_draft, draft, n_draft, q, has_q, err);
+    *has_q = *n_draft > 0; /* rows left "on the device": q is not written here */
+    return rc;
+}
+static const float *toy_device_q(const void *st) {
+    (void)st;
+    return device_rows_stand_in;
+}
+static specd_status toy_fetch_q(void *st, float *q, specd_error *err) {
+    (void)st;
+    n_fetched++;
+    if (fetch_fails) {
+        err->status = SPECD_E_NUMERIC;
+        snprintf(err->message, sizeof err->message, "toy: q row 0 is not a distribution");
+        return SPECD_E_NUMERIC;
+    }
+    for (int32_t i = 0; i < 2 * V; i++) q[i] = 1.0f / V; /* two uniform rows */
+    return SPECD_OK;
+}
+
+static void test_device_q_through_the_abi(void **s) {
+    (void)s;
+    specd_policy_ops v3 = {.abi_version = 3, .name = "toy-device-q", .flags = SPECD_POLICY_NEEDS_Q,
+                           .create = toy_create, .destroy = toy_destroy, .propose = toy_q_propose,
+                           .device_q = toy_device_q, .fetch_q = toy_fetch_q};
+    specd_spec *spec = make_spec();
+    const int32_t prompt[] = {1, 2};
+    specd_seq_params p = params_for(&v3);
+    n_fetched = fetch_fails = 0;
+    assert_int_equal(specd_spec_seq_open(spec, 0, prompt, 2, &p, NULL), SPECD_OK);
+    decode(spec, 0, 3); /* host logits: fetched for the engine, each step */
+    assert_int_equal(n_fetched, 3);
+    specd_seq_stats st;
+    assert_int_equal(specd_spec_seq_stats(spec, 0, &st, NULL), SPECD_OK);
+    assert_int_equal(st.n_draft_tokens, 3 * 2);
+    specd_spec_seq_close(spec, 0);
+
+    /* rows that fail the fetch's checks: the drafts go, the step is a plain one */
+    n_fetched = 0;
+    fetch_fails = 1;
+    assert_int_equal(specd_spec_seq_open(spec, 0, prompt, 2, &p, NULL), SPECD_OK);
+    decode(spec, 0, 2);
+    assert_int_equal(n_fetched, 2);
+    assert_int_equal(specd_spec_seq_stats(spec, 0, &st, NULL), SPECD_OK);
+    assert_int_equal(st.n_draft_tokens, 0);
+    specd_spec_seq_close(spec, 0);
+    fetch_fails = 0;
+
+    /* declared ABI 2: neither slot is read, q is the host's as always */
+    v3.abi_version = 2;
+    n_fetched = 0;
+    assert_int_equal(specd_spec_seq_open(spec, 0, prompt, 2, &p, NULL), SPECD_OK);
+    decode(spec, 0, 2);
+    assert_int_equal(n_fetched, 0);
+    specd_spec_seq_close(spec, 0);
+
+    /* one slot without the other */
+    v3.abi_version = 3;
+    v3.fetch_q = NULL;
+    specd_error err;
+    assert_int_equal(specd_spec_seq_open(spec, 0, prompt, 2, &p, &err), SPECD_E_MISMATCH);
+    specd_spec_destroy(spec);
+}
+
 static void test_bad_versions_refused(void **s) {
     (void)s;
     specd_policy_ops ops = {.abi_version = SPECD_POLICY_ABI_VERSION + 1, .name = "future",
@@ -421,6 +496,7 @@ int main(void) {
         cmocka_unit_test(test_v1_policy_loads),
         cmocka_unit_test(test_v2_shared_state_and_user),
         cmocka_unit_test(test_observe_rows_gated_by_version),
+        cmocka_unit_test(test_device_q_through_the_abi),
         cmocka_unit_test(test_bad_versions_refused),
         cmocka_unit_test(test_block_steps),
         cmocka_unit_test(test_hidden_rows_reach_verify),

@@ -1,4 +1,5 @@
-/* The device path of specd-verifier (verifier/daemon/verifier_device.h). */
+/* The device path of specd-verifier (verifier/daemon/verifier_device.h): its plan of a Verify,
+ * run by the device verify driver (verifier/device/device_verify.h). */
 #include "verifier/daemon/verifier_device.h"
 
 #include <float.h>
@@ -7,8 +8,7 @@
 
 #include "common/alloc.h"
 #include "common/status_internal.h"
-#include "kernels/cuda/cuda_kernels.h"
-#include "kernels/cuda/cudart.h"
+#include "verifier/device/device_verify.h"
 
 _Static_assert((int)SPECD_IPC_F32 == SPECD_CUDA_LOGITS_F32 &&
                    (int)SPECD_IPC_F16 == SPECD_CUDA_LOGITS_F16 &&
@@ -16,22 +16,14 @@ _Static_assert((int)SPECD_IPC_F32 == SPECD_CUDA_LOGITS_F32 &&
                "wire dtypes are the kernel's logits types");
 
 struct specd_verifier_device {
-    const specd_cuda_kernels *k;
-    const specd_cudart *rt;
+    specd_verify_device *drv; /* the kernel, its runtime and buffers (verifier/device/) */
     int device;
-    void *out;     /* device: one specd_cuda_verify_out */
-    void *scratch; /* device: specd_cuda_verify_scratch_bytes(1) */
-    size_t scratch_bytes;
     uint64_t steps;
 };
 
 void specd_verifier_device_close(specd_verifier_device *d) {
     if (!d) return;
-    if (d->rt) {
-        d->rt->set_device(d->device);
-        if (d->out) d->rt->free(d->out);
-        if (d->scratch) d->rt->free(d->scratch);
-    }
+    specd_verify_device_close(d->drv);
     specd_free(d);
 }
 
@@ -40,31 +32,10 @@ specd_status specd_verifier_device_open(int device, specd_verifier_device **out,
     if (!d) return specd_fail(err, SPECD_E_NOMEM, "verifier: out of memory");
     d->device = device;
     specd_error e;
-    specd_status st = SPECD_OK;
-    int n = 0;
-    if (!(d->k = specd_cuda_kernels_get(&e)))
-        st = specd_fail(err, SPECD_E_UNSUPPORTED, "--device cuda:%d: %s", device, e.message);
-    else if (d->k->struct_size < offsetof(specd_cuda_kernels, verify) + sizeof d->k->verify ||
-             !d->k->verify)
-        st = specd_fail(err, SPECD_E_UNSUPPORTED,
-                        "--device cuda:%d: the kernel library predates the verify kernel", device);
-    else if (!(d->rt = specd_cudart_get(&e)))
-        st = specd_fail(err, SPECD_E_UNSUPPORTED, "--device cuda:%d: %s", device, e.message);
-    else if ((n = specd_cuda_device_count()) <= device)
-        st = specd_fail(err, SPECD_E_UNSUPPORTED, "--device cuda:%d: %d CUDA device(s) found",
-                        device, n);
-    if (st == SPECD_OK) {
-        d->scratch_bytes = specd_cuda_verify_scratch_bytes(1);
-        int rc = d->rt->set_device(device);
-        if (rc == SPECD_CUDA_SUCCESS) rc = d->rt->malloc(&d->out, sizeof(specd_cuda_verify_out));
-        if (rc == SPECD_CUDA_SUCCESS) rc = d->rt->malloc(&d->scratch, d->scratch_bytes);
-        if (rc != SPECD_CUDA_SUCCESS)
-            st = specd_fail(err, SPECD_E_IO, "--device cuda:%d: %s", device,
-                            d->rt->get_error_string(rc));
-    }
+    specd_status st = specd_verify_device_open(device, 1, &d->drv, &e);
     if (st != SPECD_OK) {
-        specd_verifier_device_close(d);
-        return st;
+        specd_free(d);
+        return specd_fail(err, st, "--device cuda:%d: %s", device, e.message);
     }
     *out = d;
     return SPECD_OK;
@@ -169,23 +140,15 @@ specd_status specd_verifier_device_chain(specd_verifier_device *d, const specd_c
                                 .n_vocab = (int32_t)vocab,
                                 .mask_at = lowest(logits->dtype),
                                 .n_seqs = 1,
-                                .seqs = s,
-                                .out = d->out,
-                                .scratch = d->scratch,
-                                .scratch_bytes = d->scratch_bytes};
-    /* the legacy default stream: the one the buffer table made wait on the owner's event */
-    int rc = d->k->verify(&a, NULL);
+                                .seqs = s};
+    specd_cuda_verify_out o;
+    int rc = specd_verify_device_run(d->drv, &a, &o);
     if (rc == SPECD_CUDA_E_ARGUMENT)
         return specd_fail(err, SPECD_E_UNSUPPORTED, "verify on the device: %s",
-                          d->k->last_refusal ? d->k->last_refusal() : "refused by the kernel");
-    specd_cuda_verify_out o;
-    if (rc == SPECD_CUDA_SUCCESS)
-        rc = d->rt->memcpy(&o, d->out, sizeof o, SPECD_CUDA_MEMCPY_DEVICE_TO_HOST);
-    if (rc != SPECD_CUDA_SUCCESS) {
-        (void)d->rt->get_last_error();
+                          specd_verify_device_refusal(d->drv));
+    if (rc != SPECD_CUDA_SUCCESS)
         return specd_fail(err, SPECD_E_IO, "verify on CUDA device %d failed: %s", d->device,
-                          d->rt->get_error_string(rc));
-    }
+                          specd_verify_device_error_string(d->drv, rc));
     if (o.status == SPECD_CUDA_VERIFY_BAD_Q)
         return specd_fail(err, SPECD_E_NUMERIC,
                           "verify on the device: q row %d (draft token %d) is not a "

@@ -1,4 +1,4 @@
-#include "session/remote_verify.h"
+#include "verifier/remote/remote_verify.h"
 
 #include "common/alloc.h"
 #include "common/log_internal.h"
@@ -38,7 +38,6 @@ struct specd_rverify {
      * this daemon (said once) */
     specd_ipc_buffer *pool;
     int pool_device, pool_off;
-    specd_logits_scratch check; /* the keyed check's row, read from the device */
 };
 
 static atomic_uint_fast64_t n_cuda_steps;
@@ -71,7 +70,6 @@ void specd_rverify_destroy(specd_rverify *r) {
     specd_free(r->seqs);
     specd_ipc_buffer_destroy(r->buf);
     specd_ipc_buffer_destroy(r->pool);
-    specd_logits_scratch_free(&r->check);
     specd_free(r);
 }
 
@@ -316,16 +314,15 @@ specd_status specd_rverify_chain(specd_rverify *r, int32_t seq, uint64_t step,
 /* ---- CUDA logits through the IPC pool ---- */
 
 typedef struct device_rows {
-    const specd_logits *lg;
-    int32_t row0;
-    const specd_mask_rule *mask;
+    specd_rverify_row_reader read;
+    void *ctx;
 } device_rows;
 
 static specd_status device_row(specd_rverify *r, const void *ctx, uint32_t row, const float **out,
                                specd_error *err) {
+    (void)r;
     const device_rows *d = ctx;
-    return specd_logits_intake(&r->check, 1, r->n_vocab, d->lg, d->row0 + (int32_t)row, 1,
-                               d->mask, "the verifier's row", NULL, NULL, out, err);
+    return d->read(d->ctx, row, out, err);
 }
 
 static void pool_unusable(specd_rverify *r, const char *why) {
@@ -356,10 +353,10 @@ static specd_status pool_ready(specd_rverify *r, specd_error *err) {
 
 specd_status specd_rverify_chain_device(specd_rverify *r, int32_t seq, uint64_t step,
                                         const int32_t *draft, int32_t k, const specd_logits *lg,
-                                        int32_t row0, const specd_mask_rule *mask,
-                                        const float *q, int q_on_device, int32_t *emitted,
-                                        int32_t *n_emitted, int32_t *n_accepted,
-                                        specd_error *err) {
+                                        int32_t row0, specd_rverify_row_reader read_row,
+                                        void *read_ctx, const float *q, int q_on_device,
+                                        int32_t *emitted, int32_t *n_emitted,
+                                        int32_t *n_accepted, specd_error *err) {
     if (r->pool_off)
         return specd_fail(err, SPECD_E_UNSUPPORTED, "spec: the verifier's CUDA pool is off");
     if (!lg || lg->device != SPECD_DEVICE_CUDA || !lg->data ||
@@ -412,7 +409,7 @@ specd_status specd_rverify_chain_device(specd_rverify *r, int32_t seq, uint64_t 
             went_down(r, &e);
         return specd_fail(err, st, "spec: verifier: %s", e.message);
     }
-    device_rows ctx = {.lg = lg, .row0 = row0, .mask = mask};
+    device_rows ctx = {.read = read_row, .ctx = read_ctx};
     SPECD_TRY(check_answer(r, rs, k, n_hist, device_row, &ctx, emitted, n_emitted, n_accepted,
                            err));
     atomic_fetch_add(&n_cuda_steps, 1);

@@ -50,8 +50,8 @@
 #include "policy/seq_verifier.h"
 #include "policy/dlm/wedlm_select.h"
 #include "specd/gguf.h"
-#include "specd/isd.h"
 #include "specd/runtime.h"
+#include "specd/spec.h"
 
 #include <math.h>
 #include <stddef.h>

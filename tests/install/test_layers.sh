@@ -4,8 +4,9 @@
 # the two daemons never include each other. One object library builds every layer, so the
 # compiler would accept an upward include: this test refuses it.
 # A layer is a folder, or a named set of files (files_of). serve/ sits above session and below
-# the programs (cli's `specd serve`, the daemons' --metrics-port); the JSON and UTF-8 writers it
-# shares with cli/ live in common/ (the specd_text library), so serve includes nothing of cli/.
+# cli (`specd serve`); the JSON, UTF-8 and Prometheus writers and the HTTP server it shares with
+# cli/ and the daemons' --metrics-port live in common/ (the specd_text and specd_http libraries),
+# so serve includes nothing of cli/ and the daemons nothing of serve/.
 set -euo pipefail
 src=$1
 # policy/ is the framework (its top-level files) and one folder per family: a family includes the
@@ -19,12 +20,13 @@ below() { # the include prefixes a layer may use
     grammar) echo "common model/runtime/json.h grammar" ;;
     verifier/accept) echo "common kernels verifier/accept" ;;
     ipc) echo "common kernels ipc" ;;
+    ipc/daemon) echo "common kernels ipc" ;; # the daemons' shared main and --metrics-port
     policy) echo "common kernels model verifier/accept ipc $framework" ;;
     policy/ar|policy/self|policy/dlm) echo "common kernels model verifier/accept ipc $framework $1" ;;
     session) echo "common kernels model grammar verifier/accept ipc policy session" ;;
     serve) echo "common kernels model grammar verifier/accept ipc policy session serve" ;;
-    drafter) echo "common kernels model verifier/accept ipc policy session drafter serve/serve_daemon_metrics.h" ;;
-    verifier/daemon) echo "common kernels model verifier/accept ipc policy session verifier/daemon serve/serve_daemon_metrics.h" ;;
+    drafter) echo "common kernels model verifier/accept ipc policy session drafter" ;;
+    verifier/daemon) echo "common kernels model verifier/accept ipc policy session verifier/daemon" ;;
     cli) echo "common kernels model grammar verifier/accept ipc policy session cli serve" ;;
   esac
 }
@@ -35,7 +37,7 @@ files_of() { # the paths a layer's files are found under
   esac
 }
 bad=0
-for layer in common kernels model grammar verifier/accept ipc policy policy/ar policy/self policy/dlm session serve drafter verifier/daemon cli; do
+for layer in common kernels model grammar verifier/accept ipc ipc/daemon policy policy/ar policy/self policy/dlm session serve drafter verifier/daemon cli; do
   allowed=$(below "$layer")
   for f in $(files_of "$layer"); do # a renamed file must not leave its layer unchecked
     [ -e "$src/$f" ] || { echo "layer $layer: $f does not exist"; bad=1; }

@@ -328,10 +328,11 @@ static void chat_tools_rendered(void **state) {
         char sys[4096];
         snprintf(sys, sizeof sys, "%s%s", with_system ? "Be brief.\n\n" : "", tp);
         specd_chat_message m[] = {
-            {"system", sys},
-            {"user", "Weather?"},
-            {"assistant", "{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}"},
-            {"tool", "22 C"}};
+            {.role = "system", .content = sys},
+            {.role = "user", .content = "Weather?"},
+            {.role = "assistant",
+             .content = "{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}"},
+            {.role = "tool", .content = "22 C"}};
         int32_t want[1024];
         size_t n = 0;
         assert_int_equal(specd_tokenizer_encode_chat(tok, m, 4, 1, SPECD_TOKENIZE_ADD_SPECIAL,

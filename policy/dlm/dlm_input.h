@@ -1,6 +1,6 @@
-/* The mask rows' input of the block and window policies (sdar, wedlm): the adapter (its path and,
- * when specd runs the target, its LoRA), the adapter's trained mask vector, and the step input
- * rows that carry that vector into the mask rows. */
+/* The mask rows' input of the block and window policies (sdar, wedlm, simsd): the adapter (its
+ * path and, when specd runs the target, its LoRA), the adapter's trained mask vector, and the
+ * step input rows that carry that vector into the mask rows. */
 #ifndef SPECD_POLICY_DLM_INPUT_H
 #define SPECD_POLICY_DLM_INPUT_H
 

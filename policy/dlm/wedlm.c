@@ -388,6 +388,21 @@ static specd_status smooth_slots(const wedlm_state *s, const specd_wedlm_window 
  * emits nothing, keeps no KV (the pending row is run again next step) and adds fills: a masked
  * slot 0 takes the pending row's token as plain decoding draws it, then the selection rule fills
  * among the other masks, so every step fills at least one slot and every block finishes. */
+/* The step succeeded: its window, credit and smoothing vectors become the state. */
+static void take_step(wedlm_state *s, const specd_wedlm_window *next,
+                      const specd_dlm_credit *credit, const uint8_t *has_vec,
+                      const int32_t *slot_iter) {
+    s->win = *next;
+    s->credit = *credit;
+    memcpy(s->has_vec, has_vec, sizeof s->has_vec);
+    memcpy(s->slot_iter, slot_iter, sizeof s->slot_iter);
+    if (s->smooth_max > 0.0f) {
+        float *t = s->slot_vec;
+        s->slot_vec = s->slot_vec_next;
+        s->slot_vec_next = t;
+    }
+}
+
 static specd_status block_verify(wedlm_state *s, const float *logits, specd_step_outcome *out,
                                  specd_error *err) {
     int32_t n_emit = 0;
@@ -448,15 +463,7 @@ static specd_status block_verify(wedlm_state *s, const float *logits, specd_step
         for (int32_t i = e + 1; e >= 0 && i < s->w; i++)
             next.token[i] = s->eos;
     }
-    s->win = next;
-    s->credit = credit;
-    memcpy(s->has_vec, has_vec, sizeof has_vec);
-    memcpy(s->slot_iter, slot_iter, sizeof slot_iter);
-    if (s->smooth_max > 0.0f) {
-        float *t = s->slot_vec;
-        s->slot_vec = s->slot_vec_next;
-        s->slot_vec_next = t;
-    }
+    take_step(s, &next, &credit, has_vec, slot_iter);
     s->expect_n = s->n_at + n_emit;
     *out = (specd_step_outcome){.n_emitted = n_emit,
                                 .emitted = s->emitted,
@@ -540,15 +547,7 @@ static specd_status wedlm_verify(void *state, const float *logits, specd_step_ou
         /* every row after the rejected draft saw it: no fill or credit survives */
         specd_dlm_credit_init(&credit, s->credit.params, NULL);
     }
-    s->win = next;
-    s->credit = credit;
-    memcpy(s->has_vec, has_vec, sizeof has_vec);
-    memcpy(s->slot_iter, slot_iter, sizeof slot_iter);
-    if (s->smooth_max > 0.0f) {
-        float *t = s->slot_vec;
-        s->slot_vec = s->slot_vec_next;
-        s->slot_vec_next = t;
-    }
+    take_step(s, &next, &credit, has_vec, slot_iter);
     s->expect_n = s->n_at + n_emit;
     *out = (specd_step_outcome){.n_emitted = n_emit,
                                 .emitted = s->emitted,

@@ -26,11 +26,12 @@
 #include "common/log_internal.h"
 #include "common/status_internal.h"
 #include "ipc/cuda_buffer.h"
+#include "ipc/daemon/daemon_seqs.h"
 #include "ipc/frame.h"
 #include "ipc/seq_store.h"
+#include "kernels/cuda/cudart.h"
 #include "specd/policy.h"
 #include "specd/runtime.h"
-#include "kernels/cuda/cudart.h"
 
 #define DEFAULT_MAX_DRAFT 8
 
@@ -57,10 +58,10 @@ typedef struct served {
 } served;
 
 typedef struct drafter {
+    specd_daemon_seqs seqs; /* first: the shared handlers' user (ipc/daemon/daemon_seqs.h) */
     served policies[SPECD_DAEMON_MAX_POLICIES];
     int32_t device, device_index; /* where the policies' own contexts live (--device) */
     size_t n_policies;
-    specd_seq_store *seqs;
     int32_t vocab;
     int32_t draft[SPECD_IPC_MAX_DRAFT];
     q_slot *qs;
@@ -143,19 +144,14 @@ static specd_status on_open(void *user, uint64_t owner, const SpecdWire__OpenSeq
     drafter *d = user;
     policy_inst *inst = NULL;
     SPECD_TRY(make_policy(d, m, &inst, err));
-    specd_status st = specd_seq_store_open(d->seqs, owner, m, err);
+    specd_status st = specd_seq_store_open(d->seqs.store, owner, m, err);
     if (st != SPECD_OK) {
         policy_free(inst);
         return st;
     }
-    specd_seq *q = specd_seq_store_get(d->seqs, owner, m->seq_id, NULL);
+    specd_seq *q = specd_seq_store_get(d->seqs.store, owner, m->seq_id, NULL);
     q->engine = inst;
     return SPECD_OK;
-}
-
-static specd_status on_close(void *user, uint64_t owner, uint64_t seq_id, specd_error *err) {
-    drafter *d = user;
-    return specd_seq_store_close(d->seqs, owner, seq_id, err);
 }
 
 static void q_release(drafter *d, uint64_t owner) {
@@ -236,16 +232,16 @@ static specd_status q_upload(drafter *d, specd_ipc_buffer *qb, int32_t rows, spe
 
 static void on_peer_gone(void *user, uint64_t owner) {
     drafter *d = user;
-    specd_seq_store_close_owner(d->seqs, owner);
+    specd_seq_store_close_owner(d->seqs.store, owner);
     q_release(d, owner);
 }
 
 static specd_status on_commit(void *user, uint64_t owner, uint64_t seq_id, const uint32_t *tokens,
                               size_t n, int has_rollback, uint64_t rollback_to, specd_error *err) {
     drafter *d = user;
-    SPECD_TRY(specd_seq_store_commit(d->seqs, owner, seq_id, tokens, n, has_rollback, rollback_to,
-                                     err));
-    specd_seq *q = specd_seq_store_get(d->seqs, owner, seq_id, NULL);
+    SPECD_TRY(specd_seq_store_commit(d->seqs.store, owner, seq_id, tokens, n, has_rollback,
+                                     rollback_to, err));
+    specd_seq *q = specd_seq_store_get(d->seqs.store, owner, seq_id, NULL);
     policy_inst *inst = q->engine;
     if (has_rollback && inst->ops->rollback) inst->ops->rollback(inst->state, (int64_t)rollback_to);
     if (inst->ops->advance) inst->ops->advance(inst->state, history_of(q), (int64_t)q->n);
@@ -255,7 +251,7 @@ static specd_status on_commit(void *user, uint64_t owner, uint64_t seq_id, const
 static specd_status on_propose(void *user, uint64_t owner, const SpecdWire__Propose *m,
                                specd_ipc_draft_out *out, specd_error *err) {
     drafter *d = user;
-    specd_seq *q = specd_seq_store_get(d->seqs, owner, m->seq_id, err);
+    specd_seq *q = specd_seq_store_get(d->seqs.store, owner, m->seq_id, err);
     if (!q) return SPECD_E_STATE;
     policy_inst *inst = q->engine;
     int32_t max_draft = inst->max_draft;
@@ -291,21 +287,6 @@ static specd_status on_propose(void *user, uint64_t owner, const SpecdWire__Prop
         out->q_buffer = qb;
     }
     return SPECD_OK;
-}
-
-static specd_status on_info(void *user, uint64_t owner, uint64_t seq_id, uint64_t *length,
-                            uint64_t *hash, specd_error *err) {
-    drafter *d = user;
-    const specd_seq *q = specd_seq_store_get(d->seqs, owner, seq_id, err);
-    if (!q) return err ? err->status : SPECD_E_STATE;
-    *length = q->n;
-    *hash = specd_ipc_tokens_hash(q->tokens, q->n);
-    return SPECD_OK;
-}
-
-static uint64_t on_count(void *user) {
-    drafter *d = user;
-    return specd_seq_store_count(d->seqs);
 }
 
 /* One "NAME=SPEC" of the operator's: checked now (the policy exists, drafts from a drafter, and
@@ -408,30 +389,24 @@ specd_status specd_drafter_handlers_create(const specd_ipc_service_params *p,
     if (d->q_cuda)
         specd_log(SPECD_LOG_INFO, "draft distributions go to hosts in CUDA IPC buffers of device %d",
                   d->q_device);
-    st = specd_seq_store_create(4096, (size_t)1 << 20, &d->seqs, err);
+    st = specd_daemon_seqs_create(&d->seqs, policy_free, err);
     if (st != SPECD_OK) {
         served_release(d);
         specd_free(d);
         return st;
     }
-    specd_seq_store_set_engine_free(d->seqs, policy_free);
-    specd_seq_store_set_quota(d->seqs, SPECD_DAEMON_SEQS_PER_PEER, SPECD_DAEMON_TOKENS_PER_PEER);
-    specd_ipc_handlers x = {.user = d,
-                            .open_seq = on_open,
-                            .close_seq = on_close,
-                            .commit = on_commit,
-                            .propose = on_propose,
-                            .seq_info = on_info,
-                            .sequences_open = on_count,
-                            .peer_gone = on_peer_gone};
-    *h = x;
+    *h = specd_daemon_seqs_handlers(&d->seqs);
+    h->open_seq = on_open;
+    h->commit = on_commit;
+    h->propose = on_propose;
+    h->peer_gone = on_peer_gone;
     return SPECD_OK;
 }
 
 void specd_drafter_handlers_destroy(specd_ipc_handlers *h) {
     if (!h || !h->user) return;
     drafter *d = h->user;
-    specd_seq_store_destroy(d->seqs);
+    specd_daemon_seqs_destroy(&d->seqs);
     served_release(d);
     for (size_t i = 0; i < d->n_qs; i++) specd_ipc_buffer_destroy(d->qs[i].buf);
     specd_free(d->qs);

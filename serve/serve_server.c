@@ -8,12 +8,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/prom.h"
 #include "common/status_internal.h"
 #include "serve/serve_constrain.h"
 #include "serve/serve_detok.h"
 #include "serve/serve_engine.h"
 #include "serve/serve_logprobs.h"
-#include "serve/serve_prom.h"
 #include "serve/serve_request.h"
 #include "serve/serve_response.h"
 #include "serve/serve_structured.h"
@@ -29,7 +29,7 @@
 struct serve_server {
     const specd_tokenizer *tok;
     serve_engine *engine;
-    serve_http *http;
+    http_server *http;
     serve_grammars *grammars; /* compiled grammars shared across requests */
     serve_limits limits;
     size_t http_max_body;
@@ -42,7 +42,7 @@ struct serve_server {
     /* finished requests by reason, and refusals */
     atomic_llong n_stop, n_length, n_abort, n_failed, n_rejected;
     pthread_mutex_t hist_mu;
-    serve_hist ttft, e2e; /* seconds from the request's arrival: first token; answer complete */
+    prom_hist ttft, e2e; /* seconds from the request's arrival: first token; answer complete */
 };
 
 /* vLLM's buckets for the same two histograms. */
@@ -57,14 +57,14 @@ static double now_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static void observe(serve_server *s, serve_hist *h, double v) {
+static void observe(serve_server *s, prom_hist *h, double v) {
     pthread_mutex_lock(&s->hist_mu);
-    serve_hist_observe(h, v);
+    prom_hist_observe(h, v);
     pthread_mutex_unlock(&s->hist_mu);
 }
 
 serve_server_params serve_server_default_params(void) {
-    serve_server_params p = {.http = serve_http_default_params(),
+    serve_server_params p = {.http = http_server_default_params(),
                              .loop = specd_loop_default_params(),
                              .model_id = "specd",
                              .max_tokens_cap = 1024,
@@ -176,7 +176,7 @@ static int pump(gen *g, int timeout_ms) {
         waited = 1;
         if (pump_choice(g, c, t) != 0) return -1;
     }
-    return serve_http_peer_gone(g->fd) ? -1 : 0;
+    return http_server_peer_gone(g->fd) ? -1 : 0;
 }
 
 static int all_done(const gen *g) {
@@ -245,7 +245,7 @@ static void gen_free(gen *g) {
 
 /* ---- replies -------------------------------------------------------------------------------- */
 
-static void reply_refusal(serve_server *s, serve_http_reply *r, const serve_refusal *why) {
+static void reply_refusal(serve_server *s, http_server_reply *r, const serve_refusal *why) {
     atomic_fetch_add(&s->n_rejected, 1);
     r->status = why->status;
     /* a full queue or a stopping loop: try again later (a draining server is going away) */
@@ -254,7 +254,7 @@ static void reply_refusal(serve_server *s, serve_http_reply *r, const serve_refu
     if (!r->body) r->status = 500;
 }
 
-static void reply_text(serve_http_reply *r, int status, const char *type, const char *text) {
+static void reply_text(http_server_reply *r, int status, const char *type, const char *text) {
     r->status = status;
     r->content_type = type;
     r->body = strdup(text);
@@ -262,7 +262,7 @@ static void reply_text(serve_http_reply *r, int status, const char *type, const 
 }
 
 /* A request that ended without an answer: its HTTP status from why it failed. */
-static void reply_failure(serve_server *s, serve_http_reply *r, const choice *c) {
+static void reply_failure(serve_server *s, http_server_reply *r, const choice *c) {
     serve_refusal why;
     int code = c->status == SPECD_E_INVALID_ARG ? 400 : c->status == SPECD_E_STATE ? 503 : 500;
     serve_refuse(&why, code, code == 400 ? "invalid_request_error" : "server_error", NULL, "%s",
@@ -393,7 +393,7 @@ static void stream_release(void *user) {
 }
 
 /* The whole answer, once every choice ended. */
-static void reply_whole(serve_server *s, gen *g, serve_http_reply *r) {
+static void reply_whole(serve_server *s, gen *g, http_server_reply *r) {
     serve_choice_out *o = calloc((size_t)g->n_ch, sizeof *o);
     serve_answer_logprobs *lp = calloc((size_t)g->n_ch, sizeof *lp);
     char **calls = calloc((size_t)g->n_ch, sizeof *calls);
@@ -475,8 +475,8 @@ static int submit_choices(serve_server *s, gen *g, serve_refusal *why) {
     return 0;
 }
 
-static void generate(serve_server *s, const serve_http_request *hr, int chat,
-                     serve_http_reply *r) {
+static void generate(serve_server *s, const http_server_request *hr, int chat,
+                     http_server_reply *r) {
     gen *g = calloc(1, sizeof *g);
     if (!g) {
         reply_text(r, 500, "text/plain", "no memory\n");
@@ -530,7 +530,7 @@ static void generate(serve_server *s, const serve_http_request *hr, int chat,
     }
     if (g->req.stream) {
         r->content_type = "text/event-stream";
-        r->stream = (serve_http_stream){.read = stream_read, .release = stream_release, .user = g};
+        r->stream = (http_server_stream){.read = stream_read, .release = stream_release, .user = g};
         return;
     }
     while (!all_done(g))
@@ -552,49 +552,45 @@ static void generate(serve_server *s, const serve_http_request *hr, int chat,
 static char *metrics_text(serve_server *s, size_t *len) {
     serve_engine_stats es;
     serve_engine_get_stats(s->engine, &es);
-    serve_prom p = {0};
-    serve_prom_gauge(&p, "specd:num_requests_running", "Requests in the loop's slots.",
-                     es.running);
-    serve_prom_gauge(&p, "specd:num_requests_waiting", "Requests waiting for a slot.", es.waiting);
-    serve_prom_family(&p, "specd:request_success_total", "counter",
-                      "Requests answered, by why they finished (abort: the client left).");
-    serve_prom_int(&p, "specd:request_success_total", "finished_reason=\"stop\"",
-                   atomic_load(&s->n_stop));
-    serve_prom_int(&p, "specd:request_success_total", "finished_reason=\"length\"",
-                   atomic_load(&s->n_length));
-    serve_prom_int(&p, "specd:request_success_total", "finished_reason=\"abort\"",
-                   atomic_load(&s->n_abort));
-    serve_prom_counter(&p, "specd:request_failure_total", "Requests that failed while running.",
-                       atomic_load(&s->n_failed));
-    serve_prom_counter(&p, "specd:request_rejected_total",
-                       "Requests refused with an error status (bad body, limits, full queue).",
-                       atomic_load(&s->n_rejected));
-    serve_prom_counter(&p, "specd:prompt_tokens_total", "Prompt tokens prefilled.",
-                       es.prompt_tokens);
-    serve_prom_counter(&p, "specd:generation_tokens_total", "Tokens generated.",
-                       es.generation_tokens);
+    prom p = {0};
+    prom_gauge(&p, "specd:num_requests_running", "Requests in the loop's slots.", es.running);
+    prom_gauge(&p, "specd:num_requests_waiting", "Requests waiting for a slot.", es.waiting);
+    prom_family(&p, "specd:request_success_total", "counter",
+                "Requests answered, by why they finished (abort: the client left).");
+    prom_int(&p, "specd:request_success_total", "finished_reason=\"stop\"",
+             atomic_load(&s->n_stop));
+    prom_int(&p, "specd:request_success_total", "finished_reason=\"length\"",
+             atomic_load(&s->n_length));
+    prom_int(&p, "specd:request_success_total", "finished_reason=\"abort\"",
+             atomic_load(&s->n_abort));
+    prom_counter(&p, "specd:request_failure_total", "Requests that failed while running.",
+                 atomic_load(&s->n_failed));
+    prom_counter(&p, "specd:request_rejected_total",
+                 "Requests refused with an error status (bad body, limits, full queue).",
+                 atomic_load(&s->n_rejected));
+    prom_counter(&p, "specd:prompt_tokens_total", "Prompt tokens prefilled.", es.prompt_tokens);
+    prom_counter(&p, "specd:generation_tokens_total", "Tokens generated.", es.generation_tokens);
     serve_grammars_stats gs;
     serve_grammars_get_stats(s->grammars, &gs);
-    serve_prom_counter(&p, "specd:grammar_compilations_total",
-                       "Output grammars compiled (a request whose grammar was cached compiles none).",
-                       gs.misses);
-    serve_prom_counter(&p, "specd:grammar_cache_hits_total",
-                       "Requests whose output grammar was already compiled.", gs.hits);
-    serve_prom_counter(&p, "specd:loop_steps_total", "Steps of the batch loop.", es.loop.n_steps);
-    serve_prom_counter(&p, "specd:loop_forward_tokens_total",
-                       "Tokens the loop's forwards ran (steps and prompt chunks).",
-                       es.loop.n_tokens_run);
-    serve_prom_family(&p, "specd:loop_forward_seconds_total", "counter",
-                      "Seconds spent in the loop's forwards.");
-    serve_prom_double(&p, "specd:loop_forward_seconds_total", NULL, (double)es.loop.forward_ns * 1e-9);
+    prom_counter(&p, "specd:grammar_compilations_total",
+                 "Output grammars compiled (a request whose grammar was cached compiles none).",
+                 gs.misses);
+    prom_counter(&p, "specd:grammar_cache_hits_total",
+                 "Requests whose output grammar was already compiled.", gs.hits);
+    prom_counter(&p, "specd:loop_steps_total", "Steps of the batch loop.", es.loop.n_steps);
+    prom_counter(&p, "specd:loop_forward_tokens_total",
+                 "Tokens the loop's forwards ran (steps and prompt chunks).", es.loop.n_tokens_run);
+    prom_family(&p, "specd:loop_forward_seconds_total", "counter",
+                "Seconds spent in the loop's forwards.");
+    prom_double(&p, "specd:loop_forward_seconds_total", NULL, (double)es.loop.forward_ns * 1e-9);
     pthread_mutex_lock(&s->hist_mu);
-    serve_hist ttft = s->ttft, e2e = s->e2e;
+    prom_hist ttft = s->ttft, e2e = s->e2e;
     pthread_mutex_unlock(&s->hist_mu);
-    serve_prom_histogram(&p, "specd:time_to_first_token_seconds",
-                         "Seconds from a request's arrival to its first token.", &ttft);
-    serve_prom_histogram(&p, "specd:e2e_request_latency_seconds",
-                         "Seconds from a request's arrival to its whole answer.", &e2e);
-    serve_prom_spec_decode(&p, &es.spec, es.max_draft);
+    prom_histogram(&p, "specd:time_to_first_token_seconds",
+                   "Seconds from a request's arrival to its first token.", &ttft);
+    prom_histogram(&p, "specd:e2e_request_latency_seconds",
+                   "Seconds from a request's arrival to its whole answer.", &e2e);
+    prom_spec_decode(&p, &es.spec, es.max_draft);
     if (p.failed) {
         free(p.buf);
         return NULL;
@@ -606,7 +602,7 @@ static char *metrics_text(serve_server *s, size_t *len) {
 /* ---- /v1/models ---------------------------------------------------------------------------- */
 
 /* The list, or (id not NULL) the one model named: OpenAI's 404 for any other id. */
-static void reply_models(serve_server *s, serve_http_reply *r, const char *id) {
+static void reply_models(serve_server *s, http_server_reply *r, const char *id) {
     serve_refusal why;
     if (id && strcmp(id, s->model_id)) {
         serve_refuse(&why, 404, "invalid_request_error", "model",
@@ -638,7 +634,7 @@ static void reply_models(serve_server *s, serve_http_reply *r, const char *id) {
 
 /* ---- routing -------------------------------------------------------------------------------- */
 
-static void handle(void *user, const serve_http_request *hr, serve_http_reply *r) {
+static void handle(void *user, const http_server_request *hr, http_server_reply *r) {
     serve_server *s = user;
     serve_refusal why;
     const char *path = hr->path;
@@ -731,7 +727,7 @@ specd_status serve_server_create(const specd_model *model, const specd_tokenizer
     int32_t n_vocab = specd_tokenizer_vocab_size(tok);
     for (int32_t id = 0; id < n_vocab && s->n_eog < MAX_EOG; id++)
         if (specd_tokenizer_is_eog(tok, id)) s->eog[s->n_eog++] = id;
-    s->http_max_body = p->http.max_body ? p->http.max_body : serve_http_default_params().max_body;
+    s->http_max_body = p->http.max_body ? p->http.max_body : http_server_default_params().max_body;
     s->limits = (serve_limits){
         .model_id = s->model_id,
         .max_tokens_cap = p->max_tokens_cap,
@@ -749,7 +745,7 @@ specd_status serve_server_create(const specd_model *model, const specd_tokenizer
     if (st == SPECD_OK && !(s->grammars = serve_grammars_create(tok)))
         st = specd_fail(err, SPECD_E_NOMEM, "serve: no memory");
     if (st == SPECD_OK) st = serve_engine_create(model, &p->loop, &s->engine, err);
-    if (st == SPECD_OK) st = serve_http_create(&p->http, handle, s, &s->http, err);
+    if (st == SPECD_OK) st = http_server_create(&p->http, handle, s, &s->http, err);
     if (st != SPECD_OK) {
         serve_server_destroy(s);
         return st;
@@ -758,7 +754,7 @@ specd_status serve_server_create(const specd_model *model, const specd_tokenizer
     return SPECD_OK;
 }
 
-int serve_server_port(const serve_server *s) { return serve_http_port(s->http); }
+int serve_server_port(const serve_server *s) { return http_server_port(s->http); }
 
 void serve_server_drain(serve_server *s, int grace_ms) {
     /* Still listening: a client that comes now is told 503 (and /health says draining) rather
@@ -771,7 +767,7 @@ void serve_server_drain(serve_server *s, int grace_ms) {
     for (;;) {
         clock_gettime(CLOCK_MONOTONIC, &now);
         long ms = (now.tv_sec - t0.tv_sec) * 1000L + (now.tv_nsec - t0.tv_nsec) / 1000000L;
-        if (serve_http_active(s->http) == 0 || ms >= grace_ms) break;
+        if (http_server_active(s->http) == 0 || ms >= grace_ms) break;
         nanosleep(&nap, NULL);
     }
 }
@@ -781,7 +777,7 @@ void serve_server_destroy(serve_server *s) {
     /* The engine first: it ends every request, so the handlers waiting on them return and the
      * HTTP server can join its connection threads. */
     serve_engine_stop(s->engine);
-    serve_http_destroy(s->http);
+    http_server_destroy(s->http);
     serve_engine_destroy(s->engine);
     serve_grammars_destroy(s->grammars); /* after every request: none holds a grammar now */
     free(s->model_id);

@@ -14,7 +14,7 @@
 
 #include <stdint.h>
 
-#include "serve/serve_http.h"
+#include "common/http_server.h"
 #include "specd/runtime.h"
 #include "specd/spec_loop.h"
 #include "specd/tokenizer.h"
@@ -22,7 +22,7 @@
 typedef struct serve_server serve_server;
 
 typedef struct serve_server_params {
-    serve_http_params http;
+    http_server_params http;
     specd_loop_params loop;
     const char *model_id;               /* the name requests must use (default "specd") */
     int32_t max_tokens_cap;             /* default 1024 */

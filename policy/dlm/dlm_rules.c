@@ -80,3 +80,20 @@ int32_t specd_dlm_static_pick(const specd_dlm_pos *pos, const uint8_t *elig, int
         if (elig[i] && (best < 0 || pos[i].p > pos[best].p)) best = i;
     return best;
 }
+
+specd_status specd_dlm_rule_fill(const specd_dlm_rule *r, const specd_dlm_pos *pos,
+                                 const uint8_t *elig, int32_t n, int force,
+                                 specd_dlm_credit *credit, int64_t first, int32_t *token,
+                                 int32_t *n_fill, specd_error *err) {
+    uint8_t fill[SPECD_DLM_CREDIT_SLOTS];
+    if (n > SPECD_DLM_CREDIT_SLOTS)
+        return specd_fail(err, SPECD_E_INVALID_ARG, "dlm: %d slots, at most %d", n,
+                          SPECD_DLM_CREDIT_SLOTS);
+    SPECD_TRY(specd_dlm_rule_apply(r, pos, elig, n, force, fill, n_fill, err));
+    for (int32_t i = 0; i < n; i++)
+        if (fill[i]) {
+            token[i] = pos[i].token;
+            specd_dlm_credit_forget(credit, first + i);
+        }
+    return SPECD_OK;
+}

@@ -5,6 +5,7 @@
 #define SPECD_POLICY_DLM_RULES_H
 
 #include "policy/dlm/dlm_commit.h"
+#include "policy/dlm/dlm_credit.h"
 #include "policy/options.h"
 #include "specd/status.h"
 
@@ -55,6 +56,14 @@ specd_status specd_dlm_rule_parse(const char *policy, specd_dlm_rule_kind kind, 
 specd_status specd_dlm_rule_apply(const specd_dlm_rule *r, const specd_dlm_pos *pos,
                                   const uint8_t *elig, int32_t n, int force, uint8_t *fill,
                                   int32_t *n_fill, specd_error *err);
+
+/* specd_dlm_rule_apply, then each fill taken: token[i] = pos[i].token, and the credit of its
+ * logical position first + i forgotten (credit: the table the rule's positions were scored
+ * with). */
+specd_status specd_dlm_rule_fill(const specd_dlm_rule *r, const specd_dlm_pos *pos,
+                                 const uint8_t *elig, int32_t n, int force,
+                                 specd_dlm_credit *credit, int64_t first, int32_t *token,
+                                 int32_t *n_fill, specd_error *err);
 
 /* Confidence summary (specd_dlm_pos) of each slot masked in token[0..n) (token[i] < 0) from rows,
  * n rows of n_vocab logits where row i predicts slot i; elig[i] = 1 for those. A row with a NaN/Inf

@@ -112,12 +112,13 @@
 #include "common/status_internal.h"
 #include "policy/dlm/dlm_commit.h"
 #include "policy/dlm/dlm_credit.h"
+#include "policy/dlm/dlm_input.h"
 #include "policy/dlm/dlm_rules.h"
+#include "policy/dlm/sdar_layout.h"
+#include "policy/dlm/wedlm_select.h"
 #include "policy/mask_rows.h"
 #include "policy/options.h"
 #include "policy/seq_verifier.h"
-#include "policy/dlm/sdar_layout.h"
-#include "policy/dlm/wedlm_select.h"
 #include "specd/runtime.h"
 
 #include <math.h>
@@ -145,13 +146,9 @@ typedef struct sdar_state {
     int32_t stride;   /* step rows between packed copies' starts (pack=) */
     int aligned;      /* select=static, pack=aligned: blocks at 8-aligned columns (lead) */
     specd_dlm_rule rule;
-    int32_t b, mask_id, n_vocab, n_embd;
+    int32_t b, mask_id, n_vocab;
     specd_sample_key key;
-    specd_lora *lora;
-    char *adapter;
-    float *mask_vec;    /* n_embd: the adapter's mask vector, or NULL (mask token embedding) */
-    float *embd;        /* MAX_ROWS x n_embd input rows, or NULL when mask_vec is */
-    uint8_t *embd_rows; /* MAX_ROWS: the rows that take embd (the masks) */
+    specd_dlm_input in; /* the adapter; its mask vector in max_rows input rows */
     specd_accept *accept;
     specd_sampler *target;
     specd_dlm_credit credit;
@@ -180,31 +177,12 @@ typedef struct sdar_state {
 static void sdar_destroy(void *state) {
     sdar_state *s = state;
     if (!s) return;
-    specd_lora_destroy(s->lora);
-    specd_free(s->adapter);
-    specd_free(s->mask_vec);
-    specd_free(s->embd);
-    specd_free(s->embd_rows);
+    specd_dlm_input_free(&s->in);
     specd_free(s->vis);
     specd_free(s->seed);
     specd_accept_destroy(s->accept);
     specd_sampler_destroy(s->target);
     specd_free(s);
-}
-
-/* The adapter and its mask vector (policy/mask_rows.h), and the input rows that carry the vector.
- */
-static specd_status load_adapter(sdar_state *s, const specd_policy_env *env, const char *dir,
-                                 specd_error *err) {
-    int32_t n = 0;
-    SPECD_TRY(
-        specd_mask_load_adapter("sdar", env, dir, &s->adapter, &s->lora, &s->mask_vec, &n, err));
-    if (!s->mask_vec) return SPECD_OK;
-    if (!(s->embd = specd_alloc_array((size_t)s->max_rows * (size_t)n, sizeof(float))) ||
-        !(s->embd_rows = specd_alloc_array((size_t)s->max_rows, 1)))
-        return specd_fail(err, SPECD_E_NOMEM, "policy sdar: out of memory");
-    s->n_embd = n;
-    return SPECD_OK;
 }
 
 typedef struct sdar_opts {
@@ -254,11 +232,7 @@ static specd_status sdar_create(const specd_policy_env *env, const char *options
     const char *adapter = o.adapter;
     if (adapter[0]) {
         specd_lora_info info;
-        specd_status ist = specd_lora_read_info(adapter, &info, err);
-        /* unreadable here: the path may be one only the host opens (it loads the LoRA), and
-         * when specd runs the target the load below reports it; read as "no record" */
-        if (ist != SPECD_OK && ist != SPECD_E_IO)
-            return specd_mask_adapter_fail(err, ist, "sdar", adapter);
+        SPECD_TRY(specd_dlm_adapter_info("sdar", adapter, &info, err));
         /* any gated adapter runs (the tests use R-ISD's); one trained for sdar gives its block */
         if (!strcmp(info.objective, "sdar") && b == 0 && info.block <= SPECD_SDAR_MAX_B)
             b = info.block;
@@ -337,7 +311,9 @@ static specd_status sdar_create(const specd_policy_env *env, const char *options
         (s->spec_k > 0 &&
          !(s->seed = specd_alloc_array((size_t)b * (size_t)env->n_vocab, sizeof(float))) &&
          (st = specd_fail(err, SPECD_E_NOMEM, "policy sdar: out of memory")) != SPECD_OK) ||
-        (adapter[0] && (st = load_adapter(s, env, adapter, err)) != SPECD_OK)) {
+        (adapter[0] &&
+         ((st = specd_dlm_input_load(&s->in, "sdar", env, adapter, err)) != SPECD_OK ||
+          (st = specd_dlm_input_rows(&s->in, "sdar", s->max_rows, err)) != SPECD_OK))) {
         sdar_destroy(s);
         return st;
     }
@@ -370,7 +346,7 @@ static specd_status select_fills(sdar_state *s, int32_t *token, int64_t first,
                                  const float *block_logits, int32_t *n_fill, specd_error *err) {
     const size_t V = (size_t)s->n_vocab;
     specd_dlm_pos pos[SPECD_SDAR_MAX_B];
-    uint8_t elig[SPECD_SDAR_MAX_B], fill[SPECD_SDAR_MAX_B];
+    uint8_t elig[SPECD_SDAR_MAX_B];
     int32_t n_elig = 0;
     *n_fill = 0;
     for (int32_t i = 0; i < s->b; i++) {
@@ -392,16 +368,8 @@ static specd_status select_fills(sdar_state *s, int32_t *token, int64_t first,
         n_elig++;
     }
     if (n_elig == 0) return SPECD_OK;
-    int32_t k = 0;
     /* forced: a block has no other way forward once slot 0 is filled */
-    SPECD_TRY(specd_dlm_rule_apply(&s->rule, pos, elig, s->b, 1, fill, &k, err));
-    for (int32_t i = 0; i < s->b; i++)
-        if (fill[i]) {
-            token[i] = pos[i].token;
-            specd_dlm_credit_forget(&s->credit, first + i);
-        }
-    *n_fill = k;
-    return SPECD_OK;
+    return specd_dlm_rule_fill(&s->rule, pos, elig, s->b, 1, &s->credit, first, token, n_fill, err);
 }
 
 /* The target's own token for the slot at logical position `position` from a row that predicts it:
@@ -548,17 +516,17 @@ static specd_status sdar_layout(void *state, const int32_t *history, int64_t n_h
              * or not */
             s->pos[row] = (int32_t)(bfirst + i);
             s->gate[row] = 1.0f;
-            if (s->embd_rows) {
-                s->embd_rows[row] = t < 0;
+            if (s->in.embd_rows) {
+                s->in.embd_rows[row] = t < 0;
                 if (t < 0)
-                    memcpy(s->embd + (size_t)row * (size_t)s->n_embd, s->mask_vec,
-                           (size_t)s->n_embd * sizeof(float));
+                    memcpy(s->in.embd + (size_t)row * (size_t)s->in.n_embd, s->in.mask_vec,
+                           (size_t)s->in.n_embd * sizeof(float));
             }
         }
-    if (s->embd_rows) {
-        memset(s->embd_rows, 0, (size_t)(head + s->lead));
+    if (s->in.embd_rows) {
+        memset(s->in.embd_rows, 0, (size_t)(head + s->lead));
         for (int32_t c = 0; c + 1 < s->n_copies; c++)
-            memset(s->embd_rows + head + s->lead + c * s->stride + s->b, 0,
+            memset(s->in.embd_rows + head + s->lead + c * s->stride + s->b, 0,
                    (size_t)(s->stride - s->b));
     }
     const size_t need = (size_t)n_tok * ((size_t)n_cached + (size_t)n_tok);
@@ -574,13 +542,13 @@ static specd_status sdar_layout(void *state, const int32_t *history, int64_t n_h
                                .tokens = s->tokens,
                                .pos = s->pos,
                                .visible = s->vis,
-                               .lora_gate = s->adapter ? s->gate : NULL,
-                               .lora = s->lora,
+                               .lora_gate = s->in.adapter ? s->gate : NULL,
+                               .lora = s->in.lora,
                                .n_rows = n_rows,
                                .rows = s->rows,
-                               .lora_path = s->adapter,
-                               .input_embd = s->embd,
-                               .input_embd_rows = s->embd_rows};
+                               .lora_path = s->in.adapter,
+                               .input_embd = s->in.embd,
+                               .input_embd_rows = s->in.embd_rows};
     return SPECD_OK;
 }
 

@@ -43,6 +43,7 @@
 #include "common/alloc.h"
 #include "common/status_internal.h"
 #include "policy/dlm/dlm_commit.h"
+#include "policy/dlm/dlm_input.h"
 #include "policy/dlm/dlm_rules.h"
 #include "policy/mask_rows.h"
 #include "policy/options.h"
@@ -62,13 +63,9 @@ _Static_assert(SPECD_SIMSD_MAX_B <= SPECD_SDAR_MAX_B, "simsd's block wider than 
 enum { MAX_ROWS = 3 * SPECD_SIMSD_MAX_B + 1 };
 
 typedef struct simsd_state {
-    int32_t b, gamma, rope_copy, mask_id, n_vocab, n_embd;
+    int32_t b, gamma, rope_copy, mask_id, n_vocab;
     specd_sample_key key;
-    specd_lora *lora;
-    char *adapter;
-    float *mask_vec;    /* n_embd: the target adapter's mask vector, or NULL */
-    float *embd;        /* MAX_ROWS x n_embd, or NULL when mask_vec is */
-    uint8_t *embd_rows; /* MAX_ROWS */
+    specd_dlm_input in; /* the target adapter; its mask vector in MAX_ROWS input rows */
     specd_accept *accept;
     specd_sampler *target;
     struct simsd_shared *own_shared; /* made here when no spec shares one (else env.shared) */
@@ -219,30 +216,12 @@ static void simsd_destroy(void *state) {
     if (!s) return;
     specd_simsd_drafter_destroy(s->drafter);
     simsd_shared_destroy(s->own_shared);
-    specd_lora_destroy(s->lora);
-    specd_free(s->adapter);
-    specd_free(s->mask_vec);
-    specd_free(s->embd);
-    specd_free(s->embd_rows);
+    specd_dlm_input_free(&s->in);
     specd_free(s->decided);
     specd_free(s->vis);
     specd_accept_destroy(s->accept);
     specd_sampler_destroy(s->target);
     specd_free(s);
-}
-
-static specd_status load_target_adapter(simsd_state *s, const specd_policy_env *env,
-                                        const char *dir, specd_error *err) {
-    int32_t n = 0;
-    SPECD_TRY(
-        specd_mask_load_adapter("simsd", env, dir, &s->adapter, &s->lora, &s->mask_vec, &n, err));
-    if (!(s->embd_rows = specd_alloc_array(MAX_ROWS, 1)))
-        return specd_fail(err, SPECD_E_NOMEM, "policy simsd: out of memory");
-    if (!s->mask_vec) return SPECD_OK;
-    if (!(s->embd = specd_alloc_array((size_t)MAX_ROWS * (size_t)n, sizeof(float))))
-        return specd_fail(err, SPECD_E_NOMEM, "policy simsd: out of memory");
-    s->n_embd = n;
-    return SPECD_OK;
 }
 
 /* The drafter on the shared weights and adapter: the target cut after drafter_layers blocks,
@@ -252,11 +231,11 @@ static specd_status make_drafter(simsd_state *s, const specd_policy_env *env, co
     const simsd_shared *sh = env->shared ? env->shared : s->own_shared;
     const int32_t n_embd = specd_model_get_info(sh->model)->n_embd;
     /* a host-run target's adapter is applied by the host; its mask vector must fit the model */
-    if (s->mask_vec && s->n_embd != n_embd)
+    if (s->in.mask_vec && s->in.n_embd != n_embd)
         return specd_fail(err, SPECD_E_MISMATCH,
                           "policy simsd: the adapter's mask vector has %d floats, the model has "
                           "n_embd %d",
-                          s->n_embd, n_embd);
+                          s->in.n_embd, n_embd);
     const int self = o->self_drafter == 1;
     return specd_simsd_drafter_create(env, sh->model, self ? 0 : o->layers, sh->lora, s->b,
                                       s->mask_id, o->threads, &s->drafter, err);
@@ -281,9 +260,9 @@ static specd_status simsd_create(const specd_policy_env *env, const char *option
     s->expect_n = -1;
     specd_status st;
     if ((st = specd_seq_verifier_create(env, b, &s->accept, &s->target, err)) != SPECD_OK ||
-        (o.adapter[0] && (st = load_target_adapter(s, env, o.adapter, err)) != SPECD_OK) ||
-        (!o.adapter[0] && !(s->embd_rows = specd_alloc_array(MAX_ROWS, 1)) &&
-         (st = specd_fail(err, SPECD_E_NOMEM, "policy simsd: out of memory")) != SPECD_OK) ||
+        (o.adapter[0] &&
+         ((st = specd_dlm_input_load(&s->in, "simsd", env, o.adapter, err)) != SPECD_OK ||
+          (st = specd_dlm_input_rows(&s->in, "simsd", MAX_ROWS, err)) != SPECD_OK)) ||
         (!env->shared && (st = make_shared(env, &o, &s->own_shared, err)) != SPECD_OK) ||
         (gamma > 0 && (st = make_drafter(s, env, &o, err)) != SPECD_OK)) {
         simsd_destroy(s);
@@ -326,10 +305,11 @@ static void set_row(simsd_state *s, int32_t row, int32_t token, int32_t pos, flo
     s->tokens[row] = token < 0 ? s->mask_id : token;
     s->pos[row] = pos;
     s->gate[row] = gate;
-    s->embd_rows[row] = token < 0 && s->embd;
-    if (token < 0 && s->embd)
-        memcpy(s->embd + (size_t)row * (size_t)s->n_embd, s->mask_vec,
-               (size_t)s->n_embd * sizeof(float));
+    if (!s->in.embd) return;
+    s->in.embd_rows[row] = token < 0;
+    if (token < 0)
+        memcpy(s->in.embd + (size_t)row * (size_t)s->in.n_embd, s->in.mask_vec,
+               (size_t)s->in.n_embd * sizeof(float));
 }
 
 static specd_status simsd_layout(void *state, const int32_t *history, int64_t n_history,
@@ -395,13 +375,13 @@ static specd_status simsd_layout(void *state, const int32_t *history, int64_t n_
                                .tokens = s->tokens,
                                .pos = s->pos,
                                .visible = s->vis,
-                               .lora_gate = s->adapter ? s->gate : NULL,
-                               .lora = s->lora,
+                               .lora_gate = s->in.adapter ? s->gate : NULL,
+                               .lora = s->in.lora,
                                .n_rows = s->n_rows,
                                .rows = s->rows,
-                               .lora_path = s->adapter,
-                               .input_embd = s->embd,
-                               .input_embd_rows = s->embd ? s->embd_rows : NULL};
+                               .lora_path = s->in.adapter,
+                               .input_embd = s->in.embd,
+                               .input_embd_rows = s->in.embd ? s->in.embd_rows : NULL};
     return SPECD_OK;
 }
 

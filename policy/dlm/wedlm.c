@@ -43,15 +43,16 @@
 #include "policy/dlm/dlm_commit.h"
 #include "policy/dlm/dlm_credit.h"
 #include "policy/dlm/dlm_embd.h"
+#include "policy/dlm/dlm_input.h"
 #include "policy/dlm/dlm_rules.h"
 #include "policy/dlm/dlm_smooth.h"
+#include "policy/dlm/wedlm_select.h"
 #include "policy/mask_rows.h"
 #include "policy/options.h"
 #include "policy/seq_verifier.h"
-#include "policy/dlm/wedlm_select.h"
 #include "specd/gguf.h"
-#include "specd/isd.h"
 #include "specd/runtime.h"
+#include "specd/spec.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -71,12 +72,9 @@ typedef struct wedlm_state {
     int32_t w, mask_id, n_vocab;
     int32_t eos; /* mode=block's early EOS stop token, or -1 (off) */
     specd_sample_key key;
-    specd_lora *lora;
-    char *adapter;
-    int32_t n_embd;
-    float *mask_vec;    /* n_embd: the mask rows' input (the adapter's, or E[mask] to smooth) */
-    float *embd;        /* (W + 1) x n_embd step input rows, or NULL when mask_vec is */
-    uint8_t *embd_rows; /* W + 1: the rows that take embd (the mask rows) */
+    /* the adapter; the mask rows' input vector (the adapter's, or E[mask] to smooth) in W + 1
+     * input rows */
+    specd_dlm_input in;
     /* iteration smoothing (dInfer A.1): per window slot, the next input of a mask that stays
      * masked, e_mask + alpha_t p W_emb from this step's prediction there */
     float smooth_max; /* alpha's cap; 0 = off */
@@ -104,48 +102,34 @@ typedef struct wedlm_state {
 static void wedlm_destroy(void *state) {
     wedlm_state *s = state;
     if (!s) return;
-    specd_lora_destroy(s->lora);
-    specd_free(s->adapter);
-    specd_free(s->mask_vec);
+    specd_dlm_input_free(&s->in);
     specd_free(s->slot_vec);
     specd_free(s->slot_vec_next);
     specd_free(s->smooth_scratch);
-    specd_free(s->embd);
-    specd_free(s->embd_rows);
     specd_accept_destroy(s->accept);
     specd_sampler_destroy(s->target);
     specd_free(s);
-}
-
-/* The adapter, and its mask vector as the mask rows' input (policy/mask_rows.h). */
-static specd_status load_adapter(wedlm_state *s, const specd_policy_env *env, const char *dir,
-                                 specd_error *err) {
-    int32_t n = 0;
-    SPECD_TRY(
-        specd_mask_load_adapter("wedlm", env, dir, &s->adapter, &s->lora, &s->mask_vec, &n, err));
-    if (s->mask_vec) s->n_embd = n;
-    return SPECD_OK;
 }
 
 /* Iteration smoothing's buffers, and E[mask] as e_mask when the adapter brings no vector. */
 static specd_status smooth_setup(wedlm_state *s, const specd_policy_env *env, float smooth,
                                  specd_error *err) {
     const int32_t E = specd_model_get_info(env->target)->n_embd;
-    if (s->mask_vec && s->n_embd != E)
+    if (s->in.mask_vec && s->in.n_embd != E)
         return specd_fail(err, SPECD_E_MISMATCH,
                           "policy wedlm: mask embedding of %d floats, "
                           "the target's n_embd is %d",
-                          s->n_embd, E);
+                          s->in.n_embd, E);
     SPECD_TRY(specd_dlm_embd_open(env->target, env->n_vocab, E, &s->tab, err));
     s->smooth_max = smooth;
-    s->n_embd = E;
+    s->in.n_embd = E;
     const size_t n = (size_t)s->w * (size_t)E;
-    if (!s->mask_vec && (s->mask_vec = specd_alloc_array((size_t)E, sizeof(float))))
-        specd_dlm_embd_row(&s->tab, s->mask_id, s->mask_vec);
+    if (!s->in.mask_vec && (s->in.mask_vec = specd_alloc_array((size_t)E, sizeof(float))))
+        specd_dlm_embd_row(&s->tab, s->mask_id, s->in.mask_vec);
     s->slot_vec = specd_alloc_array(n, sizeof(float));
     s->slot_vec_next = specd_alloc_array(n, sizeof(float));
     s->smooth_scratch = specd_alloc_array(2 * (size_t)E, sizeof(float));
-    if (!s->mask_vec || !s->slot_vec || !s->slot_vec_next || !s->smooth_scratch)
+    if (!s->in.mask_vec || !s->slot_vec || !s->slot_vec_next || !s->smooth_scratch)
         return specd_fail(err, SPECD_E_NOMEM, "policy wedlm: out of memory");
     return SPECD_OK;
 }
@@ -201,11 +185,7 @@ static specd_status wedlm_create(const specd_policy_env *env, const char *option
     if (adapter[0]) {
         /* run the adapter as it was trained: a WeDLM export records shift 0, an R-ISD one none */
         specd_lora_info info;
-        specd_status ist = specd_lora_read_info(adapter, &info, err);
-        /* unreadable here: the path may be one only the host opens (it loads the LoRA), and
-         * when specd runs the target the load below reports it; read as "no record" */
-        if (ist != SPECD_OK && ist != SPECD_E_IO)
-            return specd_mask_adapter_fail(err, ist, "wedlm", adapter);
+        SPECD_TRY(specd_dlm_adapter_info("wedlm", adapter, &info, err));
         if (!strcmp(info.objective, "sdar"))
             return specd_fail(err, SPECD_E_INVALID_ARG,
                               "policy wedlm: adapter %s was trained for block-bidirectional "
@@ -263,19 +243,13 @@ static specd_status wedlm_create(const specd_policy_env *env, const char *option
     if ((st = specd_dlm_credit_init(&s->credit, specd_dlm_credit_default_params(), err)) !=
             SPECD_OK ||
         (st = specd_seq_verifier_create(env, w, &s->accept, &s->target, err)) != SPECD_OK ||
-        (adapter[0] && (st = load_adapter(s, env, adapter, err)) != SPECD_OK) ||
-        (smooth > 0.0f && (st = smooth_setup(s, env, smooth, err)) != SPECD_OK)) {
+        (adapter[0] &&
+         (st = specd_dlm_input_load(&s->in, "wedlm", env, adapter, err)) != SPECD_OK) ||
+        (smooth > 0.0f && (st = smooth_setup(s, env, smooth, err)) != SPECD_OK) ||
+        /* every row may take a vector: the flags pick the mask rows of each step */
+        (st = specd_dlm_input_rows(&s->in, "wedlm", w + 1, err)) != SPECD_OK) {
         wedlm_destroy(s);
         return st;
-    }
-    if (s->mask_vec) {
-        /* every row may take a vector: the flags pick the mask rows of each step */
-        s->embd = specd_alloc_array((size_t)(w + 1) * (size_t)s->n_embd, sizeof(float));
-        s->embd_rows = specd_alloc_array((size_t)(w + 1), sizeof(uint8_t));
-        if (!s->embd || !s->embd_rows) {
-            wedlm_destroy(s);
-            return specd_fail(err, SPECD_E_NOMEM, "policy wedlm: out of memory");
-        }
     }
     for (int32_t i = 0; i <= w; i++)
         s->rows[i] = i;
@@ -312,27 +286,27 @@ static specd_status wedlm_layout(void *state, const int32_t *history, int64_t n_
         s->pos[row] = (int32_t)lpos[r];
         s->row_of[i + 1] = row;
         s->gate[row] = mask ? 1.0f : 0.0f; /* the adapter on mask rows only: clean rows are base */
-        if (s->embd_rows) {
-            s->embd_rows[row] = (uint8_t)mask;
-            const size_t E = (size_t)s->n_embd;
+        if (s->in.embd_rows) {
+            s->in.embd_rows[row] = (uint8_t)mask;
+            const size_t E = (size_t)s->in.n_embd;
             if (mask)
-                memcpy(s->embd + (size_t)row * E,
-                       s->has_vec[i] ? s->slot_vec + (size_t)i * E : s->mask_vec,
+                memcpy(s->in.embd + (size_t)row * E,
+                       s->has_vec[i] ? s->slot_vec + (size_t)i * E : s->in.mask_vec,
                        E * sizeof(float));
         }
     }
-    if (s->embd_rows) s->embd_rows[0] = 0;
+    if (s->in.embd_rows) s->in.embd_rows[0] = 0;
     *out = (specd_step_layout){.n_tokens = s->n_tokens,
                                .tokens = s->tokens,
                                .pos = s->pos,
                                .visible = NULL,
-                               .lora_gate = s->adapter ? s->gate : NULL,
-                               .lora = s->lora,
+                               .lora_gate = s->in.adapter ? s->gate : NULL,
+                               .lora = s->in.lora,
                                .n_rows = s->n_tokens,
                                .rows = s->rows,
-                               .lora_path = s->adapter,
-                               .input_embd = s->embd,
-                               .input_embd_rows = s->embd_rows};
+                               .lora_path = s->in.adapter,
+                               .input_embd = s->in.embd,
+                               .input_embd_rows = s->in.embd_rows};
     return SPECD_OK;
 }
 
@@ -358,7 +332,7 @@ static specd_status select_fills(const wedlm_state *s, specd_wedlm_window *win,
                                  specd_error *err) {
     const size_t V = (size_t)s->n_vocab;
     specd_dlm_pos pos[SPECD_WEDLM_MAX_W];
-    uint8_t elig[SPECD_WEDLM_MAX_W], fill[SPECD_WEDLM_MAX_W];
+    uint8_t elig[SPECD_WEDLM_MAX_W];
     int32_t n_elig = 0;
     for (int32_t i = 0; i < s->w; i++) {
         const int64_t q = win->first + i;
@@ -377,13 +351,8 @@ static specd_status select_fills(const wedlm_state *s, specd_wedlm_window *win,
     }
     if (n_elig == 0) return SPECD_OK;
     int32_t k = 0;
-    SPECD_TRY(specd_dlm_rule_apply(&s->rule, pos, elig, s->w, force, fill, &k, err));
-    for (int32_t i = 0; i < s->w; i++)
-        if (fill[i]) {
-            win->token[i] = pos[i].token;
-            specd_dlm_credit_forget(credit, win->first + i);
-        }
-    return SPECD_OK;
+    return specd_dlm_rule_fill(&s->rule, pos, elig, s->w, force, credit, win->first, win->token, &k,
+                               err);
 }
 
 /* IterSmooth (dInfer A.1) for the masks of win that stay masked: next input row e_mask +
@@ -394,7 +363,7 @@ static specd_status select_fills(const wedlm_state *s, specd_wedlm_window *win,
 static specd_status smooth_slots(const wedlm_state *s, const specd_wedlm_window *win,
                                  const float *logits, uint8_t *has, int32_t *iter,
                                  specd_error *err) {
-    const size_t V = (size_t)s->n_vocab, E = (size_t)s->n_embd;
+    const size_t V = (size_t)s->n_vocab, E = (size_t)s->in.n_embd;
     for (int32_t i = 0; i < s->w; i++) {
         const int64_t q = win->first + i;
         const int32_t row = win->token[i] < 0 ? pred_row(s, q) : -1;
@@ -404,9 +373,10 @@ static specd_status smooth_slots(const wedlm_state *s, const specd_wedlm_window 
         const int64_t j = q - s->at.first; /* the slot q held in this step's window */
         if (j >= 0 && j < s->w && s->has_vec[j]) iter[i] = s->slot_iter[j] + 1;
         const float alpha = specd_dlm_smooth_alpha(0.1f, 0.05f, s->smooth_max, iter[i]);
-        SPECD_TRY(specd_dlm_smooth_row(
-            logits + (size_t)row * V, s->n_vocab, specd_dlm_embd_row, (void *)&s->tab, s->mask_vec,
-            s->n_embd, alpha, s->smooth_scratch, s->slot_vec_next + (size_t)i * E, NULL, err));
+        SPECD_TRY(specd_dlm_smooth_row(logits + (size_t)row * V, s->n_vocab, specd_dlm_embd_row,
+                                       (void *)&s->tab, s->in.mask_vec, s->in.n_embd, alpha,
+                                       s->smooth_scratch, s->slot_vec_next + (size_t)i * E, NULL,
+                                       err));
     }
     return SPECD_OK;
 }
@@ -418,6 +388,21 @@ static specd_status smooth_slots(const wedlm_state *s, const specd_wedlm_window 
  * emits nothing, keeps no KV (the pending row is run again next step) and adds fills: a masked
  * slot 0 takes the pending row's token as plain decoding draws it, then the selection rule fills
  * among the other masks, so every step fills at least one slot and every block finishes. */
+/* The step succeeded: its window, credit and smoothing vectors become the state. */
+static void take_step(wedlm_state *s, const specd_wedlm_window *next,
+                      const specd_dlm_credit *credit, const uint8_t *has_vec,
+                      const int32_t *slot_iter) {
+    s->win = *next;
+    s->credit = *credit;
+    memcpy(s->has_vec, has_vec, sizeof s->has_vec);
+    memcpy(s->slot_iter, slot_iter, sizeof s->slot_iter);
+    if (s->smooth_max > 0.0f) {
+        float *t = s->slot_vec;
+        s->slot_vec = s->slot_vec_next;
+        s->slot_vec_next = t;
+    }
+}
+
 static specd_status block_verify(wedlm_state *s, const float *logits, specd_step_outcome *out,
                                  specd_error *err) {
     int32_t n_emit = 0;
@@ -478,15 +463,7 @@ static specd_status block_verify(wedlm_state *s, const float *logits, specd_step
         for (int32_t i = e + 1; e >= 0 && i < s->w; i++)
             next.token[i] = s->eos;
     }
-    s->win = next;
-    s->credit = credit;
-    memcpy(s->has_vec, has_vec, sizeof has_vec);
-    memcpy(s->slot_iter, slot_iter, sizeof slot_iter);
-    if (s->smooth_max > 0.0f) {
-        float *t = s->slot_vec;
-        s->slot_vec = s->slot_vec_next;
-        s->slot_vec_next = t;
-    }
+    take_step(s, &next, &credit, has_vec, slot_iter);
     s->expect_n = s->n_at + n_emit;
     *out = (specd_step_outcome){.n_emitted = n_emit,
                                 .emitted = s->emitted,
@@ -570,15 +547,7 @@ static specd_status wedlm_verify(void *state, const float *logits, specd_step_ou
         /* every row after the rejected draft saw it: no fill or credit survives */
         specd_dlm_credit_init(&credit, s->credit.params, NULL);
     }
-    s->win = next;
-    s->credit = credit;
-    memcpy(s->has_vec, has_vec, sizeof has_vec);
-    memcpy(s->slot_iter, slot_iter, sizeof slot_iter);
-    if (s->smooth_max > 0.0f) {
-        float *t = s->slot_vec;
-        s->slot_vec = s->slot_vec_next;
-        s->slot_vec_next = t;
-    }
+    take_step(s, &next, &credit, has_vec, slot_iter);
     s->expect_n = s->n_at + n_emit;
     *out = (specd_step_outcome){.n_emitted = n_emit,
                                 .emitted = s->emitted,

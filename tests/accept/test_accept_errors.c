@@ -33,8 +33,12 @@ static void fill(fixture *f) {
     f->in.q_vocab = V;
     f->in.target_logits = f->logits;
     f->in.n_vocab = V;
-    f->in.key = (specd_sample_key){42, 1, 10};
-    f->out = (specd_chain_result){f->tokens, f->prob, SENTINEL, SENTINEL, true};
+    f->in.key = (specd_sample_key){.seed = 42, .sequence = 1, .position = 10};
+    f->out = (specd_chain_result){.tokens = f->tokens,
+                                  .accept_prob = f->prob,
+                                  .n_accepted = SENTINEL,
+                                  .n_emitted = SENTINEL,
+                                  .lossy = true};
 }
 
 static void assert_untouched(const fixture *f) {
@@ -171,7 +175,8 @@ static void test_null_arguments(void **state) {
 static void test_empty_distribution(void **state) {
     (void)state;
     specd_logit_bias ban[V];
-    for (int i = 0; i < V; i++) ban[i] = (specd_logit_bias){i, -INFINITY};
+    for (int i = 0; i < V; i++)
+        ban[i] = (specd_logit_bias){.token = i, .bias = -INFINITY};
     for (int rule = 0; rule < 3; rule++) {
         specd_accept_params p = specd_accept_default_params();
         p.rule = (specd_accept_rule)rule;
@@ -199,8 +204,10 @@ static void test_empty_distribution(void **state) {
     assert_int_equal(specd_sampler_create(&sp, V, &s, &err), SPECD_OK);
     float logits[V] = {0};
     int32_t tok = SENTINEL;
-    assert_int_equal(specd_sampler_sample(s, logits, V, (specd_sample_key){1, 2, 3}, &tok, &err),
-                     SPECD_E_NUMERIC);
+    assert_int_equal(
+        specd_sampler_sample(
+            s, logits, V, (specd_sample_key){.seed = 1, .sequence = 2, .position = 3}, &tok, &err),
+        SPECD_E_NUMERIC);
     assert_int_equal(tok, SENTINEL);
     specd_sampler_destroy(s);
 }
@@ -245,17 +252,17 @@ static void test_bad_params(void **state) {
     p.sampling = specd_sampling_default_params();
     p.sampling.top_k = -2;
     assert_int_equal(specd_accept_create(&p, &a, &err), SPECD_E_INVALID_ARG);
-    specd_logit_bias dup[2] = {{3, 1.0f}, {3, 2.0f}};
+    specd_logit_bias dup[2] = {{.token = 3, .bias = 1.0f}, {.token = 3, .bias = 2.0f}};
     p.sampling = specd_sampling_default_params();
     p.sampling.bias = dup;
     p.sampling.n_bias = 2;
     assert_int_equal(specd_accept_create(&p, &a, &err), SPECD_E_INVALID_ARG);
     assert_non_null(strstr(err.message, "twice"));
-    specd_logit_bias nanb = {1, NAN};
+    specd_logit_bias nanb = {.token = 1, .bias = NAN};
     p.sampling.bias = &nanb;
     p.sampling.n_bias = 1;
     assert_int_equal(specd_accept_create(&p, &a, &err), SPECD_E_INVALID_ARG);
-    specd_logit_bias far = {10, 1.0f};
+    specd_logit_bias far = {.token = 10, .bias = 1.0f};
     p.sampling.bias = &far;
     assert_int_equal(specd_accept_create(&p, &a, &err), SPECD_E_INVALID_ARG);
     assert_null(a);
@@ -264,7 +271,7 @@ static void test_bad_params(void **state) {
 /* Bias token inside max_vocab but outside this call's vocabulary. */
 static void test_bias_outside_call_vocab(void **state) {
     (void)state;
-    specd_logit_bias b = {40, 1.0f};
+    specd_logit_bias b = {.token = 40, .bias = 1.0f};
     specd_accept_params p = specd_accept_default_params();
     p.max_k = K;
     p.max_vocab = 64;
@@ -310,9 +317,20 @@ static void test_malformed_tree(void **state) {
     for (int rule = 0; rule < 3; rule++) {
         specd_accept *a = make((specd_accept_rule)rule, 4);
         for (int c = 0; c < 4; c++) {
-            specd_tree_input in = {4, bad_parents[c], tok, NULL, 0, logits, V,
-                                   (specd_sample_key){1, 2, 3}};
-            specd_tree_result out = {path, out_tok, SENTINEL, SENTINEL, true};
+            specd_tree_input in = {.n_nodes = 4,
+                                   .parent = bad_parents[c],
+                                   .token = tok,
+                                   .draft_probs = NULL,
+                                   .q_vocab = 0,
+                                   .target_logits = logits,
+                                   .n_vocab = V,
+                                   .key =
+                                       (specd_sample_key){.seed = 1, .sequence = 2, .position = 3}};
+            specd_tree_result out = {.path = path,
+                                     .tokens = out_tok,
+                                     .n_accepted = SENTINEL,
+                                     .n_emitted = SENTINEL,
+                                     .lossy = true};
             specd_error err;
             assert_int_equal(specd_accept_tree(a, &in, &out, &err), SPECD_E_INVALID_ARG);
             if (!strstr(err.message, frag[c])) fail_msg("'%s' lacks '%s'", err.message, frag[c]);
@@ -321,8 +339,19 @@ static void test_malformed_tree(void **state) {
             for (int i = 0; i < 5; i++) assert_int_equal(out_tok[i], SENTINEL);
         }
         const int32_t ok[4] = {-1, 0, 1, 2};
-        specd_tree_input in = {5, ok, tok, NULL, 0, logits, V, (specd_sample_key){1, 2, 3}};
-        specd_tree_result out = {path, out_tok, SENTINEL, SENTINEL, true};
+        specd_tree_input in = {.n_nodes = 5,
+                               .parent = ok,
+                               .token = tok,
+                               .draft_probs = NULL,
+                               .q_vocab = 0,
+                               .target_logits = logits,
+                               .n_vocab = V,
+                               .key = (specd_sample_key){.seed = 1, .sequence = 2, .position = 3}};
+        specd_tree_result out = {.path = path,
+                                 .tokens = out_tok,
+                                 .n_accepted = SENTINEL,
+                                 .n_emitted = SENTINEL,
+                                 .lossy = true};
         specd_error err;
         assert_int_equal(specd_accept_tree(a, &in, &out, &err), SPECD_E_INVALID_ARG); /* > max */
         in.n_nodes = 0;
@@ -338,8 +367,13 @@ static void test_positionwise_errors(void **state) {
     uint8_t acc_mask[K];
     memset(acc_mask, 0xee, sizeof acc_mask);
     specd_accept *a = make(SPECD_ACCEPT_COUPLED, K);
-    specd_positionwise_input in = {K, draft, logits, V, NULL, {1, 2, 3}};
-    specd_positionwise_result out = {acc_mask, NULL, SENTINEL};
+    specd_positionwise_input in = {.n = K,
+                                   .draft = draft,
+                                   .target_logits = logits,
+                                   .n_vocab = V,
+                                   .positions = NULL,
+                                   .key = {.seed = 1, .sequence = 2, .position = 3}};
+    specd_positionwise_result out = {.accept = acc_mask, .target = NULL, .n_accepted = SENTINEL};
     specd_error err;
     logits[2 * V + 1] = NAN;
     assert_int_equal(specd_accept_positionwise(a, &in, &out, &err), SPECD_E_NUMERIC);
@@ -366,7 +400,7 @@ static void test_sampler_errors(void **state) {
     float logits[V] = {0}, probs[V];
     for (int i = 0; i < V; i++) probs[i] = -7.0f;
     int32_t tok = SENTINEL;
-    specd_sample_key key = {1, 2, 3};
+    specd_sample_key key = {.seed = 1, .sequence = 2, .position = 3};
     assert_int_equal(specd_sampler_sample(s, logits, V + 1, key, &tok, &err), SPECD_E_INVALID_ARG);
     assert_int_equal(specd_sampler_sample(s, logits, 0, key, &tok, &err), SPECD_E_INVALID_ARG);
     logits[4] = NAN;

@@ -38,10 +38,10 @@ static float unif(uint64_t *s) {
 static specd_accept *make(specd_accept_rule rule, float t, int ban) {
     specd_logit_bias b[N_MASK + 2];
     size_t n = 0;
-    b[n++] = (specd_logit_bias){5, 0.5f};
+    b[n++] = (specd_logit_bias){.token = 5, .bias = 0.5f};
     for (int i = 0; i < N_MASK; i++)
-        b[n++] =
-            (specd_logit_bias){mask_ids[i], ban ? -INFINITY : (mask_ids[i] == 3 ? 50.0f : 0.0f)};
+        b[n++] = (specd_logit_bias){.token = mask_ids[i],
+                                    .bias = ban ? -INFINITY : (mask_ids[i] == 3 ? 50.0f : 0.0f)};
     specd_accept_params p = specd_accept_default_params();
     p.rule = rule;
     p.sampling.temperature = t;
@@ -128,7 +128,7 @@ static void test_sampler(void **st) {
     sp.temperature = 0.5f;
     specd_logit_bias ban[N_MASK];
     for (int i = 0; i < N_MASK; i++)
-        ban[i] = (specd_logit_bias){mask_ids[i], -INFINITY};
+        ban[i] = (specd_logit_bias){.token = mask_ids[i], .bias = -INFINITY};
     specd_sampler *plain = NULL, *banned = NULL;
     specd_error err;
     assert_int_equal(specd_sampler_create(&sp, V, &plain, &err), SPECD_OK);
@@ -154,12 +154,16 @@ static void test_sampler(void **st) {
     for (int x = 0; x < V; x++)
         all[x] = -FLT_MAX;
     int32_t tok = -5;
-    assert_int_equal(specd_sampler_sample(plain, all, V, (specd_sample_key){1, 2, 3}, &tok, &err),
-                     SPECD_E_NUMERIC);
+    assert_int_equal(
+        specd_sampler_sample(
+            plain, all, V, (specd_sample_key){.seed = 1, .sequence = 2, .position = 3}, &tok, &err),
+        SPECD_E_NUMERIC);
     assert_non_null(strstr(err.message, "masked"));
     all[4] = NAN;
-    assert_int_equal(specd_sampler_sample(plain, all, V, (specd_sample_key){1, 2, 3}, &tok, &err),
-                     SPECD_E_NUMERIC);
+    assert_int_equal(
+        specd_sampler_sample(
+            plain, all, V, (specd_sample_key){.seed = 1, .sequence = 2, .position = 3}, &tok, &err),
+        SPECD_E_NUMERIC);
     assert_int_equal(tok, -5);
     specd_sampler_destroy(plain);
     specd_sampler_destroy(banned);

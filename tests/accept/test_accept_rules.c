@@ -104,8 +104,9 @@ static void test_coupled_is_token_identical(void **state) {
         specd_error err;
         assert_int_equal(specd_accept_create(&ap, &acc, &err), SPECD_OK);
         assert_int_equal(specd_sampler_create(&c.sp, MAXV, &smp, &err), SPECD_OK);
-        specd_sample_key key = {trng_u32(&r) | ((uint64_t)trng_u32(&r) << 32), trng_u32(&r),
-                                trng_u32(&r) >> 8};
+        specd_sample_key key = {.seed = trng_u32(&r) | ((uint64_t)trng_u32(&r) << 32),
+                                .sequence = trng_u32(&r),
+                                .position = trng_u32(&r) >> 8};
         for (int i = 0; i <= c.k; i++) {
             random_logits(&r, logits + i * c.v, c.v);
             specd_sample_key ki = key;
@@ -118,8 +119,15 @@ static void test_coupled_is_token_identical(void **state) {
         }
         for (int i = 0; i < c.k; i++)
             draft[i] = trng_int(&r, 10) < 8 ? direct[i] : trng_int(&r, c.v);
-        specd_chain_input in = {c.k, draft, NULL, 0, logits, c.v, key};
-        specd_chain_result out = {tokens, NULL, 0, 0, false};
+        specd_chain_input in = {.k = c.k,
+                                .draft = draft,
+                                .draft_probs = NULL,
+                                .q_vocab = 0,
+                                .target_logits = logits,
+                                .n_vocab = c.v,
+                                .key = key};
+        specd_chain_result out = {
+            .tokens = tokens, .accept_prob = NULL, .n_accepted = 0, .n_emitted = 0, .lossy = false};
         assert_int_equal(specd_accept_chain(acc, &in, &out, &err), SPECD_OK);
         int want = 0;
         while (want < c.k && draft[want] == direct[want]) want++;
@@ -131,8 +139,13 @@ static void test_coupled_is_token_identical(void **state) {
         /* the same rows as a position-wise block */
         uint8_t mask[MAXK];
         int32_t target[MAXK];
-        specd_positionwise_input pin = {c.k, draft, logits, c.v, NULL, key};
-        specd_positionwise_result pout = {mask, target, 0};
+        specd_positionwise_input pin = {.n = c.k,
+                                        .draft = draft,
+                                        .target_logits = logits,
+                                        .n_vocab = c.v,
+                                        .positions = NULL,
+                                        .key = key};
+        specd_positionwise_result pout = {.accept = mask, .target = target, .n_accepted = 0};
         assert_int_equal(specd_accept_positionwise(acc, &pin, &pout, &err), SPECD_OK);
         for (int i = 0; i < c.k; i++) {
             assert_int_equal(target[i], direct[i]);
@@ -147,8 +160,16 @@ static void test_coupled_is_token_identical(void **state) {
             depth[i] = i == 0 ? 0 : depth[parent[i]] + 1;
             draft[i] = trng_int(&r, c.v);
         }
-        specd_tree_input tin = {c.k, parent, draft, NULL, 0, logits, c.v, key};
-        specd_tree_result tout = {path, tokens, 0, 0, false};
+        specd_tree_input tin = {.n_nodes = c.k,
+                                .parent = parent,
+                                .token = draft,
+                                .draft_probs = NULL,
+                                .q_vocab = 0,
+                                .target_logits = logits,
+                                .n_vocab = c.v,
+                                .key = key};
+        specd_tree_result tout = {
+            .path = path, .tokens = tokens, .n_accepted = 0, .n_emitted = 0, .lossy = false};
         assert_int_equal(specd_accept_tree(acc, &tin, &tout, &err), SPECD_OK);
         int v = -1, d = 0;
         for (;;) {
@@ -211,9 +232,12 @@ static void test_speculative_equals_plain_decoding(void **state) {
         float l[(K + 1) * V];
         for (int t = 0; t < L + K; t++) {
             toy_logits(plain, t, l, V);
-            assert_int_equal(specd_sampler_sample(smp, l, V, (specd_sample_key){7, 3, (uint32_t)t},
-                                                  &plain[t], &err),
-                             SPECD_OK);
+            assert_int_equal(
+                specd_sampler_sample(
+                    smp, l, V,
+                    (specd_sample_key){.seed = 7, .sequence = 3, .position = (uint32_t)t},
+                    &plain[t], &err),
+                SPECD_OK);
         }
         trng r;
         trng_init(&r, 5 + (uint64_t)ti);
@@ -227,8 +251,18 @@ static void test_speculative_equals_plain_decoding(void **state) {
                 toy_logits(spec, t + i, l + i * V, V);
             }
             int32_t toks[K + 1];
-            specd_chain_input in = {K, draft, NULL, 0, l, V, {7, 3, (uint32_t)t}};
-            specd_chain_result out = {toks, NULL, 0, 0, false};
+            specd_chain_input in = {.k = K,
+                                    .draft = draft,
+                                    .draft_probs = NULL,
+                                    .q_vocab = 0,
+                                    .target_logits = l,
+                                    .n_vocab = V,
+                                    .key = {.seed = 7, .sequence = 3, .position = (uint32_t)t}};
+            specd_chain_result out = {.tokens = toks,
+                                      .accept_prob = NULL,
+                                      .n_accepted = 0,
+                                      .n_emitted = 0,
+                                      .lossy = false};
             assert_int_equal(specd_accept_chain(acc, &in, &out, &err), SPECD_OK);
             memcpy(spec + t, toks, sizeof(int32_t) * (size_t)out.n_emitted);
             t += out.n_emitted;
@@ -257,8 +291,15 @@ static void test_greedy_and_ties(void **state) {
     assert_int_equal(specd_accept_create(&ap, &acc, &err), SPECD_OK);
     int32_t draft[2] = {1, 0}, toks[3];
     float prob[2];
-    specd_chain_input in = {2, draft, NULL, 0, l, V, {1, 1, 1}};
-    specd_chain_result out = {toks, prob, 0, 0, false};
+    specd_chain_input in = {.k = 2,
+                            .draft = draft,
+                            .draft_probs = NULL,
+                            .q_vocab = 0,
+                            .target_logits = l,
+                            .n_vocab = V,
+                            .key = {.seed = 1, .sequence = 1, .position = 1}};
+    specd_chain_result out = {
+        .tokens = toks, .accept_prob = prob, .n_accepted = 0, .n_emitted = 0, .lossy = false};
     assert_int_equal(specd_accept_chain(acc, &in, &out, &err), SPECD_OK);
     assert_int_equal(out.n_accepted, 2);
     assert_int_equal(toks[2], 7);
@@ -303,8 +344,18 @@ static void test_rejection_probabilities_and_tau(void **state) {
                 for (int x = 0; x < V; x++) q[i * V + x] = (float)(q[i * V + x] / s);
                 draft[i] = trng_int(&r, V);
             }
-            specd_chain_input in = {K, draft, q, V, l, V, {3, (uint32_t)trial, 0}};
-            specd_chain_result out = {toks, prob, 0, 0, false};
+            specd_chain_input in = {.k = K,
+                                    .draft = draft,
+                                    .draft_probs = q,
+                                    .q_vocab = V,
+                                    .target_logits = l,
+                                    .n_vocab = V,
+                                    .key = {.seed = 3, .sequence = (uint32_t)trial, .position = 0}};
+            specd_chain_result out = {.tokens = toks,
+                                      .accept_prob = prob,
+                                      .n_accepted = 0,
+                                      .n_emitted = 0,
+                                      .lossy = false};
             assert_int_equal(specd_accept_chain(acc, &in, &out, &err), SPECD_OK);
             assert_int_equal(out.lossy, tau > 0.0f);
             for (int i = 0; i < K; i++) {
@@ -381,8 +432,11 @@ static void test_transform_filters(void **state) {
         }
         for (uint32_t pos = 0; pos < 20; pos++) {
             int32_t t;
-            assert_int_equal(specd_sampler_sample(s, l, V, (specd_sample_key){5, 6, pos}, &t, &err),
-                             SPECD_OK);
+            assert_int_equal(
+                specd_sampler_sample(s, l, V,
+                                     (specd_sample_key){.seed = 5, .sequence = 6, .position = pos},
+                                     &t, &err),
+                SPECD_OK);
             assert_true(p[t] > 0.0f);
         }
         specd_sampler_destroy(s);
@@ -394,7 +448,7 @@ static void test_keyed_sampling_follows_p(void **state) {
     (void)state;
     enum { V = 12, N = 200000 };
     float l[V] = {1.0f, 2.0f, 0.5f, -1.0f, 3.0f, 2.5f, 0.0f, 1.5f, -0.5f, 2.2f, 0.7f, 1.1f};
-    specd_logit_bias b[2] = {{4, -1.5f}, {8, -INFINITY}};
+    specd_logit_bias b[2] = {{.token = 4, .bias = -1.5f}, {.token = 8, .bias = -INFINITY}};
     for (int variant = 0; variant < 3; variant++) {
         specd_sampling_params sp = specd_sampling_default_params();
         sp.temperature = 0.9f;
@@ -413,8 +467,11 @@ static void test_keyed_sampling_follows_p(void **state) {
         uint64_t counts[V] = {0};
         for (uint32_t i = 0; i < N; i++) {
             int32_t t;
-            assert_int_equal(specd_sampler_sample(s, l, V, (specd_sample_key){17, i, 0}, &t, &err),
-                             SPECD_OK);
+            assert_int_equal(
+                specd_sampler_sample(s, l, V,
+                                     (specd_sample_key){.seed = 17, .sequence = i, .position = 0},
+                                     &t, &err),
+                SPECD_OK);
             counts[t]++;
         }
         double pv = gof_pvalue(counts, pd, V, N);
@@ -445,7 +502,8 @@ static void test_keyed_matches_bruteforce(void **state) {
         specd_error err;
         assert_int_equal(specd_sampler_create(&sp, v, &s, &err), SPECD_OK);
         assert_int_equal(specd_sampler_probs(s, l, v, p, &err), SPECD_OK);
-        specd_sample_key key = {trng_u32(&r), trng_u32(&r), trng_u32(&r)};
+        specd_sample_key key = {
+            .seed = trng_u32(&r), .sequence = trng_u32(&r), .position = trng_u32(&r)};
         int32_t got;
         assert_int_equal(specd_sampler_sample(s, l, v, key, &got, &err), SPECD_OK);
         int32_t want = -1;
@@ -556,9 +614,12 @@ static void test_golden_hash(void **state) {
         assert_int_equal(specd_sampler_create(&sp, V, &s, &err), SPECD_OK);
         for (uint32_t pos = 0; pos < 8; pos++) {
             int32_t t;
-            assert_int_equal(specd_sampler_sample(s, l, V, (specd_sample_key){99, (uint32_t)it, pos},
-                                                  &t, &err),
-                             SPECD_OK);
+            assert_int_equal(
+                specd_sampler_sample(
+                    s, l, V,
+                    (specd_sample_key){.seed = 99, .sequence = (uint32_t)it, .position = pos}, &t,
+                    &err),
+                SPECD_OK);
             MIX(t);
         }
         assert_int_equal(specd_sampler_probs(s, l, V, p, &err), SPECD_OK);
@@ -593,9 +654,18 @@ static void test_golden_hash(void **state) {
                     for (int x = 1; x < V; x++) best = q[i * V + x] > q[i * V + best] ? x : best;
                     draft[i] = best;
                 }
-            specd_chain_input in = {K, draft, rule == SPECD_ACCEPT_REJECTION ? q : NULL, V, l, V,
-                                    {7, (uint32_t)it, 50}};
-            specd_chain_result out = {toks, NULL, 0, 0, false};
+            specd_chain_input in = {.k = K,
+                                    .draft = draft,
+                                    .draft_probs = rule == SPECD_ACCEPT_REJECTION ? q : NULL,
+                                    .q_vocab = V,
+                                    .target_logits = l,
+                                    .n_vocab = V,
+                                    .key = {.seed = 7, .sequence = (uint32_t)it, .position = 50}};
+            specd_chain_result out = {.tokens = toks,
+                                      .accept_prob = NULL,
+                                      .n_accepted = 0,
+                                      .n_emitted = 0,
+                                      .lossy = false};
             assert_int_equal(specd_accept_chain(acc, &in, &out, &err), SPECD_OK);
             MIX(out.n_accepted);
             for (int i = 0; i < out.n_emitted; i++) MIX(toks[i]);

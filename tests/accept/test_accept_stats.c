@@ -240,9 +240,19 @@ static void draw(const scase *c, const tables *tb, specd_accept *acc, trng *r, u
             }
             for (int i = 0; i <= c->k; i++)
                 memcpy(logits + i * v, tb->lp[pos + i][ctx[i]], sizeof(float) * (size_t)v);
-            specd_chain_input in = {c->k, draft, c->mode == MODE_DETERMINISTIC ? NULL : q, v,
-                                    logits, v, {c->seed, seq, (uint32_t)pos}};
-            specd_chain_result out = {tokens, NULL, 0, 0, false};
+            specd_chain_input in = {
+                .k = c->k,
+                .draft = draft,
+                .draft_probs = c->mode == MODE_DETERMINISTIC ? NULL : q,
+                .q_vocab = v,
+                .target_logits = logits,
+                .n_vocab = v,
+                .key = {.seed = c->seed, .sequence = seq, .position = (uint32_t)pos}};
+            specd_chain_result out = {.tokens = tokens,
+                                      .accept_prob = NULL,
+                                      .n_accepted = 0,
+                                      .n_emitted = 0,
+                                      .lossy = false};
             if (specd_accept_chain(acc, &in, &out, &err) != SPECD_OK) {
                 fprintf(stderr, "chain: %s\n", err.message);
                 abort();
@@ -264,9 +274,17 @@ static void draw(const scase *c, const tables *tb, specd_accept *acc, trng *r, u
                 memcpy(q + i * v, qr, sizeof(float) * (size_t)v);
                 memcpy(logits + (i + 1) * v, tb->lp[t + 1][draft[i]], sizeof(float) * (size_t)v);
             }
-            specd_tree_input in = {c->k, c->parent, draft, c->mode == MODE_DETERMINISTIC ? NULL : q,
-                                   v, logits, v, {c->seed, seq, (uint32_t)pos}};
-            specd_tree_result out = {path, tokens, 0, 0, false};
+            specd_tree_input in = {
+                .n_nodes = c->k,
+                .parent = c->parent,
+                .token = draft,
+                .draft_probs = c->mode == MODE_DETERMINISTIC ? NULL : q,
+                .q_vocab = v,
+                .target_logits = logits,
+                .n_vocab = v,
+                .key = {.seed = c->seed, .sequence = seq, .position = (uint32_t)pos}};
+            specd_tree_result out = {
+                .path = path, .tokens = tokens, .n_accepted = 0, .n_emitted = 0, .lossy = false};
             if (specd_accept_tree(acc, &in, &out, &err) != SPECD_OK) {
                 fprintf(stderr, "tree: %s\n", err.message);
                 abort();

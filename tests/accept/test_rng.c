@@ -42,7 +42,7 @@ static void test_uniform_is_exact_and_open(void **state) {
 /* The key layout of sampling.h: counter {token >> 2, position, sequence, purpose}, word token & 3. */
 static void test_key_layout(void **state) {
     (void)state;
-    specd_sample_key key = {0x0123456789abcdefull, 77, 1234};
+    specd_sample_key key = {.seed = 0x0123456789abcdefull, .sequence = 77, .position = 1234};
     uint32_t ctr[4] = {1000 >> 2, 1234, 77, SPECD_RNG_SAMPLE};
     uint32_t k[2] = {0x89abcdefu, 0x01234567u};
     uint32_t w[4];

@@ -38,7 +38,10 @@ typedef struct seq_setting {
 } seq_setting;
 
 /* Given unsorted (the engine sorts its copy); token 2, which ngram drafts, is banned. */
-static const specd_logit_bias BIAS[] = {{11, 4.0f}, {2, -INFINITY}, {7, -2.5f}, {5, 1.5f}};
+static const specd_logit_bias BIAS[] = {{.token = 11, .bias = 4.0f},
+                                        {.token = 2, .bias = -INFINITY},
+                                        {.token = 7, .bias = -2.5f},
+                                        {.token = 5, .bias = 1.5f}};
 
 static const seq_setting SET[NSEQ] = {
     {SPECD_ACCEPT_GREEDY, 1.0f, 0, 1.0f, 0.0f, 1, 0.0f},
@@ -291,8 +294,16 @@ static int run(const specd_cudart *rt, void *dev, int kernel, int trees) {
         fill_rows(rows, &bh, trees, &h);
         rt->memcpy(dev, rows, (size_t)bh.n_rows * STRIDE * sizeof(uint16_t),
                    SPECD_CUDA_MEMCPY_HOST_TO_DEVICE);
-        specd_logits lh = {rows, STRIDE, bh.n_rows, SPECD_DTYPE_BF16, SPECD_DEVICE_HOST};
-        specd_logits ld = {dev, STRIDE, bd.n_rows, SPECD_DTYPE_BF16, SPECD_DEVICE_CUDA};
+        specd_logits lh = {.data = rows,
+                           .row_stride = STRIDE,
+                           .n_rows = bh.n_rows,
+                           .dtype = SPECD_DTYPE_BF16,
+                           .device = SPECD_DEVICE_HOST};
+        specd_logits ld = {.data = dev,
+                           .row_stride = STRIDE,
+                           .n_rows = bd.n_rows,
+                           .dtype = SPECD_DTYPE_BF16,
+                           .device = SPECD_DEVICE_CUDA};
         specd_batch_result rh, rd, rc;
         const uint64_t c0 = specd_device_verify_count(), l0 = specd_device_verify_launches();
         if (verify_copy_path(sc, &ld, &rc, &err) != SPECD_OK) {
@@ -394,8 +405,16 @@ static int run_bad_q(const specd_cudart *rt, void *dev, int kernel) {
     fill_rows(rows, &bh, 1, &h);
     rt->memcpy(dev, rows, (size_t)bh.n_rows * STRIDE * sizeof(uint16_t),
                SPECD_CUDA_MEMCPY_HOST_TO_DEVICE);
-    specd_logits lh = {rows, STRIDE, bh.n_rows, SPECD_DTYPE_BF16, SPECD_DEVICE_HOST};
-    specd_logits ld = {dev, STRIDE, bd.n_rows, SPECD_DTYPE_BF16, SPECD_DEVICE_CUDA};
+    specd_logits lh = {.data = rows,
+                       .row_stride = STRIDE,
+                       .n_rows = bh.n_rows,
+                       .dtype = SPECD_DTYPE_BF16,
+                       .device = SPECD_DEVICE_HOST};
+    specd_logits ld = {.data = dev,
+                       .row_stride = STRIDE,
+                       .n_rows = bd.n_rows,
+                       .dtype = SPECD_DTYPE_BF16,
+                       .device = SPECD_DEVICE_CUDA};
     specd_batch_result rh, rd;
     specd_error eh, ed;
     const uint64_t c0 = specd_device_verify_count(), l0 = specd_device_verify_launches();
@@ -426,7 +445,8 @@ static int run_bad_q(const specd_cudart *rt, void *dev, int kernel) {
 /* A bias naming a token twice: the engine refuses it when the sequence opens (no sum order to
  * reproduce on the device). */
 static int run_duplicate_bias(void) {
-    static const specd_logit_bias twice[] = {{7, 1.0f}, {3, 0.5f}, {7, -2.0f}};
+    static const specd_logit_bias twice[] = {
+        {.token = 7, .bias = 1.0f}, {.token = 3, .bias = 0.5f}, {.token = 7, .bias = -2.0f}};
     specd_spec *spec = new_spec(1);
     specd_seq_params p = seq_params(&SET[5], 0, NULL, 0);
     p.sampling.bias = twice;

@@ -183,7 +183,7 @@ static void probs_of(specd_sampler *s, const float *row, int32_t V, float *q) {
 
 /* The prompt as chat tokens, then GEN greedy tokens: s (n_prompt + GEN tokens). */
 static int32_t greedy_text(model_rows *mr, const char *prompt, int32_t *s) {
-    specd_chat_message msg = {"user", prompt};
+    specd_chat_message msg = {.role = "user", .content = prompt};
     size_t n = 0;
     specd_error err;
     if (specd_tokenizer_encode_chat(mr->tok, &msg, 1, 1, 0, s, MAX_PROMPT, &n, &err) != SPECD_OK)
@@ -244,7 +244,8 @@ static void chain_block(model_rows *mr, block *b, const int32_t *s, int32_t t, i
         decode(mr, s[t], tmp);
         for (int j = 0; j < k; j++) {
             probs_of(sm, tmp, V, b->q + (size_t)j * V);
-            specd_sample_key key = {seed, 7, (uint32_t)t + 1 + (uint32_t)j};
+            specd_sample_key key = {
+                .seed = seed, .sequence = 7, .position = (uint32_t)t + 1 + (uint32_t)j};
             specd_error err;
             if (specd_sampler_sample_draft(sm, tmp, V, key, &b->draft[j], &err) != SPECD_OK)
                 die("draft sample", &err);

@@ -155,7 +155,7 @@ static specd_cuda_verify_out cpu_verify(const seq_case *c, const float *dense) {
     specd_sampler *s = NULL;
     specd_error err;
     if (specd_sampler_create(&sp, V, &s, &err) != SPECD_OK) exit(1);
-    specd_sample_key key = {d->seed, d->sequence, d->pos[0]};
+    specd_sample_key key = {.seed = d->seed, .sequence = d->sequence, .position = d->pos[0]};
     const specd_status st =
         specd_sampler_sample(s, dense + (size_t)d->row[0] * V, V, key, &o.tokens[0], &err);
     specd_sampler_destroy(s);
@@ -183,7 +183,7 @@ static int32_t cpu_target(const seq_case *c, const float *dense, int32_t row, ui
     specd_sampler *s = NULL;
     specd_error err;
     if (specd_sampler_create(&sp, V, &s, &err) != SPECD_OK) exit(1);
-    specd_sample_key key = {c->d.seed, c->d.sequence, pos};
+    specd_sample_key key = {.seed = c->d.seed, .sequence = c->d.sequence, .position = pos};
     int32_t t = (int32_t)rnd((uint32_t)V);
     (void)specd_sampler_sample(s, dense + (size_t)row * V, V, key, &t, &err);
     specd_sampler_destroy(s);

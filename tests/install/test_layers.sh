@@ -4,8 +4,9 @@
 # the two daemons never include each other. One object library builds every layer, so the
 # compiler would accept an upward include: this test refuses it.
 # A layer is a folder, or a named set of files (files_of). serve/ sits above session and below
-# the programs (cli's `specd serve`, the daemons' --metrics-port); the JSON and UTF-8 writers it
-# shares with cli/ live in common/ (the specd_text library), so serve includes nothing of cli/.
+# cli (`specd serve`); the JSON, UTF-8 and Prometheus writers and the HTTP server it shares with
+# cli/ and the daemons' --metrics-port live in common/ (the specd_text and specd_http libraries),
+# so serve includes nothing of cli/ and the daemons nothing of serve/.
 # verifier/ holds the verifiers' pieces below the session: the acceptance engine (accept), the
 # device verify driver (device: the session's device backend and specd-verifier both run the
 # kernel through it) and the remote verifier's client (remote, over ipc/); none includes session/.
@@ -24,12 +25,13 @@ below() { # the include prefixes a layer may use
     verifier/device) echo "common kernels verifier/device" ;;
     ipc) echo "common kernels ipc" ;;
     verifier/remote) echo "common kernels verifier/accept ipc verifier/remote" ;;
+    ipc/daemon) echo "common kernels ipc" ;; # the daemons' shared main and --metrics-port
     policy) echo "common kernels model verifier/accept ipc $framework" ;;
     policy/ar|policy/self|policy/dlm) echo "common kernels model verifier/accept ipc $framework $1" ;;
     session) echo "common kernels model grammar verifier/accept ipc verifier/remote policy session" ;;
     serve) echo "common kernels model grammar verifier/accept ipc policy session serve" ;;
-    drafter) echo "common kernels model verifier/accept ipc policy session drafter serve/serve_daemon_metrics.h" ;;
-    verifier/daemon) echo "common kernels model verifier/accept ipc policy session verifier/daemon serve/serve_daemon_metrics.h" ;;
+    drafter) echo "common kernels model verifier/accept ipc policy session drafter" ;;
+    verifier/daemon) echo "common kernels model verifier/accept ipc policy session verifier/daemon" ;;
     cli) echo "common kernels model grammar verifier/accept ipc policy session cli serve" ;;
   esac
 }
@@ -45,7 +47,7 @@ files_of() { # the paths a layer's files are found under
   esac
 }
 bad=0
-for layer in common kernels model grammar verifier/accept verifier/device ipc verifier/remote policy policy/ar policy/self policy/dlm session serve drafter verifier/daemon cli; do
+for layer in common kernels model grammar verifier/accept verifier/device ipc ipc/daemon verifier/remote policy policy/ar policy/self policy/dlm session serve drafter verifier/daemon cli; do
   allowed="$(below "$layer") $(shared_below "$layer")"
   for f in $(files_of "$layer"); do # a renamed file must not leave its layer unchecked
     [ -e "$src/$f" ] || { echo "layer $layer: $f does not exist"; bad=1; }

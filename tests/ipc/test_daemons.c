@@ -15,7 +15,8 @@
 #include "specd/sampling.h"
 
 static const char *drafter_bin, *verifier_bin;
-static const specd_ipc_fingerprint model = {TEST_VOCAB, TEST_TOKHASH};
+static const specd_ipc_fingerprint model = {.vocab_size = TEST_VOCAB,
+                                            .tokenizer_hash = TEST_TOKHASH};
 
 static specd_ipc_client *client(const char *ep, specd_ipc_role role,
                                 const specd_ipc_fingerprint *m) {
@@ -103,7 +104,7 @@ static void test_drafter_sequences(void **state) {
     daemon_fixture f;
     assert_true(daemon_fixture_start(&f, drafter_bin, SPECD_IPC_ROLE_DRAFTER));
     specd_error err;
-    specd_ipc_fingerprint wrong = {32000, TEST_TOKHASH};
+    specd_ipc_fingerprint wrong = {.vocab_size = 32000, .tokenizer_hash = TEST_TOKHASH};
     specd_ipc_client *c = client(f.ep, SPECD_IPC_ROLE_DRAFTER, &wrong);
     assert_int_equal(specd_ipc_client_connect(c, &err), SPECD_E_MISMATCH);
     assert_non_null(strstr(err.message, "vocab size 32000"));

@@ -20,7 +20,7 @@
 
 enum { K = 4, SEQ = 3 };
 static const char *drafter_bin, *model_path;
-static const specd_ipc_fingerprint fp = {TEST_VOCAB, TEST_TOKHASH};
+static const specd_ipc_fingerprint fp = {.vocab_size = TEST_VOCAB, .tokenizer_hash = TEST_TOKHASH};
 static pid_t running; /* the drafter, killed by the teardown when a test fails */
 
 static int teardown(void **state) {

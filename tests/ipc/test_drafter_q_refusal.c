@@ -25,7 +25,7 @@
 #include "specd/spec_batch.h"
 
 static const char *drafter_bin, *verifier_bin;
-static const specd_ipc_fingerprint fp = {TEST_VOCAB, TEST_TOKHASH};
+static const specd_ipc_fingerprint fp = {.vocab_size = TEST_VOCAB, .tokenizer_hash = TEST_TOKHASH};
 
 static int have_device(void) {
     return specd_cudart_get(NULL) && specd_cuda_device_count() > 0;

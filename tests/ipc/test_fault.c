@@ -16,7 +16,8 @@
 #include "specd/sampling.h"
 
 static const char *drafter_bin, *verifier_bin;
-static const specd_ipc_fingerprint model = {TEST_VOCAB, TEST_TOKHASH};
+static const specd_ipc_fingerprint model = {.vocab_size = TEST_VOCAB,
+                                            .tokenizer_hash = TEST_TOKHASH};
 
 typedef struct killer {
     pid_t pid;

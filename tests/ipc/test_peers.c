@@ -21,7 +21,8 @@
 enum { K = 4, V = TEST_VOCAB };
 
 static const char *drafter_bin, *verifier_bin;
-static const specd_ipc_fingerprint model = {TEST_VOCAB, TEST_TOKHASH};
+static const specd_ipc_fingerprint model = {.vocab_size = TEST_VOCAB,
+                                            .tokenizer_hash = TEST_TOKHASH};
 
 static pid_t running; /* killed by the teardown when a test fails half way */
 

@@ -14,7 +14,8 @@
 #include "peer_reply.h"
 #include "specd/ipc.h"
 
-static const specd_ipc_fingerprint model = {TEST_VOCAB, TEST_TOKHASH};
+static const specd_ipc_fingerprint model = {.vocab_size = TEST_VOCAB,
+                                            .tokenizer_hash = TEST_TOKHASH};
 
 static specd_ipc_service_params service_params(const char *ep) {
     specd_ipc_service_params p = specd_ipc_service_default_params(SPECD_IPC_ROLE_DRAFTER);
@@ -94,13 +95,15 @@ static void test_hello_mismatch_refused(void **state) {
     specd_ipc_service_params sp = service_params(ep);
     specd_error err;
     assert_int_equal(test_service_start(&t, &sp, NULL, &err), SPECD_OK);
-    specd_ipc_fingerprint other_vocab = {TEST_VOCAB + 1, TEST_TOKHASH};
+    specd_ipc_fingerprint other_vocab = {.vocab_size = TEST_VOCAB + 1,
+                                         .tokenizer_hash = TEST_TOKHASH};
     specd_ipc_client *c = client_for(ep, &other_vocab, NULL);
     assert_int_equal(specd_ipc_client_connect(c, &err), SPECD_E_MISMATCH);
     assert_non_null(strstr(err.message, "vocab size 49153"));
     assert_false(specd_ipc_client_connected(c));
     specd_ipc_client_destroy(c);
-    specd_ipc_fingerprint other_tok = {TEST_VOCAB, TEST_TOKHASH ^ 1};
+    specd_ipc_fingerprint other_tok = {.vocab_size = TEST_VOCAB,
+                                       .tokenizer_hash = TEST_TOKHASH ^ 1};
     c = client_for(ep, &other_tok, NULL);
     assert_int_equal(specd_ipc_client_connect(c, &err), SPECD_E_MISMATCH);
     assert_non_null(strstr(err.message, "tokenizer hash"));

@@ -6,9 +6,9 @@
 
 #include <string.h>
 
+#include "common/prom.h"
 #include "common/utf8.h"
 #include "serve/serve_detok.h"
-#include "serve/serve_prom.h"
 #include "serve/serve_request.h"
 #include "serve/serve_structured.h"
 #include "specd/gguf.h"
@@ -328,10 +328,11 @@ static void chat_tools_rendered(void **state) {
         char sys[4096];
         snprintf(sys, sizeof sys, "%s%s", with_system ? "Be brief.\n\n" : "", tp);
         specd_chat_message m[] = {
-            {"system", sys},
-            {"user", "Weather?"},
-            {"assistant", "{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}"},
-            {"tool", "22 C"}};
+            {.role = "system", .content = sys},
+            {.role = "user", .content = "Weather?"},
+            {.role = "assistant",
+             .content = "{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}"},
+            {.role = "tool", .content = "22 C"}};
         int32_t want[1024];
         size_t n = 0;
         assert_int_equal(specd_tokenizer_encode_chat(tok, m, 4, 1, SPECD_TOKENIZE_ADD_SPECIAL,
@@ -443,15 +444,15 @@ static void request_openai_refusals(void **state) {
 
 static void prom_text(void **state) {
     (void)state;
-    serve_prom p = {0};
-    serve_prom_gauge(&p, "specd:g", "A gauge.", 0.0 / 0.0);
-    serve_prom_family(&p, "specd:c_total", "counter", "A counter.");
-    serve_prom_int(&p, "specd:c_total", "a=\"1\"", 7);
+    prom p = {0};
+    prom_gauge(&p, "specd:g", "A gauge.", 0.0 / 0.0);
+    prom_family(&p, "specd:c_total", "counter", "A counter.");
+    prom_int(&p, "specd:c_total", "a=\"1\"", 7);
     specd_seq_stats s = {0};
     s.n_drafts = 2, s.n_draft_tokens = 5, s.n_accepted = 3;
     s.drafted_at[0] = 2, s.drafted_at[1] = 2, s.drafted_at[2] = 1;
     s.accepted_at[0] = 2, s.accepted_at[1] = 1;
-    serve_prom_spec_decode(&p, &s, -1);
+    prom_spec_decode(&p, &s, -1);
     assert_int_equal(p.failed, 0);
     assert_non_null(strstr(p.buf, "# TYPE specd:g gauge\nspecd:g NaN\n"));
     assert_non_null(strstr(p.buf, "specd:c_total{a=\"1\"} 7\n"));
@@ -460,12 +461,12 @@ static void prom_text(void **state) {
                                   "{position=\"2\"} 0\n"));
     assert_null(strstr(p.buf, "position=\"3\""));
     static const double bounds[] = {0.1, 1.0};
-    serve_hist h = {.bounds = bounds, .n = 2};
-    serve_hist_observe(&h, 0.05);
-    serve_hist_observe(&h, 0.1); /* upper bounds are inclusive */
-    serve_hist_observe(&h, 0.5);
-    serve_hist_observe(&h, 3.0);
-    serve_prom_histogram(&p, "specd:h_seconds", "A histogram.", &h);
+    prom_hist h = {.bounds = bounds, .n = 2};
+    prom_hist_observe(&h, 0.05);
+    prom_hist_observe(&h, 0.1); /* upper bounds are inclusive */
+    prom_hist_observe(&h, 0.5);
+    prom_hist_observe(&h, 3.0);
+    prom_histogram(&p, "specd:h_seconds", "A histogram.", &h);
     assert_non_null(strstr(p.buf, "# TYPE specd:h_seconds histogram\n"
                                   "specd:h_seconds_bucket{le=\"0.1\"} 2\n"
                                   "specd:h_seconds_bucket{le=\"1\"} 3\n"

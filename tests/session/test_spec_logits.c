@@ -56,7 +56,9 @@ static void run(const run_cfg *c, int32_t *out) {
     p.stream_key = 42;
     p.max_tokens = N_OUT;
     p.adaptive = 0;
-    const specd_logit_bias ban[3] = {{1, -INFINITY}, {4, -INFINITY}, {6, -INFINITY}};
+    const specd_logit_bias ban[3] = {{.token = 1, .bias = -INFINITY},
+                                     {.token = 4, .bias = -INFINITY},
+                                     {.token = 6, .bias = -INFINITY}};
     if (c->bias_ban) {
         p.sampling.bias = ban;
         p.sampling.n_bias = 3;

@@ -278,7 +278,8 @@ static void test_chat_template(void **state) {
     toy x;
     toy_opts o = {.bos = 1};
     assert_int_equal(toy_open(&x, &o, NULL), SPECD_OK);
-    specd_chat_message m[2] = {{"user", "hi"}, {"assistant", "yo"}};
+    specd_chat_message m[2] = {{.role = "user", .content = "hi"},
+                               {.role = "assistant", .content = "yo"}};
     size_t n = 0;
     char buf[512];
     assert_int_equal(specd_tokenizer_apply_chat_template(x.t, m, 2, 1, buf, sizeof buf, &n, NULL),
@@ -300,11 +301,11 @@ static void test_chat_template(void **state) {
                      SPECD_E_INVALID_ARG);
     assert_int_equal(n, strlen(want));
     assert_int_equal(buf[0], 'z');
-    specd_chat_message bad[1] = {{"user", NULL}};
+    specd_chat_message bad[1] = {{.role = "user", .content = NULL}};
     assert_int_equal(specd_tokenizer_apply_chat_template(x.t, bad, 1, 1, buf, sizeof buf, &n, NULL),
                      SPECD_E_INVALID_ARG);
     /* a system message first: no default */
-    specd_chat_message s[1] = {{"system", "S"}};
+    specd_chat_message s[1] = {{.role = "system", .content = "S"}};
     assert_int_equal(specd_tokenizer_apply_chat_template(x.t, s, 1, 0, buf, sizeof buf, &n, NULL),
                      SPECD_OK);
     assert_int_equal(n, strlen("<|im_start|>system\nS<|im_end|>\n"));

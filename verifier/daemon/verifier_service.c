@@ -9,6 +9,7 @@
 
 #include "common/alloc.h"
 #include "common/status_internal.h"
+#include "ipc/daemon/daemon_seqs.h"
 #include "ipc/frame.h"
 #include "ipc/seq_store.h"
 #include "specd/accept.h"
@@ -16,7 +17,7 @@
 #include "verifier/daemon/verifier_device.h"
 
 typedef struct verifier {
-    specd_seq_store *seqs;
+    specd_daemon_seqs seqs; /* first: the shared handlers' user (ipc/daemon/daemon_seqs.h) */
     uint32_t vocab;
     specd_verifier_device *device; /* --device cuda[:N]; NULL: host memory only */
     /* scratch for one call: ids as the engine wants them, and its outputs */
@@ -32,24 +33,19 @@ static void engine_free(void *e) {
 static specd_status on_open(void *user, uint64_t owner, const SpecdWire__OpenSeq *m,
                             specd_error *err) {
     verifier *v = user;
-    return specd_seq_store_open(v->seqs, owner, m, err);
-}
-
-static specd_status on_close(void *user, uint64_t owner, uint64_t seq_id, specd_error *err) {
-    verifier *v = user;
-    return specd_seq_store_close(v->seqs, owner, seq_id, err);
+    return specd_seq_store_open(v->seqs.store, owner, m, err);
 }
 
 static void on_peer_gone(void *user, uint64_t owner) {
     verifier *v = user;
-    specd_seq_store_close_owner(v->seqs, owner);
+    specd_seq_store_close_owner(v->seqs.store, owner);
 }
 
 static specd_status on_commit(void *user, uint64_t owner, uint64_t seq_id, const uint32_t *tokens,
                               size_t n, int has_rollback, uint64_t rollback_to, specd_error *err) {
     verifier *v = user;
-    return specd_seq_store_commit(v->seqs, owner, seq_id, tokens, n, has_rollback, rollback_to,
-                                  err);
+    return specd_seq_store_commit(v->seqs.store, owner, seq_id, tokens, n, has_rollback,
+                                  rollback_to, err);
 }
 
 static specd_status engine_for(verifier *v, specd_seq *q, specd_error *err) {
@@ -75,8 +71,8 @@ static specd_status record(verifier *v, uint64_t owner, uint64_t seq_id, const i
     uint32_t emitted[SPECD_IPC_MAX_DRAFT + 1];
     for (int32_t i = 0; i < n_emitted; i++)
         emitted[i] = (uint32_t)tokens[i];
-    SPECD_TRY(
-        specd_seq_store_commit(v->seqs, owner, seq_id, emitted, (size_t)n_emitted, 0, 0, err));
+    SPECD_TRY(specd_seq_store_commit(v->seqs.store, owner, seq_id, emitted, (size_t)n_emitted, 0, 0,
+                                     err));
     memcpy(out->emitted, emitted, (size_t)n_emitted * sizeof *emitted);
     out->n_emitted = (size_t)n_emitted;
     out->accepted = (uint32_t)n_accepted;
@@ -116,7 +112,7 @@ static specd_status on_verify(void *user, uint64_t owner, const SpecdWire__Verif
                               const specd_ipc_view *logits, const specd_ipc_view *qv,
                               specd_ipc_verify_result *out, specd_error *err) {
     verifier *v = user;
-    specd_seq *q = specd_seq_store_get(v->seqs, owner, m->seq_id, err);
+    specd_seq *q = specd_seq_store_get(v->seqs.store, owner, m->seq_id, err);
     if (!q) return SPECD_E_STATE;
     if (m->n_draft_tokens == 0) return specd_fail(err, SPECD_E_INVALID_ARG, "verify: empty draft");
     if (logits->on_device) return verify_on_device(v, owner, m, q, logits, qv, out, err);
@@ -171,21 +167,6 @@ static specd_status on_verify(void *user, uint64_t owner, const SpecdWire__Verif
     return record(v, owner, m->seq_id, v->tokens, n_emitted, n_accepted, out, err);
 }
 
-static specd_status on_info(void *user, uint64_t owner, uint64_t seq_id, uint64_t *length,
-                            uint64_t *hash, specd_error *err) {
-    verifier *v = user;
-    const specd_seq *q = specd_seq_store_get(v->seqs, owner, seq_id, err);
-    if (!q) return err ? err->status : SPECD_E_STATE;
-    *length = q->n;
-    *hash = specd_ipc_tokens_hash(q->tokens, q->n);
-    return SPECD_OK;
-}
-
-static uint64_t on_count(void *user) {
-    verifier *v = user;
-    return specd_seq_store_count(v->seqs);
-}
-
 specd_status specd_verifier_handlers_create(const specd_ipc_service_params *p,
                                             const specd_daemon_config *c, specd_ipc_handlers *h,
                                             specd_error *err) {
@@ -195,30 +176,24 @@ specd_status specd_verifier_handlers_create(const specd_ipc_service_params *p,
     specd_status st = SPECD_OK;
     if (c && c->device == SPECD_DEVICE_CUDA)
         st = specd_verifier_device_open(c->device_index, &v->device, err);
-    if (st == SPECD_OK) st = specd_seq_store_create(4096, (size_t)1 << 20, &v->seqs, err);
+    if (st == SPECD_OK) st = specd_daemon_seqs_create(&v->seqs, engine_free, err);
     if (st != SPECD_OK) {
         specd_verifier_device_close(v->device);
         specd_free(v);
         return st;
     }
-    specd_seq_store_set_engine_free(v->seqs, engine_free);
-    specd_seq_store_set_quota(v->seqs, SPECD_DAEMON_SEQS_PER_PEER, SPECD_DAEMON_TOKENS_PER_PEER);
-    specd_ipc_handlers x = {.user = v,
-                            .open_seq = on_open,
-                            .close_seq = on_close,
-                            .commit = on_commit,
-                            .verify = on_verify,
-                            .seq_info = on_info,
-                            .sequences_open = on_count,
-                            .peer_gone = on_peer_gone};
-    *h = x;
+    *h = specd_daemon_seqs_handlers(&v->seqs);
+    h->open_seq = on_open;
+    h->commit = on_commit;
+    h->verify = on_verify;
+    h->peer_gone = on_peer_gone;
     return SPECD_OK;
 }
 
 void specd_verifier_handlers_destroy(specd_ipc_handlers *h) {
     if (!h || !h->user) return;
     verifier *v = h->user;
-    specd_seq_store_destroy(v->seqs);
+    specd_daemon_seqs_destroy(&v->seqs);
     specd_verifier_device_close(v->device);
     specd_free(v);
     h->user = NULL;

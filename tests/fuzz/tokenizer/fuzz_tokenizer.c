@@ -70,7 +70,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         specd_tokenizer_create_from_gguf(g, &t, NULL) == SPECD_OK) {
         static const char text[] = "Hello <|im_start|> world 123 \xe4\xbd\xa0\xe5\xa5\xbd \xff";
         roundtrip(t, text, sizeof text - 1, SPECD_TOKENIZE_PARSE_SPECIAL);
-        specd_chat_message m = {"user", "hi"};
+        specd_chat_message m = {.role = "user", .content = "hi"};
         char buf[256];
         size_t n;
         (void)specd_tokenizer_apply_chat_template(t, &m, 1, 1, buf, sizeof buf, &n, NULL);

@@ -273,7 +273,7 @@ static void test_refusing_daemon_is_a_dead_peer(void **s) {
     specd_ipc_params p = specd_ipc_default_params();
     p.endpoint = ep;
     p.retry_ms = 0;
-    specd_ipc_fingerprint other = {TEST_VOCAB, 0x1234};
+    specd_ipc_fingerprint other = {.vocab_size = TEST_VOCAB, .tokenizer_hash = 0x1234};
     specd_ipc_client *probe = NULL;
     assert_int_equal(specd_ipc_client_create(&p, SPECD_IPC_ROLE_VERIFIER, &other, &probe, NULL),
                      SPECD_OK);
@@ -340,7 +340,7 @@ static void *liar_thread(void *svc) {
 static void test_inconsistent_answers_fall_back(void **s) {
     (void)s;
     specd_ipc_service_params p = specd_ipc_service_default_params(SPECD_IPC_ROLE_VERIFIER);
-    p.model = (specd_ipc_fingerprint){V, TEST_TOKHASH};
+    p.model = (specd_ipc_fingerprint){.vocab_size = V, .tokenizer_hash = TEST_TOKHASH};
     p.endpoint = ep;
     p.max_frame = (size_t)(MAX_DRAFT + 2) * V * 4;
     specd_ipc_handlers h = {.open_seq = lie_ok, .close_seq = lie_close, .commit = lie_commit,

@@ -1,4 +1,4 @@
-#include "serve/serve_conns.h"
+#include "common/http_conns.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -20,8 +20,8 @@
 
 static const char CONTINUE[] = "HTTP/1.1 100 Continue\r\n\r\n";
 
-struct serve_conn {
-    serve_conn *prev, *next;
+struct http_conn {
+    http_conn *prev, *next;
     int fd;
     int64_t since_ms; /* when the request now awaited began to be awaited */
     int awaiting;     /* a request's head or body is awaited: the deadline applies */
@@ -35,9 +35,9 @@ typedef struct lingering {
     int64_t until_ms;
 } lingering;
 
-struct serve_conns {
+struct http_conns {
     pthread_mutex_t mu;
-    serve_conn *head;
+    http_conn *head;
     lingering linger[MAX_LINGERING];
     int n_linger;
     long timeout_ms;
@@ -57,8 +57,8 @@ static int read_side_closed(int fd) {
     return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
 }
 
-static void sweep(serve_conns *w, int64_t now) {
-    for (serve_conn *c = w->head; c; c = c->next) {
+static void sweep(http_conns *w, int64_t now) {
+    for (http_conn *c = w->head; c; c = c->next) {
         if (c->awaiting && !c->shut && now - c->since_ms >= w->timeout_ms) {
             /* The server's own thread sees end-of-file and closes the connection. */
             shutdown(c->fd, SHUT_RDWR);
@@ -72,7 +72,7 @@ static void sweep(serve_conns *w, int64_t now) {
 }
 
 /* Reads and drops what the lingering sockets hold; closes those at their end or deadline. */
-static void drain(serve_conns *w, const struct pollfd *p, int n, int64_t now) {
+static void drain(http_conns *w, const struct pollfd *p, int n, int64_t now) {
     char buf[16384];
     for (int i = 0; i < n; i++) {
         int done = 0;
@@ -96,7 +96,7 @@ static void drain(serve_conns *w, const struct pollfd *p, int n, int64_t now) {
 }
 
 static void *watch(void *arg) {
-    serve_conns *w = arg;
+    http_conns *w = arg;
     struct pollfd p[MAX_LINGERING];
     int64_t last = now_ms();
     while (!atomic_load(&w->stop)) {
@@ -120,8 +120,8 @@ static void *watch(void *arg) {
     return NULL;
 }
 
-serve_conns *serve_conns_create(long request_timeout_ms) {
-    serve_conns *w = calloc(1, sizeof *w);
+http_conns *http_conns_create(long request_timeout_ms) {
+    http_conns *w = calloc(1, sizeof *w);
     if (!w) return NULL;
     pthread_mutex_init(&w->mu, NULL);
     w->timeout_ms = request_timeout_ms;
@@ -133,13 +133,13 @@ serve_conns *serve_conns_create(long request_timeout_ms) {
     return w;
 }
 
-void serve_conns_destroy(serve_conns *w) {
+void http_conns_destroy(http_conns *w) {
     if (!w) return;
     atomic_store(&w->stop, 1);
     pthread_join(w->thread, NULL);
     for (int i = 0; i < w->n_linger; i++) close(w->linger[i].fd);
     while (w->head) {
-        serve_conn *c = w->head;
+        http_conn *c = w->head;
         w->head = c->next;
         free(c);
     }
@@ -147,8 +147,8 @@ void serve_conns_destroy(serve_conns *w) {
     free(w);
 }
 
-serve_conn *serve_conns_add(serve_conns *w, int fd) {
-    serve_conn *c = calloc(1, sizeof *c);
+http_conn *http_conns_add(http_conns *w, int fd) {
+    http_conn *c = calloc(1, sizeof *c);
     if (!c) return NULL;
     c->fd = fd;
     c->since_ms = now_ms();
@@ -161,7 +161,7 @@ serve_conn *serve_conns_add(serve_conns *w, int fd) {
     return c;
 }
 
-void serve_conns_remove(serve_conns *w, serve_conn *c) {
+void http_conns_remove(http_conns *w, http_conn *c) {
     if (!c) return;
     pthread_mutex_lock(&w->mu);
     if (c->prev) c->prev->next = c->next;
@@ -177,7 +177,7 @@ void serve_conns_remove(serve_conns *w, serve_conn *c) {
     free(c);
 }
 
-void serve_conns_awaiting(serve_conns *w, serve_conn *c) {
+void http_conns_awaiting(http_conns *w, http_conn *c) {
     if (!c) return;
     pthread_mutex_lock(&w->mu);
     c->since_ms = now_ms();
@@ -186,7 +186,7 @@ void serve_conns_awaiting(serve_conns *w, serve_conn *c) {
     pthread_mutex_unlock(&w->mu);
 }
 
-void serve_conns_handling(serve_conns *w, serve_conn *c, int probe) {
+void http_conns_handling(http_conns *w, http_conn *c, int probe) {
     if (!c) return;
     pthread_mutex_lock(&w->mu);
     c->awaiting = 0;
@@ -195,14 +195,14 @@ void serve_conns_handling(serve_conns *w, serve_conn *c, int probe) {
     pthread_mutex_unlock(&w->mu);
 }
 
-void serve_conns_answering(serve_conns *w, serve_conn *c) {
+void http_conns_answering(http_conns *w, http_conn *c) {
     if (!c) return;
     pthread_mutex_lock(&w->mu);
     c->probe = 0;
     pthread_mutex_unlock(&w->mu);
 }
 
-void serve_conns_linger(serve_conns *w, serve_conn *c) {
+void http_conns_linger(http_conns *w, http_conn *c) {
     if (!c) return;
     pthread_mutex_lock(&w->mu);
     c->linger = 1;

@@ -1,14 +1,14 @@
-#include "serve/serve_daemon_metrics.h"
+#include "ipc/daemon/daemon_metrics.h"
 
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/http_server.h"
 #include "common/log_internal.h"
+#include "common/prom.h"
 #include "common/status_internal.h"
-#include "serve/serve_http.h"
-#include "serve/serve_prom.h"
 
 /* What the wrapped handlers counted. */
 typedef struct counts {
@@ -21,7 +21,7 @@ typedef struct wrapper {
     specd_ipc_handlers inner;
     pthread_mutex_t mu;
     counts c;
-    serve_http *http;
+    http_server *http;
 } wrapper;
 
 /* The daemons' shared main() calls setup with no user pointer, so what --metrics-port said
@@ -33,7 +33,7 @@ static struct {
     specd_daemon_teardown_fn teardown;
 } config = {.port = -1};
 
-int serve_daemon_metrics_args(int *argc, char **argv, const char *program, int *port,
+int specd_daemon_metrics_args(int *argc, char **argv, const char *program, int *port,
                               const char **host) {
     *port = -1;
     int out = 1;
@@ -69,14 +69,14 @@ int serve_daemon_metrics_args(int *argc, char **argv, const char *program, int *
     return 0;
 }
 
-void serve_daemon_metrics_help(void) {
+void specd_daemon_metrics_help(void) {
     printf("\nmetrics options:\n"
            "  --metrics-port N       serve Prometheus metrics at http://HOST:N/metrics (and\n"
            "                         /health); 0 picks a free port (logged)\n"
            "  --metrics-host A       the IPv4 address to bind it to [127.0.0.1]\n");
 }
 
-void serve_daemon_metrics_configure(const char *program, int port, const char *host,
+void specd_daemon_metrics_configure(const char *program, int port, const char *host,
                                     specd_daemon_setup_fn inner_setup,
                                     specd_daemon_teardown_fn inner_teardown) {
     config.program = program;
@@ -197,7 +197,7 @@ static void w_peer_gone(void *user, uint64_t owner) {
 
 /* ---- /metrics -------------------------------------------------------------------------------- */
 
-static void handle(void *user, const serve_http_request *req, serve_http_reply *r) {
+static void handle(void *user, const http_server_request *req, http_server_reply *r) {
     wrapper *w = user;
     if (strcmp(req->method, "GET") || (strcmp(req->path, "/metrics") &&
                                        strcmp(req->path, "/health"))) {
@@ -216,23 +216,20 @@ static void handle(void *user, const serve_http_request *req, serve_http_reply *
     pthread_mutex_lock(&w->mu);
     counts c = w->c;
     pthread_mutex_unlock(&w->mu);
-    serve_prom p = {0};
-    serve_prom_gauge(&p, "specd:daemon_sequences_open", "Sequences open now, all peers.",
-                     (double)c.sequences_open);
-    serve_prom_counter(&p, "specd:daemon_sequences_opened_total", "Sequences opened.", c.opened);
-    serve_prom_counter(&p, "specd:daemon_sequences_closed_total", "Sequences closed by peers.",
-                       c.closed);
-    serve_prom_counter(&p, "specd:daemon_commits_total", "Commit requests.", c.commits);
-    serve_prom_counter(&p, "specd:daemon_committed_tokens_total", "Tokens committed.",
-                       c.committed_tokens);
-    serve_prom_counter(&p, "specd:daemon_propose_requests_total", "Propose requests.",
-                       c.proposes);
-    serve_prom_counter(&p, "specd:daemon_verify_requests_total", "Verify requests.", c.verifies);
-    serve_prom_counter(&p, "specd:daemon_request_errors_total",
-                       "Requests answered with an error.", c.errors);
-    serve_prom_counter(&p, "specd:daemon_peers_gone_total", "Peer sessions that ended.",
-                       c.peers_gone);
-    serve_prom_spec_decode(&p, &c.spec, -1);
+    prom p = {0};
+    prom_gauge(&p, "specd:daemon_sequences_open", "Sequences open now, all peers.",
+               (double)c.sequences_open);
+    prom_counter(&p, "specd:daemon_sequences_opened_total", "Sequences opened.", c.opened);
+    prom_counter(&p, "specd:daemon_sequences_closed_total", "Sequences closed by peers.", c.closed);
+    prom_counter(&p, "specd:daemon_commits_total", "Commit requests.", c.commits);
+    prom_counter(&p, "specd:daemon_committed_tokens_total", "Tokens committed.",
+                 c.committed_tokens);
+    prom_counter(&p, "specd:daemon_propose_requests_total", "Propose requests.", c.proposes);
+    prom_counter(&p, "specd:daemon_verify_requests_total", "Verify requests.", c.verifies);
+    prom_counter(&p, "specd:daemon_request_errors_total", "Requests answered with an error.",
+                 c.errors);
+    prom_counter(&p, "specd:daemon_peers_gone_total", "Peer sessions that ended.", c.peers_gone);
+    prom_spec_decode(&p, &c.spec, -1);
     if (p.failed) {
         free(p.buf);
         r->status = 500;
@@ -243,7 +240,7 @@ static void handle(void *user, const serve_http_request *req, serve_http_reply *
     r->body_len = p.len;
 }
 
-specd_status serve_daemon_metrics_setup(const specd_ipc_service_params *p,
+specd_status specd_daemon_metrics_setup(const specd_ipc_service_params *p,
                                         const specd_daemon_config *c, specd_ipc_handlers *h,
                                         specd_error *err) {
     SPECD_TRY(config.setup(p, c, h, err));
@@ -255,11 +252,11 @@ specd_status serve_daemon_metrics_setup(const specd_ipc_service_params *p,
     }
     pthread_mutex_init(&w->mu, NULL);
     w->inner = *h;
-    serve_http_params hp = serve_http_default_params();
+    http_server_params hp = http_server_default_params();
     hp.port = config.port;
     if (config.host) hp.host = config.host;
     hp.max_conns = 16;
-    specd_status st = serve_http_create(&hp, handle, w, &w->http, err);
+    specd_status st = http_server_create(&hp, handle, w, &w->http, err);
     if (st != SPECD_OK) {
         pthread_mutex_destroy(&w->mu);
         free(w);
@@ -267,7 +264,7 @@ specd_status serve_daemon_metrics_setup(const specd_ipc_service_params *p,
         return st;
     }
     specd_log(SPECD_LOG_INFO, "metrics on http://%s:%d/metrics", hp.host,
-              serve_http_port(w->http));
+              http_server_port(w->http));
     /* Only the handlers the inner service has are wrapped: a NULL one must stay NULL (the
      * service answers it SPECD_E_UNSUPPORTED). */
     specd_ipc_handlers o = {.user = w};
@@ -283,29 +280,29 @@ specd_status serve_daemon_metrics_setup(const specd_ipc_service_params *p,
     return SPECD_OK;
 }
 
-void serve_daemon_metrics_teardown(specd_ipc_handlers *h) {
+void specd_daemon_metrics_teardown(specd_ipc_handlers *h) {
     if (config.port < 0) {
         config.teardown(h);
         return;
     }
     wrapper *w = h->user;
-    serve_http_destroy(w->http);
+    http_server_destroy(w->http);
     *h = w->inner;
     pthread_mutex_destroy(&w->mu);
     free(w);
     config.teardown(h);
 }
 
-int serve_daemon_metrics_main(int argc, char **argv, const char *program, specd_ipc_role role,
+int specd_daemon_metrics_main(int argc, char **argv, const char *program, specd_ipc_role role,
                               const char *description, specd_daemon_setup_fn setup,
                               specd_daemon_teardown_fn teardown) {
     int port;
     const char *host = NULL;
-    if (serve_daemon_metrics_args(&argc, argv, program, &port, &host)) return 2;
-    serve_daemon_metrics_configure(program, port, host, setup, teardown);
-    int rc = specd_daemon_main(argc, argv, program, role, description, serve_daemon_metrics_setup,
-                               serve_daemon_metrics_teardown);
+    if (specd_daemon_metrics_args(&argc, argv, program, &port, &host)) return 2;
+    specd_daemon_metrics_configure(program, port, host, setup, teardown);
+    int rc = specd_daemon_main(argc, argv, program, role, description, specd_daemon_metrics_setup,
+                               specd_daemon_metrics_teardown);
     for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--help")) serve_daemon_metrics_help();
+        if (!strcmp(argv[i], "--help")) specd_daemon_metrics_help();
     return rc;
 }

@@ -1,4 +1,4 @@
-#include "serve/serve_http.h"
+#include "common/http_server.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -7,22 +7,22 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
 
+#include "common/http_conns.h"
 #include "common/status_internal.h"
-#include "serve/serve_conns.h"
-#include "serve/serve_response.h"
 
 /* A streamed answer's producer waits while this much is produced and not yet sent. */
 #define STREAM_HIGH_WATER 65536
 
-struct serve_http {
+struct http_server {
     struct MHD_Daemon *daemon;
-    serve_conns *conns;
-    serve_http_handler handler;
+    http_conns *conns;
+    http_server_handler handler;
     void *user;
     size_t max_body;
     int port;
@@ -49,16 +49,16 @@ typedef struct upload {
  * callbacks), the request's own thread and, for a stream, MHD's response: freed when the last of
  * them lets go (refs, under mu). */
 typedef struct exchange {
-    serve_http *h;
+    http_server *h;
     struct MHD_Connection *c; /* NULL once MHD is done with the request */
-    serve_conn *conn;         /* NULL once MHD is done with the request */
+    http_conn *conn;          /* NULL once MHD is done with the request */
     struct exchange *prev, *next; /* on h->suspended_head while suspended */
     char *method, *path;
     int fd, http11;
     upload body;
     int refs;
     int dispatched, handled, queued, suspended, streaming;
-    serve_http_reply reply;
+    http_server_reply reply;
     /* a streamed answer: bytes produced and not yet sent */
     char *sbuf;
     size_t slen, soff, scap;
@@ -66,10 +66,10 @@ typedef struct exchange {
     int s_gone; /* MHD dropped the stream: the connection is done */
 } exchange;
 
-serve_http_params serve_http_default_params(void) {
-    return (serve_http_params){.host = "127.0.0.1", .max_body = 1u << 20, .max_conns = 512,
-                               .max_conns_per_ip = 128, .request_timeout_ms = 30000,
-                               .idle_timeout = 120};
+http_server_params http_server_default_params(void) {
+    return (http_server_params){.host = "127.0.0.1", .max_body = 1u << 20, .max_conns = 512,
+                                .max_conns_per_ip = 128, .request_timeout_ms = 30000,
+                                .idle_timeout = 120};
 }
 
 /* ---- exchanges ------------------------------------------------------------------------------ */
@@ -85,7 +85,7 @@ static void unref(exchange *x) { /* under mu */
 }
 
 static void set_suspended(exchange *x, int on) { /* under mu */
-    serve_http *h = x->h;
+    http_server *h = x->h;
     if (on) {
         MHD_suspend_connection(x->c);
         x->next = h->suspended_head;
@@ -138,7 +138,7 @@ static int append(upload *u, const char *data, size_t n, size_t max) {
 static ssize_t content_reader(void *cls, uint64_t pos, char *buf, size_t max) {
     (void)pos;
     exchange *x = cls;
-    serve_http *h = x->h;
+    http_server *h = x->h;
     ssize_t n;
     pthread_mutex_lock(&h->mu);
     if (x->soff < x->slen) {
@@ -162,7 +162,7 @@ static ssize_t content_reader(void *cls, uint64_t pos, char *buf, size_t max) {
 
 static void content_done(void *cls) {
     exchange *x = cls;
-    serve_http *h = x->h;
+    http_server *h = x->h;
     pthread_mutex_lock(&h->mu);
     x->s_gone = 1;
     pthread_cond_broadcast(&h->changed);
@@ -171,8 +171,8 @@ static void content_done(void *cls) {
 }
 
 /* The request's thread runs the stream into x's buffer until it ends or the connection is done. */
-static void produce(exchange *x, serve_http_stream s) {
-    serve_http *h = x->h;
+static void produce(exchange *x, http_server_stream s) {
+    http_server *h = x->h;
     char tmp[16384];
     for (;;) {
         pthread_mutex_lock(&h->mu);
@@ -216,22 +216,22 @@ static void produce(exchange *x, serve_http_stream s) {
 
 static void *run_request(void *arg) {
     exchange *x = arg;
-    serve_http *h = x->h;
-    serve_http_request req = {.method = x->method,
-                              .path = x->path,
-                              .body = x->body.buf ? x->body.buf : "",
-                              .body_len = x->body.len,
-                              .body_too_large = x->body.too_large,
-                              .fd = x->fd};
-    serve_http_reply reply = {0};
+    http_server *h = x->h;
+    http_server_request req = {.method = x->method,
+                               .path = x->path,
+                               .body = x->body.buf ? x->body.buf : "",
+                               .body_len = x->body.len,
+                               .body_too_large = x->body.too_large,
+                               .fd = x->fd};
+    http_server_reply reply = {0};
     h->handler(h->user, &req, &reply);
-    serve_http_stream s = reply.stream;
-    reply.stream = (serve_http_stream){0};
+    http_server_stream s = reply.stream;
+    reply.stream = (http_server_stream){0};
     pthread_mutex_lock(&h->mu);
     x->reply = reply;
     x->streaming = s.read != NULL;
     x->handled = 1;
-    if (x->conn) serve_conns_answering(h->conns, x->conn);
+    if (x->conn) http_conns_answering(h->conns, x->conn);
     wake(x);
     int live = x->c != NULL;
     pthread_mutex_unlock(&h->mu);
@@ -248,14 +248,14 @@ static void *run_request(void *arg) {
 /* ---- MHD's callbacks ------------------------------------------------------------------------ */
 
 /* CORS: the allowed origin on every answer (when the server has one). */
-static void add_cors(const serve_http *h, struct MHD_Response *resp) {
+static void add_cors(const http_server *h, struct MHD_Response *resp) {
     if (!h->cors_origin) return;
     MHD_add_response_header(resp, "Access-Control-Allow-Origin", h->cors_origin);
     /* one origin named: caches must keep answers for other origins apart */
     if (strcmp(h->cors_origin, "*")) MHD_add_response_header(resp, "Vary", "Origin");
 }
 
-static enum MHD_Result queue_text(const serve_http *h, struct MHD_Connection *c, unsigned status,
+static enum MHD_Result queue_text(const http_server *h, struct MHD_Connection *c, unsigned status,
                                   char *body, size_t len, const char *extra_header,
                                   const char *extra_value) {
     struct MHD_Response *resp =
@@ -275,13 +275,13 @@ static enum MHD_Result queue_text(const serve_http *h, struct MHD_Connection *c,
 /* Hands the complete request (or one refused from its head) to a thread of its own and
  * suspends the connection until its answer is ready. */
 static enum MHD_Result dispatch(exchange *x) {
-    serve_http *h = x->h;
+    http_server *h = x->h;
     pthread_mutex_lock(&h->mu);
     if (h->stopping) {
         pthread_mutex_unlock(&h->mu);
         return MHD_NO;
     }
-    if (x->conn) serve_conns_handling(h->conns, x->conn, x->http11);
+    if (x->conn) http_conns_handling(h->conns, x->conn, x->http11);
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
@@ -306,9 +306,9 @@ static enum MHD_Result dispatch(exchange *x) {
 
 /* The polling thread queues the answer the request's thread left in x. */
 static enum MHD_Result queue_reply(exchange *x) {
-    serve_http *h = x->h;
+    http_server *h = x->h;
     pthread_mutex_lock(&h->mu);
-    serve_http_reply r = x->reply;
+    http_server_reply r = x->reply;
     x->queued = 1;
     x->reply.body = NULL;
     if (x->streaming) x->refs++; /* the response's, let go in content_done */
@@ -354,7 +354,7 @@ static int same_secret(const char *given, const char *key) {
     return d == 0;
 }
 
-static int authorized(const serve_http *h, struct MHD_Connection *c, const char *url) {
+static int authorized(const http_server *h, struct MHD_Connection *c, const char *url) {
     if (!h->api_key) return 1;
     for (const char *const *p = h->open_paths; p && *p; p++)
         if (!strcmp(url, *p)) return 1;
@@ -374,13 +374,13 @@ static int body_announced(struct MHD_Connection *c) {
 }
 
 static enum MHD_Result refuse_unauthorized(exchange *x) {
-    serve_refusal why;
-    serve_refuse(&why, 401, "invalid_request_error", NULL,
-                 "this server needs an API key: send the header 'Authorization: Bearer KEY'");
-    size_t len = 0;
-    char *body = serve_json_error(&why, &len);
+    /* OpenAI's error shape, as serve/serve_response.c writes it */
+    char *body = strdup("{\"error\":{\"message\":\"this server needs an API key: send the header "
+                        "'Authorization: Bearer KEY'\",\"type\":\"invalid_request_error\","
+                        "\"param\":null,\"code\":401}}");
     if (!body) return MHD_NO;
-    if (x->conn && body_announced(x->c)) serve_conns_linger(x->h->conns, x->conn);
+    size_t len = strlen(body);
+    if (x->conn && body_announced(x->c)) http_conns_linger(x->h->conns, x->conn);
     return queue_text(x->h, x->c, 401, body, len, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
 }
 
@@ -397,7 +397,7 @@ static enum MHD_Result answer_preflight(exchange *x) {
     MHD_add_response_header(resp, "Access-Control-Allow-Headers",
                             asked && *asked ? asked : "Authorization, Content-Type");
     MHD_add_response_header(resp, "Access-Control-Max-Age", "600");
-    if (x->conn && body_announced(x->c)) serve_conns_linger(x->h->conns, x->conn);
+    if (x->conn && body_announced(x->c)) http_conns_linger(x->h->conns, x->conn);
     enum MHD_Result ok = MHD_queue_response(x->c, MHD_HTTP_NO_CONTENT, resp);
     MHD_destroy_response(resp);
     return ok;
@@ -414,7 +414,7 @@ static int announced_too_large(struct MHD_Connection *c, size_t max) {
     return end != v && !*end && (errno == ERANGE || n > max);
 }
 
-static exchange *exchange_new(serve_http *h, struct MHD_Connection *c, const char *url,
+static exchange *exchange_new(http_server *h, struct MHD_Connection *c, const char *url,
                               const char *method, const char *version) {
     exchange *x = calloc(1, sizeof *x);
     if (!x) return NULL;
@@ -441,7 +441,7 @@ static exchange *exchange_new(serve_http *h, struct MHD_Connection *c, const cha
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_size, void **con_cls) {
-    serve_http *h = cls;
+    http_server *h = cls;
     exchange *x = *con_cls;
     if (!x) { /* first call: the head is in */
         x = exchange_new(h, c, url, method, version);
@@ -454,7 +454,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (!authorized(h, c, url)) return refuse_unauthorized(x);
         if (announced_too_large(c, h->max_body)) {
             x->body.too_large = 1;
-            if (x->conn) serve_conns_linger(h->conns, x->conn);
+            if (x->conn) http_conns_linger(h->conns, x->conn);
             return dispatch(x);
         }
         return MHD_YES;
@@ -477,13 +477,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
     (void)c, (void)toe;
-    serve_http *h = cls;
+    http_server *h = cls;
     exchange *x = *con_cls;
     if (!x) return;
     *con_cls = NULL;
     atomic_fetch_sub(&h->active, 1);
     pthread_mutex_lock(&h->mu);
-    if (x->conn) serve_conns_awaiting(h->conns, x->conn);
+    if (x->conn) http_conns_awaiting(h->conns, x->conn);
     x->conn = NULL;
     x->c = NULL;
     pthread_cond_broadcast(&h->changed);
@@ -493,24 +493,24 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
                           enum MHD_ConnectionNotificationCode code) {
-    serve_http *h = cls;
+    http_server *h = cls;
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
         const union MHD_ConnectionInfo *fd =
             MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-        *socket_context = fd ? serve_conns_add(h->conns, fd->connect_fd) : NULL;
+        *socket_context = fd ? http_conns_add(h->conns, fd->connect_fd) : NULL;
         /* A connection the watch cannot see would have no deadline: refuse it. */
         if (!*socket_context && fd) shutdown(fd->connect_fd, SHUT_RDWR);
     } else if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
-        serve_conns_remove(h->conns, *socket_context);
+        http_conns_remove(h->conns, *socket_context);
         *socket_context = NULL;
     }
 }
 
 /* ---- the server ----------------------------------------------------------------------------- */
 
-specd_status serve_http_create(const serve_http_params *p, serve_http_handler handler, void *user,
-                               serve_http **out, specd_error *err) {
-    serve_http_params d = serve_http_default_params();
+specd_status http_server_create(const http_server_params *p, http_server_handler handler,
+                                void *user, http_server **out, specd_error *err) {
+    http_server_params d = http_server_default_params();
     if (!p) p = &d;
     if (!handler || !out) return specd_fail(err, SPECD_E_INVALID_ARG, "http: no handler or out");
     if (p->port < 0 || p->port > 65535)
@@ -520,7 +520,7 @@ specd_status serve_http_create(const serve_http_params *p, serve_http_handler ha
     if (inet_pton(AF_INET, host, &addr.sin_addr) != 1)
         return specd_fail(err, SPECD_E_INVALID_ARG, "http: host '%s' is not an IPv4 address",
                           host);
-    serve_http *h = calloc(1, sizeof *h);
+    http_server *h = calloc(1, sizeof *h);
     if (!h) return specd_fail(err, SPECD_E_NOMEM, "http: no memory");
     h->handler = handler;
     h->user = user;
@@ -530,13 +530,13 @@ specd_status serve_http_create(const serve_http_params *p, serve_http_handler ha
     pthread_cond_init(&h->changed, NULL);
     if ((p->api_key && *p->api_key && !(h->api_key = strdup(p->api_key))) ||
         (p->cors_origin && *p->cors_origin && !(h->cors_origin = strdup(p->cors_origin)))) {
-        serve_http_destroy(h);
+        http_server_destroy(h);
         return specd_fail(err, SPECD_E_NOMEM, "http: no memory");
     }
-    h->conns = serve_conns_create(p->request_timeout_ms ? p->request_timeout_ms
-                                                        : d.request_timeout_ms);
+    h->conns =
+        http_conns_create(p->request_timeout_ms ? p->request_timeout_ms : d.request_timeout_ms);
     if (!h->conns) {
-        serve_http_destroy(h);
+        http_server_destroy(h);
         return specd_fail(err, SPECD_E_NOMEM, "http: cannot start the connection watch");
     }
     /* One polling thread with epoll; suspend/resume lets a request wait for its own thread
@@ -552,7 +552,7 @@ specd_status serve_http_create(const serve_http_params *p, serve_http_handler ha
         (unsigned)(p->idle_timeout ? p->idle_timeout : d.idle_timeout), MHD_OPTION_END);
     if (!h->daemon) {
         int e = errno;
-        serve_http_destroy(h);
+        http_server_destroy(h);
         return specd_fail(err, SPECD_E_IO, "http: cannot listen on %s:%d: %s", host, p->port,
                           strerror(e));
     }
@@ -562,7 +562,7 @@ specd_status serve_http_create(const serve_http_params *p, serve_http_handler ha
     return SPECD_OK;
 }
 
-void serve_http_destroy(serve_http *h) {
+void http_server_destroy(http_server *h) {
     if (!h) return;
     if (h->daemon) {
         /* MHD may not stop with suspended connections: resume them all; from now on none is
@@ -577,7 +577,7 @@ void serve_http_destroy(serve_http *h) {
     pthread_mutex_lock(&h->mu);
     while (h->workers > 0) pthread_cond_wait(&h->changed, &h->mu);
     pthread_mutex_unlock(&h->mu);
-    serve_conns_destroy(h->conns);
+    http_conns_destroy(h->conns);
     pthread_cond_destroy(&h->changed);
     pthread_mutex_destroy(&h->mu);
     free(h->api_key);
@@ -585,11 +585,11 @@ void serve_http_destroy(serve_http *h) {
     free(h);
 }
 
-int serve_http_port(const serve_http *h) { return h ? h->port : 0; }
+int http_server_port(const http_server *h) { return h ? h->port : 0; }
 
-int serve_http_active(serve_http *h) { return h ? atomic_load(&h->active) : 0; }
+int http_server_active(http_server *h) { return h ? atomic_load(&h->active) : 0; }
 
-int serve_http_peer_gone(int fd) {
+int http_server_peer_gone(int fd) {
     if (fd < 0) return 0;
     struct pollfd pfd = {.fd = fd, .events = 0}; /* errors and hang-ups are always reported */
     return poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLHUP | POLLERR | POLLNVAL));

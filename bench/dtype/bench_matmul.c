@@ -7,6 +7,7 @@
  * Weights of the smaller shapes stay in the L2/L3 cache between reps, so those rows measure the
  * kernels' arithmetic; the head (28 MB) streams from memory as it does in a forward pass.
  * usage: bench_matmul [reps] */
+#include "bench/bench_median.h"
 #include "common/alloc.h"
 #include "common/clock.h"
 #include "kernels/cpu/cpu_dispatch.h"
@@ -29,11 +30,6 @@ static uint64_t rng = 88172645463325252ull;
 static float frand(void) {
     rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
     return (float)((double)(rng >> 11) * 0x1p-53 * 2.0 - 1.0);
-}
-
-static int cmp_u64(const void *a, const void *b) {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
 }
 
 /* the activation rows in both kernels' layouts */
@@ -76,7 +72,7 @@ static void bench_shape(const shape *s, int reps, int simd) {
                             (char *)a.llama + (size_t)r * a.llama_rb);
     }
     float *y = specd_alloc_array((size_t)s->n_out * MAX_ROWS, sizeof *y);
-    uint64_t *ns_f = malloc(sizeof *ns_f * (size_t)reps), *ns_l = malloc(sizeof *ns_l * (size_t)reps);
+    double *us_f = malloc(sizeof *us_f * (size_t)reps), *us_l = malloc(sizeof *us_l * (size_t)reps);
     const int row_counts[] = {1, 2, 4, 8, 16};
     double one_f = 0, one_l = 0;
     printf("%s (%s, %lld x %lld)\n", s->name, t->name, (long long)s->n_out, (long long)s->n_in);
@@ -92,18 +88,16 @@ static void bench_shape(const shape *s, int reps, int simd) {
             uint64_t t1 = specd_now_ns();
             run_llama(s, w, &a, rows, y, simd);
             uint64_t t2 = specd_now_ns();
-            ns_f[i] = t1 - t0;
-            ns_l[i] = t2 - t1;
+            us_f[i] = (double)(t1 - t0) / 1e3;
+            us_l[i] = (double)(t2 - t1) / 1e3;
         }
-        qsort(ns_f, (size_t)reps, sizeof *ns_f, cmp_u64);
-        qsort(ns_l, (size_t)reps, sizeof *ns_l, cmp_u64);
-        const double f = (double)ns_f[reps / 2] / 1e3, l = (double)ns_l[reps / 2] / 1e3;
+        const double f = bench_median(us_f, reps), l = bench_median(us_l, reps);
         if (rows == 1) one_f = f, one_l = l;
         printf("  %4d %10.1f %10.1f %10.2f %10.2f %8.2fx\n", rows, f, l, f / one_f, l / one_l,
                l / f);
     }
-    free(ns_f);
-    free(ns_l);
+    free(us_f);
+    free(us_l);
     specd_free(y);
     specd_free(a.fast);
     specd_free(a.llama);

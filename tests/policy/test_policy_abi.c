@@ -241,12 +241,15 @@ static void test_observe_rows_gated_by_version(void **s) {
  * the host path), fetched into the host q before the engine reads them. */
 static const float device_rows_stand_in[1];
 static int n_fetched, fetch_fails;
+static int q_on_host; /* an ABI 2 policy writes its q rows in propose */
 
 static specd_status toy_q_propose(void *st, const int32_t *h, int64_t n, int32_t max_draft,
                                   int32_t *draft, int32_t *n_draft, float *q, int *has_q,
                                   specd_error *err) {
     specd_status rc = toy_propose(st, h, n, max_draft, draft, n_draft, q, has_q, err);
-    *has_q = *n_draft > 0; /* rows left "on the device": q is not written here */
+    *has_q = *n_draft > 0; /* rows left "on the device": q is not written here... */
+    if (q_on_host) /* ...unless the policy declares ABI 2, where propose writes them */
+        for (int32_t i = 0; i < *n_draft * V; i++) q[i] = 1.0f / V;
     return rc;
 }
 static const float *toy_device_q(const void *st) {
@@ -296,10 +299,12 @@ static void test_device_q_through_the_abi(void **s) {
     /* declared ABI 2: neither slot is read, q is the host's as always */
     v3.abi_version = 2;
     n_fetched = 0;
+    q_on_host = 1;
     assert_int_equal(specd_spec_seq_open(spec, 0, prompt, 2, &p, NULL), SPECD_OK);
     decode(spec, 0, 2);
     assert_int_equal(n_fetched, 0);
     specd_spec_seq_close(spec, 0);
+    q_on_host = 0;
 
     /* one slot without the other */
     v3.abi_version = 3;

@@ -179,12 +179,14 @@ static void end_probe(specd_adaptive *g) {
     specd_batch_cost_observe(&m->catch_up, rows, at_least(g->first_ns - steady, 0.0));
 }
 
-/* Speculation does not pay: note the back-off, and probe when that is worth it. */
+/* Speculation does not pay: note the back-off, and probe when that is worth it (a policy with
+ * shadow drafts and a known proposal cost never needs to: its shadows measure acceptance). */
 static int32_t back_off(specd_adaptive *g) {
     if (g->drafting || !g->judged) g->n_backoffs++;
     if (g->drafting) g->since_probe = 0;
     g->drafting = 0;
     g->judged = 1;
+    if (g->shadows && g->m.prop_steady) return 0;
     if (worth_probing(g, g->since_probe, g->gap, steps_left(g, 0))) return start_probe(g);
     return 0;
 }
@@ -222,6 +224,29 @@ int32_t specd_adaptive_budget(specd_adaptive *g) {
     return g->step_k;
 }
 
+void specd_adaptive_use_shadows(specd_adaptive *g) { g->shadows = 1; }
+
+int specd_adaptive_wants_shadow(const specd_adaptive *g) {
+    return g->enabled && g->shadows && !g->self_spec && g->judged && !g->drafting &&
+           !g->probing && g->m.prop_steady;
+}
+
+/* Acceptance as a drafting step counts it: the matched proposals, and the first miss. */
+static void count_acceptance(specd_adaptive_model *m, int32_t n_drafted, int32_t n_accepted) {
+    int32_t examined = n_accepted < n_drafted ? n_accepted + 1 : n_drafted;
+    m->acc_hit = m->acc_hit * ACC_DECAY + (double)n_accepted;
+    m->acc_try = m->acc_try * ACC_DECAY + (double)examined;
+}
+
+void specd_adaptive_shadow(specd_adaptive *g, int32_t n_drafted, int32_t n_accepted) {
+    if (!g->enabled || n_drafted <= 0) return;
+    if (n_accepted < 0) n_accepted = 0;
+    if (n_accepted > n_drafted) n_accepted = n_drafted;
+    count_acceptance(&g->m, n_drafted, n_accepted);
+    g->probed = 1; /* fresh evidence: the next step is judged on it */
+    g->gap = 0;    /* the policy has read the text up to here: nothing to catch up on */
+}
+
 /* A policy step's evidence; gap: the tokens it caught up on first. */
 static void observe_policy(specd_adaptive *g, int32_t n_drafted, int32_t n_accepted,
                            int32_t n_emitted, double ns, int64_t gap) {
@@ -253,9 +278,7 @@ static void observe_policy(specd_adaptive *g, int32_t n_drafted, int32_t n_accep
         if (m->w_plain > 0)
             ema(&m->ns_prop, &m->w_prop, (ns - m->ns_plain - catch_up) / (double)n_drafted);
     }
-    int32_t examined = n_accepted < n_drafted ? n_accepted + 1 : n_drafted;
-    m->acc_hit = m->acc_hit * ACC_DECAY + (double)n_accepted;
-    m->acc_try = m->acc_try * ACC_DECAY + (double)examined;
+    count_acceptance(m, n_drafted, n_accepted);
 }
 
 void specd_adaptive_observe(specd_adaptive *g, int32_t n_drafted, int32_t n_accepted,

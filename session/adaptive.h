@@ -32,7 +32,13 @@
  * length: max_tokens, or less when earlier answers were shorter: a 2% budget over 128 allowed
  * tokens is 8% of a 32-token answer)
  * and keeps adapting with its own evidence (older evidence is down-weighted). All decisions are
- * deterministic functions of the observations fed in (tests feed synthetic timings). */
+ * deterministic functions of the observations fed in (tests feed synthetic timings).
+ *
+ * Shadow drafts: a drafter whose proposals cost next to nothing (SPECD_POLICY_SHADOW_DRAFTS:
+ * n-gram, suffix, recycle) is asked for proposals on plain steps too while backed off; what the
+ * tokens that followed would have accepted of each feeds acceptance like a drafting step's, and
+ * is judged at once. Drafting then resumes where the text turns predictable, without probes:
+ * once a proposal's cost is known, such a policy's probes stop. */
 #ifndef SPECD_SESSION_ADAPTIVE_H
 #define SPECD_SESSION_ADAPTIVE_H
 
@@ -58,6 +64,7 @@ typedef struct specd_adaptive_model {
 typedef struct specd_adaptive {
     int enabled;
     int self_spec;     /* on/off guard for policies that lay out their own steps */
+    int shadows;       /* acceptance while backed off comes from shadow drafts */
     int32_t max_draft;
     specd_adaptive_model m;
     int32_t step_k;    /* budget handed out for the step in flight */
@@ -96,6 +103,14 @@ int32_t specd_adaptive_budget(specd_adaptive *g);
  * verification, or a batched sequence's share of its batch (session/batch_cost.h). */
 void specd_adaptive_observe(specd_adaptive *g, int32_t n_drafted, int32_t n_accepted,
                             int32_t n_emitted, uint64_t step_ns);
+
+/* The policy's proposals are cheap enough to make on plain steps (shadow drafts). After init. */
+void specd_adaptive_use_shadows(specd_adaptive *g);
+/* Whether a plain step should make a shadow draft: backed off, with a proposal's cost known. */
+int specd_adaptive_wants_shadow(const specd_adaptive *g);
+/* A shadow draft's outcome: of n_drafted proposals, the first n_accepted match the tokens that
+ * followed (a tree: the matched path's length). The next budget call judges on it. */
+void specd_adaptive_shadow(specd_adaptive *g, int32_t n_drafted, int32_t n_accepted);
 
 /* The chain mode's expected tokens per second relative to plain decoding at its best k
  * (written to *best_k), from the current model; 0 when it has no estimate yet. */

@@ -93,6 +93,12 @@ typedef struct spec_seq {
     int32_t n_proc;
     specd_penalties *pen;   /* owned: the penalties processor's state, or NULL */
 
+    /* shadow drafts (SPECD_POLICY_SHADOW_DRAFTS; spec_shadow.c): a plain step's proposal, kept
+     * until the tokens that follow tell how much of it verification would have accepted */
+    int32_t *shadow_tok, *shadow_par; /* shadow_cap nodes; a chain's parents are i - 1 */
+    int32_t shadow_cap, n_shadow;     /* n_shadow 0: none pending */
+    int32_t shadow_at, shadow_depth;  /* the node matched so far (-1: none), the path's length */
+
     specd_adaptive guard;
     uint64_t prior_key;     /* policy and options: which learned model this sequence feeds */
     specd_seq_stats stats;
@@ -133,6 +139,15 @@ static inline const float *specd_policy_device_q(const specd_policy_ops *ops, co
 static inline int specd_policy_observes_rows(const specd_policy_ops *ops) {
     return ops->abi_version >= 3 && ops->propose != NULL && ops->observe_rows != NULL;
 }
+
+/* Shadow drafts (spec_shadow.c). alloc: 0 when out of memory (a policy without the flag needs
+ * nothing); after the guard's init. propose: on a plain step's layout; check: with the tokens a
+ * verify emitted; drop: a drafting step makes its own evidence. */
+int specd_spec_shadow_alloc(spec_seq *q, int32_t n_nodes);
+void specd_spec_shadow_free(spec_seq *q);
+void specd_spec_shadow_propose(const specd_spec *spec, spec_seq *q);
+void specd_spec_shadow_check(spec_seq *q, const int32_t *emitted, int32_t n);
+void specd_spec_shadow_drop(spec_seq *q);
 
 struct specd_spec {
     specd_spec_params params;

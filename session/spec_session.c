@@ -156,6 +156,7 @@ static void seq_release(spec_seq *q) {
     specd_free(q->tree_parent);
     specd_free(q->tree_path);
     specd_free(q->visible);
+    specd_spec_shadow_free(q);
     memset(q, 0, sizeof *q);
 }
 
@@ -425,6 +426,10 @@ specd_status specd_spec_seq_open(specd_spec *spec, int32_t seq, const int32_t *p
                                        (flags & SPECD_POLICY_HIDDEN_CATCH_UP));
     specd_adaptive_init(&q->guard, guarded, ops->propose == NULL, sp->max_draft,
                         prior_find(spec, q->prior_key));
+    if (guarded && !specd_spec_shadow_alloc(q, sp->max_step_rows - 1)) {
+        seq_release(q);
+        return specd_fail(err, SPECD_E_NOMEM, "spec: out of memory opening sequence %d", seq);
+    }
     /* the policy's first step catches up on the prompt; the guard weighs probes by steps left */
     specd_adaptive_set_text(&q->guard, n_prompt, params->max_tokens);
     q->open = 1;
@@ -665,9 +670,11 @@ specd_status specd_spec_seq_layout_step(specd_spec *spec, spec_seq *q, specd_ste
     int32_t k = specd_adaptive_budget(&q->guard);
     q->plain_step = !q->ops->propose && k == 0;
     q->n_chain = 0;
-    if (q->ops->propose || q->plain_step)
+    if (q->ops->propose || q->plain_step) {
         SPECD_TRY(layout_chain(spec, q, k, out, err));
-    else {
+        if (k > 0) specd_spec_shadow_drop(q);
+        else specd_spec_shadow_propose(spec, q);
+    } else {
         uint64_t t0 = specd_now_ns();
         SPECD_TRY(q->ops->layout(q->policy, q->history, q->n_history, out, err));
         q->stats.propose_ns += specd_now_ns() - t0;
@@ -907,6 +914,7 @@ specd_status specd_spec_seq_verify_decided(specd_spec *spec, spec_seq *q,
     q->laid_out = 0;
     specd_seq_proc_commit(q, o.emitted, n);
     if (q->ops->advance) q->ops->advance(q->policy, q->history, q->n_history);
+    specd_spec_shadow_check(q, o.emitted, n);
     if (hid && q->plain_step && n > 0) catch_up_row(spec, q, hid, q->n_history - 1 - n);
     if (logits && specd_policy_observes_rows(q->ops)) observe_rows(spec, q, logits);
 

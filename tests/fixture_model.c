@@ -62,8 +62,11 @@ void fixture_run_layout(specd_context *ctx, int32_t seq, const specd_step_layout
         fail_msg("layout's adapter: %s", err.message);
     specd_seq_batch b = specd_step_seq_batch(l, seq);
     specd_extend_out o = {.n_rows = l->n_rows, .rows = l->rows, .logits = logits};
-    if (specd_context_extend(ctx, &b, 1, &o, &err) != SPECD_OK)
-        fail_msg("layout's extend: %s", err.message);
+    specd_status st = specd_context_extend(ctx, &b, 1, &o, &err);
+    /* the adapter is the policy's: the context must not keep it past the step (a later case may
+     * have destroyed the policy) */
+    specd_context_set_lora(ctx, NULL, NULL);
+    if (st != SPECD_OK) fail_msg("layout's extend: %s", err.message);
 }
 
 void fixture_run_seq(specd_spec *spec, specd_context *ctx, const int32_t *prompt, int64_t n_prompt,

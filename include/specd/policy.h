@@ -77,6 +77,13 @@ extern "C" {
  * state for a plain step leaves a gap in those rows, which the policy must survive. Needs
  * WANTS_PREFILL_HIDDEN. */
 #define SPECD_POLICY_HIDDEN_CATCH_UP 16u
+/* drafter shape: propose (and propose_tree) cost next to nothing, need no catch-up and depend
+ * only on the history handed in (and state the policy updates itself). While the adaptive guard
+ * keeps the sequence plain, the session may then call them on plain steps ("shadow drafts": no
+ * rows run, nothing verified) and count how much of each proposal the tokens that follow would
+ * have accepted, so the guard sees when drafting would pay again without paying a probe. Their
+ * q output is not read. */
+#define SPECD_POLICY_SHADOW_DRAFTS 128u
 
 struct specd_model;
 struct specd_lora;

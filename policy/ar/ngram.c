@@ -82,6 +82,7 @@ static specd_status ngram_propose(void *state, const int32_t *history, int64_t n
 const specd_policy_ops specd_policy_ngram = {
     .abi_version = SPECD_POLICY_ABI_VERSION,
     .name = "ngram",
+    .flags = SPECD_POLICY_SHADOW_DRAFTS, /* microseconds a proposal, from the history alone */
     .options_help = "n=4 (longest suffix), n_min=2 (shortest), k=max_draft (tokens proposed)",
     .create = ngram_create,
     .destroy = ngram_destroy,

@@ -195,6 +195,7 @@ static void recycle_observe_rows(void *state, const int32_t *tokens, int32_t n_r
 const specd_policy_ops specd_policy_recycle = {
     .abi_version = SPECD_POLICY_ABI_VERSION,
     .name = "recycle",
+    .flags = SPECD_POLICY_SHADOW_DRAFTS, /* microseconds a proposal, from the history alone */
     .options_help = "k=8 (successors per token), tree=auto|small|large, nodes=0 (tree's), "
                     "depth=0 (tree's), seed=1 (prompt bigrams), row_cost (tree=auto)",
     .create = recycle_create,

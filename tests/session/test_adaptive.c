@@ -31,8 +31,8 @@ typedef struct sim {
     int32_t last_k;
 } sim;
 
-static int32_t step(specd_adaptive *g, sim *s) {
-    int32_t k = specd_adaptive_budget(g);
+/* Reports the step the guard gave budget k. */
+static void report(specd_adaptive *g, sim *s, int32_t k) {
     double ns;
     int32_t emitted;
     if (k == 0) {
@@ -61,6 +61,24 @@ static int32_t step(specd_adaptive *g, sim *s) {
     s->ns += ns;
     s->tokens += emitted;
     s->last_k = k;
+}
+
+static int32_t step(specd_adaptive *g, sim *s) {
+    int32_t k = specd_adaptive_budget(g);
+    report(g, s, k);
+    return k;
+}
+
+/* A step of a drafter with shadow drafts: a plain step the guard wants one from makes a shadow
+ * draft of 8 proposals, of which the text accepts the first s->acc (resolved within the step, as
+ * the session does when its first proposal misses). */
+static int32_t shadow_step(specd_adaptive *g, sim *s, int32_t *shadows) {
+    int32_t k = specd_adaptive_budget(g);
+    if (k == 0 && specd_adaptive_wants_shadow(g)) {
+        specd_adaptive_shadow(g, 8, s->acc < 8 ? s->acc : 8);
+        ++*shadows;
+    }
+    report(g, s, k);
     return k;
 }
 
@@ -306,6 +324,41 @@ static void test_probes_again_late_in_a_long_answer(void **state) {
         for (int i = 0; i < 200; i++) drafted += step(&g, &s) > 0;
         assert_true(drafted > 180);
         assert_int_equal(g.drafting, 1);
+    }
+}
+
+/* Shadow drafts replace probes: once a proposal's cost is known, a backed-off drafter with
+ * shadow drafts runs no policy step while its shadows say nothing would be accepted (plain speed
+ * exactly), and the first shadow that would have been accepted turns drafting on at once. */
+static void test_shadows_replace_probes(void **state) {
+    (void)state;
+    specd_adaptive g;
+    specd_adaptive_init(&g, 1, 0, 8, NULL);
+    specd_adaptive_use_shadows(&g);
+    sim s = {.c0 = 1e6, .c1 = 2e5, .acc = 0};
+    int32_t shadows = 0;
+    for (int i = 0; i < 20; i++) shadow_step(&g, &s, &shadows);
+    assert_int_equal(g.drafting, 0);
+    assert_true(g.n_backoffs >= 1);
+    assert_true(g.m.prop_steady);
+    int32_t policy_steps = 0;
+    shadows = 0;
+    for (int i = 0; i < 300; i++) policy_steps += shadow_step(&g, &s, &shadows) > 0;
+    assert_int_equal(policy_steps, 0);
+    assert_int_equal(shadows, 300);
+    /* without shadows the same drafter is probed all along (test_poor_acceptance_backs_off) */
+    s.acc = 8;
+    assert_int_equal(shadow_step(&g, &s, &shadows), 0); /* its shadow is judged at the next */
+    assert_true(shadow_step(&g, &s, &shadows) > 0);
+    assert_int_equal(g.drafting, 1);
+    assert_int_equal(g.probing, 0);
+    /* a guard without shadow drafts never asks for one */
+    specd_adaptive plain;
+    specd_adaptive_init(&plain, 1, 0, 8, NULL);
+    sim t = {.c0 = 1e6, .c1 = 2e5, .acc = 0};
+    for (int i = 0; i < 40; i++) {
+        assert_false(specd_adaptive_wants_shadow(&plain));
+        step(&plain, &t);
     }
 }
 
@@ -630,6 +683,7 @@ int main(void) {
         cmocka_unit_test(test_good_drafter_keeps_drafting_with_refresh),
         cmocka_unit_test(test_recovers_when_acceptance_returns),
         cmocka_unit_test(test_probes_again_late_in_a_long_answer),
+        cmocka_unit_test(test_shadows_replace_probes),
         cmocka_unit_test(test_self_speculative_on_off),
         cmocka_unit_test(test_prior_seeds_next_sequence),
         cmocka_unit_test(test_opening_probe_fits_the_expected_length),

@@ -59,8 +59,9 @@ static void stale_block_cache(const int32_t *hist, int64_t n0, int32_t b, const 
                           .visible = vis,
                           .lora_gate = gate,
                           .commit = commit};
-    if (specd_context_extend(ctx, &sb, 1, NULL, &err) != SPECD_OK)
-        fail_msg("stale block: %s", err.message);
+    specd_status st = specd_context_extend(ctx, &sb, 1, NULL, &err);
+    specd_context_set_lora(ctx, NULL, NULL); /* the policy's adapter, freed with it */
+    if (st != SPECD_OK) fail_msg("stale block: %s", err.message);
 }
 
 /* Drives the policy by hand on seq 0 (greedy) and, after each step that committed KV, checks the

@@ -25,6 +25,7 @@ static const double PROBE_LEAST = 0.2;
 static const double TEXT_STEPS = 48.0;
 static const double GAIN_PRIOR = 0.1; /* what drafting wins where it pays, before it has */
 static const double A_HIGH = 0.8;     /* the acceptance a chain drafter's best stretches reach */
+static const double PROBE_DECAY = 0.9; /* per probe verdict: the record covers about ten */
 
 static void ema(double *avg, double *w, double x) {
     *w += 1.0;
@@ -114,7 +115,16 @@ static double probe_cost(const specd_adaptive *g, int64_t gap) {
 static double gain(const specd_adaptive *g) {
     double won = g->m.w_gain > 0 ? g->m.gain : GAIN_PRIOR;
     if (!g->self_spec) won = cap(won, chain_ratio(g, A_HIGH, NULL) - 1.0);
-    return won;
+    /* ... as often as probes have paid (1 until one has failed) */
+    return won * (g->m.probe_wins + 1.0) / (g->m.probe_wins + g->m.probe_fails + 1.0);
+}
+
+/* A probe's verdict, once judged. */
+static void count_probe(specd_adaptive *g, int paid) {
+    if (!g->probe_ended) return;
+    g->probe_ended = 0;
+    g->m.probe_wins = g->m.probe_wins * PROBE_DECAY + (paid ? 1.0 : 0.0);
+    g->m.probe_fails = g->m.probe_fails * PROBE_DECAY + (paid ? 0.0 : 1.0);
 }
 
 /* Steps left d plain steps from now. */
@@ -166,6 +176,7 @@ static void end_probe(specd_adaptive *g) {
     g->probing = 0;
     g->probe_left = 0;
     g->probed = 1;
+    g->probe_ended = 1;
     if (g->first_gap <= 0) return;
     double steady;
     if (g->self_spec) {
@@ -182,6 +193,7 @@ static void end_probe(specd_adaptive *g) {
 /* Speculation does not pay: note the back-off, and probe when that is worth it (a policy with
  * shadow drafts and a known proposal cost never needs to: its shadows measure acceptance). */
 static int32_t back_off(specd_adaptive *g) {
+    count_probe(g, 0);
     if (g->drafting || !g->judged) g->n_backoffs++;
     if (g->drafting) g->since_probe = 0;
     g->drafting = 0;
@@ -192,6 +204,7 @@ static int32_t back_off(specd_adaptive *g) {
 }
 
 static int32_t pays(specd_adaptive *g, int32_t k, double ratio) {
+    count_probe(g, 1);
     g->drafting = 1;
     g->judged = 1;
     if (ratio >= ENTER) ema(&g->m.gain, &g->m.w_gain, ratio - 1.0);

@@ -24,6 +24,10 @@
  * is nearly free, as ngram's or mrp's) comes every few dozen steps however long the sequence;
  * one whose catch-up per token costs more than the 2% never comes within a sequence. A probe's
  * evidence outweighs older evidence by how long ago that was (acceptance follows the text).
+ * What a probe could win is also weighed by how often probes have turned drafting on, over this
+ * sequence and the earlier ones (the model carries the count): a policy whose probes never pay on
+ * this machine (a head whose catch-up is dear, drafts that are rarely right) is probed less and
+ * less, so its probes stop costing time; one that pays now and then keeps being probed.
  *
  * Start: a plain step first (c0), then a one-proposal probe (c1, and acceptance from a weak
  * prior), so the first judgement comes after two steps. A spec handle passes what one sequence
@@ -54,6 +58,7 @@ typedef struct specd_adaptive_model {
     int prop_steady;          /* chain: c1 was measured by a step after one of the policy's own */
     double ns_self, tok_self, w_self; /* self-speculative: a policy step's cost and tokens */
     double gain, w_gain;      /* what drafting won (rate / plain rate - 1) while it paid */
+    double probe_wins, probe_fails; /* probes that turned drafting on / did not (decayed) */
     specd_batch_cost catch_up; /* a first step's cost beyond a steady one, over the gap's tokens */
     /* answer lengths: what earlier sequences emitted (EMA), and this one so far (which the next
      * sequence folds in: the model is handed on when a sequence ends) */
@@ -75,6 +80,7 @@ typedef struct specd_adaptive {
     int32_t probe_left;   /* policy steps of the probe still to run */
     int probing;          /* the steps in flight are a probe */
     int probed;           /* a probe has just ended: the next step is judged on its evidence */
+    int probe_ended;      /* ... a probe, not a shadow draft: its verdict is counted */
     int32_t probe_from;   /* since_probe when it started (a probe without proposals gives it back) */
     int probe_fresh;      /* ... and fresh */
     int fresh;            /* no probe has seen this sequence's text yet (seeded by a prior) */

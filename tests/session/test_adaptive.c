@@ -425,6 +425,32 @@ static void test_prior_seeds_next_sequence(void **state) {
     assert_true(step(&next, &good) > 1);
 }
 
+/* A policy whose probes never pay on this machine (self-speculative: a step costs 1.5 plain
+ * steps for one token; its catch-up is cheap, so each new text gets a probe at once) is probed
+ * less as its failed probes add up, across sequences (the model is handed on): the first
+ * sequences pay for probes, later ones run at plain speed. */
+static void test_failed_probes_thin_out(void **state) {
+    (void)state;
+    specd_adaptive_model learned;
+    int32_t probes[10];
+    double last_excess = 1.0;
+    for (int seq = 0; seq < 10; seq++) {
+        specd_adaptive g;
+        specd_adaptive_init(&g, 1, 1, 3, seq ? &learned : NULL);
+        specd_adaptive_set_text(&g, 700, 128);
+        sim s = {.c0 = 1e6, .c_self = 1.5e6, .acc = 1, .catch_up = 1e3, .gap = 700};
+        for (int i = 0; i < 128; i++) step(&g, &s);
+        probes[seq] = s.probes;
+        last_excess = excess(&s);
+        learned = g.m;
+    }
+    fprintf(stderr, "probes per sequence: %d %d %d ... %d\n", probes[0], probes[1], probes[2], probes[9]);
+    assert_true(probes[0] >= 1 && probes[1] >= 1);
+    assert_int_equal(probes[9], 0);
+    assert_true(last_excess < 0.005);
+    assert_true(learned.probe_fails > 3.0 && learned.probe_wins == 0.0);
+}
+
 /* A new text's opening probe is budgeted over the answer it will get: 2% of 128 allowed tokens
  * pays for a probe costing 2 plain steps, 2% of the 24-token answers earlier sequences gave does
  * not. Self-speculative, each step one token for 1.5 plain steps, after a 50-token prompt whose
@@ -684,6 +710,7 @@ int main(void) {
         cmocka_unit_test(test_recovers_when_acceptance_returns),
         cmocka_unit_test(test_probes_again_late_in_a_long_answer),
         cmocka_unit_test(test_shadows_replace_probes),
+        cmocka_unit_test(test_failed_probes_thin_out),
         cmocka_unit_test(test_self_speculative_on_off),
         cmocka_unit_test(test_prior_seeds_next_sequence),
         cmocka_unit_test(test_opening_probe_fits_the_expected_length),

@@ -48,6 +48,10 @@ static void print_summary(const cli_engine *e, const cli_options *o, const cli_r
     if (o->adaptive)
         fprintf(stderr, "adaptive guard: turned drafting off %lld times; %lld of %lld steps plain\n",
                 (long long)s->n_backoffs, (long long)s->n_guard_plain, (long long)s->n_steps);
+    if (o->adaptive && s->n_shadow_drafts > 0)
+        fprintf(stderr, "shadow drafts while backed off: %lld, %lld of their tokens matched "
+                        "the output\n",
+                (long long)s->n_shadow_drafts, (long long)s->n_shadow_accepted);
     if (cli_policy_flags(o->policy) & SPECD_POLICY_FIGURE_STRIDED_TPF) {
         double rates[SPECD_MAX_DRAFT];
         int32_t n = specd_isd_accept_rates(s, rates, SPECD_MAX_DRAFT);

@@ -38,6 +38,12 @@ size_t specd_metrics_format(const specd_seq_stats *s, const char *extra_labels, 
             s->n_backoffs);
     counter(&o, "num_guard_plain_steps_total", "Steps the adaptive guard ran without proposals.",
             l, s->n_guard_plain);
+    counter(&o, "num_shadow_drafts_total",
+            "Shadow drafts the guard judged while backed off (proposals never verified).", l,
+            s->n_shadow_drafts);
+    counter(&o, "num_shadow_accepted_tokens_total",
+            "Tokens of shadow drafts the output matched (what verification would have accepted).",
+            l, s->n_shadow_accepted);
     put(&o, "# HELP specd_num_accepted_tokens_per_pos Accepted proposals by draft position.\n"
             "# TYPE specd_num_accepted_tokens_per_pos counter\n");
     for (int i = 0; i < SPECD_MAX_DRAFT && s->drafted_at[i] > 0; i++)
@@ -68,6 +74,8 @@ void specd_seq_stats_add(specd_seq_stats *a, const specd_seq_stats *b) {
     a->lossy |= b->lossy;
     a->propose_ns += b->propose_ns;
     a->verify_ns += b->verify_ns;
+    a->n_shadow_drafts += b->n_shadow_drafts;
+    a->n_shadow_accepted += b->n_shadow_accepted;
     a->n_draft_cut += b->n_draft_cut;
     a->n_forced += b->n_forced;
 }

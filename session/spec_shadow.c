@@ -28,6 +28,8 @@ void specd_spec_shadow_free(spec_seq *q) {
 /* The pending shadow draft's outcome goes to the guard. */
 static void resolve(spec_seq *q) {
     specd_adaptive_shadow(&q->guard, q->n_shadow, q->shadow_depth);
+    q->stats.n_shadow_drafts++;
+    q->stats.n_shadow_accepted += q->shadow_depth;
     q->n_shadow = 0;
 }
 

@@ -193,6 +193,10 @@ typedef struct specd_seq_stats {
     uint64_t verify_ns;       /* time inside the acceptance engine */
     int64_t n_draft_cut;      /* proposals a row processor's admit cut before verification */
     int64_t n_forced;         /* proposals a row processor forced (verified like the others) */
+    int64_t n_shadow_drafts;  /* shadow drafts decided (SPECD_POLICY_SHADOW_DRAFTS: proposals
+                               * made on the guard's plain steps, never verified) */
+    int64_t n_shadow_accepted; /* their tokens the output matched: what verifying them would
+                                * have accepted */
 } specd_seq_stats;
 
 SPECD_API specd_status specd_spec_seq_stats(const specd_spec *spec, int32_t seq, specd_seq_stats *out,

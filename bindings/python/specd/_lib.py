@@ -98,7 +98,8 @@ class SeqStats(Structure):
                 ("n_remote_verified", c_int64), ("n_remote_fallback", c_int64),
                 ("n_rows", c_int64), ("n_tokens_run", c_int64), ("n_empty_steps", c_int64),
                 ("n_commit_steps", c_int64), ("lossy", c_int), ("propose_ns", c_uint64),
-                ("verify_ns", c_uint64), ("n_draft_cut", c_int64), ("n_forced", c_int64)]
+                ("verify_ns", c_uint64), ("n_draft_cut", c_int64), ("n_forced", c_int64),
+                ("n_shadow_drafts", c_int64), ("n_shadow_accepted", c_int64)]
 
 
 class ModelInfo(Structure):

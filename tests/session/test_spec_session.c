@@ -8,6 +8,7 @@
 
 #include <math.h>
 #include <string.h>
+#include <time.h>
 
 enum { V = 64, MAXK = 8, N_OUT = 160 };
 
@@ -29,9 +30,22 @@ typedef struct host_run {
     specd_seq_stats stats;
 } host_run;
 
+/* How a host run departs from the default: the adaptive guard on, and a step's drafted rows
+ * made dear (the host burns this much CPU time per row beyond the first). */
+typedef struct run_opts {
+    int adaptive;
+    uint64_t ns_per_draft_row;
+} run_opts;
+
+static uint64_t now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
 /* A host engine: runs "the target" over each laid-out step and feeds the logits back. */
-static void run(const char *policy, const specd_policy_ops *ops, specd_accept_rule rule,
-                float temperature, uint64_t seed, host_run *r) {
+static void run_with(const char *policy, const specd_policy_ops *ops, specd_accept_rule rule,
+                     float temperature, uint64_t seed, const run_opts *ro, host_run *r) {
     specd_spec_params sp = specd_spec_default_params();
     sp.n_vocab = V;
     sp.max_draft = MAXK;
@@ -45,7 +59,7 @@ static void run(const char *policy, const specd_policy_ops *ops, specd_accept_ru
     p.sampling.temperature = temperature;
     p.seed = seed;
     p.max_tokens = N_OUT;
-    p.adaptive = 0;
+    p.adaptive = ro ? ro->adaptive : 0;
     const int32_t prompt[] = {5, 6, 7, 0, 1, 2, 3};
     assert_int_equal(specd_spec_seq_open(spec, 3, prompt, 7, &p, &err), SPECD_OK);
     int32_t ctx[7 + N_OUT + MAXK + 1];
@@ -64,6 +78,11 @@ static void run(const char *policy, const specd_policy_ops *ops, specd_accept_ru
             int32_t a = row > 0 ? lay.tokens[row - 1] : ctx[n_ctx - 2];
             target_logits(a, b, logits + (size_t)i * V);
         }
+        if (ro && lay.n_rows > 1) { /* a cost, not a wait: the guard measures it */
+            uint64_t until = now_ns() + ro->ns_per_draft_row * (uint64_t)(lay.n_rows - 1);
+            while (now_ns() < until) {
+            }
+        }
         specd_step_outcome o;
         assert_int_equal(specd_spec_seq_verify(spec, 3, logits, &o, &err), SPECD_OK);
         assert_int_equal(o.n_keep, o.n_accepted + 1);
@@ -75,6 +94,11 @@ static void run(const char *policy, const specd_policy_ops *ops, specd_accept_ru
     assert_int_equal(specd_spec_seq_stats(spec, 3, &r->stats, &err), SPECD_OK);
     specd_spec_seq_close(spec, 3);
     specd_spec_destroy(spec);
+}
+
+static void run(const char *policy, const specd_policy_ops *ops, specd_accept_rule rule,
+                float temperature, uint64_t seed, host_run *r) {
+    run_with(policy, ops, rule, temperature, seed, NULL, r);
 }
 
 static void assert_same_output(const host_run *a, const host_run *b) {
@@ -140,6 +164,65 @@ static void test_host_policy_with_bad_drafts(void **s) {
     assert_same_output(&plain, &spec);
     assert_true(spec.stats.n_draft_tokens > 0);
     assert_true(spec.stats.n_accepted < spec.stats.n_draft_tokens / 4);
+}
+
+/* An oracle drafter: the target's greedy continuation, with shadow drafts allowed. */
+static int32_t greedy_next(int32_t a, int32_t b) {
+    float row[V];
+    target_logits(a, b, row);
+    int32_t best = 0;
+    for (int32_t x = 1; x < V; x++)
+        if (row[x] > row[best]) best = x;
+    return best;
+}
+static specd_status oracle_propose(void *st, const int32_t *h, int64_t n, int32_t max_draft,
+                                   int32_t *draft, int32_t *n_draft, float *q, int *has_q,
+                                   specd_error *err) {
+    (void)st, (void)q, (void)err;
+    int32_t a = h[n - 2], b = h[n - 1];
+    for (int32_t i = 0; i < max_draft; i++) {
+        draft[i] = greedy_next(a, b);
+        a = b;
+        b = draft[i];
+    }
+    *n_draft = max_draft;
+    *has_q = 0;
+    return SPECD_OK;
+}
+static const specd_policy_ops oracle_ops = {.abi_version = SPECD_POLICY_ABI_VERSION,
+                                            .name = "oracle", .flags = SPECD_POLICY_SHADOW_DRAFTS,
+                                            .create = wrong_create, .destroy = wrong_destroy,
+                                            .propose = oracle_propose};
+
+/* Shadow drafts through the session: the oracle's verified rows are made dear (20 ms of CPU a
+ * row, thousands of plain steps here), so however right its drafts, the guard backs off after
+ * its opening probe and never drafts again (no probes: a proposal's cost is known). On the plain
+ * steps the session still asks the drafter, and each shadow draft matches the output in full,
+ * which is what verifying it would have accepted. The output is plain decoding's. */
+static void test_shadow_drafts_through_the_session(void **s) {
+    (void)s;
+    static host_run plain, spec;
+    run("none", NULL, SPECD_ACCEPT_GREEDY, 0.0f, 1, &plain);
+    const run_opts dear = {.adaptive = 1, .ns_per_draft_row = 20000000};
+    run_with(NULL, &oracle_ops, SPECD_ACCEPT_GREEDY, 0.0f, 1, &dear, &spec);
+    assert_same_output(&plain, &spec);
+    const specd_seq_stats *st = &spec.stats;
+    fprintf(stderr, "oracle behind a dear verifier: %lld proposals verified, %lld back-offs, "
+                    "%lld shadow drafts, %lld of their tokens matched\n",
+            (long long)st->n_draft_tokens, (long long)st->n_backoffs,
+            (long long)st->n_shadow_drafts, (long long)st->n_shadow_accepted);
+    assert_int_equal(st->n_backoffs, 1);
+    assert_true(st->n_draft_tokens <= 2); /* the opening probe's */
+    assert_int_equal(st->n_accepted, st->n_draft_tokens);
+    /* a shadow of MAXK tokens resolves when all of them matched, one pending at a time: about
+     * N_OUT / MAXK of them, each full but the last few (cut to the tokens left) */
+    assert_true(st->n_shadow_drafts >= N_OUT / MAXK - 2);
+    assert_true(st->n_shadow_accepted >= (st->n_shadow_drafts - 2) * MAXK);
+    assert_true(st->n_shadow_accepted <= st->n_steps);
+    /* the guard off: no shadows */
+    run(NULL, &oracle_ops, SPECD_ACCEPT_GREEDY, 0.0f, 1, &spec);
+    assert_same_output(&plain, &spec);
+    assert_int_equal(spec.stats.n_shadow_drafts, 0);
 }
 
 /* A self-speculative host policy that asks to keep rows the step does not have. */
@@ -266,6 +349,7 @@ int main(void) {
         cmocka_unit_test(test_coupled_and_greedy_spec_equal_plain),
         cmocka_unit_test(test_different_seeds_differ),
         cmocka_unit_test(test_host_policy_with_bad_drafts),
+        cmocka_unit_test(test_shadow_drafts_through_the_session),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_bad_keep_list_is_refused),
         cmocka_unit_test(test_stop_token_ends_sequence),

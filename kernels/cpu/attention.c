@@ -332,10 +332,48 @@ static int has_hole(const uint8_t *visible, int32_t n_pos) {
     return visible && n_pos > 0 && memchr(visible, 0, (size_t)n_pos) != NULL;
 }
 
+#if defined(__x86_64__)
+/* A tree row's holes are all near its end (its uncles among the step's tokens): the packed
+ * sequence is positions [0, h) of the cache as they are, then a few visible positions past h.
+ * Gathering whole V^T rows for it cost more than the row's matmuls at a long context. */
+enum { TAIL_MOST = 256 }; /* tail positions (the step's visible ones past the first hole) */
+
+/* dot_f16_avx2 of the packed sequence x[0..h) ++ x[tail[0..n_tail)] with y: the 32-position
+ * chunks wholly below h read x in place, the rest goes through a zero-padded copy (the same
+ * multiply-adds into the same accumulators, chunk by chunk, so the same bits). y is readable and
+ * zero up to h + n_tail rounded up to 32. */
+static AVX2 float dot_f16_split_avx2(const uint16_t *x, int32_t h, const int32_t *tail,
+                                     int32_t n_tail, const float *y) {
+    const int32_t base = h & ~31, n_rest = h - base + n_tail;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (int32_t i = 0; i < base; i += 32) {
+        a0 = _mm256_fmadd_ps(load_f16x8(x + i), _mm256_loadu_ps(y + i), a0);
+        a1 = _mm256_fmadd_ps(load_f16x8(x + i + 8), _mm256_loadu_ps(y + i + 8), a1);
+        a2 = _mm256_fmadd_ps(load_f16x8(x + i + 16), _mm256_loadu_ps(y + i + 16), a2);
+        a3 = _mm256_fmadd_ps(load_f16x8(x + i + 24), _mm256_loadu_ps(y + i + 24), a3);
+    }
+    uint16_t xt[TAIL_MOST + 64];
+    int32_t t = 0;
+    for (int32_t j = base; j < h; j++) xt[t++] = x[j];
+    for (int32_t j = 0; j < n_tail; j++) xt[t++] = x[tail[j]];
+    for (; t % 32; t++) xt[t] = 0;
+    const float *yr = y + base;
+    for (int32_t i = 0; i < n_rest; i += 32) {
+        a0 = _mm256_fmadd_ps(load_f16x8(xt + i), _mm256_loadu_ps(yr + i), a0);
+        a1 = _mm256_fmadd_ps(load_f16x8(xt + i + 8), _mm256_loadu_ps(yr + i + 8), a1);
+        a2 = _mm256_fmadd_ps(load_f16x8(xt + i + 16), _mm256_loadu_ps(yr + i + 16), a2);
+        a3 = _mm256_fmadd_ps(load_f16x8(xt + i + 24), _mm256_loadu_ps(yr + i + 24), a3);
+    }
+    return reduce_4x8_avx2(a0, a1, a2, a3);
+}
+#endif
+
 /* specd_attention_row over the visible positions packed in cache order (see the top of the file).
  * The scores are computed per key as for any row, then packed; the probabilities go to probs
- * packed, and each V^T row's visible values are gathered into scores' space (free by then: n_pos
- * floats hold 2 * n_pos halves) before the same dot. */
+ * packed. Each V^T row's dot then reads the positions before the first hole in place and gathers
+ * only the few visible ones after it (dot_f16_split_avx2); a mask with many of those (not a tree
+ * row's) gathers each V^T row's visible values into scores' space (free by then: n_pos floats
+ * hold 2 * n_pos halves) before the same dot. */
 static void attention_row_packed(const float *q, const uint16_t *k, size_t k_stride,
                                  const uint16_t *vt, size_t vt_stride, const uint8_t *visible,
                                  int32_t n_pos, int32_t head_dim, float scale, float *scores,
@@ -363,6 +401,21 @@ static void attention_row_packed(const float *q, const uint16_t *k, size_t k_str
         probs[j] = specd_fp16_to_fp32(specd_fp32_to_fp16(scores[j]));
     for (int32_t j = m; j % 32; j++)
         probs[j] = 0.0f;
+#if defined(__x86_64__)
+    if (simd) {
+        const int32_t h = (int32_t)((const uint8_t *)memchr(visible, 0, (size_t)n_pos) - visible);
+        int32_t tail[TAIL_MOST], n_tail = 0;
+        for (int32_t j = h; j < n_pos && n_tail <= TAIL_MOST - 32; j++)
+            if (visible[j]) tail[n_tail++] = j;
+        if (h + n_tail == m) { /* every visible position found: a tail that fits */
+            for (int32_t d = 0; d < head_dim; d++) {
+                if (d + V_AHEAD < head_dim) prefetch_vrow(vt, vt_stride, d, h);
+                out[d] = dot_f16_split_avx2(vt + (size_t)d * vt_stride, h, tail, n_tail, probs);
+            }
+            return;
+        }
+    }
+#endif
     uint16_t *vg = (uint16_t *)(void *)scores;
     for (int32_t d = 0; d < head_dim; d++) {
         const uint16_t *vr = vt + (size_t)d * vt_stride;

@@ -376,59 +376,66 @@ static void test_attention_holes_packed(void **state) {
     static float q[R * HD], out[R * HD], ob[HD], sc[NPOS], pr[NPOS + 32];
     static float work[R * (NPOS + 32 + HD)];
     static uint8_t vis[R * NPOS];
-    uint32_t s = 41;
-    for (int i = 0; i < NPOS * HD; i++) {
-        k[i] = specd_fp32_to_fp16(test_input(&s, 2.0f));
-        vt[i] = specd_fp32_to_fp16(test_input(&s, 2.0f));
-    }
-    for (int i = 0; i < R * HD; i++)
-        q[i] = test_input(&s, 6.0f);
-    /* rows 0, 2, 4 hide a few positions near their end (siblings of their ancestors); rows 1 and 3
-     * see everything up to their n_pos */
-    int32_t n_pos[R];
-    const int32_t hide_from = NPOS - 12; /* hidden: j >= hide_from with j % 3 == 0 */
-    for (int r = 0; r < R; r++) {
-        n_pos[r] = r % 2 ? hide_from - r : NPOS - r;
-        for (int j = 0; j < NPOS; j++)
-            vis[r * NPOS + j] = (uint8_t)(j < hide_from || j % 3 != 0);
-    }
-    for (int j = hide_from; j < NPOS; j++)
-        if (j % 3 == 0)
-            for (int d = 0; d < HD; d++) {
-                k[j * HD + d] = 0x7c00;
-                vt[d * NPOS + j] = 0xfc00;
-            }
+    /* the first hole inside a 32-position chunk, at its start, and in the first chunk; the last
+     * with more visible positions past it than a tree row has */
+    static const int32_t hide_froms[] = {NPOS - 12, 64, 5};
     int checked_holes = 0;
-    for (int path = 0; path <= SPECD_CPU_AVX512; path++) {
-        if (path && !specd_cpu_path_supported((specd_cpu_path)path)) continue;
-        specd_attention_query rows[R];
-        for (int r = 0; r < R; r++)
-            rows[r] = (specd_attention_query){.q = q + r * HD, .visible = vis + r * NPOS,
-                                              .n_pos = n_pos[r], .out = out + r * HD};
-        specd_attention_rows(rows, R, k, HD, vt, NPOS, HD, 0.125f, work,
-                             sizeof work / sizeof work[0], sc, pr, path);
+    for (size_t hf = 0; hf < sizeof hide_froms / sizeof hide_froms[0]; hf++) {
+        uint32_t s = 41;
+        for (int i = 0; i < NPOS * HD; i++) {
+            k[i] = specd_fp32_to_fp16(test_input(&s, 2.0f));
+            vt[i] = specd_fp32_to_fp16(test_input(&s, 2.0f));
+        }
+        for (int i = 0; i < R * HD; i++)
+            q[i] = test_input(&s, 6.0f);
+        /* rows 0, 2, 4 hide a few positions near their end (siblings of their ancestors); rows 1
+         * and 3 see everything up to their n_pos */
+        int32_t n_pos[R];
+        const int32_t hide_from = hide_froms[hf]; /* hidden: every third j from hide_from on */
         for (int r = 0; r < R; r++) {
-            /* the packed cache: visible keys and values only, in order */
-            int m = 0;
-            for (int j = 0; j < n_pos[r]; j++) {
-                if (!vis[r * NPOS + j]) continue;
-                memcpy(kp + m * HD, k + j * HD, sizeof(uint16_t) * HD);
+            n_pos[r] = r % 2 ? hide_from - r : NPOS - r;
+            for (int j = 0; j < NPOS; j++)
+                vis[r * NPOS + j] = (uint8_t)(j < hide_from || (j - hide_from) % 3 != 0);
+        }
+        for (int j = hide_from; j < NPOS; j++)
+            if ((j - hide_from) % 3 == 0)
+                for (int d = 0; d < HD; d++) {
+                    k[j * HD + d] = 0x7c00;
+                    vt[d * NPOS + j] = 0xfc00;
+                }
+        for (int path = 0; path <= SPECD_CPU_AVX512; path++) {
+            if (path && !specd_cpu_path_supported((specd_cpu_path)path)) continue;
+            specd_attention_query rows[R];
+            for (int r = 0; r < R; r++)
+                rows[r] = (specd_attention_query){.q = q + r * HD,
+                                                  .visible = vis + r * NPOS,
+                                                  .n_pos = n_pos[r],
+                                                  .out = out + r * HD};
+            specd_attention_rows(rows, R, k, HD, vt, NPOS, HD, 0.125f, work,
+                                 sizeof work / sizeof work[0], sc, pr, path);
+            for (int r = 0; r < R; r++) {
+                /* the packed cache: visible keys and values only, in order */
+                int m = 0;
+                for (int j = 0; j < n_pos[r]; j++) {
+                    if (!vis[r * NPOS + j]) continue;
+                    memcpy(kp + m * HD, k + j * HD, sizeof(uint16_t) * HD);
+                    for (int d = 0; d < HD; d++)
+                        vtp[d * NPOS + m] = vt[d * NPOS + j];
+                    m++;
+                }
+                checked_holes += m < n_pos[r];
+                specd_attention_row(q + r * HD, kp, HD, vtp, NPOS, NULL, m, HD, 0.125f, sc, pr, ob,
+                                    path);
+                assert_memory_equal(ob, out + r * HD, sizeof ob);
+                specd_attention_row(q + r * HD, k, HD, vt, NPOS, vis + r * NPOS, n_pos[r], HD,
+                                    0.125f, sc, pr, ob, path);
+                assert_memory_equal(ob, out + r * HD, sizeof ob);
                 for (int d = 0; d < HD; d++)
-                    vtp[d * NPOS + m] = vt[d * NPOS + j];
-                m++;
+                    assert_true(isfinite(ob[d]));
             }
-            checked_holes += m < n_pos[r];
-            specd_attention_row(q + r * HD, kp, HD, vtp, NPOS, NULL, m, HD, 0.125f, sc, pr, ob,
-                                path);
-            assert_memory_equal(ob, out + r * HD, sizeof ob);
-            specd_attention_row(q + r * HD, k, HD, vt, NPOS, vis + r * NPOS, n_pos[r], HD, 0.125f,
-                                sc, pr, ob, path);
-            assert_memory_equal(ob, out + r * HD, sizeof ob);
-            for (int d = 0; d < HD; d++)
-                assert_true(isfinite(ob[d]));
         }
     }
-    assert_true(checked_holes >= 3);
+    assert_true(checked_holes >= 9);
 }
 
 typedef struct pool_arg {
@@ -475,10 +482,13 @@ static void test_threadpool(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_half_conversion),  cmocka_unit_test(test_rope),
-        cmocka_unit_test(test_softmax_and_norm), cmocka_unit_test(test_matmul_matches_vec_dot),
+        cmocka_unit_test(test_half_conversion),
+        cmocka_unit_test(test_rope),
+        cmocka_unit_test(test_softmax_and_norm),
+        cmocka_unit_test(test_matmul_matches_vec_dot),
         cmocka_unit_test(test_kquant_matmul),
-        cmocka_unit_test(test_vexp_accuracy),    cmocka_unit_test(test_simd_equals_scalar),
+        cmocka_unit_test(test_vexp_accuracy),
+        cmocka_unit_test(test_simd_equals_scalar),
         cmocka_unit_test(test_attention_tiles),
         cmocka_unit_test(test_attention_holes_packed),
         cmocka_unit_test(test_threadpool),

@@ -97,9 +97,12 @@ void sb_print(FILE *out, const sb_results *r) {
             if (r->plain[g].turns) fprintf(out, " %9.2f", sb_tpf(spec_tally(r, p, g)));
             else fprintf(out, " %9s", "-");
         const sb_tally *all = spec_tally(r, p, SB_OVERALL);
-        fprintf(out, "   (%d of %d turns identical; guard: %lld of %lld steps plain)\n",
+        fprintf(out, "   (%d of %d turns identical; guard: %lld of %lld steps plain",
                 all->identical, all->turns, (long long)all->seq.n_guard_plain,
                 (long long)all->seq.n_steps);
+        if (all->seq.n_shadow_drafts > 0)
+            fprintf(out, ", %lld shadow drafts", (long long)all->seq.n_shadow_drafts);
+        fputs(")\n", out);
     }
 }
 

@@ -34,6 +34,8 @@
 #include <string.h>
 
 enum { B = 4, N_PROMPTS = 3, MAX_PROMPT = 256, N_BLOCKS = 3, N_GEN = 24 };
+/* the prompts checked: all, or the first under the sanitizers (SPECD_TEST_PROMPTS) */
+enum { N_RUN = SPECD_TEST_PROMPTS(N_PROMPTS) };
 
 static int32_t prompts[N_PROMPTS][MAX_PROMPT];
 static int64_t n_prompts[N_PROMPTS];
@@ -118,7 +120,7 @@ static void test_one_layer_replay_exact(void **s) {
     specd_simsd_drafter *d = make_drafter(0, 0.0f, 1);
     double worst_on = 0.0, best_off = INFINITY;
     specd_error err;
-    for (int p = 0; p < N_PROMPTS; p++) {
+    for (int p = 0; p < N_RUN; p++) {
         const int32_t *h = prompts[p];
         const int64_t n = n_prompts[p];
         assert_int_equal(specd_context_kv_truncate(c, 0, 0, &err), SPECD_OK);

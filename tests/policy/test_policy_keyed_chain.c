@@ -24,6 +24,8 @@
 #include <string.h>
 
 enum { N_GEN = 24, MAX_DRAFT = 4, MAX_PROMPT = 256, N_PROMPTS = 2, MAX_STEP = 2 * MAX_DRAFT + 1 };
+/* the prompts checked: all, or the first under the sanitizers (SPECD_TEST_PROMPTS) */
+enum { N_RUN = SPECD_TEST_PROMPTS(N_PROMPTS) };
 
 static int32_t prompts[N_PROMPTS][MAX_PROMPT];
 static int64_t n_prompts[N_PROMPTS];
@@ -255,7 +257,7 @@ static void generate(int p, const specd_policy_ops *ops, const char *opts, float
 }
 
 static void check(float temperature) {
-    for (int p = 0; p < N_PROMPTS; p++) {
+    for (int p = 0; p < N_RUN; p++) {
         int32_t ref[N_GEN + MAX_DRAFT], chain[N_GEN], kb[N_GEN], knb[N_GEN];
         step_log l_ref, l_chain, l_kb, l_knb;
         generate(p, NULL, NULL, temperature, NULL, N_GEN + MAX_DRAFT, ref, &l_ref);

@@ -22,6 +22,8 @@
 #include <string.h>
 
 enum { N_GEN = 10, MAX_PROMPT = 256, N_PROMPTS = 2, MAX_ROWS = 17, HIST = MAX_PROMPT + 64 };
+/* the prompts checked: both, or the first under the sanitizers (SPECD_TEST_PROMPTS) */
+enum { N_RUN = SPECD_TEST_PROMPTS(N_PROMPTS) };
 enum { SEED = 4321 }; /* every run's, plain decoding's included */
 
 static int32_t prompts[N_PROMPTS][MAX_PROMPT];
@@ -164,7 +166,7 @@ static void generate(const char *opts, float temperature, int32_t *out, specd_se
     params.seed = SEED;
     params.max_tokens = N_GEN;
     params.adaptive = 0;
-    for (int p = 0; p < N_PROMPTS; p++)
+    for (int p = 0; p < N_RUN; p++)
         fixture_run_seq(spec, ctx, prompts[p], n_prompts[p], &params, out + p * N_GEN,
                         stats ? &stats[p] : NULL);
     specd_spec_destroy(spec);
@@ -172,7 +174,7 @@ static void generate(const char *opts, float temperature, int32_t *out, specd_se
 
 static void report(const char *what, const specd_seq_stats *st) {
     int64_t gen = 0, steps = 0, drafted = 0, acc = 0;
-    for (int p = 0; p < N_PROMPTS; p++)
+    for (int p = 0; p < N_RUN; p++)
         gen += st[p].n_emitted, steps += st[p].n_steps, drafted += st[p].n_draft_tokens,
             acc += st[p].n_accepted;
     fprintf(stderr, "sdar %-36s TPF %.2f  acceptance %.2f\n", what, (double)gen / (double)steps,
@@ -184,7 +186,7 @@ static int32_t plain_greedy[N_PROMPTS * N_GEN];
 static int have_plain_greedy;
 
 static void plain_all(float temperature, int32_t *out) {
-    for (int p = 0; p < N_PROMPTS; p++)
+    for (int p = 0; p < N_RUN; p++)
         fixture_plain_output(ctx, prompts[p], n_prompts[p], temperature, SEED, N_GEN,
                              out + p * N_GEN);
 }
@@ -205,12 +207,12 @@ static void identical(float temperature, const char *const *configs, int n_confi
     for (int c = 0; c < n_configs; c++) {
         specd_seq_stats st[N_PROMPTS];
         generate(configs[c], temperature, got, st);
-        for (int i = 0; i < N_PROMPTS * N_GEN; i++)
+        for (int i = 0; i < N_RUN * N_GEN; i++)
             if (plain[i] != got[i])
                 fail_msg("T=%.2f sdar %s differs from plain at token %d (%d vs %d)",
                          (double)temperature, configs[c], i, got[i], plain[i]);
         int64_t accepted = 0;
-        for (int p = 0; p < N_PROMPTS; p++) {
+        for (int p = 0; p < N_RUN; p++) {
             assert_false(st[p].lossy);
             accepted += st[p].n_accepted;
         }
@@ -240,7 +242,7 @@ static void test_block_mode_lossy(void **s) {
     specd_seq_stats st[N_PROMPTS];
     const int32_t *plain = plain_output(0.0f, NULL);
     generate("mode=block", 0.0f, got, st);
-    for (int p = 0; p < N_PROMPTS; p++) {
+    for (int p = 0; p < N_RUN; p++) {
         assert_int_equal(got[p * N_GEN], plain[p * N_GEN]);
         assert_true(st[p].lossy);
     }

@@ -16,8 +16,10 @@
  *    T = 1): the first draft-order slot's token follows p^(1) (G-test) and is accepted at the rate
  *    sum min(p, q);
  *  - a host that runs its own target gets the tokens specd_spec_run gets.
- * With the argument "quick" (the sanitizer-sized test_simsd_model) only the one-layer replay and
- * the greedy host run; test_simsd_stats (label slow) runs everything. */
+ * With the argument "quick" (test_simsd_model, sized for the sanitizers) only the one-layer replay
+ * and the greedy host run; test_simsd_stats (label slow) runs the rest: the coupled host run and
+ * everything above but the one-layer replay. Every pass that runs test_simsd_stats runs
+ * test_simsd_model beside it, so the two do not repeat each other's cases. */
 #include "test_main.h"
 
 #include "accept/gof.h"
@@ -34,6 +36,8 @@
 #include <string.h>
 
 enum { B = 4, N_PROMPTS = 3, MAX_PROMPT = 256, N_BLOCKS = 3, N_GEN = 24 };
+/* the prompts checked: all, or the first under the sanitizers (SPECD_TEST_PROMPTS) */
+enum { N_RUN = SPECD_TEST_PROMPTS(N_PROMPTS) };
 
 static int32_t prompts[N_PROMPTS][MAX_PROMPT];
 static int64_t n_prompts[N_PROMPTS];
@@ -118,7 +122,7 @@ static void test_one_layer_replay_exact(void **s) {
     specd_simsd_drafter *d = make_drafter(0, 0.0f, 1);
     double worst_on = 0.0, best_off = INFINITY;
     specd_error err;
-    for (int p = 0; p < N_PROMPTS; p++) {
+    for (int p = 0; p < N_RUN; p++) {
         const int32_t *h = prompts[p];
         const int64_t n = n_prompts[p];
         assert_int_equal(specd_context_kv_truncate(c, 0, 0, &err), SPECD_OK);
@@ -405,12 +409,11 @@ static int quick; /* the sanitizer-sized selection (main's argument "quick") */
 static void test_host_runs_the_target(void **s) {
     (void)s;
     int32_t a[N_GEN], b[N_GEN];
-    for (int t = 0; t < (quick ? 1 : 2); t++) {
-        const float temperature = t ? 0.8f : 0.0f;
-        host_run("drafter=self,threads=1", temperature, a);
-        in_specd("drafter=self,threads=1", temperature, b);
-        assert_memory_equal(a, b, sizeof a);
-    }
+    /* greedy in quick's run, coupled in the full one */
+    const float temperature = quick ? 0.0f : 0.8f;
+    host_run("drafter=self,threads=1", temperature, a);
+    in_specd("drafter=self,threads=1", temperature, b);
+    assert_memory_equal(a, b, sizeof a);
 }
 
 /* drafter layers: 0 = A4 itself (q close to p: both the accept and the residual path), 8 = the
@@ -515,7 +518,6 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_host_runs_the_target),
     };
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_one_layer_replay_exact),
         cmocka_unit_test(test_self_draft_precision),
         cmocka_unit_test(test_policy_rope_ablation),
         cmocka_unit_test(test_pq_statistics),

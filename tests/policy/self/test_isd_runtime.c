@@ -18,6 +18,8 @@
 #include <unistd.h>
 
 enum { N_GEN = 16, MAX_PROMPT = 256, N_PROMPTS = 2 };
+/* the prompts checked: both, or the first under the sanitizers (SPECD_TEST_PROMPTS) */
+enum { N_RUN = SPECD_TEST_PROMPTS(N_PROMPTS) };
 
 static int32_t prompts[N_PROMPTS][MAX_PROMPT];
 static int64_t n_prompts[N_PROMPTS];
@@ -56,7 +58,7 @@ static int differs(const int32_t *a, const int32_t *b) {
 
 static void check(float temperature) {
     int changed = 0;
-    for (int p = 0; p < N_PROMPTS; p++) {
+    for (int p = 0; p < N_RUN; p++) {
         int32_t plain[N_GEN], isd[N_GEN], risd[N_GEN], risd4[N_GEN], lora_all[N_GEN];
         specd_seq_stats s_plain, s_isd, s_risd, s_risd4, s_all;
         generate(p, "none", NULL, temperature, plain, &s_plain);

@@ -1,7 +1,8 @@
-/* GGUF reader: mapping, lifetime and typed access to what gguf_parse.c validated. */
+/* GGUF reader: loading (into huge pages, or mapped), lifetime and typed access to what gguf_parse.c validated. */
 #include "model/gguf/gguf_internal.h"
 
 #include "common/alloc.h"
+#include "common/pages.h"
 #include "common/status_internal.h"
 
 #include <errno.h>
@@ -62,6 +63,34 @@ specd_status specd_gguf_create_from_memory(const void *data, size_t size, specd_
     return finish_create(g, out, err);
 }
 
+/* The whole file in huge pages (common/pages.h: a forward reads every weight at every step), or
+ * NULL: huge pages off, no memory, or a short read; the caller then maps the file. */
+static void *read_into_pages(int fd, size_t size, int *copied) {
+    if (!specd_huge_pages_on()) return NULL;
+    uint8_t *p = specd_pages_alloc(size);
+    if (!p) return NULL;
+    size_t got = 0;
+    while (got < size) {
+        ssize_t r = pread(fd, p + got, size - got, (off_t)got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            specd_pages_free(p, size);
+            return NULL;
+        }
+        got += (size_t)r;
+    }
+    specd_pages_seal(p, size);
+    *copied = 1;
+    return p;
+}
+
+static void release_map(void *map, size_t size, int copied) {
+    if (copied)
+        specd_pages_free(map, size);
+    else
+        munmap(map, size);
+}
+
 specd_status specd_gguf_create(const char *path, specd_gguf **out, specd_error *err) {
     if (!path || !out) return specd_fail(err, SPECD_E_INVALID_ARG, "gguf: path or out is NULL");
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -91,7 +120,9 @@ specd_status specd_gguf_create(const char *path, specd_gguf **out, specd_error *
         return specd_fail(err, SPECD_E_IO, "%s: too large to map", path);
     }
     size_t size = (size_t)sb.st_size;
-    void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    int copied = 0;
+    void *map = read_into_pages(fd, size, &copied);
+    if (!map) map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
     int map_errno = errno;
     close(fd);
     if (map == MAP_FAILED) {
@@ -101,13 +132,14 @@ specd_status specd_gguf_create(const char *path, specd_gguf **out, specd_error *
     }
     specd_gguf *g = specd_alloc_array(1, sizeof *g);
     if (!g) {
-        munmap(map, size);
+        release_map(map, size, copied);
         return specd_fail(err, SPECD_E_NOMEM, "gguf: no memory for the reader");
     }
     g->base = map;
     g->size = size;
     g->map = map;
     g->map_size = size;
+    g->map_copied = copied;
     specd_error local;
     specd_status st = finish_create(g, out, &local);
     if (st != SPECD_OK) return specd_fail(err, st, "%s: %s", path, local.message);
@@ -123,7 +155,7 @@ void specd_gguf_destroy(specd_gguf *g) {
     specd_free(g->kv_sorted);
     specd_free(g->tensors);
     specd_free(g->tensor_sorted);
-    if (g->map) munmap(g->map, g->map_size);
+    if (g->map) release_map(g->map, g->map_size, g->map_copied);
     specd_free(g);
 }
 

@@ -30,6 +30,7 @@ struct specd_gguf {
     size_t size;
     void *map; /* non-NULL when we own a mapping of map_size bytes */
     size_t map_size;
+    int map_copied; /* map is the file read into common/pages.h's pages, not a file mapping */
     uint32_t version;
     size_t alignment;
     uint64_t data_offset;

@@ -1,9 +1,10 @@
-/* The CPU backend's memory (cpu_backend.h): the F16 KV cache, the scratch for n_batch tokens and
+/* The CPU backend's memory (cpu_backend.h): the F16 KV cache (in huge pages), the scratch for n_batch tokens and
  * the thread pool, sized once at creation so that an extend allocates nothing; the LoRA scratch
  * grows with the largest adapter set. */
 #include "model/runtime/cpu_backend.h"
 
 #include "common/alloc.h"
+#include "common/pages.h"
 #include "common/status_internal.h"
 #include "kernels/cpu/cpu_dispatch.h"
 #include "kernels/cpu/matmul_fast.h"
@@ -42,8 +43,12 @@ static specd_status cpu_create(specd_context *c, specd_error *err) {
     if (!specd_mul_ok((size_t)p.n_seq * (size_t)in->n_layer * 2, (size_t)p.n_ctx, &kv_elems) ||
         !specd_mul_ok(kv_elems, c->kv_dim, &kv_elems))
         ok = 0;
-    c->kv = rt_grab(kv_elems, sizeof(uint16_t), &total, &ok);
-    c->kv_bytes = total - c->total_bytes;
+    /* every step reads the whole live cache, each V^T row in a page of its own: huge pages */
+    if (ok && specd_mul_ok(kv_elems, sizeof(uint16_t), &c->kv_bytes) &&
+        (c->kv = specd_pages_alloc(c->kv_bytes)) != NULL)
+        total += c->kv_bytes;
+    else
+        ok = 0;
     const size_t B = (size_t)p.n_batch, E = (size_t)in->n_embd;
     const size_t NQ = (size_t)in->n_head * (size_t)in->head_dim, F = (size_t)in->n_ff;
     const size_t half_rot = (size_t)in->n_rot / 2;
@@ -77,7 +82,7 @@ static specd_status cpu_create(specd_context *c, specd_error *err) {
 
 static void cpu_destroy(specd_context *c) {
     specd_threadpool_destroy(c->pool);
-    specd_free(c->kv);
+    specd_pages_free(c->kv, c->kv_bytes);
     specd_free(c->rope_cos);
     specd_free(c->rope_sin);
     specd_free(c->x);

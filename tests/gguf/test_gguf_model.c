@@ -1,9 +1,13 @@
-/* GGUF reader on the real default model: the facts its model card states, read back. */
+/* GGUF reader on the real default model: the facts its model card states, read back, and the
+ * tensors' bytes equal to the file's (ctest runs it with the file read into huge pages, the
+ * default, and mapped: SPECD_HUGE_PAGES=0). */
 #include "test_main.h"
 
 #include "kernels/cpu/dtype.h"
 #include "specd/gguf.h"
 
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 static specd_gguf *model;
@@ -114,12 +118,40 @@ static void test_tensors(void **state) {
     }
 }
 
+/* Every tensor's bytes as the reader serves them equal the file's: a reader over the file's bytes
+ * read with stdio is the reference. */
+static void test_tensor_bytes_are_the_files(void **state) {
+    (void)state;
+    FILE *f = fopen(specd_test_model_path(), "rb");
+    assert_non_null(f);
+    assert_int_equal(fseek(f, 0, SEEK_END), 0);
+    const long n = ftell(f);
+    assert_true(n > 0);
+    rewind(f);
+    uint8_t *bytes = malloc((size_t)n);
+    assert_non_null(bytes);
+    assert_int_equal(fread(bytes, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    specd_gguf *ref;
+    specd_error err;
+    assert_int_equal(specd_gguf_create_from_memory(bytes, (size_t)n, &ref, &err), SPECD_OK);
+    assert_int_equal(specd_gguf_tensor_count(ref), specd_gguf_tensor_count(model));
+    for (int64_t i = 0; i < specd_gguf_tensor_count(model); i++) {
+        const specd_gguf_tensor *a = specd_gguf_tensor_at(model, i), *b = specd_gguf_tensor_at(ref, i);
+        assert_int_equal(a->n_bytes, b->n_bytes);
+        assert_memory_equal(a->data, b->data, a->n_bytes);
+    }
+    specd_gguf_destroy(ref);
+    free(bytes);
+}
+
 int main(void) {
     if (!specd_test_model_path()) return SPECD_TEST_SKIP;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hyperparameters),
         cmocka_unit_test(test_tokenizer_metadata),
         cmocka_unit_test(test_tensors),
+        cmocka_unit_test(test_tensor_bytes_are_the_files),
     };
     return cmocka_run_group_tests(tests, open_model, close_model);
 }

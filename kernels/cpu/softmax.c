@@ -31,6 +31,37 @@ __attribute__((target("avx2,fma"))) static double exp_chunks_avx2(float *x, int6
     }
     return sum;
 }
+
+/* The largest of x[0..n) as the sequential x[i] > max ? x[i] : max finds it (a NaN is never
+ * taken): vmaxps(x, m) is that comparison lane by lane. Only a tie between +0 and -0 could come
+ * out with the other sign; a maximum of zero is therefore found again in order (x - max must
+ * keep its sign bits). */
+__attribute__((target("avx2,fma"))) static float max_avx2(const float *x, int64_t n) {
+    __m256 m = _mm256_set1_ps(-INFINITY);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        m = _mm256_max_ps(_mm256_loadu_ps(x + i), m);
+    float lanes[8], max = -INFINITY;
+    _mm256_storeu_ps(lanes, m);
+    for (int l = 0; l < 8; l++)
+        max = lanes[l] > max ? lanes[l] : max;
+    for (; i < n; i++)
+        max = x[i] > max ? x[i] : max;
+    if (max == 0.0f) {
+        max = -INFINITY;
+        for (i = 0; i < n; i++)
+            max = x[i] > max ? x[i] : max;
+    }
+    return max;
+}
+
+__attribute__((target("avx2,fma"))) static void scale_avx2(float *x, int64_t n, float inv) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), _mm256_set1_ps(inv)));
+    for (; i < n; i++)
+        x[i] *= inv;
+}
 #endif
 
 static double exp_chunks(float *x, int64_t n, float max) {
@@ -45,17 +76,19 @@ static double exp_chunks(float *x, int64_t n, float max) {
 }
 
 void specd_softmax_f32(float *x, int64_t n, int simd) {
+#if defined(__x86_64__)
+    if (simd) {
+        const float max = max_avx2(x, n);
+        scale_avx2(x, n, (float)(1.0 / exp_chunks_avx2(x, n, max)));
+        return;
+    }
+#else
+    (void)simd;
+#endif
     float max = -INFINITY;
     for (int64_t i = 0; i < n; i++)
         max = x[i] > max ? x[i] : max;
-    double sum;
-#if defined(__x86_64__)
-    sum = simd ? exp_chunks_avx2(x, n, max) : exp_chunks(x, n, max);
-#else
-    (void)simd;
-    sum = exp_chunks(x, n, max);
-#endif
-    const float inv = (float)(1.0 / sum);
+    const float inv = (float)(1.0 / exp_chunks(x, n, max));
     for (int64_t i = 0; i < n; i++)
         x[i] *= inv;
 }

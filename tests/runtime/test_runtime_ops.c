@@ -272,6 +272,23 @@ static void test_simd_equals_scalar(void **state) {
         specd_softmax_f32(yb, n, 0);
         assert_memory_equal(ya, yb, sizeof(float) * (size_t)n);
     }
+    /* a maximum of zero held by -0 and +0 in different lanes (the vector max may meet them in
+     * another order than the scalar loop); with a NaN beside them, every output is NaN on both
+     * paths (the NaNs' sign bits are the exp's own and may differ) */
+    for (int nan = 0; nan < 2; nan++) {
+        for (int i = 0; i < 40; i++)
+            ya[i] = -(float)(i % 13) - 0.5f;
+        ya[3] = -0.0f, ya[12] = 0.0f, ya[21] = -0.0f, ya[30] = 0.0f;
+        if (nan) ya[17] = NAN;
+        memcpy(yb, ya, sizeof(float) * 40);
+        specd_softmax_f32(ya, 40, 1);
+        specd_softmax_f32(yb, 40, 0);
+        if (nan)
+            for (int i = 0; i < 40; i++)
+                assert_true(isnan(ya[i]) && isnan(yb[i]));
+        else
+            assert_memory_equal(ya, yb, sizeof(float) * 40);
+    }
     for (int i = 0; i < N; i++)
         b[i] = test_input(&s, 60.0f);
     specd_swiglu_f32(b, u, ya, N - 3, 1);

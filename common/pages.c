@@ -1,6 +1,7 @@
 #include "common/pages.h"
 
 #include "common/alloc.h"
+#include "common/log_internal.h"
 
 #include <pthread.h>
 #include <stdint.h>
@@ -26,7 +27,12 @@ static void read_huge_setting(void) {
     huge_on = 0;
 #else
     const char *e = getenv("SPECD_HUGE_PAGES");
-    huge_on = !(e && strcmp(e, "0") == 0);
+    huge_on = 1;
+    if (!e || !*e || strcmp(e, "1") == 0 || strcmp(e, "on") == 0) return;
+    if (strcmp(e, "0") == 0 || strcmp(e, "off") == 0)
+        huge_on = 0;
+    else
+        specd_log(SPECD_LOG_WARN, "SPECD_HUGE_PAGES=%s: not 0, off, 1 or on; huge pages stay on", e);
 #endif
 }
 

@@ -3,10 +3,10 @@
  * pages (Linux: MADV_HUGEPAGE, which takes effect when
  * /sys/kernel/mm/transparent_hugepage/enabled is "madvise" or "always"). With 4 KiB pages a decode
  * step misses the TLB on every page of ~100 MB of weights and on every V^T row of the cache (each
- * in its own page): on a 2-core Zen 3, huge pages made decode at 800 cached tokens about 1.2x
- * faster (docs/benchmarks.md).
+ * in its own page): on a 2-core Zen 3, huge pages made decode at 770 cached tokens 1.14x faster
+ * (docs/benchmarks.md).
  *
- * SPECD_HUGE_PAGES=0 in the environment turns this off for the process: buffers then come from
+ * SPECD_HUGE_PAGES=0 (or off) in the environment turns this off for the process: buffers then come from
  * specd_alloc and models are mapped from their file (shared with other processes through the
  * page cache). Sanitizer builds always take the specd_alloc path, so ASan sees the KV cache.
  *
@@ -16,7 +16,7 @@
 
 #include <stddef.h>
 
-/* 1 unless SPECD_HUGE_PAGES=0 (read once per process) or the build has a sanitizer. */
+/* 1 unless SPECD_HUGE_PAGES is 0 or off (read once per process; another value is warned of) or the build has a sanitizer. */
 int specd_huge_pages_on(void);
 /* size zeroed bytes, 64-byte aligned at least; NULL on failure. */
 void *specd_pages_alloc(size_t size);

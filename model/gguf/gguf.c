@@ -1,4 +1,5 @@
-/* GGUF reader: loading (into huge pages, or mapped), lifetime and typed access to what gguf_parse.c validated. */
+/* GGUF reader: loading (into huge pages, or mapped), lifetime and typed access to what
+ * gguf_parse.c validated. */
 #include "model/gguf/gguf_internal.h"
 
 #include "common/alloc.h"

@@ -1,6 +1,6 @@
-/* The CPU backend's memory (cpu_backend.h): the F16 KV cache (in huge pages), the scratch for n_batch tokens and
- * the thread pool, sized once at creation so that an extend allocates nothing; the LoRA scratch
- * grows with the largest adapter set. */
+/* The CPU backend's memory (cpu_backend.h): the F16 KV cache (in huge pages), the scratch for
+ * n_batch tokens and the thread pool, sized once at creation so that an extend allocates nothing;
+ * the LoRA scratch grows with the largest adapter set. */
 #include "model/runtime/cpu_backend.h"
 
 #include "common/alloc.h"

@@ -1,6 +1,6 @@
 /* common/pages.h: big buffers in their own 2 MiB-aligned mappings advised for huge pages, or on
- * the heap with SPECD_HUGE_PAGES=0 (ctest runs this program both ways, tests/CMakeLists.txt) and in
- * builds with ASan or TSan. */
+ * the heap with SPECD_HUGE_PAGES=0 or off (ctest runs this program both ways,
+ * tests/CMakeLists.txt) and in builds with ASan or TSan. */
 #include "test_main.h"
 
 #include "common/pages.h"
@@ -22,7 +22,7 @@ enum { HUGE = 2u << 20 };
 
 static int expect_huge(void) {
     const char *e = getenv("SPECD_HUGE_PAGES");
-    return !SANITIZED && !(e && strcmp(e, "0") == 0);
+    return !SANITIZED && !(e && (strcmp(e, "0") == 0 || strcmp(e, "off") == 0));
 }
 
 /* 1 when /proc/self/smaps lists the mapping that holds p with the kernel's "hg" flag (the mapping

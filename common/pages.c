@@ -3,11 +3,16 @@
 #include "common/alloc.h"
 #include "common/log_internal.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <stdio.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define SPECD_PAGES_SANITIZED 1
@@ -79,4 +84,61 @@ void specd_pages_free(void *p, size_t size) {
     }
     size_t len;
     if (mapped_length(size, &len)) munmap(p, len);
+}
+
+long long specd_meminfo_available(const char *meminfo) {
+    const char *line = meminfo ? strstr(meminfo, "MemAvailable:") : NULL;
+    if (!line) return -1;
+    char *end = NULL;
+    errno = 0;
+    long long kib = strtoll(line + strlen("MemAvailable:"), &end, 10);
+    if (errno || end == line + strlen("MemAvailable:") || kib < 0 || kib > LLONG_MAX / 1024)
+        return -1;
+    while (*end == ' ') end++;
+    if (strncmp(end, "kB", 2) != 0) return -1;
+    return kib * 1024;
+}
+
+static long long parse_count(const char *text) {
+    char *end = NULL;
+    errno = 0;
+    long long v = text ? strtoll(text, &end, 10) : -1;
+    if (!text || errno || end == text || v < 0 || (*end && *end != '\n')) return -1;
+    return v;
+}
+
+long long specd_cgroup_headroom(const char *memory_max, const char *memory_current) {
+    if (!memory_max || strncmp(memory_max, "max", 3) == 0) return -1;
+    long long max = parse_count(memory_max), cur = parse_count(memory_current);
+    if (max < 0 || cur < 0) return -1;
+    return max > cur ? max - cur : 0;
+}
+
+/* a small text file read whole (proc and cgroup files report a size of 0) */
+static int read_small(const char *path, char *buf, size_t cap) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    size_t got = 0;
+    while (got + 1 < cap) {
+        ssize_t r = read(fd, buf + got, cap - 1 - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        got += (size_t)r;
+    }
+    close(fd);
+    buf[got] = '\0';
+    return got > 0;
+}
+
+int specd_pages_copy_fits(size_t size) {
+    char buf[8192], max[64], cur[64];
+    long long avail = read_small("/proc/meminfo", buf, sizeof buf) ? specd_meminfo_available(buf)
+                                                                    : -1;
+    if (avail < 0) return 0;
+    if (read_small("/sys/fs/cgroup/memory.max", max, sizeof max) &&
+        read_small("/sys/fs/cgroup/memory.current", cur, sizeof cur)) {
+        long long room = specd_cgroup_headroom(max, cur);
+        if (room >= 0 && room < avail) avail = room;
+    }
+    return (unsigned long long)size <= (unsigned long long)avail / 2;
 }

@@ -25,4 +25,15 @@ void *specd_pages_alloc(size_t size);
 void specd_pages_seal(void *p, size_t size);
 void specd_pages_free(void *p, size_t size);
 
+/* 1 when a private copy of size bytes leaves room: size is at most half of what the system can
+ * still give (MemAvailable from /proc/meminfo, lowered to a cgroup v2 limit's headroom where
+ * there is one). 0 when it does not, or when neither can be read. A model's file mapping costs no
+ * private memory, so loading copies a model into huge pages only when this says so: a model near
+ * the size of free memory would otherwise push out the page cache or meet the OOM killer. */
+int specd_pages_copy_fits(size_t size);
+/* The parsers behind it, for tests: MemAvailable in bytes from /proc/meminfo's text, and a cgroup
+ * v2 memory.max minus memory.current (max's "max": no limit). -1 when the text does not say. */
+long long specd_meminfo_available(const char *meminfo);
+long long specd_cgroup_headroom(const char *memory_max, const char *memory_current);
+
 #endif

@@ -65,9 +65,10 @@ specd_status specd_gguf_create_from_memory(const void *data, size_t size, specd_
 }
 
 /* The whole file in huge pages (common/pages.h: a forward reads every weight at every step), or
- * NULL: huge pages off, no memory, or a short read; the caller then maps the file. */
+ * NULL: huge pages off, the copy would not leave room (specd_pages_copy_fits), no memory, or a
+ * short read; the caller then maps the file. */
 static void *read_into_pages(int fd, size_t size, int *copied) {
-    if (!specd_huge_pages_on()) return NULL;
+    if (!specd_huge_pages_on() || !specd_pages_copy_fits(size)) return NULL;
     uint8_t *p = specd_pages_alloc(size);
     if (!p) return NULL;
     size_t got = 0;

@@ -105,12 +105,41 @@ static void test_seal(void **state) {
     specd_pages_free(p, n);
 }
 
+/* The parsers read the kernel's formats: /proc/meminfo's "MemAvailable: N kB" line, cgroup v2's
+ * memory.max ("max" or bytes) and memory.current. */
+static void test_memory_parsers(void **state) {
+    (void)state;
+    assert_int_equal(specd_meminfo_available("MemTotal:       24576000 kB\n"
+                                             "MemFree:         1000000 kB\n"
+                                             "MemAvailable:   20000000 kB\n"),
+                     20000000LL * 1024);
+    assert_int_equal(specd_meminfo_available("MemTotal: 1 kB\n"), -1);
+    assert_int_equal(specd_meminfo_available("MemAvailable: lots\n"), -1);
+    assert_int_equal(specd_meminfo_available("MemAvailable: 12 MB\n"), -1);
+    assert_int_equal(specd_meminfo_available(NULL), -1);
+    assert_int_equal(specd_cgroup_headroom("max\n", "123\n"), -1);
+    assert_int_equal(specd_cgroup_headroom("1000\n", "400\n"), 600);
+    assert_int_equal(specd_cgroup_headroom("1000\n", "1400\n"), 0);
+    assert_int_equal(specd_cgroup_headroom("1000x\n", "400\n"), -1);
+    assert_int_equal(specd_cgroup_headroom("1000\n", NULL), -1);
+}
+
+/* On the machine at hand: a 1 MiB copy fits, and one larger than any machine's memory does not. */
+static void test_copy_fits(void **state) {
+    (void)state;
+    assert_true(specd_pages_copy_fits(1u << 20));
+    assert_false(specd_pages_copy_fits((size_t)1 << 50));
+    assert_false(specd_pages_copy_fits(SIZE_MAX));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_setting),
         cmocka_unit_test(test_zeroed_aligned_writable),
         cmocka_unit_test(test_mapping_advised),
         cmocka_unit_test(test_seal),
+        cmocka_unit_test(test_memory_parsers),
+        cmocka_unit_test(test_copy_fits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -331,3 +331,10 @@ void specd_adaptive_observe(specd_adaptive *g, int32_t n_drafted, int32_t n_acce
     observe_policy(g, n_drafted, n_accepted, n_emitted, ns, gap);
     if (g->probing && --g->probe_left <= 0) end_probe(g);
 }
+
+double specd_adaptive_row_cost(const specd_adaptive *g) {
+    const specd_adaptive_model *m = &g->m;
+    if (!g->enabled || !m->prop_steady || m->w_prop <= 0 || m->w_plain <= 0 || m->ns_plain <= 0)
+        return -1.0;
+    return m->ns_prop > 0 ? m->ns_prop / m->ns_plain : 0.0;
+}

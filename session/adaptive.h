@@ -95,6 +95,11 @@ typedef struct specd_adaptive {
     int64_t n_plain_steps; /* steps the guard ran without proposals */
 } specd_adaptive;
 
+/* One more proposal's cost relative to a plain step (c1 / c0, at least 0), once a step after one of
+ * the policy's own has measured it (this sequence's or, through the prior, an earlier one's);
+ * -1 before that and with the guard off. */
+double specd_adaptive_row_cost(const specd_adaptive *g);
+
 /* prior may be NULL (nothing learned yet). */
 void specd_adaptive_init(specd_adaptive *g, int enabled, int self_spec, int32_t max_draft,
                          const specd_adaptive_model *prior);

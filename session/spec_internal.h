@@ -140,6 +140,15 @@ static inline int specd_policy_observes_rows(const specd_policy_ops *ops) {
     return ops->abi_version >= 3 && ops->propose != NULL && ops->observe_rows != NULL;
 }
 
+/* Hands the guard's measured row cost to a drafter that sizes its proposals by it (ABI 4
+ * observe_cost), before a proposal; nothing until the guard has measured one. */
+static inline void specd_policy_tell_cost(const specd_policy_ops *ops, void *state,
+                                          const specd_adaptive *guard) {
+    if (ops->abi_version < 4 || !ops->observe_cost) return;
+    const double c = specd_adaptive_row_cost(guard);
+    if (c >= 0) ops->observe_cost(state, c);
+}
+
 /* Shadow drafts (spec_shadow.c). alloc: 0 when out of memory (a policy without the flag needs
  * nothing); after the guard's init. propose: on a plain step's layout; check: with the tokens a
  * verify emitted; drop: a drafting step makes its own evidence. */

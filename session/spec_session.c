@@ -524,6 +524,7 @@ static specd_status layout_tree(const specd_spec *spec, spec_seq *q, int32_t k,
                                 specd_step_layout *out, specd_error *err) {
     int32_t max_nodes = specd_spec_max_step_rows(spec) - 1, n = 0;
     uint64_t t0 = specd_now_ns();
+    specd_policy_tell_cost(q->ops, q->policy, &q->guard);
     SPECD_TRY(q->ops->propose_tree(q->policy, q->history, q->n_history, max_nodes, k,
                                    q->tree_parent, q->draft, &n, q->q, &q->has_q, err));
     q->stats.propose_ns += specd_now_ns() - t0;
@@ -585,6 +586,7 @@ static specd_status layout_chain(const specd_spec *spec, spec_seq *q, int32_t k,
         /* an empty tree: a chain of the row processors' forced drafts, if any */
     } else if (k > 0) {
         uint64_t t0 = specd_now_ns();
+        specd_policy_tell_cost(q->ops, q->policy, &q->guard);
         SPECD_TRY(q->ops->propose(q->policy, q->history, q->n_history, k, q->draft, &q->n_draft,
                                   q->q, &q->has_q, err));
         q->stats.propose_ns += specd_now_ns() - t0;

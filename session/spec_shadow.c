@@ -44,6 +44,7 @@ void specd_spec_shadow_propose(const specd_spec *spec, spec_seq *q) {
     specd_error e;
     specd_status st;
     uint64_t t0 = specd_now_ns();
+    specd_policy_tell_cost(q->ops, q->policy, &q->guard);
     if (specd_policy_has_tree(q->ops)) {
         st = q->ops->propose_tree(q->policy, q->history, q->n_history, q->shadow_cap, depth,
                                   q->shadow_par, q->shadow_tok, &n, NULL, &has_q, &e);

@@ -52,7 +52,7 @@
 extern "C" {
 #endif
 
-#define SPECD_POLICY_ABI_VERSION 3u
+#define SPECD_POLICY_ABI_VERSION 4u
 
 /* specd_policy_ops.flags (ABI 2) */
 #define SPECD_POLICY_NEEDS_Q 1u /* propose may write draft distributions q (sampled drafts) */
@@ -269,6 +269,16 @@ typedef struct specd_policy_ops {
      * step's drafts (a plain step; said once per sequence). */
     const float *(*device_q)(const void *state);
     specd_status (*fetch_q)(void *state, float *q, specd_error *err);
+
+    /* ---- ABI 4 (read only when abi_version >= 4) ---- */
+    /* optional, drafter shape: what one more proposal costs relative to a plain one-row step
+     * (>= 0; the adaptive guard's c1 / c0: its row in the forward, proposing and verifying it),
+     * as the guard measured it for this sequence on this machine and model. Called before each
+     * proposal (shadow drafts included) once the guard has measured it; never with the guard off
+     * or before its first measurement. A policy that sizes its proposals by cost (recycle's
+     * tree=auto) uses it in place of a fixed rule: a verified row is nearly free on a GPU and costs
+     * a tenth to a third of a step on a CPU, more at long contexts. */
+    void (*observe_cost)(void *state, double row_cost);
 } specd_policy_ops;
 
 /* --- registry ------------------------------------------------------------------------------ */

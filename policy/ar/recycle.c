@@ -7,15 +7,16 @@
  * Tree size. What a verified row costs decides it. With tree=auto (the default) the size is the
  * N that maximises the template model's expected tokens per step over the step's cost,
  * (1 + E(N)) / (1 + row_cost N) (recycle_tree.h), where row_cost is one more row's cost relative
- * to a plain one-row step: on a CPU each row adds about a tenth of a plain step (the forward's
- * matrix products grow with the rows; measured 0.12 for SmolLM2-135M Q4_1 on one core), which
- * calls for 4 nodes; on a CUDA device a step of 80 rows costs about what one row does (the
- * weights are read once), and 0.002 calls for about 90, the paper's size. tree=small and
+ * to a plain one-row step: the adaptive guard's measurement for the sequence (policy ABI 4
+ * observe_cost: its marginal cost of one proposal over a plain step's), and until it has one a
+ * fixed rule: on a CPU each row adds about a tenth of a plain step (0.08: 4 nodes), on a CUDA
+ * device a step of 80 rows costs about what one row does (0.002: about 90, the paper's size). On
+ * the 2-core CPU the guard measures 0.15-0.35 (more at long contexts, where attention grows with
+ * the rows), which calls for 1-2 nodes. tree=small and
  * tree=large are fixed templates (12 nodes at depth 4; 80 at depth 6, the paper's shape). The
  * session's step bounds every tree (max_step_rows - 1 nodes, the guard's draft length as depth):
  * a CUDA host that wants the large tree sets specd_spec_params.max_step_rows >= 81 (the CLI:
- * --draft-max 40). The session's batch cost model (session/batch_cost.h) is not visible to a
- * policy, so the row cost is this fixed rule (row_cost= overrides it).
+ * --draft-max 40). row_cost= fixes the cost, whatever the guard measures.
  *
  * Where the rows are not on the host the table does not learn: a CUDA target's steps verified on
  * the device (observe_rows is not called; SPECD_CUDA_VERIFY=host takes the copy path, which
@@ -67,9 +68,10 @@ static const specd_policy_option option_rows[] = {
      .dflt = "1",
      .help = "fill entries the target has not ranked yet from the prompt's bigrams"},
     {.key = "row_cost", .kind = SPECD_OPTION_FLOAT, .offset = offsetof(recycle_opts, row_cost),
-     .dflt = "0.08 on a CPU, 0.002 on CUDA", .min = 0.0, .max = 10.0,
-     .flags = SPECD_OPTION_DEFAULT_DERIVED,
-     .help = "tree=auto: one more verified row's cost relative to a plain one-row step"},
+     .dflt = "what the adaptive guard measures; 0.08 on a CPU, 0.002 on CUDA until it has",
+     .min = 0.0, .max = 10.0, .flags = SPECD_OPTION_DEFAULT_DERIVED,
+     .help = "tree=auto: one more verified row's cost relative to a plain one-row step (given: "
+             "fixed, whatever the guard measures)"},
 };
 const specd_option_table specd_recycle_options = SPECD_OPTION_TABLE(option_rows);
 
@@ -77,7 +79,11 @@ typedef struct recycle_state {
     specd_recycle_table *table; /* the spec's (env.shared), or own */
     specd_recycle_table *own;   /* made when the policy runs outside a spec */
     int32_t nodes, depth;       /* the tree the options ask for (nodes 0: by row_cost) */
-    float row_cost;
+    double row_cost;
+    int row_cost_fixed;         /* row_cost= was given: the guard's measurement is not taken */
+    /* tree=auto's size for (sized_cap, sized_depth, sized_cost), computed when one moves */
+    int32_t sized_nodes, sized_cap, sized_depth;
+    double sized_cost;
     int32_t seed, seeded;
     specd_recycle_template tpl; /* built for (tpl_nodes, tpl_depth) */
     int32_t tpl_nodes, tpl_depth;
@@ -86,8 +92,7 @@ typedef struct recycle_state {
 static specd_status parse(const specd_policy_env *env, const char *options, recycle_opts *o,
                           specd_error *err) {
     const specd_option_bounds bounds = {.max_draft = env->max_draft};
-    int cuda = specd_policy_context_params(env).device == SPECD_DEVICE_CUDA;
-    o->row_cost = cuda ? ROW_COST_CUDA : ROW_COST_CPU;
+    o->row_cost = -1.0f; /* not given */
     return specd_options_parse_table("recycle", &specd_recycle_options, &bounds, options, o, err);
 }
 
@@ -114,7 +119,9 @@ static specd_status recycle_create(const specd_policy_env *env, const char *opti
                : o.tree == TREE_LARGE ? LARGE_NODES
                                       : 0;
     s->depth = o.depth ? o.depth : o.tree == TREE_SMALL ? SMALL_DEPTH : LARGE_DEPTH;
-    s->row_cost = o.row_cost;
+    const int cuda = specd_policy_context_params(env).device == SPECD_DEVICE_CUDA;
+    s->row_cost_fixed = o.row_cost >= 0.0f;
+    s->row_cost = s->row_cost_fixed ? o.row_cost : cuda ? ROW_COST_CUDA : ROW_COST_CPU;
     s->seed = o.seed;
     s->table = env->shared;
     if (!s->table) {
@@ -143,6 +150,26 @@ static void seed_once(recycle_state *s, const int32_t *history, int64_t n_histor
     if (s->seed) specd_recycle_table_seed(s->table, history, n_history);
 }
 
+/* tree=auto's node count under cap at this depth and row cost. The guard's measurement moves a
+ * little every step; the size is recomputed when it moved by more than 5%. */
+static int32_t auto_size(recycle_state *s, int32_t cap, int32_t depth) {
+    const double c = s->row_cost, was = s->sized_cost;
+    if (cap != s->sized_cap || depth != s->sized_depth || c > was * 1.05 || c < was / 1.05 ||
+        (c == 0.0) != (was == 0.0)) {
+        s->sized_nodes = specd_recycle_nodes_for_cost(c, cap, depth, s->table->k);
+        s->sized_cap = cap;
+        s->sized_depth = depth;
+        s->sized_cost = c;
+    }
+    return s->sized_nodes;
+}
+
+/* The guard's measured cost of a row (policy ABI 4) sizes tree=auto, unless row_cost= fixed it. */
+static void recycle_observe_cost(void *state, double row_cost) {
+    recycle_state *s = state;
+    if (!s->row_cost_fixed) s->row_cost = row_cost;
+}
+
 static specd_status recycle_propose_tree(void *state, const int32_t *history, int64_t n_history,
                                          int32_t max_nodes, int32_t max_depth, int32_t *parent,
                                          int32_t *token, int32_t *n_nodes, float *q, int *has_q,
@@ -156,10 +183,10 @@ static specd_status recycle_propose_tree(void *state, const int32_t *history, in
     int32_t nodes = s->nodes && s->nodes < max_nodes ? s->nodes : max_nodes;
     int32_t depth = s->depth < max_depth ? s->depth : max_depth;
     if (nodes < 1 || depth < 1 || n_history < 1) return SPECD_OK;
-    if (nodes != s->tpl_nodes || depth != s->tpl_depth) { /* the guard moved the depth */
+    if (!s->nodes) nodes = auto_size(s, nodes, depth);
+    if (nodes != s->tpl_nodes || depth != s->tpl_depth) { /* the guard moved the depth or cost */
         s->tpl_nodes = nodes;
         s->tpl_depth = depth;
-        if (!s->nodes) nodes = specd_recycle_nodes_for_cost(s->row_cost, nodes, depth, s->table->k);
         specd_recycle_template_build(nodes, depth, s->table->k, &s->tpl);
     }
     *n_nodes = specd_recycle_expand(&s->tpl, s->table, history[n_history - 1], max_nodes,
@@ -205,4 +232,5 @@ const specd_policy_ops specd_policy_recycle = {
     .shared_destroy = recycle_shared_destroy,
     .propose_tree = recycle_propose_tree,
     .observe_rows = recycle_observe_rows,
+    .observe_cost = recycle_observe_cost,
 };

@@ -9,7 +9,8 @@
  * (observe_rows), on the per-sequence and the batched path; an ABI 2 policy's struct ends before
  * that slot and it is never read. An ABI 3 drafter whose q rows stay on a device (device_q,
  * fetch_q) has them fetched for the host's verification, once per drafted step; rows it cannot
- * fetch drop the drafts (a plain step); one slot without the other is refused. */
+ * fetch drop the drafts (a plain step); one slot without the other is refused. An ABI 4 drafter
+ * is told the guard's measured row cost (observe_cost) once the guard has measured it. */
 #include "test_main.h"
 
 #include "kernels/cpu/fp16.h"
@@ -18,6 +19,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 enum { V = 32 };
 
@@ -235,6 +237,81 @@ static void test_observe_rows_gated_by_version(void **s) {
     assert_int_equal(n_observed_calls, 0);
     specd_spec_destroy(spec);
     free(v2);
+}
+
+/* ABI 4 observe_cost: the guard's measured row cost reaches a drafter that asks for it, before
+ * its proposals, once measured; never an ABI 3 policy (a struct ending before the slot is not read)
+ * nor any policy with the guard off. Each step's "forward" here costs 2 ms whatever its rows, so
+ * drafts always pay (the toy's are always right) and the guard goes on drafting and measuring. */
+static int n_cost_calls;
+static double last_cost;
+
+static void toy_observe_cost(void *st, double row_cost) {
+    (void)st;
+    n_cost_calls++;
+    last_cost = row_cost;
+}
+
+static void decode_timed(specd_spec *spec, int32_t seq, int32_t n_steps) {
+    specd_error err;
+    for (int32_t s = 0; s < n_steps; s++) {
+        specd_step_layout lay;
+        assert_int_equal(specd_spec_seq_layout(spec, seq, &lay, &err), SPECD_OK);
+        float logits[9 * V];
+        for (int32_t i = 0; i < lay.n_rows; i++)
+            for (int32_t x = 0; x < V; x++)
+                logits[i * V + x] = x == (lay.tokens[lay.rows[i]] + 1) % V ? 1.0f : 0.0f;
+        const struct timespec forward = {.tv_sec = 0, .tv_nsec = 2000000};
+        nanosleep(&forward, NULL);
+        specd_step_outcome o;
+        assert_int_equal(specd_spec_seq_verify(spec, seq, logits, &o, &err), SPECD_OK);
+    }
+}
+
+static void test_observe_cost_gated_by_version(void **s) {
+    (void)s;
+    specd_policy_ops v4 = {.abi_version = 4, .name = "toy-v4", .create = toy_create,
+                           .destroy = toy_destroy, .propose = toy_propose,
+                           .observe_cost = toy_observe_cost};
+    specd_spec *spec = make_spec();
+    specd_seq_params p = params_for(&v4);
+    p.adaptive = 1;
+    p.max_tokens = 100;
+    const int32_t prompt[] = {1, 2};
+    n_cost_calls = 0;
+    last_cost = -1.0;
+    assert_int_equal(specd_spec_seq_open(spec, 0, prompt, 2, &p, NULL), SPECD_OK);
+    decode_timed(spec, 0, 10);
+    assert_true(n_cost_calls > 0);
+    assert_true(last_cost >= 0.0 && last_cost < 1e6);
+    specd_spec_seq_close(spec, 0);
+
+    /* the guard off: nothing measured, nothing told */
+    n_cost_calls = 0;
+    p.adaptive = 0;
+    assert_int_equal(specd_spec_seq_open(spec, 0, prompt, 2, &p, NULL), SPECD_OK);
+    decode_timed(spec, 0, 4);
+    assert_int_equal(n_cost_calls, 0);
+    specd_spec_seq_close(spec, 0);
+
+    /* the same struct declaring ABI 3: the slot is not read */
+    p.adaptive = 1;
+    v4.abi_version = 3;
+    assert_int_equal(specd_spec_seq_open(spec, 0, prompt, 2, &p, NULL), SPECD_OK);
+    decode_timed(spec, 0, 10);
+    assert_int_equal(n_cost_calls, 0);
+    specd_spec_seq_close(spec, 0);
+
+    /* an ABI 3 struct allocated to exactly its size (ASan reports a read past it) */
+    size_t v3_size = offsetof(specd_policy_ops, observe_cost);
+    specd_policy_ops *v3 = malloc(v3_size);
+    memcpy(v3, &v4, v3_size);
+    p.policy_ops = v3;
+    assert_int_equal(specd_spec_seq_open(spec, 1, prompt, 2, &p, NULL), SPECD_OK);
+    decode_timed(spec, 1, 10);
+    assert_int_equal(n_cost_calls, 0);
+    specd_spec_destroy(spec);
+    free(v3);
 }
 
 /* ABI 3 device_q / fetch_q: q rows "on the device" (this test's stand-in pointer, never read by
@@ -501,6 +578,7 @@ int main(void) {
         cmocka_unit_test(test_v1_policy_loads),
         cmocka_unit_test(test_v2_shared_state_and_user),
         cmocka_unit_test(test_observe_rows_gated_by_version),
+        cmocka_unit_test(test_observe_cost_gated_by_version),
         cmocka_unit_test(test_device_q_through_the_abi),
         cmocka_unit_test(test_bad_versions_refused),
         cmocka_unit_test(test_block_steps),

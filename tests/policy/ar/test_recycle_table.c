@@ -210,8 +210,9 @@ static void test_policy_ops(void **s) {
     (void)s;
     const specd_policy_ops *ops = specd_policy_find("recycle");
     assert_non_null(ops);
-    assert_int_equal(ops->abi_version, 3);
+    assert_int_equal(ops->abi_version, 4);
     assert_non_null(ops->observe_rows);
+    assert_non_null(ops->observe_cost);
     specd_policy_env env = {.n_vocab = V, .max_draft = 4, .max_step_rows = 9};
     void *state = NULL;
     specd_error err;
@@ -269,6 +270,47 @@ static void test_policy_ops(void **s) {
     ops->destroy(state);
 }
 
+/* tree=auto sized by the cost the guard hands it (ABI 4 observe_cost): a dear row makes the tree
+ * one node, a free one as large as the step and the table allow; row_cost= fixes the size. */
+static void test_tree_sized_by_observed_cost(void **s) {
+    (void)s;
+    const specd_policy_ops *ops = specd_policy_find("recycle");
+    specd_policy_env env = {.n_vocab = V, .max_draft = 4, .max_step_rows = 9};
+    specd_error err;
+    void *state = NULL;
+    /* a table where every token has two successors: t -> {t + 1, t + 2} */
+    float rows[V * V];
+    int32_t tokens[V - 2];
+    for (int32_t t = 0; t < V - 2; t++) {
+        const int32_t r[] = {t + 1, t + 2};
+        ranking_row(rows + (size_t)t * V, r, 2);
+        tokens[t] = t;
+    }
+    const int32_t h[] = {1, 3};
+    int32_t parent[8], token[8], n = -1;
+    int has_q = 0;
+    const char *opts[] = {"k=2,seed=0", "k=2,seed=0,row_cost=0.01"};
+    for (int fixed = 0; fixed < 2; fixed++) {
+        assert_int_equal(ops->create(&env, opts[fixed], &state, &err), SPECD_OK);
+        ops->observe_rows(state, tokens, V - 2, rows, V, V);
+        /* before any measurement: the CPU rule (0.08), or the given 0.01 */
+        assert_int_equal(ops->propose_tree(state, h, 2, 8, 4, parent, token, &n, NULL, &has_q,
+                                           &err), SPECD_OK);
+        const int32_t first = n;
+        assert_int_equal(first, specd_recycle_nodes_for_cost(fixed ? 0.01 : 0.08, 8, 4, 2));
+        ops->observe_cost(state, 0.5); /* a row costs half a step: one node pays at most */
+        assert_int_equal(ops->propose_tree(state, h, 2, 8, 4, parent, token, &n, NULL, &has_q,
+                                           &err), SPECD_OK);
+        assert_int_equal(n, fixed ? first : 1);
+        assert_int_equal(token[0], 4);
+        ops->observe_cost(state, 0.0); /* free rows: the step's whole room */
+        assert_int_equal(ops->propose_tree(state, h, 2, 8, 4, parent, token, &n, NULL, &has_q,
+                                           &err), SPECD_OK);
+        assert_int_equal(n, fixed ? first : 8);
+        ops->destroy(state);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_topk_matches_a_sort),
@@ -277,6 +319,7 @@ int main(void) {
         cmocka_unit_test(test_template_shape),
         cmocka_unit_test(test_expand_hand_made_table),
         cmocka_unit_test(test_policy_ops),
+        cmocka_unit_test(test_tree_sized_by_observed_cost),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

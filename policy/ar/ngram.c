@@ -5,7 +5,6 @@
 
 #include "common/alloc.h"
 #include "common/status_internal.h"
-#include "policy/ar/lookup.h"
 #include "policy/options.h"
 
 #include <stddef.h>
@@ -44,15 +43,39 @@ static specd_status ngram_create(const specd_policy_env *env, const char *option
 
 static void ngram_destroy(void *state) { specd_free(state); }
 
+/* Latest start j < n_history - n of an earlier copy of the last n tokens, or -1. */
+static int64_t find_latest(const int32_t *h, int64_t n_history, int32_t n) {
+    const int32_t *suffix = h + n_history - n;
+    for (int64_t j = n_history - n - 1; j >= 0; j--) {
+        int32_t m = 0;
+        while (m < n && h[j + m] == suffix[m]) m++;
+        if (m == n) return j;
+    }
+    return -1;
+}
+
 static specd_status ngram_propose(void *state, const int32_t *history, int64_t n_history,
                                   int32_t max_draft, int32_t *draft, int32_t *n_draft, float *q,
                                   int *has_q, specd_error *err) {
     (void)q;
     (void)err;
     const ngram_state *s = state;
-    *n_draft = specd_lookup_continuation(history, n_history, s->n_max, s->n_min,
-                                         s->k < max_draft ? s->k : max_draft, draft);
+    int32_t k = s->k < max_draft ? s->k : max_draft;
+    *n_draft = 0;
     *has_q = 0;
+    for (int32_t n = s->n_max; n >= s->n_min; n--) {
+        if (n_history <= n) continue;
+        int64_t j = find_latest(history, n_history, n);
+        if (j < 0) continue;
+        int64_t from = j + n;
+        int32_t m = 0;
+        while (m < k && from + m < n_history) {
+            draft[m] = history[from + m];
+            m++;
+        }
+        *n_draft = m;
+        return SPECD_OK;
+    }
     return SPECD_OK;
 }
 

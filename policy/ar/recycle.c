@@ -27,7 +27,6 @@
 
 #include "common/alloc.h"
 #include "common/status_internal.h"
-#include "policy/ar/lookup.h"
 #include "policy/ar/recycle_table.h"
 #include "policy/ar/recycle_tree.h"
 #include "policy/options.h"
@@ -47,7 +46,6 @@ typedef struct recycle_opts {
     int32_t depth; /* 0: the tree's */
     int32_t seed;  /* prompt bigrams fill entries the target has not */
     float row_cost; /* tree=auto: one more row's cost relative to a plain step */
-    int32_t lookup; /* prompt lookup first, from a match of this many tokens (0: off) */
 } recycle_opts;
 
 static const specd_policy_option option_rows[] = {
@@ -74,10 +72,6 @@ static const specd_policy_option option_rows[] = {
      .min = 0.0, .max = 10.0, .flags = SPECD_OPTION_DEFAULT_DERIVED,
      .help = "tree=auto: one more verified row's cost relative to a plain one-row step (given: "
              "fixed, whatever the guard measures)"},
-    {.key = "lookup", .kind = SPECD_OPTION_INT, .offset = offsetof(recycle_opts, lookup),
-     .dflt = "0", .min = 0, .max = 16,
-     .help = "prompt lookup first: where the history's last N or more tokens (up to 4) occurred "
-             "before, propose what followed them as a chain, the table's tree elsewhere (0: off)"},
 };
 const specd_option_table specd_recycle_options = SPECD_OPTION_TABLE(option_rows);
 
@@ -91,7 +85,6 @@ typedef struct recycle_state {
     int32_t sized_nodes, sized_cap, sized_depth;
     double sized_cost;
     int32_t seed, seeded;
-    int32_t lookup;             /* shortest prompt-lookup match used (0: none) */
     specd_recycle_template tpl; /* built for (tpl_nodes, tpl_depth) */
     int32_t tpl_nodes, tpl_depth;
 } recycle_state;
@@ -130,7 +123,6 @@ static specd_status recycle_create(const specd_policy_env *env, const char *opti
     s->row_cost_fixed = o.row_cost >= 0.0f;
     s->row_cost = s->row_cost_fixed ? o.row_cost : cuda ? ROW_COST_CUDA : ROW_COST_CPU;
     s->seed = o.seed;
-    s->lookup = o.lookup;
     s->table = env->shared;
     if (!s->table) {
         specd_status st = specd_recycle_table_create(env->n_vocab, o.k, &s->own, err);
@@ -178,14 +170,6 @@ static void recycle_observe_cost(void *state, double row_cost) {
     if (!s->row_cost_fixed) s->row_cost = row_cost;
 }
 
-/* lookup=N: the continuation of an earlier copy of the history's end (at most k tokens), or 0. */
-static int32_t lookup_chain(const recycle_state *s, const int32_t *history, int64_t n_history,
-                            int32_t k, int32_t *token) {
-    if (s->lookup < 1 || k < 1) return 0;
-    return specd_lookup_continuation(history, n_history, s->lookup > 4 ? s->lookup : 4, s->lookup,
-                                     k, token);
-}
-
 static specd_status recycle_propose_tree(void *state, const int32_t *history, int64_t n_history,
                                          int32_t max_nodes, int32_t max_depth, int32_t *parent,
                                          int32_t *token, int32_t *n_nodes, float *q, int *has_q,
@@ -199,13 +183,6 @@ static specd_status recycle_propose_tree(void *state, const int32_t *history, in
     int32_t nodes = s->nodes && s->nodes < max_nodes ? s->nodes : max_nodes;
     int32_t depth = s->depth < max_depth ? s->depth : max_depth;
     if (nodes < 1 || depth < 1 || n_history < 1) return SPECD_OK;
-    const int32_t m = lookup_chain(s, history, n_history, max_nodes < max_depth ? max_nodes
-                                                                               : max_depth, token);
-    if (m > 0) {
-        for (int32_t i = 0; i < m; i++) parent[i] = i - 1;
-        *n_nodes = m;
-        return SPECD_OK;
-    }
     if (!s->nodes) nodes = auto_size(s, nodes, depth);
     if (nodes != s->tpl_nodes || depth != s->tpl_depth) { /* the guard moved the depth or cost */
         s->tpl_nodes = nodes;
@@ -227,7 +204,6 @@ static specd_status recycle_propose(void *state, const int32_t *history, int64_t
     *has_q = 0;
     seed_once(s, history, n_history);
     int32_t k = s->depth < max_draft ? s->depth : max_draft;
-    if ((*n_draft = lookup_chain(s, history, n_history, max_draft, draft)) > 0) return SPECD_OK;
     int32_t tok = n_history > 0 ? history[n_history - 1] : -1;
     while (*n_draft < k) {
         const int32_t *entry = specd_recycle_table_entry(s->table, tok);
@@ -248,8 +224,7 @@ const specd_policy_ops specd_policy_recycle = {
     .name = "recycle",
     .flags = SPECD_POLICY_SHADOW_DRAFTS, /* microseconds a proposal, from the history alone */
     .options_help = "k=8 (successors per token), tree=auto|small|large, nodes=0 (tree's), "
-                    "depth=0 (tree's), seed=1 (prompt bigrams), row_cost (tree=auto), lookup=0 "
-                    "(prompt lookup first)",
+                    "depth=0 (tree's), seed=1 (prompt bigrams), row_cost (tree=auto)",
     .create = recycle_create,
     .destroy = recycle_destroy,
     .propose = recycle_propose,

@@ -311,40 +311,6 @@ static void test_tree_sized_by_observed_cost(void **s) {
     }
 }
 
-/* lookup=N: where the history's end occurred before, its continuation is proposed as a chain (the
- * guard's depth bounds it); elsewhere the table's tree, here empty (seed=0, nothing observed). */
-static void test_lookup_first(void **s) {
-    (void)s;
-    const specd_policy_ops *ops = specd_policy_find("recycle");
-    specd_policy_env env = {.n_vocab = V, .max_draft = 4, .max_step_rows = 9};
-    specd_error err;
-    const int32_t h[] = {5, 6, 7, 8, 9, 5, 6}, fresh[] = {5, 6, 7, 8, 9, 10, 11};
-    int32_t parent[8], token[8], draft[8], n = -1;
-    int has_q = 0;
-    for (int lookup = 0; lookup < 2; lookup++) {
-        void *state = NULL;
-        assert_int_equal(ops->create(&env, lookup ? "seed=0,lookup=2" : "seed=0", &state, &err),
-                         SPECD_OK);
-        assert_int_equal(ops->propose_tree(state, h, 7, 8, 3, parent, token, &n, NULL, &has_q,
-                                           &err), SPECD_OK);
-        if (lookup) {
-            const int32_t want_parent[] = {-1, 0, 1}, want_token[] = {7, 8, 9};
-            assert_int_equal(n, 3); /* 5 6 -> 7 8 9 ..., three deep */
-            assert_memory_equal(parent, want_parent, sizeof want_parent);
-            assert_memory_equal(token, want_token, sizeof want_token);
-        } else {
-            assert_int_equal(n, 0);
-        }
-        assert_int_equal(ops->propose(state, h, 7, 4, draft, &n, NULL, &has_q, &err), SPECD_OK);
-        assert_int_equal(n, lookup ? 4 : 0); /* 7 8 9 5 */
-        /* no earlier copy of the end: the (empty) table's tree */
-        assert_int_equal(ops->propose_tree(state, fresh, 7, 8, 3, parent, token, &n, NULL, &has_q,
-                                           &err), SPECD_OK);
-        assert_int_equal(n, 0);
-        ops->destroy(state);
-    }
-}
-
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_topk_matches_a_sort),
@@ -354,7 +320,6 @@ int main(void) {
         cmocka_unit_test(test_expand_hand_made_table),
         cmocka_unit_test(test_policy_ops),
         cmocka_unit_test(test_tree_sized_by_observed_cost),
-        cmocka_unit_test(test_lookup_first),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

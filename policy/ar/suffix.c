@@ -5,7 +5,15 @@
  * per options string). At each step the longest suffix of the history (at most max_tree_depth
  * tokens) is matched in both tries, a speculation tree is grown from each match by the children's
  * frequencies (suffix_tree.h), and the one with the more expected accepted tokens is proposed.
- * It pays on repetitive and agentic work: code edits, quoted input, the same task asked again. */
+ * It pays on repetitive and agentic work: code edits, quoted input, the same task asked again.
+ *
+ * Tree or chain. A tree's side branches are its less likely continuations (the template model of
+ * recycle_tree.h gives a second-ranked successor about 0.15), so a branch pays only where a
+ * verified row costs less than about a tenth of a plain step. use_tree=auto (the default) reads
+ * that cost from the adaptive guard (policy ABI 4 observe_cost): trees below TREE_MAX_COST,
+ * chains above, trees until the guard has measured it (with --no-adaptive: always). On the 2-core
+ * test CPU the guard measures 0.2-0.5, and chains read 1.21x against the trees' 1.14x on
+ * Spec-Bench at T 0 (docs/benchmarks.md). */
 #include "policy/builtin.h"
 
 #include "common/alloc.h"
@@ -16,6 +24,9 @@
 
 #include <stddef.h>
 #include <string.h>
+
+enum { USE_CHAIN, USE_TREE, USE_AUTO }; /* use_tree's choices, in order */
+#define TREE_MAX_COST 0.1                  /* use_tree=auto: trees while a row costs less */
 
 typedef struct suffix_opts {
     int32_t max_tree_depth;
@@ -44,8 +55,10 @@ static const specd_policy_option option_rows[] = {
     {.key = "max_cache_bytes", .kind = SPECD_OPTION_INT,
      .offset = offsetof(suffix_opts, max_cache_bytes), .dflt = "268435456", .min = 1 << 20,
      .max = 2147483647, .help = "the global cache's memory bound (oldest requests evicted)"},
-    {.key = "use_tree", .kind = SPECD_OPTION_BOOL, .offset = offsetof(suffix_opts, use_tree),
-     .dflt = "1", .help = "1: tree proposals (best-first by path probability); 0: chains only"},
+    {.key = "use_tree", .kind = SPECD_OPTION_ENUM, .offset = offsetof(suffix_opts, use_tree),
+     .dflt = "auto", .choices = "0|1|auto",
+     .help = "1: tree proposals (best-first by path probability); 0: chains only; auto: trees "
+             "while the guard measures a verified row below 0.1 of a plain step, chains above"},
     {.key = "min_match", .kind = SPECD_OPTION_INT, .offset = offsetof(suffix_opts, min_match),
      .dflt = "2", .min = 1, .max = SPECD_SUFFIX_MAX_DEPTH,
      .help = "propose only from a match of at least this many tokens (one token seen once is "
@@ -86,6 +99,7 @@ typedef struct suffix_state {
     specd_suffix_cache *cache; /* borrowed (env.shared), or NULL: no global cache */
     int32_t parent[2][SPECD_SUFFIX_MAX_NODES], token[2][SPECD_SUFFIX_MAX_NODES];
     float prob[2][SPECD_SUFFIX_MAX_NODES];
+    double row_cost; /* the guard's measured cost of a row (observe_cost), or -1 */
 } suffix_state;
 
 static void suffix_destroy(void *state) {
@@ -105,6 +119,7 @@ static specd_status suffix_create(const specd_policy_env *env, const char *optio
     suffix_state *s = specd_alloc_array(1, sizeof *s);
     if (!s) return specd_fail(err, SPECD_E_NOMEM, "policy suffix: out of memory");
     s->o = o;
+    s->row_cost = -1.0;
     /* without a spec's shared state (a caller creating the policy on its own) there is no one to
      * share a cache with: the sequence drafts from its own tokens only */
     s->cache = o.max_cached_requests > 0 ? env->shared : NULL;
@@ -217,12 +232,18 @@ static specd_status suffix_propose_tree(void *state, const int32_t *history, int
     suffix_state *s = state;
     *n_nodes = 0;
     *has_q = 0;
+    const int use_tree = s->o.use_tree == USE_AUTO ? s->row_cost < TREE_MAX_COST
+                                                   : s->o.use_tree == USE_TREE;
     specd_suffix_draft d;
-    SPECD_TRY(speculate(s, history, n_history, max_nodes, max_depth, s->o.use_tree, &d, err));
+    SPECD_TRY(speculate(s, history, n_history, max_nodes, max_depth, use_tree, &d, err));
     memcpy(parent, d.parent, (size_t)d.n * sizeof *parent);
     memcpy(token, d.token, (size_t)d.n * sizeof *token);
     *n_nodes = d.n;
     return SPECD_OK;
+}
+
+static void suffix_observe_cost(void *state, double row_cost) {
+    ((suffix_state *)state)->row_cost = row_cost;
 }
 
 /* A chain (what specd-drafter asks for): the most frequent continuation. */
@@ -254,4 +275,5 @@ const specd_policy_ops specd_policy_suffix = {
     .shared_create = suffix_shared_create,
     .shared_destroy = suffix_shared_destroy,
     .propose_tree = suffix_propose_tree,
+    .observe_cost = suffix_observe_cost,
 };

@@ -97,6 +97,28 @@ static void test_tree_branches_by_frequency(void **s) {
     ops->destroy(state);
 }
 
+/* use_tree=auto: trees until the guard's measured row cost says a branch does not pay (0.1 of a
+ * plain step or more), chains then, trees again when rows turn cheap; use_tree=1 keeps trees. */
+static void test_tree_or_chain_by_observed_cost(void **s) {
+    (void)s;
+    const int32_t h[] = {7, 1, 2, 7, 1, 2, 7, 1, 3, 7, 1};
+    int32_t parent[16], token[16];
+    const char *opts[] = {"max_spec_offset=4", "max_spec_offset=4,use_tree=1"};
+    for (int forced = 0; forced < 2; forced++) {
+        void *state = make(opts[forced], NULL);
+        const double costs[] = {-1.0, 0.3, 0.01};
+        for (int c = 0; c < 3; c++) {
+            if (costs[c] >= 0) ops->observe_cost(state, costs[c]);
+            int32_t n = tree(state, h, 11, parent, token), roots = 0;
+            assert_true(n >= 1);
+            for (int32_t i = 0; i < n; i++) roots += parent[i] == -1;
+            /* before a measurement and at 0.01: both children of the pending token */
+            assert_int_equal(roots, forced || costs[c] < 0.1 ? 2 : 1);
+        }
+        ops->destroy(state);
+    }
+}
+
 /* A request that ended feeds the next one's drafts through the shared cache, and only through
  * it: without one (max_cached_requests=0, or no shared state) the new request has nothing. */
 static void test_global_cache_feeds_later_requests(void **s) {
@@ -231,6 +253,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_proposes_its_own_continuation),
         cmocka_unit_test(test_tree_branches_by_frequency),
+        cmocka_unit_test(test_tree_or_chain_by_observed_cost),
         cmocka_unit_test(test_global_cache_feeds_later_requests),
         cmocka_unit_test(test_changed_history_is_followed),
         cmocka_unit_test(test_bad_options_are_refused),

@@ -76,8 +76,9 @@ static void toy_shared_destroy(void *shared) {
     free(shared);
 }
 
-/* Greedy decoding of a target that always prefers the next id: outputs 3, 4, 5, ... */
-static void decode(specd_spec *spec, int32_t seq, int32_t n_steps) {
+/* Greedy decoding of a target that always prefers the next id: outputs 3, 4, 5, ... Each step's
+ * "forward" takes forward_ns (0: none), so the adaptive guard has a step cost to measure. */
+static void decode_for(specd_spec *spec, int32_t seq, int32_t n_steps, long forward_ns) {
     specd_error err;
     for (int32_t s = 0; s < n_steps; s++) {
         specd_step_layout lay;
@@ -86,6 +87,10 @@ static void decode(specd_spec *spec, int32_t seq, int32_t n_steps) {
         for (int32_t i = 0; i < lay.n_rows; i++)
             for (int32_t x = 0; x < V; x++)
                 logits[i * V + x] = x == (lay.tokens[lay.rows[i]] + 1) % V ? 1.0f : 0.0f;
+        if (forward_ns > 0) {
+            const struct timespec forward = {.tv_sec = 0, .tv_nsec = forward_ns};
+            nanosleep(&forward, NULL);
+        }
         specd_step_outcome o;
         assert_int_equal(specd_spec_seq_verify(spec, seq, logits, &o, &err), SPECD_OK);
         assert_int_equal(o.n_accepted, o.n_drafted); /* the toy drafts are always right */
@@ -93,6 +98,24 @@ static void decode(specd_spec *spec, int32_t seq, int32_t n_steps) {
     int64_t n;
     const int32_t *out = specd_spec_seq_output(spec, seq, &n);
     for (int64_t i = 0; i < n; i++) assert_int_equal(out[i], (3 + i) % V);
+}
+
+static void decode(specd_spec *spec, int32_t seq, int32_t n_steps) {
+    decode_for(spec, seq, n_steps, 0);
+}
+
+/* ops cut to its first size bytes, in an allocation of exactly that size (a policy built against an
+ * older ABI; ASan reports a read past it), run for n_steps on seq. */
+static void run_truncated(specd_spec *spec, int32_t seq, const specd_policy_ops *ops, size_t size,
+                          specd_seq_params p, int32_t n_steps, long forward_ns) {
+    specd_policy_ops *old = malloc(size);
+    memcpy(old, ops, size);
+    p.policy_ops = old;
+    const int32_t prompt[] = {1, 2};
+    assert_int_equal(specd_spec_seq_open(spec, seq, prompt, 2, &p, NULL), SPECD_OK);
+    decode_for(spec, seq, n_steps, forward_ns);
+    specd_spec_seq_close(spec, seq);
+    free(old);
 }
 
 static specd_spec *make_spec(void) {
@@ -227,16 +250,10 @@ static void test_observe_rows_gated_by_version(void **s) {
     assert_int_equal(n_observed_calls, 0);
     specd_spec_seq_close(spec, 0);
 
-    /* an ABI 2 struct allocated to exactly its size (ASan reports a read past it) loads and runs */
-    size_t v2_size = offsetof(specd_policy_ops, observe_rows);
-    specd_policy_ops *v2 = malloc(v2_size);
-    memcpy(v2, &v3, v2_size);
-    p = params_for(v2);
-    assert_int_equal(specd_spec_seq_open(spec, 1, prompt, 2, &p, NULL), SPECD_OK);
-    decode(spec, 1, 3);
+    /* an ABI 2 struct allocated to exactly its size loads and runs */
+    run_truncated(spec, 1, &v3, offsetof(specd_policy_ops, observe_rows), p, 3, 0);
     assert_int_equal(n_observed_calls, 0);
     specd_spec_destroy(spec);
-    free(v2);
 }
 
 /* ABI 4 observe_cost: the guard's measured row cost reaches a drafter that asks for it, before
@@ -252,20 +269,9 @@ static void toy_observe_cost(void *st, double row_cost) {
     last_cost = row_cost;
 }
 
+/* 2 ms a step: drafts (always right) pay whatever the noise, so the guard keeps measuring */
 static void decode_timed(specd_spec *spec, int32_t seq, int32_t n_steps) {
-    specd_error err;
-    for (int32_t s = 0; s < n_steps; s++) {
-        specd_step_layout lay;
-        assert_int_equal(specd_spec_seq_layout(spec, seq, &lay, &err), SPECD_OK);
-        float logits[9 * V];
-        for (int32_t i = 0; i < lay.n_rows; i++)
-            for (int32_t x = 0; x < V; x++)
-                logits[i * V + x] = x == (lay.tokens[lay.rows[i]] + 1) % V ? 1.0f : 0.0f;
-        const struct timespec forward = {.tv_sec = 0, .tv_nsec = 2000000};
-        nanosleep(&forward, NULL);
-        specd_step_outcome o;
-        assert_int_equal(specd_spec_seq_verify(spec, seq, logits, &o, &err), SPECD_OK);
-    }
+    decode_for(spec, seq, n_steps, 2000000);
 }
 
 static void test_observe_cost_gated_by_version(void **s) {
@@ -302,16 +308,10 @@ static void test_observe_cost_gated_by_version(void **s) {
     assert_int_equal(n_cost_calls, 0);
     specd_spec_seq_close(spec, 0);
 
-    /* an ABI 3 struct allocated to exactly its size (ASan reports a read past it) */
-    size_t v3_size = offsetof(specd_policy_ops, observe_cost);
-    specd_policy_ops *v3 = malloc(v3_size);
-    memcpy(v3, &v4, v3_size);
-    p.policy_ops = v3;
-    assert_int_equal(specd_spec_seq_open(spec, 1, prompt, 2, &p, NULL), SPECD_OK);
-    decode_timed(spec, 1, 10);
+    /* an ABI 3 struct allocated to exactly its size */
+    run_truncated(spec, 1, &v4, offsetof(specd_policy_ops, observe_cost), p, 10, 2000000);
     assert_int_equal(n_cost_calls, 0);
     specd_spec_destroy(spec);
-    free(v3);
 }
 
 /* ABI 3 device_q / fetch_q: q rows "on the device" (this test's stand-in pointer, never read by

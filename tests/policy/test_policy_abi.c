@@ -104,6 +104,15 @@ static void decode(specd_spec *spec, int32_t seq, int32_t n_steps) {
     decode_for(spec, seq, n_steps, 0);
 }
 
+/* A sequence from the prompt 1 2, n_steps steps, closed. */
+static void run_seq(specd_spec *spec, int32_t seq, const specd_seq_params *p, int32_t n_steps,
+                    long forward_ns) {
+    const int32_t prompt[] = {1, 2};
+    assert_int_equal(specd_spec_seq_open(spec, seq, prompt, 2, p, NULL), SPECD_OK);
+    decode_for(spec, seq, n_steps, forward_ns);
+    specd_spec_seq_close(spec, seq);
+}
+
 /* ops cut to its first size bytes, in an allocation of exactly that size (a policy built against an
  * older ABI; ASan reports a read past it), run for n_steps on seq. */
 static void run_truncated(specd_spec *spec, int32_t seq, const specd_policy_ops *ops, size_t size,
@@ -111,10 +120,7 @@ static void run_truncated(specd_spec *spec, int32_t seq, const specd_policy_ops 
     specd_policy_ops *old = malloc(size);
     memcpy(old, ops, size);
     p.policy_ops = old;
-    const int32_t prompt[] = {1, 2};
-    assert_int_equal(specd_spec_seq_open(spec, seq, prompt, 2, &p, NULL), SPECD_OK);
-    decode_for(spec, seq, n_steps, forward_ns);
-    specd_spec_seq_close(spec, seq);
+    run_seq(spec, seq, &p, n_steps, forward_ns);
     free(old);
 }
 
@@ -245,10 +251,8 @@ static void test_observe_rows_gated_by_version(void **s) {
     /* the same struct declaring ABI 2: the slot is not read */
     v3.abi_version = 2;
     n_observed_calls = 0;
-    assert_int_equal(specd_spec_seq_open(spec, 0, prompt, 2, &p, NULL), SPECD_OK);
-    decode(spec, 0, 3);
+    run_seq(spec, 0, &p, 3, 0);
     assert_int_equal(n_observed_calls, 0);
-    specd_spec_seq_close(spec, 0);
 
     /* an ABI 2 struct allocated to exactly its size loads and runs */
     run_truncated(spec, 1, &v3, offsetof(specd_policy_ops, observe_rows), p, 3, 0);
@@ -270,9 +274,7 @@ static void toy_observe_cost(void *st, double row_cost) {
 }
 
 /* 2 ms a step: drafts (always right) pay whatever the noise, so the guard keeps measuring */
-static void decode_timed(specd_spec *spec, int32_t seq, int32_t n_steps) {
-    decode_for(spec, seq, n_steps, 2000000);
-}
+enum { FORWARD_NS = 2000000 };
 
 static void test_observe_cost_gated_by_version(void **s) {
     (void)s;
@@ -283,33 +285,26 @@ static void test_observe_cost_gated_by_version(void **s) {
     specd_seq_params p = params_for(&v4);
     p.adaptive = 1;
     p.max_tokens = 100;
-    const int32_t prompt[] = {1, 2};
     n_cost_calls = 0;
     last_cost = -1.0;
-    assert_int_equal(specd_spec_seq_open(spec, 0, prompt, 2, &p, NULL), SPECD_OK);
-    decode_timed(spec, 0, 10);
+    run_seq(spec, 0, &p, 10, FORWARD_NS);
     assert_true(n_cost_calls > 0);
     assert_true(last_cost >= 0.0 && last_cost < 1e6);
-    specd_spec_seq_close(spec, 0);
 
     /* the guard off: nothing measured, nothing told */
     n_cost_calls = 0;
     p.adaptive = 0;
-    assert_int_equal(specd_spec_seq_open(spec, 0, prompt, 2, &p, NULL), SPECD_OK);
-    decode_timed(spec, 0, 4);
+    run_seq(spec, 0, &p, 4, FORWARD_NS);
     assert_int_equal(n_cost_calls, 0);
-    specd_spec_seq_close(spec, 0);
 
     /* the same struct declaring ABI 3: the slot is not read */
     p.adaptive = 1;
     v4.abi_version = 3;
-    assert_int_equal(specd_spec_seq_open(spec, 0, prompt, 2, &p, NULL), SPECD_OK);
-    decode_timed(spec, 0, 10);
+    run_seq(spec, 0, &p, 10, FORWARD_NS);
     assert_int_equal(n_cost_calls, 0);
-    specd_spec_seq_close(spec, 0);
 
     /* an ABI 3 struct allocated to exactly its size */
-    run_truncated(spec, 1, &v4, offsetof(specd_policy_ops, observe_cost), p, 10, 2000000);
+    run_truncated(spec, 1, &v4, offsetof(specd_policy_ops, observe_cost), p, 10, FORWARD_NS);
     assert_int_equal(n_cost_calls, 0);
     specd_spec_destroy(spec);
 }

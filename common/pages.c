@@ -5,9 +5,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
-#include <stdio.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,7 +36,8 @@ static void read_huge_setting(void) {
     if (strcmp(e, "0") == 0 || strcmp(e, "off") == 0)
         huge_on = 0;
     else
-        specd_log(SPECD_LOG_WARN, "SPECD_HUGE_PAGES=%s: not 0, off, 1 or on; huge pages stay on", e);
+        specd_log(SPECD_LOG_WARN, "SPECD_HUGE_PAGES=%s: not 0, off, 1 or on; huge pages stay on",
+                  e);
 #endif
 }
 

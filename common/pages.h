@@ -6,9 +6,10 @@
  * in its own page): on a 2-core Zen 3, huge pages made decode at 770 cached tokens 1.14x faster
  * (docs/benchmarks.md).
  *
- * SPECD_HUGE_PAGES=0 (or off) in the environment turns this off for the process: buffers then come from
- * specd_alloc and models are mapped from their file (shared with other processes through the
- * page cache). Sanitizer builds always take the specd_alloc path, so ASan sees the KV cache.
+ * SPECD_HUGE_PAGES=0 (or off) in the environment turns this off for the process: buffers then
+ * come from specd_alloc and models are mapped from their file (shared with other processes
+ * through the page cache). Sanitizer builds always take the specd_alloc path, so ASan sees the
+ * KV cache.
  *
  * Every pointer from specd_pages_alloc is released with specd_pages_free and the same size. */
 #ifndef SPECD_COMMON_PAGES_H
@@ -16,7 +17,8 @@
 
 #include <stddef.h>
 
-/* 1 unless SPECD_HUGE_PAGES is 0 or off (read once per process; another value is warned of) or the build has a sanitizer. */
+/* 1 unless SPECD_HUGE_PAGES is 0 or off (read once per process; another value is warned of) or
+ * the build has a sanitizer. */
 int specd_huge_pages_on(void);
 /* size zeroed bytes, 64-byte aligned at least; NULL on failure. */
 void *specd_pages_alloc(size_t size);

@@ -277,7 +277,7 @@ typedef struct specd_policy_ops {
      * proposal (shadow drafts included) once the guard has measured it; never with the guard off
      * or before its first measurement. A policy that sizes its proposals by cost (recycle's
      * tree=auto) uses it in place of a fixed rule: a verified row is nearly free on a GPU and costs
-     * a tenth to a third of a step on a CPU, more at long contexts. */
+     * a tenth to a half of a step on a CPU, more at long contexts. */
     void (*observe_cost)(void *state, double row_cost);
 } specd_policy_ops;
 

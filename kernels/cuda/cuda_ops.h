@@ -87,9 +87,10 @@ int specd_cuda_lora(const float *a, const float *b, int32_t n_in, int32_t n_out,
 
 /* Attention of n_rows query rows over an F16 KV cache with per-row visibility bits
  * (specd_cuda_attention_args, kernels/cuda/cuda_plan.h): per head, softmax(scale * q.k_j) over
- * the visible positions j, mixed over V. The cache is cut at absolute positions 0, S, 2S, ...
- * (S = SPECD_CUDA_ATTN_SPLIT); each split keeps its max, sum of exponentials and weighted sums of
- * V (positions in order), and the splits are merged in position order. */
+ * the visible positions j, mixed over V. Each row's visible positions are cut by rank, S to a
+ * split (S = SPECD_CUDA_ATTN_SPLIT), so a tree row groups its keys as plain decoding does once its
+ * path is committed and packed; each split keeps its max, sum of exponentials and weighted sums of
+ * V (positions in order), and the splits are merged in order. */
 int specd_cuda_attention(const specd_cuda_attention_args *args, void *stream);
 
 /* Small row operations of the runtime's forward pass (model/runtime/forward_cuda.c); each is

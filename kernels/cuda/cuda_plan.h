@@ -5,7 +5,7 @@
  *
  * Batch invariance: no shape computed here changes how one output element is reduced. Matmul
  * outputs are (output, row) pairs each reduced by the same fixed tree whatever the pair count;
- * attention splits the KV cache at absolute positions 0, S, 2S, ... with S fixed
+ * attention cuts each row's visible positions by rank, S to a split with S fixed
  * (SPECD_CUDA_ATTN_SPLIT), never chosen from the shape. */
 #ifndef SPECD_KERNELS_CUDA_PLAN_H
 #define SPECD_KERNELS_CUDA_PLAN_H

@@ -3,7 +3,9 @@
  * splits), each row with its own visibility (a prefix of its own length with holes). The cache
  * past n_kv holds NaNs, which must never be read. Then batch invariance: each row alone has the
  * bits it has inside batches of 2..64 rows, and the same bits with n_kv cut just after its last
- * visible position. Skipped (exit 77) without the kernel library or a device. */
+ * visible position. Last, the tree property: a row with holes has the bits of the same query over
+ * a cache holding only its visible positions, packed in order (what plain decoding sees once a
+ * tree's accepted path is committed). Skipped (exit 77) without the kernel library or a device. */
 #include "gpu_harness.h"
 
 #include "kernels/cpu/fp16.h"
@@ -27,6 +29,54 @@ static void cpu_attention(const float *q, const uint16_t *k, const uint16_t *vt,
                                 scale, scratch_scores, scratch_probs,
                                 out + (size_t)r * WIDTH + h * HD, 0);
         }
+}
+
+/* Each row with holes against its query over a cache of only its visible positions (K rows and
+ * V^T columns gathered in order, the rest NaN, a mask of the first m positions): bitwise. */
+static int packed_rows_equal(const gpu_ctx *g, const specd_cuda_attention_args *a,
+                             const uint16_t *k, const uint16_t *vt, const uint8_t *vis,
+                             const int32_t *last, const float *alone) {
+    uint16_t *pk = host_alloc((size_t)CAP * KV_DIM * 2), *pv = host_alloc((size_t)KV_DIM * CAP * 2);
+    uint8_t *pvis = host_alloc(NKV);
+    const int32_t words = specd_cuda_mask_words(NKV);
+    uint32_t *pmask = host_alloc((size_t)words * sizeof(uint32_t));
+    float *got = host_alloc(WIDTH * sizeof(float));
+    specd_cuda_attention_args one = *a;
+    one.n_rows = 1;
+    int same = 1, holes = 0;
+    for (int r = 0; r < ROWS && same; r++) {
+        int32_t m = 0;
+        for (size_t i = 0; i < (size_t)CAP * KV_DIM; i++)
+            pk[i] = pv[i] = 0x7e00;
+        for (int j = 0; j <= last[r]; j++) {
+            if (!vis[(size_t)r * NKV + j]) continue;
+            memcpy(pk + (size_t)m * KV_DIM, k + (size_t)j * KV_DIM, KV_DIM * 2);
+            for (int d = 0; d < KV_DIM; d++)
+                pv[(size_t)d * CAP + m] = vt[(size_t)d * CAP + j];
+            m++;
+        }
+        if (m == last[r] + 1) continue; /* no hole: the cut check above covers it */
+        holes++;
+        memset(pvis, 0, NKV);
+        memset(pvis, 1, (size_t)m);
+        if (specd_cuda_pack_visibility(pvis, NKV, 1, NKV, pmask, words) != SPECD_CUDA_OK) {
+            printf("FAIL: pack_visibility\n");
+            return 0;
+        }
+        one.k = gpu_put(g, pk, (size_t)CAP * KV_DIM * 2);
+        one.v = gpu_put(g, pv, (size_t)KV_DIM * CAP * 2);
+        one.visible = gpu_put(g, pmask, (size_t)words * sizeof(uint32_t));
+        one.q = a->q + (size_t)r * WIDTH;
+        gpu_check(g, "attention", g->k->attention(&one, NULL));
+        gpu_get(g, got, one.out, WIDTH * sizeof(float));
+        same = gpu_same_bits("attention row with holes vs its keys packed", got,
+                             alone + (size_t)r * WIDTH, WIDTH);
+        gpu_free(g, (void *)one.k), gpu_free(g, (void *)one.v), gpu_free(g, (void *)one.visible);
+    }
+    printf("attention: %d rows with holes against their visible keys packed: %s\n", holes,
+           same ? "bitwise" : "DIFFER  FAIL");
+    free(pk), free(pv), free(pvis), free(pmask), free(got);
+    return same && holes > 0;
 }
 
 int main(void) {
@@ -126,11 +176,12 @@ int main(void) {
     printf("attention: batch invariance over 1..%d rows %s; n_kv cut after the last visible "
            "position %s\n",
            ROWS, invariant ? "bitwise" : "BROKEN  FAIL", cut ? "bitwise" : "DIFFERS  FAIL");
+    const int packed = packed_rows_equal(&g, &a, k, vt, vis, last, alone);
     gpu_free(&g, (void *)a.q), gpu_free(&g, (void *)a.k), gpu_free(&g, (void *)a.v);
     gpu_free(&g, (void *)a.visible), gpu_free(&g, a.out), gpu_free(&g, a.work);
     free(q), free(tmp), free(k), free(vt), free(vis), free(mask);
     free(cpu), free(gpu), free(alone), free(scratch_scores), free(scratch_probs);
-    ok &= invariant && cut;
+    ok &= invariant && cut && packed;
     printf("%s\n", ok ? "ok" : "FAILED");
     return ok ? 0 : 1;
 }

@@ -10,6 +10,7 @@
  *     logits and hidden states;
  *  3. the cache: committed rows of a verify step, and kv_truncate, then re-extending, give the
  *     bits of a fresh prefill; kv_keep with row moves gives the CPU's logits (normalised error);
+ *     a tree row (holes in its mask) has the bits of its path decoded plainly;
  *  4. CUDA graphs: the same prefill, decode steps, tree verify steps (LoRA gates, float-vector
  *     rows, two sequences) on a context with graphs and one with SPECD_CUDA_GRAPHS=0 give the
  *     same bits, with graphs replayed; logits left on the device (specd_extend_out.device_logits)
@@ -407,8 +408,10 @@ static int cache_ops(specd_context *gc, specd_context *cc, const specd_model *m,
     extend(gc, &s, 1, NULL);
     if (specd_context_decode(gc, 2, chain[2], b, &err) != SPECD_OK) die("decode", &err);
     const int trunc_ok = memcmp(a, b, (size_t)V * 4) == 0;
-    /* kv_keep of a tree path {0, 2, 6} (rows move down), then a decode: the CPU's logits */
-    float *lc = xalloc((size_t)V * 4);
+    /* kv_keep of a tree path {0, 2, 6} (rows move down), then a decode: the CPU's logits. The
+     * tree row of node 6 sees the prefix and nodes 0 and 2 with holes between: it must have the
+     * bits of the same path decoded plainly (attention cuts a row's keys by rank, not position) */
+    float *lc = xalloc((size_t)V * 4), *tree6 = xalloc((size_t)V * 4);
     specd_context *cs[2] = {gc, cc};
     float *outs[2] = {a, lc};
     for (int x = 0; x < 2; x++) {
@@ -421,7 +424,9 @@ static int cache_ops(specd_context *gc, specd_context *cc, const specd_model *m,
                 vis[i * (PREFIX + 7) + j] = j < PREFIX || sees(i, j - PREFIX);
         }
         s = (specd_seq_batch){.seq = 0, .n_tokens = 7, .tokens = chain, .pos = pos, .visible = vis};
-        extend(cs[x], &s, 1, NULL);
+        const int32_t row6 = 6;
+        const specd_extend_out o6 = {.n_rows = 1, .rows = &row6, .logits = tree6};
+        extend(cs[x], &s, 1, x == 0 ? &o6 : NULL);
         const int32_t keep[3] = {PREFIX, PREFIX + 2, PREFIX + 6};
         if (specd_context_kv_keep(cs[x], 0, PREFIX, 3, keep, &err) != SPECD_OK)
             die("kv_keep", &err);
@@ -430,12 +435,21 @@ static int cache_ops(specd_context *gc, specd_context *cc, const specd_model *m,
     stats st = {0};
     accumulate(&st, a, lc, 1, V);
     const int keep_ok = nmse(&st) <= NMSE_MAX;
+    /* the path 0, 2, 6 decoded plainly on the device */
+    prefill(gc, 2, prefix, PREFIX);
+    const int32_t path[2] = {chain[0], chain[2]};
+    s = (specd_seq_batch){.seq = 2, .n_tokens = 2, .tokens = path};
+    extend(gc, &s, 1, NULL);
+    if (specd_context_decode(gc, 2, chain[6], b, &err) != SPECD_OK) die("decode", &err);
+    const int tree_ok = memcmp(tree6, b, (size_t)V * 4) == 0;
     printf("  cache: commit flags then decode %s a fresh prefill's bits; kv_truncate then "
-           "re-extend %s; kv_keep with moves then decode vs CPU: nmse %.3e, argmax %s%s\n",
+           "re-extend %s; kv_keep with moves then decode vs CPU: nmse %.3e, argmax %s; a tree "
+           "row %s its path decoded plainly%s\n",
            commit_ok ? "give" : "DO NOT give", trunc_ok ? "the same" : "DIFFERS", nmse(&st),
-           st.agree ? "equal" : "differs", commit_ok && trunc_ok && keep_ok ? "" : "  FAIL");
-    free(a), free(b), free(lc);
-    return ok && commit_ok && trunc_ok && keep_ok;
+           st.agree ? "equal" : "differs", tree_ok ? "has the bits of" : "DIFFERS from",
+           commit_ok && trunc_ok && keep_ok && tree_ok ? "" : "  FAIL");
+    free(a), free(b), free(lc), free(tree6);
+    return ok && commit_ok && trunc_ok && keep_ok && tree_ok;
 }
 
 /* Part 4: CUDA graphs on and off, and logits left on the device. */

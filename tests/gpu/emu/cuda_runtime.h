@@ -61,6 +61,8 @@ static inline void emu_wait(int st) {
     swapcontext(&emu_cur->ctx, &emu_sched);
 }
 static inline void __syncthreads() { emu_wait(EMU_BLOCK); }
+static inline int __popc(unsigned x) { return __builtin_popcount(x); }
+static inline int __ffs(int x) { return __builtin_ffs(x); }
 template <class T> static inline void emu_put(T v);
 template <> inline void emu_put<float>(float v) { emu_xchg[emu_cur->tid.x].f = v; }
 template <> inline void emu_put<int>(int v) { emu_xchg[emu_cur->tid.x].i = v; }
@@ -194,6 +196,7 @@ static inline int __float2int_rn(float a) { return (int)nearbyintf(a); }
 static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
 static inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
 static inline int min(int a, int b) { return a < b ? a : b; }
+static inline int max(int a, int b) { return a > b ? a : b; }
 static inline int __dp4a(int a, int b, int c) {
     for (int k = 0; k < 4; k++) c += (int8_t)(a >> (8 * k)) * (int8_t)(b >> (8 * k));
     return c;

@@ -25,6 +25,8 @@ art=$src/artifacts
 # gives none by default
 policies=(
   "ngram|"
+  "suffix|"
+  "recycle|"
   "draft|model=$model"
   "layerskip|"
   "isd|"

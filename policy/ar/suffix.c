@@ -266,7 +266,7 @@ const specd_policy_ops specd_policy_suffix = {
     .flags = SPECD_POLICY_SHADOW_DRAFTS, /* microseconds a proposal, from the history alone */
     .options_help = "max_tree_depth=24, max_spec_factor=1, max_spec_offset=0, min_token_prob=0.2, "
                     "max_cached_requests=10000 (0: no global cache), max_cache_bytes=256 MiB, "
-                    "use_tree=1, min_match=2",
+                    "use_tree=auto (0|1|auto), min_match=2",
     .create = suffix_create,
     .destroy = suffix_destroy,
     .propose = suffix_propose,

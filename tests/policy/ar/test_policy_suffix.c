@@ -120,29 +120,37 @@ static void test_tree_or_chain_by_observed_cost(void **s) {
 }
 
 /* A request that ended feeds the next one's drafts through the shared cache, and only through
- * it: without one (max_cached_requests=0, or no shared state) the new request has nothing. */
+ * it: without one (max_cached_requests=0, or no shared state) the new request has nothing. Only
+ * its answer is cached (from the token before the first history the policy saw), not its prompt. */
 static void test_global_cache_feeds_later_requests(void **s) {
     (void)s;
-    const int32_t first[] = {5, 6, 7, 8, 9, 10, 11, 12};
+    /* prompt 20 21 22 23 24, then the answer 5 6 7 8 9 10 11 12 */
+    const int32_t first[] = {20, 21, 22, 23, 24, 5, 6, 7, 8, 9, 10, 11, 12};
     const int32_t second[] = {1, 2, 5, 6, 7};
+    const int32_t asks_prompt[] = {1, 21, 22};
     int32_t parent[16], token[16];
     void *shared = make_shared("");
     assert_non_null(shared);
     void *a = make("", shared);
-    ops->advance(a, first, 8);
-    ops->destroy(a); /* ended: cached */
+    ops->advance(a, first, 5);
+    ops->advance(a, first, 13);
+    ops->destroy(a); /* ended: its answer cached, with the prompt's last token before it */
     specd_suffix_cache_stats st;
     specd_suffix_cache_stats_get(shared, &st);
     assert_int_equal(st.n_requests, 1);
-    assert_int_equal(st.n_tokens, 8);
+    assert_int_equal(st.n_tokens, 9);
     void *b = make("", shared);
-    /* "5 6 7" went on 8 9 10 in the ended request; as long as the match */
+    /* "5 6 7" went on 8 9 10 in the ended request's answer; as long as the match */
     assert_int_equal(tree(b, second, 5, parent, token), 3);
     const int32_t want[] = {8, 9, 10};
     assert_memory_equal(token, want, sizeof want);
     ops->destroy(b);
+    /* "21 22" went on 23 in the ended request's prompt, which is not cached */
+    void *c = make("", shared);
+    assert_int_equal(tree(c, asks_prompt, 3, parent, token), 0);
+    ops->destroy(c);
     specd_suffix_cache_stats_get(shared, &st);
-    assert_int_equal(st.n_requests, 2);
+    assert_int_equal(st.n_requests, 3);
     assert_true(st.n_hits >= 1);
     ops->shared_destroy(shared);
 
@@ -152,6 +160,32 @@ static void test_global_cache_feeds_later_requests(void **s) {
     void *alone = make("", NULL);
     assert_int_equal(tree(alone, second, 5, parent, token), 0);
     ops->destroy(alone);
+}
+
+/* The sequence's own draft wins where it matched more of the history than the global cache's,
+ * though the cache's counts (a phrase in many answers) promise more: "4 5" went on 7 8 in every
+ * cached answer, but this request's own "3 4 5" went on 9. */
+static void test_own_longer_match_beats_the_cache(void **s) {
+    (void)s;
+    const int32_t answer[] = {30, 4, 5, 7, 8, 4, 5, 7, 8, 4, 5, 7, 8};
+    const int32_t h[] = {3, 4, 5, 9, 1, 3, 4, 5};
+    int32_t parent[16], token[16];
+    void *shared = make_shared("");
+    void *a = make("", shared);
+    ops->advance(a, answer, 1);
+    ops->advance(a, answer, 13);
+    ops->destroy(a);
+    void *b = make("", shared);
+    assert_true(tree(b, h, 8, parent, token) >= 1);
+    assert_int_equal(token[0], 9);
+    ops->destroy(b);
+    /* where the request has no match of its own, the cache's draft */
+    void *c = make("", shared);
+    const int32_t only_cache[] = {1, 2, 4, 5};
+    assert_true(tree(c, only_cache, 4, parent, token) >= 1);
+    assert_int_equal(token[0], 7);
+    ops->destroy(c);
+    ops->shared_destroy(shared);
 }
 
 /* The history handed in is authoritative: after a rollback, or a history that changed under the
@@ -255,6 +289,7 @@ int main(void) {
         cmocka_unit_test(test_tree_branches_by_frequency),
         cmocka_unit_test(test_tree_or_chain_by_observed_cost),
         cmocka_unit_test(test_global_cache_feeds_later_requests),
+        cmocka_unit_test(test_own_longer_match_beats_the_cache),
         cmocka_unit_test(test_changed_history_is_followed),
         cmocka_unit_test(test_bad_options_are_refused),
         cmocka_unit_test(test_cache_stays_within_bounds),

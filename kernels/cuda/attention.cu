@@ -55,7 +55,7 @@ static __device__ float block_max(float v, float *red) {
 static __device__ int32_t split_positions(const uint32_t *mask, int32_t n_kv, int32_t r0,
                                           int32_t *pos, int32_t *scan) {
     const int32_t n_words = (n_kv + 31) / 32, r1 = r0 + SPECD_CUDA_ATTN_SPLIT;
-    int32_t before = 0; /* visible positions in the words already counted: the same in every thread */
+    int32_t before = 0; /* visible positions in the words counted so far (equal in every thread) */
     for (int32_t w0 = 0; w0 < n_words && before < r1; w0 += SPECD_CUDA_THREADS) {
         const int32_t w = w0 + (int32_t)threadIdx.x;
         uint32_t bits = w < n_words ? mask[w] : 0u;
